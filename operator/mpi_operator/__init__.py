@@ -1,0 +1,3 @@
+"""Elastic MPI Operator: reconciles kubeflow.org MPIJobs, with first-class elastic Horovod."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""kubesim: an embedded Kubernetes API server with kubelet, Job-controller and GC simulation."""
