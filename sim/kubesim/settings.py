@@ -1,0 +1,23 @@
+"""Knobs of the simulated cluster (`mpi-operator sim` flags and fixture arguments)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    start_seconds: float = 1.0
+    """Default delay of a pod from Pending to Running (annotation `kubesim/start-seconds` overrides)."""
+    ready_seconds: float = 1.0
+    """Default delay from Running to Ready (annotation `kubesim/ready-seconds` overrides)."""
+    volume_sync_seconds: float = 60.0
+    """Kubelet's periodic sync: a mounted ConfigMap change reaches a pod this late unless the pod is updated."""
+    fault_rate: float = 0.0
+    """Fraction of write requests answered 500 without changing state; watches are also dropped at random."""
+    history_size: int = 10_000
+    """Watch events kept for resourceVersion replay; older resourceVersions get 410 Expired."""
+    bookmark_seconds: float = 1.0
+    """Interval of BOOKMARK events on watches that asked for them."""
+    node_name: str = "kubesim-node"
+    """The one node every pod is bound to."""
