@@ -12,7 +12,7 @@ class SimSettings:
     ready_seconds: float = 1.0
     """Default delay from Running to Ready (annotation `kubesim/ready-seconds` overrides)."""
     volume_sync_seconds: float = 60.0
-    """Kubelet's periodic sync: a mounted ConfigMap change reaches a pod this late unless the pod is updated."""
+    """Kubelet sync period: a ConfigMap change reaches a mounted volume this late unless the pod changes."""
     fault_rate: float = 0.0
     """Fraction of write requests answered 500 without changing state; watches are also dropped at random."""
     history_size: int = 10_000
