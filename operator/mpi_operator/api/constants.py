@@ -1,0 +1,126 @@
+"""Names and enum values of the `kubeflow.org` MPIJob API: group, versions, labels, conditions, defaults.
+
+Everything here is a plain constant (mirrors upstream `pkg/apis/kubeflow/v2beta1/constants.go`); the
+pydantic models, the validator and the controllers import their vocabulary from this one place.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+GROUP: Final = "kubeflow.org"
+VERSION: Final = "v2beta1"
+"""The canonical (storage) version; every other served version is normalized into it."""
+LEGACY_VERSIONS: Final = ("v1", "v1alpha2", "v1alpha1")
+SERVED_VERSIONS: Final = (VERSION, *LEGACY_VERSIONS)
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+SERVED_API_VERSIONS: Final = tuple(f"{GROUP}/{v}" for v in SERVED_VERSIONS)
+
+KIND: Final = "MPIJob"
+LIST_KIND: Final = "MPIJobList"
+PLURAL: Final = "mpijobs"
+SINGULAR: Final = "mpijob"
+SHORT_NAMES: Final = ("mpij", "mj")
+CATEGORIES: Final = ("kubeflow",)
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+
+OPERATOR_NAME: Final = "mpi-operator"
+
+# Labels on every child object (upstream `defaultLabels`), plus the pre-v2 pair kept so that old
+# `kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes keep working (DESIGN.md §5).
+LABEL_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
+LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"
+LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
+LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+LABEL_REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+LEGACY_LABEL_JOB_NAME: Final = "mpi_job_name"
+LEGACY_LABEL_ROLE_TYPE: Final = "mpi_role_type"
+
+ROLE_LAUNCHER: Final = "launcher"
+ROLE_WORKER: Final = "worker"
+
+# Replica types: the keys of spec.mpiReplicaSpecs and status.replicaStatuses.
+REPLICA_LAUNCHER: Final = "Launcher"
+REPLICA_WORKER: Final = "Worker"
+ReplicaType = Literal["Launcher", "Worker"]
+REPLICA_TYPES: Final = (REPLICA_LAUNCHER, REPLICA_WORKER)
+
+# Condition types (status.conditions[].type). `Restarting` is defined but never set by upstream v2.
+CONDITION_CREATED: Final = "Created"
+CONDITION_RUNNING: Final = "Running"
+CONDITION_RESTARTING: Final = "Restarting"
+CONDITION_SUCCEEDED: Final = "Succeeded"
+CONDITION_SUSPENDED: Final = "Suspended"
+CONDITION_FAILED: Final = "Failed"
+ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"]
+CONDITION_TYPES: Final = (
+    CONDITION_CREATED,
+    CONDITION_RUNNING,
+    CONDITION_RESTARTING,
+    CONDITION_SUCCEEDED,
+    CONDITION_SUSPENDED,
+    CONDITION_FAILED,
+)
+ConditionStatus = Literal["True", "False", "Unknown"]
+CONDITION_STATUSES: Final = ("True", "False", "Unknown")
+
+# spec.runPolicy.cleanPodPolicy
+CLEAN_POD_POLICY_ALL: Final = "All"
+CLEAN_POD_POLICY_RUNNING: Final = "Running"
+CLEAN_POD_POLICY_NONE: Final = "None"
+CleanPodPolicy = Literal["All", "Running", "None"]
+CLEAN_POD_POLICIES: Final = (CLEAN_POD_POLICY_ALL, CLEAN_POD_POLICY_RUNNING, CLEAN_POD_POLICY_NONE)
+
+# spec.mpiReplicaSpecs.*.restartPolicy: upstream's types also list Always and ExitCode, but its
+# validation only ever accepts these two, so the schema does too.
+RESTART_POLICY_NEVER: Final = "Never"
+RESTART_POLICY_ON_FAILURE: Final = "OnFailure"
+RestartPolicy = Literal["Never", "OnFailure"]
+RESTART_POLICIES: Final = (RESTART_POLICY_NEVER, RESTART_POLICY_ON_FAILURE)
+
+# spec.mpiImplementation
+MPI_IMPLEMENTATION_OPENMPI: Final = "OpenMPI"
+MPI_IMPLEMENTATION_INTEL: Final = "Intel"
+MPI_IMPLEMENTATION_MPICH: Final = "MPICH"
+MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
+MPI_IMPLEMENTATIONS: Final = (MPI_IMPLEMENTATION_OPENMPI, MPI_IMPLEMENTATION_INTEL, MPI_IMPLEMENTATION_MPICH)
+
+# spec.launcherCreationPolicy
+LAUNCHER_CREATION_AT_STARTUP: Final = "AtStartup"
+LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY: Final = "WaitForWorkersReady"
+LauncherCreationPolicy = Literal["AtStartup", "WaitForWorkersReady"]
+LAUNCHER_CREATION_POLICIES: Final = (LAUNCHER_CREATION_AT_STARTUP, LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY)
+
+# spec.runPolicy.managedBy
+CONTROLLER_NAME: Final = "kubeflow.org/mpi-operator"
+MULTIKUEUE_CONTROLLER_NAME: Final = "kueue.x-k8s.io/multikueue"
+ManagedBy = Literal["kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue"]
+MANAGED_BY_VALUES: Final = (CONTROLLER_NAME, MULTIKUEUE_CONTROLLER_NAME)
+
+# Defaults (upstream `SetDefaults_MPIJob` / CRD structural defaults), except where DESIGN.md §5 improves.
+DEFAULT_SLOTS_PER_WORKER: Final = 1
+DEFAULT_SSH_AUTH_MOUNT_PATH: Final = "/root/.ssh"
+DEFAULT_CLEAN_POD_POLICY: Final = CLEAN_POD_POLICY_NONE
+DEFAULT_MPI_IMPLEMENTATION: Final = MPI_IMPLEMENTATION_OPENMPI
+DEFAULT_LAUNCHER_CREATION_POLICY: Final = LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY
+"""Upstream defaults to AtStartup; we never start the launcher into workers that cannot answer yet."""
+DEFAULT_LAUNCHER_REPLICAS: Final = 1
+DEFAULT_WORKER_REPLICAS: Final = 0
+"""Upstream's default; its own validation then rejects it, so a Worker spec must name its replicas."""
+DEFAULT_LAUNCHER_RESTART_POLICY: Final = RESTART_POLICY_ON_FAILURE
+DEFAULT_WORKER_RESTART_POLICY: Final = RESTART_POLICY_NEVER
+
+# spec.elasticPolicy defaults (ours; upstream has no elastic API).
+DEFAULT_ELASTIC_MIN_REPLICAS: Final = 1
+DEFAULT_SCALE_IN_GRACE_PERIOD_SECONDS: Final = 30
+DEFAULT_SETTLE_SECONDS: Final = 5
+DEFAULT_MAX_REPLACEMENTS: Final = 10
+DEFAULT_BELOW_MIN_TIMEOUT_SECONDS: Final = 300
+
+# Legacy (v1alpha1) processing units: the resource requested per worker when `gpus`/`processingUnits`
+# is used without an explicit `processingResourceType`.
+DEFAULT_PROCESSING_RESOURCE_TYPE: Final = "nvidia.com/gpu"
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+
+# The longest name a pod hostname / Service may have (DNS-1035 label).
+DNS1035_LABEL_MAX_LENGTH: Final = 63

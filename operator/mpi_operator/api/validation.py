@@ -1,0 +1,293 @@
+"""Validation of MPIJobs: every problem at once, each as `field.path: message` (upstream ValidateMPIJob+).
+
+Two sources of errors share one format here: the schema (types, enums, bounds: pydantic errors
+translated into Kubernetes-style messages) and the rules that span fields (job name vs. worker count,
+launcher replicas, containers, elastic bounds), which `semantic_errors` checks on a parsed job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from mpi_operator.api import constants as c
+from mpi_operator.api.models import MPIJob, ReplicaSpec
+
+if TYPE_CHECKING:  # legacy.py imports this module at run time
+    from mpi_operator.api.legacy import LegacyNote
+
+ROOT_PATH = "<root>"
+"""The path of an error about the object as a whole (e.g. it is not a mapping)."""
+
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem with one field; `str()` gives `path: message`."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class InvalidMPIJob(Exception):
+    """The object is not a valid MPIJob; `errors` lists every problem found.
+
+    `warnings` and `notes` (legacy mappings, `legacy.LegacyNote`) carry what normalization found
+    besides the errors, so a caller can show everything at once.
+    """
+
+    def __init__(
+        self, errors: Sequence[FieldError], *, warnings: Sequence[str] = (), notes: Sequence[LegacyNote] = ()
+    ) -> None:
+        self.errors: list[FieldError] = list(errors)
+        self.warnings: list[str] = list(warnings)
+        self.notes: list[LegacyNote] = list(notes)
+        super().__init__("; ".join(str(e) for e in self.errors) or "invalid MPIJob")
+
+
+def format_path(loc: Iterable[str | int]) -> str:
+    """`("spec", "x", 0, "nvidia.com/gpu")` -> `spec.x[0][nvidia.com/gpu]`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY.match(part):
+            out += f".{part}" if out else part
+        elif part and not any(ch in part for ch in '[]"') and part.isprintable():
+            out += f"[{part}]"
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out or ROOT_PATH
+
+
+def is_under(path: str, parent: str) -> bool:
+    """Whether `path` is `parent` or lies inside it."""
+    if parent == ROOT_PATH or path == parent:
+        return True
+    return path.startswith(parent) and path[len(parent)] in ".["
+
+
+def merge_errors(first: Sequence[FieldError], later: Iterable[FieldError]) -> list[FieldError]:
+    """`first` plus those of `later` that are not at or under a path `first` already reports."""
+    merged = list(first)
+    reported = [e.path for e in first]
+    for error in later:
+        if not any(is_under(error.path, p) for p in reported) and error not in merged:
+            merged.append(error)
+    return merged
+
+
+def describe(value: Any) -> str:
+    """A short, type-tagged rendering of a bad input for messages: `string "two"`, `list`, ..."""
+    if isinstance(value, bool):
+        return f"boolean {json.dumps(value)}"
+    if isinstance(value, str):
+        return f"string {json.dumps(value[:80])}"
+    if isinstance(value, int | float):
+        return f"number {value}"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, list | tuple):
+        return "list"
+    return type(value).__name__ if value is not None else "null"
+
+
+def unsupported(value: Any, supported: Iterable[str]) -> str:
+    """`Unsupported value: "X": supported values: "A", "B"` (Kubernetes' field.NotSupported wording)."""
+    shown = json.dumps(value) if isinstance(value, str) else describe(value)
+    return f"Unsupported value: {shown}: supported values: " + ", ".join(f'"{v}"' for v in supported)
+
+
+_TYPE_MESSAGES = {
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "string_type": "must be a string",
+    "bool_type": "must be a boolean",
+    "bool_parsing": "must be a boolean",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "list_type": "must be a list",
+}
+
+
+def message_for(error: ErrorDetails) -> str:
+    """A Kubernetes-style message for one pydantic error."""
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    value = error.get("input")
+    if kind == "missing":
+        return "Required value"
+    if kind in _TYPE_MESSAGES:
+        return f"{_TYPE_MESSAGES[kind]}, got {describe(value)}"
+    if kind == "literal_error":
+        return unsupported(value, _QUOTED.findall(str(ctx.get("expected", ""))))
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx.get('le')}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind.startswith(("datetime_", "date_")):
+        return f"must be an RFC 3339 date-time such as 2024-01-01T00:00:00Z, got {describe(value)}"
+    return str(error["msg"])
+
+
+def errors_from_pydantic(exc: ValidationError, *, prefix: Sequence[str | int] = ()) -> list[FieldError]:
+    """Translate a pydantic ValidationError (unknown fields excluded: they are warnings, not errors)."""
+    return [
+        FieldError(format_path([*prefix, *e["loc"]]), message_for(e))
+        for e in exc.errors(include_url=False)
+        if e["type"] != "extra_forbidden"
+    ]
+
+
+def _schema_errors(job: MPIJob) -> list[FieldError]:
+    # Jobs built with model_construct()/model_copy(update=...) skip pydantic: re-check them.
+    data = job.model_dump(by_alias=True, exclude_none=True, warnings=False)
+    try:
+        MPIJob.model_validate(data, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        return errors_from_pydantic(exc)
+    return []
+
+
+def validate(job: MPIJob) -> list[FieldError]:
+    """Every problem of a parsed job: schema (types, enums, bounds) and cross-field rules."""
+    return merge_errors(_schema_errors(job), semantic_errors(job))
+
+
+def semantic_errors(job: MPIJob) -> list[FieldError]:
+    """The rules a schema cannot express, in upstream's order (name, replica specs, elastic bounds)."""
+    errors = _name_errors(job)
+    specs = job.spec.mpi_replica_specs
+    base = "spec.mpiReplicaSpecs"
+    errors += _replica_spec_errors(specs.launcher, f"{base}.{c.REPLICA_LAUNCHER}")
+    if specs.launcher.replicas != 1:
+        errors.append(FieldError(f"{base}.{c.REPLICA_LAUNCHER}.replicas", "must be 1"))
+    if specs.worker is not None:
+        errors += _replica_spec_errors(specs.worker, f"{base}.{c.REPLICA_WORKER}")
+        if specs.worker.replicas < 1:
+            errors.append(FieldError(f"{base}.{c.REPLICA_WORKER}.replicas", "must be >= 1"))
+    errors += _elastic_errors(job)
+    return errors
+
+
+def max_worker_index(job: MPIJob) -> int:
+    """The highest worker index the job can ever create (elastic jobs may grow to maxReplicas)."""
+    worker = job.spec.mpi_replica_specs.worker
+    replicas = worker.replicas if worker is not None and worker.replicas > 0 else 1
+    if job.spec.elastic_policy is not None:
+        replicas = max(replicas, job.spec.elastic_policy.max_replicas)
+    return replicas - 1
+
+
+def _dns1035_problem(label: str) -> str | None:
+    if len(label) > c.DNS1035_LABEL_MAX_LENGTH:
+        return f"must be no more than {c.DNS1035_LABEL_MAX_LENGTH} characters"
+    if not _DNS1035_LABEL.match(label):
+        return (
+            "must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+            "character, and end with an alphanumeric character"
+        )
+    return None
+
+
+def _name_errors(job: MPIJob) -> list[FieldError]:
+    name = job.metadata.get("name")
+    generate_name = job.metadata.get("generateName")
+    if name is None and isinstance(generate_name, str) and generate_name:
+        # The API server appends 5 random lower-case alphanumerics.
+        name, path = f"{generate_name}xxxxx", "metadata.generateName"
+    else:
+        path = "metadata.name"
+    if name is None:
+        return [FieldError(path, "Required value")]
+    if not isinstance(name, str):
+        return [FieldError(path, f"must be a string, got {describe(name)}")]
+    if not name:
+        return [FieldError(path, "must not be empty")]
+    hostname = f"{name}-worker-{max_worker_index(job)}"
+    problem = _dns1035_problem(hostname)
+    if problem is None:
+        return []
+    return [
+        FieldError(
+            path,
+            f"Invalid value: {json.dumps(name)}: pods and services could not be created: "
+            f"the worker hostname {json.dumps(hostname)} {problem} (DNS-1035 label)",
+        )
+    ]
+
+
+def _replica_spec_errors(spec: ReplicaSpec, path: str) -> list[FieldError]:
+    pod_spec = spec.template.get("spec")
+    if pod_spec is None:
+        return [
+            FieldError(
+                f"{path}.template.spec.containers", "Required value: must define at least one container"
+            )
+        ]
+    if not isinstance(pod_spec, Mapping):
+        return [FieldError(f"{path}.template.spec", f"must be an object, got {describe(pod_spec)}")]
+    containers = pod_spec.get("containers")
+    containers_path = f"{path}.template.spec.containers"
+    if containers is None or containers == []:
+        return [FieldError(containers_path, "Required value: must define at least one container")]
+    if not isinstance(containers, list):
+        return [FieldError(containers_path, f"must be a list, got {describe(containers)}")]
+    errors = []
+    for i, container in enumerate(containers):
+        item = f"{containers_path}[{i}]"
+        if not isinstance(container, Mapping):
+            errors.append(FieldError(item, f"must be an object, got {describe(container)}"))
+            continue
+        for key in ("name", "image"):
+            value = container.get(key)
+            if value is None:
+                errors.append(FieldError(f"{item}.{key}", "Required value"))
+            elif not isinstance(value, str):
+                errors.append(FieldError(f"{item}.{key}", f"must be a string, got {describe(value)}"))
+            elif not value:
+                errors.append(FieldError(f"{item}.{key}", "must not be empty"))
+    return errors
+
+
+def _elastic_errors(job: MPIJob) -> list[FieldError]:
+    policy = job.spec.elastic_policy
+    if policy is None:
+        return []
+    errors = []
+    if policy.max_replicas < policy.min_replicas:
+        errors.append(
+            FieldError(
+                "spec.elasticPolicy.maxReplicas",
+                f"must be >= spec.elasticPolicy.minReplicas ({policy.min_replicas})",
+            )
+        )
+    worker = job.spec.mpi_replica_specs.worker
+    path = f"spec.mpiReplicaSpecs.{c.REPLICA_WORKER}"
+    if worker is None:
+        errors.append(FieldError(path, "Required value: spec.elasticPolicy needs a Worker replica spec"))
+    elif worker.replicas >= 1 and not policy.min_replicas <= worker.replicas <= policy.max_replicas:
+        errors.append(
+            FieldError(
+                f"{path}.replicas",
+                f"must be between spec.elasticPolicy.minReplicas ({policy.min_replicas}) and "
+                f"spec.elasticPolicy.maxReplicas ({policy.max_replicas})",
+            )
+        )
+    return errors
