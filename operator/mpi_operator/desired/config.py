@@ -1,0 +1,138 @@
+"""The ConfigMap `<job>-config`: the static `hostfile` and the live `discover_hosts.sh`.
+
+`hostfile` is what static MPI needs: every replica the spec asks for, in upstream's per-implementation
+format (the launcher first when it runs as a worker). `discover_hosts.sh` is what elastic Horovod polls
+every second: unlike upstream (every Running pod, bare names, sorted as strings) it lists only workers
+that can take an ssh connection now: Ready, not terminating, within the desired replica count, each as
+`host:slots`, in natural index order (DESIGN.md §5, `reference/horovod-elastic.md` A9). Both formats are
+owned by `mpi_discovery.hostfile`; this module decides which hosts go in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from mpi_discovery import hostfile
+from mpi_operator.api.models import MPIJob
+from mpi_operator.desired import naming
+from mpi_operator.desired.naming import KubeObject
+from mpi_operator.desired.resources import launcher_slots, slots_per_worker
+
+HOSTFILE_KEY: Final = "hostfile"
+DISCOVER_HOSTS_KEY: Final = "discover_hosts.sh"
+
+
+def worker_replicas(job: MPIJob) -> int:
+    """`Worker.replicas`, 0 without a Worker spec (upstream `workerReplicas`)."""
+    return job.worker.replicas if job.worker is not None else 0
+
+
+def static_hosts(job: MPIJob, cluster_domain: str = "") -> list[hostfile.Host]:
+    """Every host of the spec: the launcher first when it runs as a worker, then workers 0..N-1."""
+    hosts: list[hostfile.Host] = []
+    if job.spec.run_launcher_as_worker:
+        hosts.append((naming.launcher_fqdn(job, cluster_domain), launcher_slots(job)))
+    slots = slots_per_worker(job)
+    hosts.extend((naming.worker_fqdn(job, i, cluster_domain), slots) for i in range(worker_replicas(job)))
+    return hosts
+
+
+def render_hostfile(job: MPIJob, cluster_domain: str = "") -> str:
+    """The `hostfile` key, exactly upstream's bytes for the same spec and slots."""
+    return hostfile.render_hostfile(static_hosts(job, cluster_domain), job.spec.mpi_implementation)
+
+
+def is_pod_ready(pod: Mapping[str, Any]) -> bool:
+    """Phase Running with condition Ready=True: the kubelet's word that sshd answers (its readiness probe)."""
+    status = pod.get("status")
+    if not isinstance(status, Mapping) or status.get("phase") != "Running":
+        return False
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return False
+    return any(
+        isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True"
+        for cond in conditions
+    )
+
+
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    metadata = pod.get("metadata")
+    return isinstance(metadata, Mapping) and metadata.get("deletionTimestamp") is not None
+
+
+def observed_worker_index(job: MPIJob, pod: Mapping[str, Any]) -> int | None:
+    """The index of one of this job's worker pods, None for any other pod.
+
+    A worker is named `<job>-worker-<i>`, carries the worker labels and, when the job has a uid, is
+    controlled by it; the index comes from the name, which `runLauncherAsWorker` does not shift.
+    """
+    metadata = pod.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    labels = metadata.get("labels")
+    if not isinstance(labels, Mapping):
+        return None
+    if any(labels.get(k) != v for k, v in naming.worker_selector(job).items()):
+        return None
+    if job.uid:
+        refs = metadata.get("ownerReferences") or []
+        controllers = [r for r in refs if isinstance(r, Mapping) and r.get("controller") is True]
+        if controllers and controllers[0].get("uid") != job.uid:
+            return None
+    name = metadata.get("name")
+    return naming.worker_index(job, name) if isinstance(name, str) else None
+
+
+def discoverable_workers(
+    job: MPIJob, pods: Iterable[Mapping[str, Any]], *, cluster_domain: str = ""
+) -> list[hostfile.Host]:
+    """`(fqdn, slots)` of the workers Horovod may use now, in natural index order.
+
+    A worker qualifies when it is Ready, not terminating and its index is below the desired replica
+    count (scale-in takes the highest indices out of discovery before their pods are deleted). With
+    `runLauncherAsWorker` the launcher comes first and is always listed: it is the host running the
+    script.
+    """
+    replicas = worker_replicas(job)
+    ready: dict[int, hostfile.Host] = {}
+    slots = slots_per_worker(job)
+    for pod in pods:
+        index = observed_worker_index(job, pod)
+        if index is None or index >= replicas or is_terminating(pod) or not is_pod_ready(pod):
+            continue
+        ready[index] = (naming.worker_fqdn(job, index, cluster_domain), slots)
+    hosts: list[hostfile.Host] = []
+    if job.spec.run_launcher_as_worker:
+        hosts.append((naming.launcher_fqdn(job, cluster_domain), launcher_slots(job)))
+    hosts.extend(ready[i] for i in sorted(ready))
+    return hosts
+
+
+def build_config_map(
+    job: MPIJob,
+    pods: Iterable[Mapping[str, Any]] = (),
+    *,
+    cluster_domain: str = "",
+    discovered: Sequence[hostfile.Host] | None = None,
+) -> KubeObject:
+    """The ConfigMap `<job>-config` with exactly the keys `hostfile` and `discover_hosts.sh`.
+
+    `discovered` overrides the hosts of `discover_hosts.sh` (the elastic pacing decides them); without
+    it they are `discoverable_workers(job, pods)`.
+    """
+    hosts = (
+        list(discovered)
+        if discovered is not None
+        else discoverable_workers(job, pods, cluster_domain=cluster_domain)
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": naming.object_meta(job, naming.config_map_name(job), naming.app_labels(job)),
+        "data": {
+            HOSTFILE_KEY: render_hostfile(job, cluster_domain),
+            DISCOVER_HOSTS_KEY: hostfile.render_discover_hosts(hosts),
+        },
+    }

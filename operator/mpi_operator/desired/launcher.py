@@ -1,0 +1,170 @@
+"""The launcher batch/v1 Job `<job>-launcher` (upstream `newLauncherJob` / `newLauncherPodTemplate`).
+
+Job: labels `{app: <job>}`; `ttlSecondsAfterFinished`, `activeDeadlineSeconds`, `backoffLimit` copied from
+`runPolicy`; `podReplacementPolicy: Failed` (never a second launcher while the first is terminating);
+`suspend: true` only while the MPIJob is suspended. Pod template, from a deep copy of the Launcher
+template: upstream labels plus the legacy pair (+ `replica-index: "0"` when the launcher runs as a
+worker) and gang markers; `hostname` `<job>-launcher`, `subdomain` `<job>`; the replica restartPolicy;
+volumes and mounts user's, then `ssh-auth`, then `mpi-job-config` at `/etc/mpi` (`hostfile` 0444,
+`discover_hosts.sh` 0555). `containers[0].env` gets, appended after the user's, in this order:
+
+1. `K_MPI_JOB_ROLE=launcher`;
+2. per implementation, upstream's variables, then (Open MPI only) the Open MPI 5 / PRRTE equivalents;
+3. `NVIDIA_VISIBLE_DEVICES` and `NVIDIA_DRIVER_CAPABILITIES` blanked, only when the launcher neither
+   requests GPUs nor runs as a worker (upstream blanks them whenever it is not a worker).
+
+Open MPI 5 replaced ORTE with PRRTE, which ignores every `OMPI_MCA_orte_*` name (kubeflow/mpi-operator
+#842), so a v5 `mpirun` silently ran everything on the launcher. PRRTE reads its parameters from
+`PRTE_MCA_<name>` variables; the names below are those PRRTE registers (`src/runtime/prte_mca_params.c`:
+`prte_default_hostfile`, `prte_set_default_slots`; `src/util/prte_setup_hostname` /
+`prte_keep_fqdn_hostnames`; the `ssh` plm component, renamed from ORTE's `rsh`: `plm_ssh_args`). Open MPI
+4 ignores them, so both sets are always set.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mpi_operator.api import constants as c
+from mpi_operator.api.models import MPIJob
+from mpi_operator.desired import naming, podgroup, podtemplate, ssh_auth
+from mpi_operator.desired.config import DISCOVER_HOSTS_KEY, HOSTFILE_KEY
+from mpi_operator.desired.naming import KubeObject
+from mpi_operator.desired.resources import requests_gpus, slots_per_worker
+from mpi_operator.desired.workers import ROLE_ENV
+from mpi_operator.settings import GangScheduler
+
+CONFIG_VOLUME: Final = "mpi-job-config"
+CONFIG_MOUNT_PATH: Final = "/etc/mpi"
+HOSTFILE_PATH: Final = f"{CONFIG_MOUNT_PATH}/{HOSTFILE_KEY}"
+HOSTFILE_MODE: Final = 0o444
+DISCOVER_HOSTS_MODE: Final = 0o555
+SSH_CONNECTION_ARGS: Final = "-o ConnectionAttempts=10"
+POD_REPLACEMENT_POLICY: Final = "Failed"
+
+OPENMPI_SLOTS_ENV: Final = "OMPI_MCA_orte_set_default_slots"
+PRRTE_SLOTS_ENV: Final = "PRTE_MCA_prte_set_default_slots"
+INTEL_SLOTS_ENV: Final = "I_MPI_PERHOST"
+NVIDIA_ENV: Final = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+
+
+def _env(pairs: list[tuple[str, str]]) -> list[KubeObject]:
+    return [{"name": name, "value": value} for name, value in pairs]
+
+
+def mpi_env(job: MPIJob) -> list[KubeObject]:
+    """The implementation's variables, in upstream's order (PRRTE's after ORTE's for Open MPI)."""
+    slots = str(slots_per_worker(job))
+    implementation = job.spec.mpi_implementation
+    if implementation == c.MPI_IMPLEMENTATION_OPENMPI:
+        return _env(
+            [
+                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+                ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
+                ("OMPI_MCA_plm_rsh_args", SSH_CONNECTION_ARGS),
+                (OPENMPI_SLOTS_ENV, slots),
+                ("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+                ("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
+                ("PRTE_MCA_plm_ssh_args", SSH_CONNECTION_ARGS),
+                (PRRTE_SLOTS_ENV, slots),
+            ]
+        )
+    if implementation == c.MPI_IMPLEMENTATION_INTEL:
+        return _env(
+            [
+                ("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
+                ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_CONNECTION_ARGS),
+                (INTEL_SLOTS_ENV, slots),
+            ]
+        )
+    return _env([("HYDRA_HOST_FILE", HOSTFILE_PATH), ("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECTION_ARGS)])
+
+
+def hides_gpus(job: MPIJob) -> bool:
+    """Whether the launcher's NVIDIA variables are blanked: it neither asks for GPUs nor runs ranks."""
+    return not job.spec.run_launcher_as_worker and not requests_gpus(job.launcher.template)
+
+
+def launcher_env(job: MPIJob) -> list[KubeObject]:
+    """Everything appended to the launcher's `containers[0].env`, in order."""
+    env = [{"name": ROLE_ENV, "value": c.ROLE_LAUNCHER}, *mpi_env(job)]
+    if hides_gpus(job):
+        env.extend({"name": name, "value": ""} for name in NVIDIA_ENV)
+    return env
+
+
+def config_volume(job: MPIJob) -> KubeObject:
+    return {
+        "name": CONFIG_VOLUME,
+        "configMap": {
+            "name": naming.config_map_name(job),
+            "items": [
+                {"key": HOSTFILE_KEY, "path": HOSTFILE_KEY, "mode": HOSTFILE_MODE},
+                {"key": DISCOVER_HOSTS_KEY, "path": DISCOVER_HOSTS_KEY, "mode": DISCOVER_HOSTS_MODE},
+            ],
+        },
+    }
+
+
+def template_sets_restart_policy(job: MPIJob) -> bool:
+    """Upstream warns (event `SetPodTemplateRestartPolicy`) when the template names a restartPolicy."""
+    spec = job.launcher.template.get("spec")
+    return isinstance(spec, dict) and bool(spec.get("restartPolicy"))
+
+
+def build_launcher_pod_template(
+    job: MPIJob,
+    *,
+    gang: GangScheduler | None = None,
+    scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+) -> KubeObject:
+    template = podtemplate.copy_template(job.launcher)
+    metadata = template["metadata"]
+    labels = naming.pod_labels(job, c.ROLE_LAUNCHER)
+    if job.spec.run_launcher_as_worker:
+        labels[c.LABEL_REPLICA_INDEX] = "0"
+    metadata["labels"] = podtemplate.merged(metadata.get("labels"), labels)
+    podgroup.decorate_pod_template(template, job, gang, scheduler_plugins_name)
+    spec = template["spec"]
+    podtemplate.set_pod_identity(spec, naming.launcher_name(job), naming.service_name(job))
+    container = spec["containers"][0]
+    podtemplate.append_env(container, launcher_env(job))
+    ssh_auth.setup_ssh_on_pod(spec, job)
+    spec["restartPolicy"] = job.launcher.restart_policy
+    spec.setdefault("volumes", []).append(config_volume(job))
+    container.setdefault("volumeMounts", []).append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH})
+
+    out_metadata: KubeObject = {"labels": template["metadata"]["labels"]}
+    if template["metadata"].get("annotations"):
+        out_metadata["annotations"] = template["metadata"]["annotations"]
+    out_metadata["ownerReferences"] = [naming.owner_reference(job)]
+    return {"metadata": out_metadata, "spec": spec}
+
+
+def build_launcher_job(
+    job: MPIJob,
+    *,
+    gang: GangScheduler | None = None,
+    scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+) -> KubeObject:
+    """The launcher Job."""
+    run_policy = job.spec.run_policy
+    spec: KubeObject = {}
+    if run_policy.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = run_policy.ttl_seconds_after_finished
+    if run_policy.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = run_policy.active_deadline_seconds
+    if run_policy.backoff_limit is not None:
+        spec["backoffLimit"] = run_policy.backoff_limit
+    spec["template"] = build_launcher_pod_template(
+        job, gang=gang, scheduler_plugins_name=scheduler_plugins_name
+    )
+    spec["podReplacementPolicy"] = POD_REPLACEMENT_POLICY
+    if run_policy.suspend:
+        spec["suspend"] = True
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": naming.object_meta(job, naming.launcher_name(job), naming.app_labels(job)),
+        "spec": spec,
+    }
