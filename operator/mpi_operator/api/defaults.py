@@ -14,11 +14,15 @@ from typing import Any
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJobSpec
+from mpi_operator.api.resources import is_gpu_resource, pod_gpus
 
-
-def is_gpu_resource(name: str) -> bool:
-    """`nvidia.com/gpu`, `amd.com/gpu`, `gpu.intel.com/i915`: upstream v1's `isGPULauncher` test."""
-    return "gpu" in name
+__all__ = [
+    "container_resource",
+    "default_slots_per_worker",
+    "is_gpu_resource",
+    "pod_gpus",
+    "slots_per_worker",
+]
 
 
 def whole_quantity(value: Any) -> int | None:
@@ -42,30 +46,6 @@ def container_resource(container: Mapping[str, Any], resource: str) -> int | Non
         if isinstance(values, Mapping) and resource in values:
             return whole_quantity(values[resource])
     return None
-
-
-def _containers(template: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    spec = template.get("spec")
-    containers = spec.get("containers") if isinstance(spec, Mapping) else None
-    if not isinstance(containers, list):
-        return []
-    return [x for x in containers if isinstance(x, Mapping)]
-
-
-def pod_gpus(template: Mapping[str, Any]) -> int:
-    """GPUs one pod of this template requests: GPU limits (else requests) summed over its containers."""
-    total = 0
-    for container in _containers(template):
-        resources = container.get("resources")
-        if not isinstance(resources, Mapping):
-            continue
-        names: set[str] = set()
-        for section in ("limits", "requests"):
-            values = resources.get(section)
-            if isinstance(values, Mapping):
-                names.update(str(k) for k in values if is_gpu_resource(str(k)))
-        total += sum(container_resource(container, name) or 0 for name in names)
-    return total
 
 
 def default_slots_per_worker(spec: MPIJobSpec) -> int:

@@ -149,7 +149,8 @@ def test_wait_for_workers_ready_is_our_only_default_that_differs_from_upstream()
         ({"requests": {"amd.com/gpu": "2"}}, 2),
         ({"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1}}, 1),
         ({"limits": {"cpu": "4", "memory": "8Gi"}}, 0),
-        ({"limits": {"nvidia.com/gpu": "500m"}}, 0),
+        # A device plugin hands out whole devices only, so a fraction counts as the next whole GPU.
+        ({"limits": {"nvidia.com/gpu": "500m"}}, 1),
         ("junk", 0),
     ],
     ids=["nvidia-limit", "amd-request", "limit-and-request", "no-gpu", "fractional", "junk"],
