@@ -1,26 +1,37 @@
 """The cluster's state and the apiserver's verb semantics, in process (no HTTP here).
 
-CONTRACT STUB written by the lead: the kubesim core helper implements these signatures (it may add
-more); the HTTP layer and the simulated controllers (kubelet, Job controller, GC) both call them.
+The HTTP layer and the simulated controllers (kubelet, Job controller, GC) both call these verbs.
 Objects in and out are plain JSON dicts; every returned object is a copy the caller may mutate.
+Every verb is synchronous apart from `watch`, so each write is atomic on the event loop. Refusals raise
+`kubesim.errors.StatusError`. Kind-specific behaviour (pod binding and grace, namespace lifecycle, CRD
+status) comes from `kubesim.builtins`; storage, history and watch buffers from `kubesim.store`.
 """
 
 from __future__ import annotations
 
+import logging
+import random
+import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from kubesim.registry import Registry, ResourceType
+import yaml
+
+from kubesim import admission, builtins, errors, patch, selectors
+from kubesim.registry import Registry, ResourceType, StorageKey, set_path
 from kubesim.settings import SimSettings
+from kubesim.store import Change, EventType, Store, WatchEvent, clone, watch_stream
 
-EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+__all__ = ["Cluster", "DeleteOptions", "EventType", "Listener", "WatchEvent", "WriteOptions", "Written"]
+
+log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class WatchEvent:
-    type: EventType
-    object: dict[str, Any]
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's SimpleNameGenerator alphabet
+_SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
 
 @dataclass(frozen=True)
@@ -46,11 +57,28 @@ class Written:
     object: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     created: bool = False
+    deleted: bool = False
+    """For deletes: True when the object is gone, False while finalizers or a grace period keep it."""
 
+
+Warnings = list[str]
 
 # Listener(event_type, resource_type, new_or_final_object, old_object_or_None); called synchronously
 # after every committed change, in commit order. Controllers use it to learn about changes cheaply.
 Listener = Callable[[EventType, ResourceType, dict[str, Any], dict[str, Any] | None], None]
+
+
+def _timestamp(moment: datetime) -> str:
+    return moment.strftime(builtins.TIMESTAMP_FORMAT)
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if meta is None:
+        meta = obj["metadata"] = {}
+    if not isinstance(meta, dict):
+        raise errors.bad_request("metadata must be an object")
+    return meta
 
 
 class Cluster:
@@ -59,12 +87,24 @@ class Cluster:
     registry: Registry
     settings: SimSettings
 
-    def __init__(self, settings: SimSettings | None = None) -> None:
-        raise NotImplementedError
+    def __init__(
+        self, settings: SimSettings | None = None, *, now: Callable[[], datetime] | None = None
+    ) -> None:
+        self.settings = settings or SimSettings()
+        self.registry = Registry(builtins.BUILTIN_TYPES)
+        self.store = Store(history_size=self.settings.history_size)
+        self.now: Callable[[], datetime] = now or (lambda: datetime.now(UTC))  # None for tests
+        self._listeners: list[Listener] = []
+        self._undelivered: deque[Change] = deque()
+        self._dispatching = False
+        self._rng = random.Random()
+        for name in builtins.INITIAL_NAMESPACES:
+            self.create(builtins.NAMESPACES, None, {"metadata": {"name": name}})
+        self.create(builtins.NODES, None, builtins.initial_node(self.settings.node_name))
 
     # --- reads -----------------------------------------------------------------------------
     def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
-        raise NotImplementedError
+        return self._present(rt, self._require(rt, namespace, name))
 
     def list(
         self,
@@ -77,7 +117,46 @@ class Cluster:
         continue_token: str | None = None,
     ) -> dict[str, Any]:
         """A `<Kind>List` with metadata.resourceVersion (and `continue` when limited)."""
-        raise NotImplementedError
+        match = self.matcher(rt, label_selector, field_selector)
+        if continue_token:
+            snapshot, offset, snap_id = self.store.load_snapshot(continue_token)
+            items, rv = list(snapshot.items), snapshot.rv
+        else:
+            scope = namespace if rt.namespaced else None
+            items = [o for o in self.store.objects(rt.storage_key, scope or None) if match(o)]
+            rv, offset, snap_id = self.store.resource_version, 0, 0
+        metadata: dict[str, Any] = {"resourceVersion": str(rv)}
+        if limit is not None and limit > 0 and len(items) - offset > limit:
+            if not snap_id:
+                snap_id = self.store.save_snapshot(items)
+            metadata["continue"] = self.store.continue_token(snap_id, offset + limit, rv)
+            metadata["remainingItemCount"] = len(items) - offset - limit
+            page = items[offset : offset + limit]
+        else:
+            page = items[offset:]
+        return {
+            "kind": rt.list_kind,
+            "apiVersion": rt.api_version,
+            "metadata": metadata,
+            "items": [self._present(rt, o) for o in page],
+        }
+
+    def matcher(
+        self, rt: ResourceType, label_selector: str, field_selector: str
+    ) -> Callable[[dict[str, Any]], bool]:
+        """A predicate for label+field selectors; 400 BadRequest when either does not parse."""
+        try:
+            labels = selectors.parse_label_selector(label_selector) if label_selector else None
+            fields = selectors.parse_field_selector(field_selector, kind=rt.kind) if field_selector else None
+        except selectors.SelectorError as exc:
+            raise errors.bad_request(str(exc)) from exc
+
+        def match(obj: dict[str, Any]) -> bool:
+            if labels is not None and not labels.matches((obj.get("metadata") or {}).get("labels") or {}):
+                return False
+            return fields is None or fields.matches(obj)
+
+        return match
 
     def watch(
         self,
@@ -89,8 +168,29 @@ class Cluster:
         field_selector: str = "",
         allow_bookmarks: bool = False,
         send_initial_events: bool = False,
+        copy_objects: bool = True,
     ) -> AsyncIterator[WatchEvent]:
-        raise NotImplementedError
+        """Changes as watch events, like the apiserver's watch cache (see `kubesim.store.watch_stream`).
+
+        A bad selector or resourceVersion raises 400 at once. The watch itself starts when first iterated
+        (so rv ""/"0" lists the state of that moment; rv N replays from history, so nothing is lost). An
+        expired rv yields one ERROR event (410 Expired Status) and ends, as the apiserver does inside a
+        200 stream. Close the iterator (`aclose()`) when done; do not cancel a pending `anext()`, which
+        ends an async generator for good. `copy_objects=False` shares stored objects with the caller,
+        who must then not mutate them (the HTTP layer only serialises them).
+        """
+        match = self.matcher(rt, label_selector, field_selector)
+        return watch_stream(
+            self.store,
+            rt,
+            namespace if rt.namespaced and namespace else None,
+            resource_version=resource_version or "",
+            match=match,
+            allow_bookmarks=allow_bookmarks,
+            send_initial_events=send_initial_events,
+            bookmark_seconds=self.settings.bookmark_seconds,
+            present=(lambda o: self._present(rt, o)) if copy_objects else (lambda o: self._relabel(rt, o)),
+        )
 
     # --- writes ----------------------------------------------------------------------------
     def create(
@@ -101,7 +201,37 @@ class Cluster:
         *,
         opts: WriteOptions | None = None,
     ) -> Written:
-        raise NotImplementedError
+        opts = opts or WriteOptions()
+        obj = self._incoming(rt, body)
+        meta = _meta(obj)
+        ns = self._writable_namespace(rt, namespace, meta, creating=True)
+        if meta.get("resourceVersion"):
+            raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        for name in _SYSTEM_FIELDS:
+            meta.pop(name, None)
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                why = "Required value: name or generateName is required"
+                raise errors.field_invalid(
+                    rt.kind, rt.group, "", "metadata.name", why, reason="FieldValueRequired"
+                )
+            meta["name"] = self._generate_name(rt, ns, str(meta["generateName"]))
+        name = str(meta["name"])
+        if self.store.get(rt.storage_key, ns, name) is not None:
+            raise errors.already_exists(rt.plural, rt.group, name)
+        now = self.now()
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _timestamp(now)
+        meta["generation"] = 1
+        if builtins.is_type(rt, builtins.CRDS) and (problems := builtins.crd_problems(obj)):
+            raise errors.invalid(rt.kind, rt.group, name, problems)
+        builtins.prepare_create(rt, obj, node_name=self.settings.node_name, now=now)
+        obj, warnings = self._admit("CREATE", rt, obj, None, opts, None)
+        if not opts.dry_run:
+            self._commit("ADDED", rt, obj, None)
+            if builtins.is_type(rt, builtins.CRDS):
+                self.registry.register_crd(obj)
+        return Written(self._present(rt, obj), warnings, created=True)
 
     def update(
         self,
@@ -113,7 +243,21 @@ class Cluster:
         subresource: str | None = None,
         opts: WriteOptions | None = None,
     ) -> Written:
-        raise NotImplementedError
+        opts = opts or WriteOptions()
+        current = self._require(rt, namespace, name)
+        if subresource == "scale":
+            return self._update_scale(rt, current, body, opts)
+        self._check_subresource(rt, subresource)
+        new = self._incoming(rt, body)
+        meta = _meta(new)
+        body_rv = str(meta.get("resourceVersion") or "")
+        current_rv = current["metadata"]["resourceVersion"]
+        if body_rv and body_rv != current_rv:
+            raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
+        if not body_rv and not builtins.allows_unconditional_update(rt):
+            why = "Invalid value: 0x0: must be specified for an update"
+            raise errors.field_invalid(rt.kind, rt.group, name, "metadata.resourceVersion", why)
+        return self._write_update(rt, current, new, subresource, opts)
 
     def patch(
         self,
@@ -126,13 +270,389 @@ class Cluster:
         subresource: str | None = None,
         opts: WriteOptions | None = None,
     ) -> Written:
-        raise NotImplementedError
+        opts = opts or WriteOptions()
+        media = (content_type or "").split(";")[0].strip().lower()
+        current = self.store.get(rt.storage_key, self._scope(rt, namespace), name)
+        if current is None and media == patch.APPLY_PATCH and subresource is None:
+            return self._apply_create(rt, namespace, name, body, opts)
+        current = self._require(rt, namespace, name)
+        if subresource == "scale":
+            scale = self._scale_of(rt, current)
+            patched_scale = self._apply_patch(scale, body, media, kind="Scale", builtin=True)
+            return self._update_scale(rt, current, patched_scale, opts)
+        self._check_subresource(rt, subresource)
+        patched = self._apply_patch(self._present(rt, current), body, media, kind=rt.kind, builtin=rt.builtin)
+        meta = _meta(patched)
+        patched_rv = str(meta.get("resourceVersion") or "")
+        if patched_rv and patched_rv != current["metadata"]["resourceVersion"]:
+            # A resourceVersion inside a patch is an optimistic lock (client-go's "guaranteed update").
+            raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
+        return self._write_update(rt, current, self._incoming(rt, patched), subresource, opts)
 
     def delete(
         self, rt: ResourceType, namespace: str | None, name: str, *, options: DeleteOptions | None = None
     ) -> dict[str, Any]:
         """Returns the object as it now is (deletionTimestamp set while finalizers remain) or as deleted."""
-        raise NotImplementedError
+        return self.delete_object(rt, namespace, name, options=options).object
+
+    def delete_object(
+        self, rt: ResourceType, namespace: str | None, name: str, *, options: DeleteOptions | None = None
+    ) -> Written:
+        """`delete` with warnings and whether the object is gone (`Written.deleted`)."""
+        options = options or DeleteOptions()
+        current = self._require(rt, namespace, name)
+        meta = current["metadata"]
+        pre = options.preconditions or {}
+        for key, what in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            if pre.get(key) and pre[key] != meta.get(key):
+                raise errors.precondition_failed(
+                    rt.plural, rt.group, name, what, pre[key], str(meta.get(key))
+                )
+        if builtins.is_type(rt, builtins.NAMESPACES) and name in builtins.UNDELETABLE_NAMESPACES:
+            raise errors.forbidden(rt.plural, rt.group, name, "this namespace may not be deleted")
+        warnings: Warnings = []
+        policy: str | None = options.propagation_policy
+        if policy is None and (policy := builtins.default_propagation(rt)) == "Orphan":
+            warnings.append(builtins.JOB_ORPHAN_WARNING)
+        grace = 0
+        if builtins.is_type(rt, builtins.PODS):
+            grace = builtins.pod_grace_seconds(current, options.grace_period_seconds)
+        new = clone(current)
+        finalizers: list[str] = list(new["metadata"].get("finalizers") or [])
+        if meta.get("deletionTimestamp"):
+            # Already being deleted: idempotent, except that a pod's grace period may only get shorter.
+            shorter = options.grace_period_seconds is not None and grace < int(
+                meta["deletionGracePeriodSeconds"] or 0
+            )
+            if not shorter and not builtins.deletion_complete(rt, current):
+                return Written(self._present(rt, current), warnings)
+        elif (wanted := builtins.POLICY_FINALIZERS.get(policy or "")) and wanted not in finalizers:
+            finalizers.append(wanted)
+        builtins.mark_deleting(rt, new, finalizers, self.now() + timedelta(seconds=grace), grace)
+        if not builtins.deletion_complete(rt, new):
+            if not options.dry_run:
+                self._commit("MODIFIED", rt, new, current)
+            return Written(self._present(rt, new), warnings)
+        if not options.dry_run:
+            self._remove(rt, current)
+        return Written(self._present(rt, current), warnings, deleted=True)
+
+    def delete_collection(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        options: DeleteOptions | None = None,
+    ) -> dict[str, Any]:
+        """Deletes every matching object; returns a `<Kind>List` of them as the deletes left them."""
+        listed = self.list(rt, namespace, label_selector=label_selector, field_selector=field_selector)
+        items = []
+        for item in listed["items"]:
+            meta = item["metadata"]
+            try:
+                items.append(self.delete(rt, meta.get("namespace"), meta["name"], options=options))
+            except errors.StatusError as exc:
+                if exc.code != 404:
+                    raise
+        listed["items"] = items
+        listed["metadata"] = {"resourceVersion": str(self.store.resource_version)}
+        return listed
+
+    def evict(
+        self, rt: ResourceType, namespace: str | None, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """`pods/eviction` (policy/v1 Eviction): a graceful delete with the eviction's DeleteOptions."""
+        raw = body.get("deleteOptions") or {}
+        options = DeleteOptions(
+            propagation_policy=raw.get("propagationPolicy"),
+            grace_period_seconds=raw.get("gracePeriodSeconds"),
+            preconditions=raw.get("preconditions"),
+            dry_run=bool(raw.get("dryRun")),
+        )
+        self.delete(rt, namespace, name, options=options)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        return self._scale_of(rt, self._require(rt, namespace, name))
 
     def add_listener(self, listener: Listener) -> None:
-        raise NotImplementedError
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _scope(self, rt: ResourceType, namespace: str | None) -> str:
+        return (namespace or "") if rt.namespaced else ""
+
+    def _require(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        if rt.namespaced and not namespace:
+            raise errors.bad_request("the server could not find the requested resource: namespace required")
+        obj = self.store.get(rt.storage_key, self._scope(rt, namespace), name)
+        if obj is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        return obj
+
+    def _relabel(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The stored object as served in `rt`'s version (shallow: shares nested data with the store)."""
+        if obj.get("apiVersion") == rt.api_version and obj.get("kind") == rt.kind:
+            return obj
+        return {**obj, "apiVersion": rt.api_version, "kind": rt.kind}
+
+    def _present(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        copied: dict[str, Any] = clone(obj)
+        copied["apiVersion"] = rt.api_version
+        copied["kind"] = rt.kind
+        return copied
+
+    def _storage_type(self, key: StorageKey, fallback: ResourceType) -> ResourceType:
+        return self.registry.storage_type(*key) or fallback
+
+    def _incoming(self, rt: ResourceType, body: Any) -> dict[str, Any]:
+        """A private copy of a request body, checked against the endpoint's kind and stored version."""
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        obj: dict[str, Any] = clone(body)
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version and api_version != rt.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({rt.api_version})"
+            )
+        if kind and kind != rt.kind:
+            raise errors.bad_request(
+                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
+        obj["apiVersion"] = self._storage_type(rt.storage_key, rt).api_version
+        obj["kind"] = rt.kind
+        _meta(obj)
+        return obj
+
+    def _writable_namespace(
+        self, rt: ResourceType, namespace: str | None, meta: dict[str, Any], *, creating: bool
+    ) -> str:
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+            return ""
+        body_ns = meta.get("namespace")
+        namespace = namespace or body_ns  # in-process callers may name the namespace in the body only
+        if not namespace:
+            raise errors.bad_request("the server could not find the requested resource: namespace required")
+        if body_ns and body_ns != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        meta["namespace"] = namespace
+        if creating:
+            ns_obj = self.store.get(builtins.NAMESPACES.storage_key, "", namespace)
+            if ns_obj is None:
+                raise errors.not_found("namespaces", "", namespace)
+            if (ns_obj.get("status") or {}).get("phase") == "Terminating":
+                err = errors.forbidden(
+                    rt.plural,
+                    rt.group,
+                    str(meta.get("name") or meta.get("generateName") or ""),
+                    f"unable to create new content in namespace {namespace} because it is being terminated",
+                )
+                err.causes = [
+                    {
+                        "reason": "NamespaceTerminating",
+                        "field": "metadata.namespace",
+                        "message": f"namespace {namespace} is being terminated",
+                    }
+                ]
+                raise err
+        return namespace
+
+    def _generate_name(self, rt: ResourceType, namespace: str, prefix: str) -> str:
+        for _ in range(8):
+            candidate = prefix[:58] + "".join(self._rng.choice(_NAME_CHARS) for _ in range(5))
+            if self.store.get(rt.storage_key, namespace, candidate) is None:
+                return candidate
+        raise errors.already_exists(rt.plural, rt.group, prefix)
+
+    def _check_subresource(self, rt: ResourceType, subresource: str | None) -> None:
+        if subresource is None:
+            return
+        if subresource == "status" and rt.status_subresource:
+            return
+        if subresource == "finalize" and builtins.is_type(rt, builtins.NAMESPACES):
+            return
+        raise errors.not_found(f"{rt.plural}/{subresource}", rt.group, "")
+
+    def _apply_patch(
+        self, current: dict[str, Any], body: bytes, media: str, *, kind: str, builtin: bool
+    ) -> dict[str, Any]:
+        try:
+            patched = patch.apply_patch(current, body, media, kind=kind, builtin=builtin)
+        except patch.PatchError as exc:
+            raise errors.StatusError(
+                exc.code, errors.REASON_BY_CODE.get(exc.code, "BadRequest"), exc.message
+            ) from exc
+        if not isinstance(patched, dict):
+            raise errors.bad_request("the patch does not result in an object")
+        return patched
+
+    def _admit(
+        self,
+        operation: Literal["CREATE", "UPDATE"],
+        rt: ResourceType,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None,
+        opts: WriteOptions,
+        subresource: str | None,
+    ) -> tuple[dict[str, Any], Warnings]:
+        served = self.registry.storage_type(*rt.storage_key) or rt
+        try:
+            result = admission.admit(
+                operation=operation,
+                api_version=rt.api_version,
+                kind=rt.kind,
+                obj=obj,
+                old=old,
+                schema=rt.schema if rt.schema is not None else served.schema,
+                field_validation=opts.field_validation,
+                subresource=subresource,
+            )
+        except admission.AdmissionError as exc:
+            causes = [{"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes]
+            raise errors.StatusError(
+                422, "Invalid", exc.message, name=exc.name, group=rt.group, kind=rt.kind, causes=causes
+            ) from exc
+        admitted = result.obj
+        # Admission may default and prune, never touch what the server owns.
+        owned = (*_SYSTEM_FIELDS, "name", "namespace", "resourceVersion")
+        server_meta = {k: v for k, v in obj["metadata"].items() if k in owned}
+        admitted["metadata"] = {**(admitted.get("metadata") or {}), **server_meta}
+        admitted["apiVersion"], admitted["kind"] = obj["apiVersion"], obj["kind"]
+        return admitted, list(result.warnings)
+
+    def _write_update(
+        self,
+        rt: ResourceType,
+        current: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str | None,
+        opts: WriteOptions,
+    ) -> Written:
+        cur_meta = current["metadata"]
+        meta = new["metadata"]
+        name = cur_meta["name"]
+        if meta.get("name") and meta["name"] != name:
+            raise errors.name_mismatch(meta["name"], name)
+        self._writable_namespace(rt, cur_meta.get("namespace"), meta, creating=False)
+        if meta.get("uid") and meta["uid"] != cur_meta.get("uid"):
+            raise errors.field_invalid(rt.kind, rt.group, name, "metadata.uid", "field is immutable")
+        for key in (*_SYSTEM_FIELDS, "name", "resourceVersion"):
+            if key in cur_meta:
+                meta[key] = cur_meta[key]
+            else:
+                meta.pop(key, None)
+        merged = builtins.prepare_update(rt, clone(current), new, subresource)
+        if cur_meta.get("deletionTimestamp"):
+            added = set(_meta(merged).get("finalizers") or []) - set(cur_meta.get("finalizers") or [])
+            if added:
+                why = (
+                    f"Forbidden: no new finalizers can be added if the object is being deleted, found {added}"
+                )
+                raise errors.field_invalid(
+                    rt.kind, rt.group, name, "metadata.finalizers", why, reason="FieldValueForbidden"
+                )
+        merged, warnings = self._admit("UPDATE", rt, merged, self._present(rt, current), opts, subresource)
+        if builtins.spec_changed(rt, current, merged):
+            merged["metadata"]["generation"] = int(cur_meta.get("generation") or 0) + 1
+        if merged == current:
+            return Written(self._present(rt, current), warnings)
+        if opts.dry_run:
+            return Written(self._present(rt, merged), warnings)
+        if builtins.deletion_complete(rt, merged):
+            # The last finalizer is gone from an object being deleted: the update completes the delete.
+            self._remove(rt, merged, old=current)
+            return Written(self._present(rt, merged), warnings, deleted=True)
+        self._commit("MODIFIED", rt, merged, current)
+        if builtins.is_type(rt, builtins.CRDS):
+            self.registry.register_crd(merged)
+        return Written(self._present(rt, merged), warnings)
+
+    def _apply_create(
+        self, rt: ResourceType, namespace: str | None, name: str, body: bytes, opts: WriteOptions
+    ) -> Written:
+        """Server-side apply of a missing object creates it (upsert)."""
+        try:
+            obj = yaml.safe_load(body.decode() or "{}")
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise errors.bad_request(f"error decoding YAML: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the apply body must be an object")
+        meta = _meta(obj)
+        if meta.get("name") and meta["name"] != name:
+            raise errors.name_mismatch(meta["name"], name)
+        meta["name"] = name
+        return self.create(rt, namespace, obj, opts=opts)
+
+    def _scale_of(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        if rt.scale is None:
+            raise errors.not_found(f"{rt.plural}/scale", rt.group, obj["metadata"]["name"])
+        return rt.scale.to_scale(obj)
+
+    def _update_scale(
+        self, rt: ResourceType, current: dict[str, Any], scale: dict[str, Any], opts: WriteOptions
+    ) -> Written:
+        if rt.scale is None:
+            raise errors.not_found(f"{rt.plural}/scale", rt.group, current["metadata"]["name"])
+        name = current["metadata"]["name"]
+        meta = scale.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise errors.name_mismatch(meta["name"], name)
+        if meta.get("resourceVersion") and meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
+        replicas = (scale.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            why = f"Invalid value: {replicas!r}: must be greater than or equal to 0"
+            raise errors.field_invalid("Scale", "autoscaling", name, "spec.replicas", why)
+        new = clone(current)
+        set_path(new, rt.scale.spec_replicas_path, replicas)
+        written = self._write_update(rt, current, new, None, opts)
+        return Written(self._scale_of(rt, written.object), written.warnings)
+
+    def _remove(self, rt: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | None = None) -> None:
+        if builtins.is_type(rt, builtins.CRDS):
+            # As the CRD's cleanup finalizer does: its objects go first, then the CRD and its endpoints.
+            for served in self.registry.crd_types(obj["metadata"]["name"])[:1]:
+                for instance in self.store.objects(served.storage_key, None):
+                    self._commit("DELETED", served, clone(instance), instance)
+        self._commit("DELETED", rt, clone(obj), old if old is not None else obj)
+        if builtins.is_type(rt, builtins.CRDS):
+            self.registry.unregister_crd(obj["metadata"]["name"])
+
+    def _commit(
+        self,
+        change_type: Literal["ADDED", "MODIFIED", "DELETED"],
+        rt: ResourceType,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None,
+    ) -> None:
+        change = self.store.commit(change_type, rt.storage_key, obj, old)
+        if self._listeners:
+            self._undelivered.append(change)
+            self._dispatch(rt)
+
+    def _dispatch(self, rt: ResourceType) -> None:
+        # A listener that writes re-enters here; the outer loop delivers its changes in commit order.
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            while self._undelivered:
+                change = self._undelivered.popleft()
+                storage = self._storage_type(change.key, rt)
+                for listener in list(self._listeners):
+                    try:
+                        old = self._present(storage, change.old) if change.old is not None else None
+                        listener(change.type, storage, self._present(storage, change.object), old)
+                    except Exception:
+                        log.exception("kubesim listener %r failed on %s", listener, change.type)
+        finally:
+            self._dispatching = False

@@ -21,3 +21,7 @@ class SimSettings:
     """Interval of BOOKMARK events on watches that asked for them."""
     node_name: str = "kubesim-node"
     """The one node every pod is bound to."""
+    time_scale: float = 1.0
+    """Real seconds per simulated second for every controller timer (0.01 runs the cluster 100x faster)."""
+    job_backoff_seconds: float = 10.0
+    """Job controller's pod-failure back-off base (doubles per consecutive failure, capped at 10 min)."""

@@ -1,6 +1,14 @@
 """Admission: what a real apiserver checks before it stores an object.
 
-STUB: owned by the kubesim admission work; the signatures are the contract.
+`admit` decodes the object against its schema (Kubernetes' own OpenAPI for built-in kinds, the CRD
+version's `openAPIV3Schema` for custom resources), drops unknown fields (warning `unknown field "..."`, or
+a 400 `strict decoding error` with `fieldValidation=Strict`), applies defaults, then runs the kind's
+validation, the update (immutability) rules and CEL rules. A refusal is an `AdmissionError`: 422 Invalid
+with field causes, or 400 BadRequest (`code`, `reason`) when the body cannot be decoded as the kind at all
+(wrong JSON types, bad quantities, bad base64, strict unknown fields), as upstream answers.
+
+Requirements on the caller: for built-in Jobs, `metadata.uid` must already be set on CREATE (the Job
+selector is generated from it); `obj` is never mutated (a new dict comes back).
 """
 
 from __future__ import annotations
@@ -8,35 +16,90 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kubesim.admission.builtin import validate_builtin
+from kubesim.admission.crd import admit_custom, crd_errors
+from kubesim.admission.defaults import apply_defaults
+from kubesim.admission.fielderrors import Cause, FieldErrors
+from kubesim.admission.immutable import validate_update
+from kubesim.admission.schema import builtin_schema
+from kubesim.admission.structural import Walker
 
-@dataclass(frozen=True)
-class Cause:
-    """One entry of a Status's `details.causes`."""
-
-    field: str
-    message: str
-    reason: str = "FieldValueInvalid"
+__all__ = ["AdmissionError", "AdmissionResult", "Cause", "admit"]
 
 
 class AdmissionError(Exception):
-    """The object is refused; the server answers 422 Invalid with these causes."""
+    """The object is refused; the server answers `code` (422 Invalid, or 400 BadRequest) with these causes."""
 
-    def __init__(self, kind: str, name: str, causes: list[Cause]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        causes: list[Cause],
+        *,
+        code: int = 422,
+        reason: str = "Invalid",
+        message: str | None = None,
+        qualified_kind: str | None = None,
+    ) -> None:
         self.kind = kind
         self.name = name
         self.causes = causes
+        self.code = code
+        self.reason = reason
+        self.qualified_kind = qualified_kind or kind
+        self._message = message
         super().__init__(self.message)
 
     @property
     def message(self) -> str:
-        details = ", ".join(f"{c.field}: {c.message}" if c.field else c.message for c in self.causes)
-        return f'{self.kind} "{self.name}" is invalid: [{details}]'
+        if self._message is not None:
+            return self._message
+        parts = [f"{c.field}: {c.message}" if c.field else c.message for c in self.causes]
+        details = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+        return f'{self.qualified_kind} "{self.name}" is invalid: {details}'
 
 
 @dataclass
 class AdmissionResult:
     obj: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+
+
+def _dedupe(causes: list[Cause]) -> list[Cause]:
+    """Schema-driven and hand-written checks can flag the same field for the same reason: report it once,
+    with the more specific (longer) wording, where it first appeared."""
+    best: dict[tuple[str, str], Cause] = {}
+    for c in causes:
+        key = (
+            c.field,
+            c.reason if c.reason in ("FieldValueRequired", "FieldValueNotSupported") else c.message,
+        )
+        if key not in best or len(c.message) > len(best[key].message):
+            best[key] = c
+    return list(best.values())
+
+
+def _decode_failure(kind: str, api_version: str, name: str, detail: str) -> AdmissionError:
+    version = api_version.rpartition("/")[2]
+    return AdmissionError(
+        kind,
+        name,
+        [Cause("", detail, "FieldValueInvalid")],
+        code=400,
+        reason="BadRequest",
+        message=f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}',
+    )
+
+
+def _unknown_fields(
+    kind: str, api_version: str, name: str, unknown: list[str], field_validation: str
+) -> list[str]:
+    texts = [f'unknown field "{path}"' for path in unknown]
+    if not texts or field_validation == "Ignore":
+        return []
+    if field_validation == "Strict":
+        raise _decode_failure(kind, api_version, name, "strict decoding error: " + ", ".join(texts))
+    return texts
 
 
 def admit(
@@ -55,4 +118,45 @@ def admit(
     `schema` is the CRD version's openAPIV3Schema for custom resources, None for built-in kinds.
     Raises AdmissionError when the object must be refused.
     """
-    return AdmissionResult(obj=obj)
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or meta.get("generateName") or "")
+    group = api_version.rpartition("/")[0]
+    qualified = f"{kind}.{group}" if group else kind
+    create = operation == "CREATE"
+    if schema is not None:
+        outcome = admit_custom(kind, obj, old, schema, create=create)
+        if outcome.decode_error:
+            raise _decode_failure(kind, api_version, name, outcome.decode_error)
+        warnings = _unknown_fields(kind, api_version, name, outcome.unknown, field_validation)
+        if outcome.causes:
+            raise AdmissionError(kind, name, _dedupe(outcome.causes), qualified_kind=qualified)
+        return AdmissionResult(outcome.obj, [*warnings, *outcome.warnings])
+
+    node = builtin_schema(api_version, kind)
+    if node is None:
+        return AdmissionResult(_copy(obj))
+    walker = Walker(builtin=True)
+    decoded = walker.walk(obj, node, "", go=(node.go_type.rpartition(".")[2], ""))
+    if walker.decode_error:
+        raise _decode_failure(kind, api_version, name, walker.decode_error)
+    warnings = _unknown_fields(kind, api_version, name, walker.unknown, field_validation)
+    result: dict[str, Any] = decoded if isinstance(decoded, dict) else {}
+    result.setdefault("apiVersion", api_version)
+    result.setdefault("metadata", {})
+    apply_defaults(kind, result, old, create=create and subresource is None)
+    errs: FieldErrors = walker.errors
+    if subresource is None:
+        validate_builtin(kind, result, errs)
+        if kind == "CustomResourceDefinition":
+            crd_errors(result, errs)
+        if not create and old is not None:
+            validate_update(kind, result, old, errs)
+    if errs:
+        raise AdmissionError(kind, name, _dedupe(errs.causes), qualified_kind=qualified)
+    return AdmissionResult(result, warnings)
+
+
+def _copy(obj: dict[str, Any]) -> dict[str, Any]:
+    import copy
+
+    return copy.deepcopy(obj)

@@ -1,20 +1,43 @@
 """The controllers a cluster runs, simulated: kubelet, Job controller, garbage collector, namespaces.
 
-CONTRACT STUB written by the lead; the kubesim controllers helper fills it in. The composition root
-(`kubesim.server` / the fixture) calls `build_controllers` once and runs every `Controller.run()` as a task
-for the life of the simulated cluster, and adds `routes` to the HTTP app.
+This package module owns what they share: the simulated `Clock` (a time scale, so tests run the cluster
+faster than real time), the client-go style `WorkQueue` (deduplicated keys, delayed re-adds on the event
+loop's timer heap, per-key error back-off) and `build_controllers`, which the composition root calls once;
+it then runs every `Controller.run()` as a task for the life of the cluster and serves `routes`.
+
+The controllers learn about changes through one `Cluster.add_listener` callback that fans out to their
+`on_change` (synchronous and cheap: they only record and enqueue keys) and act from one asyncio task
+each; no threads, no polling.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from aiohttp import web
 
+from kubesim.errors import StatusError
+
 if TYPE_CHECKING:
-    from kubesim.cluster import Cluster
+    from kubesim.cluster import Cluster, EventType
+    from kubesim.controllers.gc import GarbageCollector
+    from kubesim.controllers.jobs import JobController
+    from kubesim.controllers.kubelet import Kubelet
+    from kubesim.controllers.namespaces import NamespaceController
+    from kubesim.controllers.volumes import VolumeManager
+    from kubesim.registry import ResourceType
     from kubesim.settings import SimSettings
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
 
 
 class Controller(Protocol):
@@ -24,11 +47,214 @@ class Controller(Protocol):
         """Runs until cancelled."""
 
 
+class Watching(Protocol):
+    def on_change(
+        self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
+        """Learns about a committed change; must only record and enqueue (it runs inside the write)."""
+
+
+class Clock:
+    """Simulated time: seconds since the cluster started, running `1 / time_scale` times real speed.
+
+    Every delay a controller waits for (start-seconds, back-offs, deadlines, TTLs, volume syncs) is in
+    simulated seconds; timestamps written into objects are the real wall-clock times those moments map to.
+    """
+
+    def __init__(
+        self,
+        time_scale: float = 1.0,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        if time_scale <= 0:
+            raise ValueError("time_scale must be positive")
+        self.scale = time_scale
+        self._monotonic = monotonic
+        self._t0 = monotonic()
+        self._wall0 = wall()
+
+    def now(self) -> float:
+        return (self._monotonic() - self._t0) / self.scale
+
+    def real_delay(self, sim_seconds: float) -> float:
+        return max(0.0, sim_seconds * self.scale)
+
+    def wall(self, at: float | None = None) -> datetime:
+        sim = self.now() if at is None else at
+        return datetime.fromtimestamp(self._wall0 + sim * self.scale, UTC)
+
+    def timestamp(self, at: float | None = None) -> str:
+        """RFC 3339 at second precision, as the apiserver serialises metav1.Time."""
+        return self.wall(at).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def micro_timestamp(self, at: float | None = None) -> str:
+        return self.wall(at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class WorkQueue(Generic[K]):
+    """Keys to reconcile: a key queued twice is processed once; `add_after` uses the loop's timer heap."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._items: deque[K] = deque()
+        self._queued: set[K] = set()
+        self._wakeup = asyncio.Event()
+        self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self._failures: dict[K, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, key: K) -> None:
+        if key not in self._queued:
+            self._queued.add(key)
+            self._items.append(key)
+            self._wakeup.set()
+
+    def add_after(self, key: K, sim_delay: float, *, replace: bool = False) -> None:
+        """Queues `key` after `sim_delay` simulated seconds; the earlier timer wins unless `replace`."""
+        if sim_delay <= 0 and not replace:
+            self.add(key)
+            return
+        due = self._clock.now() + sim_delay
+        pending = self._timers.get(key)
+        if pending is not None:
+            if pending[0] <= due and not replace:
+                return
+            pending[1].cancel()
+        handle = asyncio.get_running_loop().call_later(self._clock.real_delay(sim_delay), self._fire, key)
+        self._timers[key] = (due, handle)
+
+    def add_rate_limited(self, key: K) -> None:
+        """Re-queues after an error: 5 ms doubling per consecutive failure, at most 1 s (real time)."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        delay = min(0.005 * 2**failures, 1.0)
+        pending = self._timers.pop(key, None)
+        if pending is not None:
+            pending[1].cancel()
+        handle = asyncio.get_running_loop().call_later(delay, self._fire, key)
+        self._timers[key] = (self._clock.now() + delay / self._clock.scale, handle)
+
+    def forget(self, key: K) -> None:
+        """Clears the error back-off of `key` (after a successful sync)."""
+        self._failures.pop(key, None)
+
+    def cancel(self, key: K) -> None:
+        """Drops a pending delayed add of `key` (the object is gone)."""
+        pending = self._timers.pop(key, None)
+        if pending is not None:
+            pending[1].cancel()
+        self._failures.pop(key, None)
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    async def get(self) -> K:
+        while not self._items:
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        key = self._items.popleft()
+        self._queued.discard(key)
+        return key
+
+    def close(self) -> None:
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+
+
+async def process(name: str, queue: WorkQueue[K], sync: Callable[[K], None]) -> None:
+    """The worker loop every controller runs: one key at a time, errors re-queued with back-off."""
+    handled = 0
+    try:
+        while True:
+            key = await queue.get()
+            try:
+                sync(key)
+            except StatusError as err:
+                log.debug("%s: sync %s: %s", name, key, err)
+                queue.add_rate_limited(key)
+            except Exception:
+                log.exception("%s: sync %s failed", name, key)
+                queue.add_rate_limited(key)
+            else:
+                queue.forget(key)
+            handled += 1
+            if handled % 64 == 0:
+                # Long bursts of queued keys must not starve the HTTP server sharing this loop.
+                await asyncio.sleep(0)
+    finally:
+        queue.close()
+
+
+def resource_type(cluster: Cluster, api_version: str, kind: str) -> ResourceType:
+    rt = cluster.registry.by_kind(api_version, kind)
+    if rt is None:
+        raise LookupError(f"kubesim registry has no {api_version} {kind}")
+    return rt
+
+
+def get_or_none(
+    cluster: Cluster, rt: ResourceType, namespace: str | None, name: str
+) -> dict[str, Any] | None:
+    try:
+        return cluster.get(rt, namespace, name)
+    except StatusError as err:
+        if err.code == 404:
+            return None
+        raise
+
+
 @dataclass
 class Controllers:
+    """What `build_controllers` made; tests reach the kubelet (`evict`, `kill`) and volumes through it."""
+
     all: list[Controller] = field(default_factory=list)
     routes: list[web.RouteDef] = field(default_factory=list)
+    clock: Clock | None = None
+    kubelet: Kubelet | None = None
+    volumes: VolumeManager | None = None
+    jobs: JobController | None = None
+    gc: GarbageCollector | None = None
+    namespaces: NamespaceController | None = None
 
 
 def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
-    return Controllers()
+    # Imported here so the controller modules can import Clock and WorkQueue from this package.
+    from kubesim.controllers.gc import GarbageCollector
+    from kubesim.controllers.jobs import JobController
+    from kubesim.controllers.kubelet import Kubelet
+    from kubesim.controllers.namespaces import NamespaceController
+    from kubesim.controllers.volumes import VolumeManager
+
+    clock = Clock(settings.time_scale)
+    volumes = VolumeManager(cluster, settings, clock)
+    kubelet = Kubelet(cluster, settings, clock, volumes)
+    jobs = JobController(cluster, settings, clock)
+    gc = GarbageCollector(cluster, clock)
+    namespaces = NamespaceController(cluster, clock)
+    watching: list[Watching] = [volumes, kubelet, jobs, gc, namespaces]
+
+    def fan_out(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        # One listener for all: the cluster copies the object once per listener.
+        for controller in watching:
+            try:
+                controller.on_change(event, rt, obj, old)
+            except Exception:
+                log.exception("kubesim controller %r failed on %s", controller, event)
+
+    cluster.add_listener(fan_out)
+    return Controllers(
+        all=[kubelet, volumes, jobs, gc, namespaces],
+        routes=[*volumes.routes(), *kubelet.routes()],
+        clock=clock,
+        kubelet=kubelet,
+        volumes=volumes,
+        jobs=jobs,
+        gc=gc,
+        namespaces=namespaces,
+    )

@@ -1,0 +1,60 @@
+"""`mpi-operator sim`: serve a simulated cluster until SIGINT/SIGTERM (DESIGN.md §7)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from kubesim.app import KubeSim
+from kubesim.settings import SimSettings
+
+
+def settings_from_args(args: argparse.Namespace) -> SimSettings:
+    """SimSettings from the `sim` flags; a flag that is absent or None keeps the default."""
+    defaults = SimSettings()
+
+    def flag(name: str, default: float) -> float:
+        value = getattr(args, name, None)
+        return default if value is None else float(value)
+
+    return dataclasses.replace(
+        defaults,
+        start_seconds=flag("start_seconds", defaults.start_seconds),
+        ready_seconds=flag("ready_seconds", defaults.ready_seconds),
+        volume_sync_seconds=flag("volume_sync_seconds", defaults.volume_sync_seconds),
+        fault_rate=flag("fault_rate", defaults.fault_rate),
+    )
+
+
+async def serve(args: argparse.Namespace) -> int:
+    sim = KubeSim(settings_from_args(args))
+    await sim.start(int(getattr(args, "port", 0) or 0))
+    try:
+        out = getattr(args, "kubeconfig_out", None)
+        path = Path(out) if out else Path(tempfile.mkdtemp(prefix="kubesim-")) / "kubeconfig"
+        path = sim.write_kubeconfig(path.resolve())
+        print(f"kubesim: serving the Kubernetes API on {sim.url}", flush=True)
+        print(f"kubesim: kubeconfig written to {path}", flush=True)
+        print(f"export KUBECONFIG={path}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        print("kubesim: stopping", file=sys.stderr, flush=True)
+    finally:
+        await sim.stop()
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(serve(args))
+    except OSError as exc:
+        print(f"kubesim: {exc}", file=sys.stderr)
+        return 1

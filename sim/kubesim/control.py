@@ -1,0 +1,201 @@
+"""In-process test control of a running kubesim: faults, latency, dropped watches, compaction, recording.
+
+Injected errors are answered before the request reaches the cluster, so they never change state (unlike
+kmock, whose injected errors still let the write happen). Every API request is recorded with its
+Kubernetes verb and outcome, including the `Warning` headers sent, so tests can assert that the
+operator's objects cause none.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from kubesim import errors
+from kubesim.store import Store
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass
+class RecordedRequest:
+    """One API request as the server saw and answered it."""
+
+    method: str
+    path: str
+    query: str
+    verb: str
+    """Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection ("" otherwise)."""
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+    user_agent: str
+    content_type: str
+    status: int | None = None
+    """HTTP status; None while a watch stream is still open."""
+    warnings: list[str] = field(default_factory=list)
+    injected: bool = False
+    """True when a fault rule (or the fault rate) answered instead of the cluster."""
+
+
+@dataclass
+class FaultRule:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    remaining: int | None
+    """How many more requests it fails; None for every matching request."""
+    message: str | None = None
+    retry_after: int | None = None
+    hits: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.remaining is not None and self.remaining <= 0:
+            return False
+        return self.method in ("*", method) and self.path.search(path) is not None
+
+
+@dataclass
+class LatencyRule:
+    method: str
+    path: re.Pattern[str]
+    seconds: float
+    remaining: int | None
+    hits: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.remaining is not None and self.remaining <= 0:
+            return False
+        return self.method in ("*", method) and self.path.search(path) is not None
+
+
+class Control:
+    """The handle tests use to disturb and observe kubesim (`KubeSim.control`)."""
+
+    def __init__(
+        self, store: Store, *, fault_rate: float = 0.0, seed: int | None = None, max_records: int = 20_000
+    ) -> None:
+        self._store = store
+        self.fault_rate = fault_rate
+        """Fraction of writes answered 500 (state unchanged); watches are also cut at random."""
+        self._rng = random.Random(seed)
+        self._faults: list[FaultRule] = []
+        self._latency: list[LatencyRule] = []
+        self.requests: deque[RecordedRequest] = deque(maxlen=max_records)
+
+    # --- faults --------------------------------------------------------------------------------
+    def inject_error(
+        self,
+        status: int = 500,
+        *,
+        method: str = "*",
+        path: str = ".*",
+        count: int | None = 1,
+        message: str | None = None,
+        retry_after: int | None = None,
+    ) -> FaultRule:
+        """Answers the next `count` requests whose method and URL path (regex search) match with `status`.
+
+        `count=None` fails every match until `clear_faults()`. A 429 gets `Retry-After: retry_after or 1`.
+        """
+        if status == 429 and retry_after is None:
+            retry_after = 1
+        rule = FaultRule(method.upper(), re.compile(path), status, count, message, retry_after)
+        self._faults.append(rule)
+        return rule
+
+    def inject_latency(
+        self, seconds: float, *, method: str = "*", path: str = ".*", count: int | None = None
+    ) -> LatencyRule:
+        """Delays matching requests by `seconds` before they are handled."""
+        rule = LatencyRule(method.upper(), re.compile(path), seconds, count)
+        self._latency.append(rule)
+        return rule
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
+        self._latency.clear()
+
+    def drop_watches(self) -> int:
+        """Ends every open watch stream (clients see the connection end and must re-watch)."""
+        return self._store.close_watchers()
+
+    def compact(self, resource_version: int | None = None) -> int:
+        """Forgets the event history up to `resource_version` (default: now): older watches get 410."""
+        return self._store.compact(resource_version)
+
+    @property
+    def resource_version(self) -> int:
+        return self._store.resource_version
+
+    def open_watches(self) -> int:
+        return len(self._store.watchers())
+
+    # --- observations --------------------------------------------------------------------------
+    def recorded(
+        self,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+        subresource: str | None = None,
+        user_agent: str | None = None,
+    ) -> list[RecordedRequest]:
+        """Recorded requests matching every given field (`user_agent` matches as a substring)."""
+        return [
+            r
+            for r in self.requests
+            if (verb is None or r.verb == verb)
+            and (resource is None or r.resource == resource)
+            and (namespace is None or r.namespace == namespace)
+            and (name is None or r.name == name)
+            and (subresource is None or r.subresource == subresource)
+            and (user_agent is None or user_agent in r.user_agent)
+        ]
+
+    def warnings(self, *, user_agent: str | None = None) -> list[str]:
+        """Every `Warning` header text sent (optionally only to clients whose user agent contains this)."""
+        return [w for r in self.recorded(user_agent=user_agent) for w in r.warnings]
+
+    def clear_requests(self) -> None:
+        self.requests.clear()
+
+    # --- hooks for the HTTP layer ----------------------------------------------------------------
+    def fault_for(self, method: str, path: str) -> errors.StatusError | None:
+        for rule in self._faults:
+            if rule.matches(method, path):
+                rule.hits += 1
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                return errors.from_code(rule.status, rule.message, retry_after_seconds=rule.retry_after)
+        is_api = path.startswith(("/api/", "/apis/"))
+        if (
+            is_api
+            and method in WRITE_METHODS
+            and self.fault_rate > 0
+            and self._rng.random() < self.fault_rate
+        ):
+            return errors.from_code(500, "kubesim: random fault (--fault-rate)")
+        return None
+
+    def latency_for(self, method: str, path: str) -> float:
+        total = 0.0
+        for rule in self._latency:
+            if rule.matches(method, path):
+                rule.hits += 1
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                total += rule.seconds
+        return total
+
+    def watch_lifetime(self) -> float | None:
+        """How long a new watch stream may live before the fault rate cuts it (None: no random cut)."""
+        if self.fault_rate <= 0:
+            return None
+        return self._rng.expovariate(self.fault_rate)

@@ -1,0 +1,341 @@
+"""The kubelet of the simulated cluster's one node: runs pods' lifecycles and reports their status.
+
+It keeps a `PodRuntime` (`podstate.py`) per pod bound to `settings.node_name`, wakes on pod events and on
+timers (the event loop's timer heap, one pending timer per pod), and writes `.status` through the status
+subresource only when it changed. A pod with a deletionTimestamp has its containers stopped after
+min(deletionGracePeriodSeconds, `kubesim/termination-seconds`), is moved to a terminal phase, then deleted
+with grace 0 (the API server removes it once its finalizers are gone).
+
+Tests drive node-level faults through `evict()` and `kill()`, in process or over HTTP:
+`POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`, optional) and
+`POST .../kill` (body `{"exitCode": N}`, default 137) answer with the pod as it is afterwards.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from aiohttp import web
+
+from kubesim import errors
+from kubesim.cluster import DeleteOptions
+from kubesim.controllers import Clock, WorkQueue, get_or_none, process, resource_type
+from kubesim.controllers import podstate as ps
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster, EventType
+    from kubesim.controllers.volumes import VolumeManager
+    from kubesim.registry import ResourceType
+    from kubesim.settings import SimSettings
+
+log = logging.getLogger(__name__)
+
+PodKey = tuple[str, str]
+HOST_IP = "172.18.0.2"
+POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
+DEFAULT_GRACE_SECONDS = 30.0
+MOUNT_RETRY_SECONDS = 1.0
+# A container runs at least this long (real time) before it exits, so restart loops cannot spin the CPU.
+MIN_RUN_REAL_SECONDS = 0.005
+
+
+@dataclass
+class _Pod:
+    uid: str
+    runtime: ps.PodRuntime
+    pod_ip: str | None = None
+    stop_at: float | None = None
+    deleted: bool = False
+
+
+class PodIPs:
+    """Unique pod IPs from 10.244.0.0/16, released when the pod is gone."""
+
+    def __init__(self) -> None:
+        self._hosts = POD_NETWORK.num_addresses - 2
+        self._next = 1
+        self._used: set[int] = set()
+
+    def allocate(self) -> str:
+        if len(self._used) >= self._hosts - 1:
+            raise RuntimeError("pod network exhausted")
+        while self._next in self._used or self._next == 1:
+            self._next = self._next % self._hosts + 1
+        offset = self._next
+        self._used.add(offset)
+        self._next = offset % self._hosts + 1
+        return str(POD_NETWORK.network_address + offset)
+
+    def release(self, ip: str | None) -> None:
+        if ip is not None:
+            self._used.discard(int(ipaddress.ip_address(ip)) - int(POD_NETWORK.network_address))
+
+
+class Kubelet:
+    """One node's kubelet stand-in."""
+
+    name = "kubelet"
+
+    def __init__(self, cluster: Cluster, settings: SimSettings, clock: Clock, volumes: VolumeManager) -> None:
+        self._cluster = cluster
+        self._settings = settings
+        self._clock = clock
+        self._volumes = volumes
+        self._pods_rt = resource_type(cluster, "v1", "Pod")
+        self._queue: WorkQueue[PodKey] = WorkQueue(clock)
+        self._pods: dict[PodKey, _Pod] = {}
+        self._ips = PodIPs()
+
+    async def run(self) -> None:
+        self._register_node()
+        for pod in self._cluster.list(self._pods_rt, None)["items"]:
+            self._queue.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        await process(self.name, self._queue, self._sync)
+
+    def _register_node(self) -> None:
+        """Creates this kubelet's Node object (Ready, addresses, capacity) if it does not exist yet."""
+        nodes = resource_type(self._cluster, "v1", "Node")
+        name = self._settings.node_name
+        if get_or_none(self._cluster, nodes, None, name) is not None:
+            return
+        created = self._cluster.create(nodes, None, node_object(name)).object
+        self._cluster.update(
+            nodes,
+            None,
+            name,
+            {**created, "status": node_status(name, self._clock.timestamp())},
+            subresource="status",
+        )
+
+    # --- node-level faults tests can trigger ---------------------------------------------------
+    def evict(
+        self, namespace: str, name: str, message: str = "The node was low on resource: memory."
+    ) -> None:
+        """Evicts the pod (node pressure): phase Failed, reason Evicted, containers killed. Not deleted."""
+        entry = self._entry(namespace, name)
+        entry.runtime = ps.evicted(entry.runtime, message, self._clock.now())
+        self._sync((namespace, name))
+
+    def kill(self, namespace: str, name: str, exit_code: int = ps.SIGKILL_EXIT_CODE) -> None:
+        """The pod's containers exit now with `exit_code`; restartPolicy decides what happens next."""
+        entry = self._entry(namespace, name)
+        policy = self._policy(self._cluster.get(self._pods_rt, namespace, name))
+        entry.runtime = ps.container_exited(entry.runtime, exit_code, self._clock.now(), policy)
+        self._sync((namespace, name))
+
+    def runtime(self, namespace: str, name: str) -> ps.PodRuntime | None:
+        entry = self._pods.get((namespace, name))
+        return entry.runtime if entry else None
+
+    def routes(self) -> list[web.RouteDef]:
+        """`evict` and `kill` over HTTP, for clients in another process (CLI sim, benchmarks)."""
+        base = "/kubesim/v1/namespaces/{ns}/pods/{pod}"
+        return [web.post(f"{base}/evict", self._handle_evict), web.post(f"{base}/kill", self._handle_kill)]
+
+    async def _handle_evict(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        message = str(body.get("message") or "The node was low on resource: memory.")
+        return self._answer(lambda ns, pod: self.evict(ns, pod, message), request)
+
+    async def _handle_kill(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        try:
+            code = int(body.get("exitCode", ps.SIGKILL_EXIT_CODE))
+        except (TypeError, ValueError):
+            return web.json_response(errors.bad_request("exitCode must be an integer").status(), status=400)
+        return self._answer(lambda ns, pod: self.kill(ns, pod, code), request)
+
+    def _answer(self, act: Callable[[str, str], None], request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["pod"]
+        try:
+            act(ns, name)
+        except errors.StatusError as err:
+            return web.json_response(err.status(), status=err.code)
+        return web.json_response(self._cluster.get(self._pods_rt, ns, name))
+
+    # --- internals -------------------------------------------------------------------------------
+    def _entry(self, namespace: str, name: str) -> _Pod:
+        self._sync((namespace, name))
+        entry = self._pods.get((namespace, name))
+        if entry is None:
+            raise errors.not_found("pods", "", name)
+        return entry
+
+    @staticmethod
+    def _policy(pod: dict[str, Any]) -> ps.RestartPolicy:
+        policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+        return cast(ps.RestartPolicy, policy if policy in ("Always", "OnFailure", "Never") else "Always")
+
+    def on_change(
+        self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
+        if rt != self._pods_rt:
+            return
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        if event == "DELETED":
+            self._forget(key, str(meta.get("uid", "")))
+        elif event in ("ADDED", "MODIFIED"):
+            self._queue.add(key)
+
+    def _forget(self, key: PodKey, uid: str) -> None:
+        entry = self._pods.get(key)
+        if entry is not None and entry.uid == uid:
+            del self._pods[key]
+            self._ips.release(entry.pod_ip)
+            self._queue.cancel(key)
+            self._volumes.forget(*key)
+
+    def _sync(self, key: PodKey) -> None:
+        pod = get_or_none(self._cluster, self._pods_rt, *key)
+        if pod is None:
+            entry = self._pods.get(key)
+            if entry is not None:
+                self._forget(key, entry.uid)
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and node != self._settings.node_name:
+            return
+        meta = pod["metadata"]
+        now = self._clock.now()
+        entry = self._pods.get(key)
+        if entry is None or entry.uid != meta.get("uid"):
+            if entry is not None:
+                self._forget(key, entry.uid)
+            entry = _Pod(uid=str(meta.get("uid", "")), runtime=ps.PodRuntime(created_at=now))
+            self._pods[key] = entry
+        timing = ps.PodTiming.from_annotations(
+            meta.get("annotations") or {},
+            start_default=self._settings.start_seconds,
+            ready_default=self._settings.ready_seconds,
+            min_run=MIN_RUN_REAL_SECONDS / self._clock.scale,
+        )
+        before = entry.runtime
+        can_start = before.stage != "Pending" or self._volumes.can_mount(pod)
+        entry.runtime = ps.advance(before, timing, self._policy(pod), now, can_start=can_start)
+        stopping = self._stop_if_deleted(entry, meta, timing, now)
+        if before.stage == "Pending" and entry.runtime.started_at is not None:
+            entry.pod_ip = self._ips.allocate()
+            self._volumes.pod_started(pod)
+        if entry.runtime.stage == "Terminated":
+            self._volumes.pod_stopped(*key)
+
+        status = ps.render_status(
+            pod, entry.runtime, timing, now, ps.Placement(HOST_IP, entry.pod_ip), self._clock.timestamp
+        )
+        if status != pod.get("status"):
+            self._cluster.update(
+                self._pods_rt, key[0], key[1], {**pod, "status": status}, subresource="status"
+            )
+
+        if stopping and entry.runtime.stage == "Terminated":
+            if not entry.deleted:
+                entry.deleted = True
+                self._cluster.delete(
+                    self._pods_rt, key[0], key[1], options=DeleteOptions(grace_period_seconds=0)
+                )
+            return
+        self._schedule(key, entry, timing, now)
+
+    @staticmethod
+    def _stop_if_deleted(entry: _Pod, meta: dict[str, Any], timing: ps.PodTiming, now: float) -> bool:
+        """SIGTERM on deletion: containers stop after min(grace, termination-seconds)."""
+        if meta.get("deletionTimestamp") is None:
+            return False
+        if entry.stop_at is None:
+            grace = float(meta.get("deletionGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+            running = entry.runtime.stage == "Running"
+            entry.stop_at = now + min(grace, timing.termination) if running else now
+        if now >= entry.stop_at:
+            entry.runtime = ps.stopped(entry.runtime, timing.termination_exit_code, now)
+        return True
+
+    def _schedule(self, key: PodKey, entry: _Pod, timing: ps.PodTiming, now: float) -> None:
+        deadlines = [
+            d for d in (ps.next_deadline(entry.runtime, timing, now), entry.stop_at) if d is not None
+        ]
+        if entry.runtime.volumes_blocked and entry.runtime.stage == "Pending":
+            # ContainerCreating: a ConfigMap or Secret a volume needs is missing; the kubelet retries.
+            deadlines.append(now + MOUNT_RETRY_SECONDS)
+        if deadlines:
+            self._queue.add_after(key, min(deadlines) - now)
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    text = await request.text()
+    try:
+        body = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        body = {}
+    return body if isinstance(body, dict) else {}
+
+
+NODE_CAPACITY = {
+    "cpu": "64",
+    "memory": "512Gi",
+    "pods": "1000",
+    "ephemeral-storage": "1Ti",
+    "nvidia.com/gpu": "8",
+}
+
+
+def node_object(name: str) -> dict[str, Any]:
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
+    }
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}}
+
+
+def node_status(name: str, now: str) -> dict[str, Any]:
+    """What a healthy kubelet reports; written once (no heartbeats, so the cluster is quiet at rest)."""
+
+    def condition(ctype: str, status: str, reason: str, message: str) -> dict[str, str]:
+        return {
+            "type": ctype,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+
+    return {
+        "capacity": dict(NODE_CAPACITY),
+        "allocatable": dict(NODE_CAPACITY),
+        "conditions": [
+            condition(
+                "MemoryPressure",
+                "False",
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+            ),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            condition(
+                "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"
+            ),
+            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+        ],
+        "addresses": [{"type": "InternalIP", "address": HOST_IP}, {"type": "Hostname", "address": name}],
+        "nodeInfo": {
+            "architecture": "amd64",
+            "operatingSystem": "linux",
+            "osImage": "kubesim",
+            "kernelVersion": "6.1.0",
+            "kubeletVersion": "v1.32.0",
+            "kubeProxyVersion": "v1.32.0",
+            "containerRuntimeVersion": "containerd://1.7.24",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+        },
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+    }

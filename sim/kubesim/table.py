@@ -1,0 +1,333 @@
+"""`meta.k8s.io/v1` representations other than the object itself: Table (what `kubectl get` prints)
+and PartialObjectMetadata (metadata-only clients), chosen from the Accept header by `render`.
+
+Custom resources get the CRD version's `additionalPrinterColumns` (evaluated with the restricted
+JSONPath the apiserver allows there); built-in kinds get the columns the apiserver's printers give the
+common ones. `date` cells are humanised on the server (`13s`, `5m3s`, `2d4h`) as the apiserver does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kubesim.registry import ResourceType
+
+Column = dict[str, Any]
+_NAME: Column = {"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}
+_AGE: Column = {"name": "Age", "type": "date", "format": "", "description": "Age", "priority": 0}
+
+
+def human_duration(seconds: float) -> str:
+    """k8s.io/apimachinery/pkg/util/duration.HumanDuration."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = s // 3600
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
+    return f"{hours // 24 // 365}y"
+
+
+def _age(stamp: Any, now: datetime) -> str | None:
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return human_duration((now - moment).total_seconds())
+
+
+# --- restricted JSONPath (`.a.b`, `['a.b']`, `[0]`, `[*]`, `[?(@.type=="Ready")]`) -------------------
+_TOKEN = re.compile(
+    r"""\.\.?(?P<field>[A-Za-z0-9_\-$]+)"""
+    r"""|\[\s*'(?P<quoted>[^']*)'\s*\]|\[\s*"(?P<dquoted>[^"]*)"\s*\]"""
+    r"""|\[\s*(?P<index>-?\d+)\s*\]|\[\s*(?P<star>\*)\s*\]|\.(?P<dotstar>\*)"""
+    r"""|\[\s*\?\(\s*@(?P<fpath>(?:\.[A-Za-z0-9_\-]+)+)\s*(?P<op>==|!=)\s*(?P<lit>'[^']*'|"[^"]*"|[^)\s]+)\s*\)\s*\]"""
+)
+
+
+def jsonpath(obj: Any, path: str) -> list[Any]:
+    """All values `path` selects in `obj` (empty when nothing matches or the path does not parse)."""
+    text = path.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    text = text.removeprefix("$")
+    current: list[Any] = [obj]
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            return []
+        pos = m.end()
+        current = _step(current, m)
+    return current
+
+
+def _step(values: Iterable[Any], m: re.Match[str]) -> list[Any]:
+    out: list[Any] = []
+    key = m.group("field") or m.group("quoted") or m.group("dquoted")
+    for value in values:
+        if key is not None:
+            if isinstance(value, dict) and key in value:
+                out.append(value[key])
+        elif m.group("index") is not None:
+            index = int(m.group("index"))
+            if isinstance(value, list) and -len(value) <= index < len(value):
+                out.append(value[index])
+        elif m.group("star") or m.group("dotstar"):
+            out.extend(
+                value if isinstance(value, list) else value.values() if isinstance(value, dict) else []
+            )
+        elif m.group("fpath"):
+            literal = m.group("lit").strip("'\"")
+            for item in value if isinstance(value, list) else []:
+                found = jsonpath(item, m.group("fpath"))
+                text = None
+                if found:
+                    text = str(found[0]).lower() if isinstance(found[0], bool) else str(found[0])
+                if (text == literal) == (m.group("op") == "=="):
+                    out.append(item)
+    return out
+
+
+# --- columns -----------------------------------------------------------------------------------------
+def _custom_cell(column: Column, obj: dict[str, Any], now: datetime) -> Any:
+    found = jsonpath(obj, str(column.get("jsonPath", "")))
+    if not found:
+        return None
+    value = found[0]
+    kind = column.get("type", "string")
+    if kind == "date":
+        return _age(value, now)
+    if kind == "integer":
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if kind == "number":
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if kind == "boolean":
+        return value if isinstance(value, bool) else None
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    ready = sum(1 for c in statuses if c.get("ready"))
+    reason = status.get("reason") or status.get("phase") or "Unknown"
+    for container in statuses:
+        state = container.get("state") or {}
+        if (state.get("waiting") or {}).get("reason"):
+            reason = state["waiting"]["reason"]
+        elif (state.get("terminated") or {}).get("reason"):
+            reason = state["terminated"]["reason"]
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        reason = "Terminating"
+    restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
+    return [
+        f"{ready}/{len(spec.get('containers') or [])}",
+        reason,
+        restarts,
+        _age(pod["metadata"].get("creationTimestamp"), now),
+        status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+    ]
+
+
+def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
+    status = job.get("status") or {}
+    state = "Running"
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed", "Suspended"):
+            state = cond["type"]
+    completions = (job.get("spec") or {}).get("completions")
+    done = f"{status.get('succeeded') or 0}/{completions if completions is not None else 1}"
+    return [state, done, _age(job["metadata"].get("creationTimestamp"), now)]
+
+
+def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
+    status = node.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    return [
+        "Ready" if ready else "NotReady",
+        "<none>",
+        _age(node["metadata"].get("creationTimestamp"), now),
+        (status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+    ]
+
+
+def _col(name: str, kind: str = "string", priority: int = 0) -> Column:
+    return {"name": name, "type": kind, "format": "", "description": name, "priority": priority}
+
+
+CellsFn = Callable[[dict[str, Any], datetime], list[Any]]
+_BUILTIN: dict[tuple[str, str], tuple[list[Column], CellsFn]] = {
+    ("", "Pod"): (
+        [
+            _NAME,
+            _col("Ready"),
+            _col("Status"),
+            _col("Restarts", "integer"),
+            _AGE,
+            _col("IP", priority=1),
+            _col("Node", priority=1),
+        ],
+        _pod_cells,
+    ),
+    ("batch", "Job"): ([_NAME, _col("Status"), _col("Completions"), _AGE], _job_cells),
+    ("", "Node"): ([_NAME, _col("Status"), _col("Roles"), _AGE, _col("Version")], _node_cells),
+    ("", "Namespace"): (
+        [_NAME, _col("Status"), _AGE],
+        lambda o, now: [
+            (o.get("status") or {}).get("phase"),
+            _age(o["metadata"].get("creationTimestamp"), now),
+        ],
+    ),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): (
+        [_NAME, _col("Created At", "date")],
+        lambda o, now: [o["metadata"].get("creationTimestamp")],
+    ),
+    ("", "ConfigMap"): (
+        [_NAME, _col("Data", "integer"), _AGE],
+        lambda o, now: [
+            len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+            _age(o["metadata"].get("creationTimestamp"), now),
+        ],
+    ),
+}
+
+
+def columns(rt: ResourceType) -> list[Column]:
+    if not rt.builtin:
+        custom = [
+            {
+                "name": c.get("name", ""),
+                "type": c.get("type", "string"),
+                "format": c.get("format", ""),
+                "description": c.get("description", ""),
+                "priority": int(c.get("priority", 0)),
+            }
+            for c in rt.printer_columns
+        ]
+        return [_NAME, *custom]
+    known = _BUILTIN.get((rt.group, rt.kind))
+    return [*known[0]] if known else [_NAME, _AGE]
+
+
+def cells(rt: ResourceType, obj: dict[str, Any], now: datetime) -> list[Any]:
+    name = (obj.get("metadata") or {}).get("name", "")
+    if not rt.builtin:
+        return [name, *(_custom_cell(c, obj, now) for c in rt.printer_columns)]
+    known = _BUILTIN.get((rt.group, rt.kind))
+    if known:
+        return [name, *known[1](obj, now)]
+    return [name, _age((obj.get("metadata") or {}).get("creationTimestamp"), now)]
+
+
+def partial(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as `meta.k8s.io/v1` PartialObjectMetadata."""
+    meta = obj.get("metadata") or {}
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {k: v for k, v in meta.items() if k != "managedFields"},
+    }
+
+
+def row(rt: ResourceType, obj: dict[str, Any], now: datetime) -> dict[str, Any]:
+    return {"cells": cells(rt, obj, now), "object": partial(obj)}
+
+
+def table(
+    rt: ResourceType,
+    objects: Iterable[dict[str, Any]],
+    *,
+    resource_version: str | None = None,
+    continue_token: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    now = now or datetime.now(UTC)
+    metadata: dict[str, Any] = {}
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    if continue_token:
+        metadata["continue"] = continue_token
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": columns(rt),
+        "rows": [row(rt, o, now) for o in objects],
+    }
+
+
+Representation = Literal["object", "table", "metadata"]
+
+
+def negotiate(accept: str) -> Representation:
+    """What the Accept header asks for first: a Table, PartialObjectMetadata(List), or the object itself."""
+    for part in accept.split(","):
+        media = part.replace(" ", "")
+        if "g=meta.k8s.io" in media and "as=Table" in media:
+            return "table"
+        if "g=meta.k8s.io" in media and "as=PartialObjectMetadata" in media:
+            return "metadata"
+        if media.split(";")[0] in ("application/json", "*/*", ""):
+            return "object"
+    return "object"
+
+
+def render_list(
+    rt: ResourceType, listed: dict[str, Any], how: Representation, now: datetime
+) -> dict[str, Any]:
+    """A `<Kind>List` from `Cluster.list` in the negotiated representation."""
+    if how == "object":
+        return listed
+    meta = listed["metadata"]
+    if how == "table":
+        return table(
+            rt,
+            listed["items"],
+            resource_version=meta["resourceVersion"],
+            continue_token=meta.get("continue"),
+            now=now,
+        )
+    items = [partial(o) for o in listed["items"]]
+    return {
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "items": items,
+    }
+
+
+def render(rt: ResourceType, obj: dict[str, Any], how: Representation, now: datetime) -> dict[str, Any]:
+    """One object (a GET or a watch event) in the negotiated representation."""
+    if how == "table":
+        return table(rt, [obj], resource_version=(obj.get("metadata") or {}).get("resourceVersion"), now=now)
+    if how == "metadata":
+        return partial(obj)
+    return obj

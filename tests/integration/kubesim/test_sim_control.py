@@ -1,0 +1,113 @@
+"""kubesim's test-control handle: injected faults change nothing, latency, recording, warnings, fault rate."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubesim_contract import configmap, status_of
+
+from kubesim.app import KubeSim
+from kubesim.settings import SimSettings
+
+pytestmark = pytest.mark.kubesim_control
+
+
+@pytest.fixture
+def kubesim_run_controllers() -> bool:
+    return False
+
+
+@pytest.mark.parametrize("code", [500, 503, 409], ids=["500", "503", "409"])
+async def test_injected_error_changes_nothing(kube_api: ApiClient, kubesim: KubeSim, code: int) -> None:
+    core = client.CoreV1Api(kube_api)
+    rule = kubesim.control.inject_error(code, method="POST", path=r"/configmaps$")
+    before = kubesim.control.resource_version
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_config_map("default", configmap("a"))
+    assert err.value.status == code
+    assert status_of(err.value)["code"] == code
+    assert kubesim.control.resource_version == before
+    assert (await core.list_namespaced_config_map("default")).items == []
+    await core.create_namespaced_config_map("default", configmap("a"))  # the rule was used up
+    assert rule.hits == 1
+
+
+async def test_injected_429_carries_retry_after(kube_api: ApiClient, kubesim: KubeSim) -> None:
+    kubesim.control.inject_error(429, path="/configmaps", count=None, retry_after=3)
+    with pytest.raises(ApiException) as err:
+        await client.CoreV1Api(kube_api).list_namespaced_config_map("default")
+    assert err.value.headers["Retry-After"] == "3"
+    assert status_of(err.value)["details"]["retryAfterSeconds"] == 3
+    kubesim.control.clear_faults()
+    await client.CoreV1Api(kube_api).list_namespaced_config_map("default")
+
+
+async def test_injected_latency_delays_matching_requests(kube_api: ApiClient, kubesim: KubeSim) -> None:
+    kubesim.control.inject_latency(0.3, method="GET", path="/configmaps", count=1)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await client.CoreV1Api(kube_api).list_namespaced_config_map("default")
+    assert loop.time() - started >= 0.3
+
+
+async def test_requests_are_recorded_with_kubernetes_verbs(kube_api: ApiClient, kubesim: KubeSim) -> None:
+    core = client.CoreV1Api(kube_api)
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    await core.create_namespaced_pod("default", pod)
+    await core.read_namespaced_pod_status("p", "default")
+    await core.list_pod_for_all_namespaces(label_selector="a=b")
+    await core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
+    seen = [
+        (r.verb, r.resource, r.namespace, r.name, r.subresource, r.status) for r in kubesim.control.recorded()
+    ]
+    assert seen == [
+        ("create", "pods", "default", "", "", 201),
+        ("get", "pods", "default", "p", "status", 200),
+        ("list", "pods", "", "", "", 200),
+        ("delete", "pods", "default", "p", "", 200),
+    ]
+    assert all("OpenAPI-Generator" in r.user_agent for r in kubesim.control.recorded())
+
+
+async def test_warnings_are_recorded(kube_api: ApiClient, kubesim: KubeSim) -> None:
+    batch = client.BatchV1Api(kube_api)
+    job = {
+        "metadata": {"name": "j"},
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}
+        },
+    }
+    await batch.create_namespaced_job("default", job)
+    assert kubesim.control.warnings() == []
+    await batch.delete_namespaced_job("j", "default")
+    assert len(kubesim.control.warnings()) == 1
+    assert kubesim.control.recorded(verb="delete")[0].warnings == kubesim.control.warnings()
+
+
+class TestFaultRate:
+    @pytest.fixture
+    def kubesim_settings(self) -> SimSettings:
+        return SimSettings(fault_rate=1.0)
+
+    async def test_every_write_fails_and_reads_still_work(
+        self, kube_api: ApiClient, kubesim: KubeSim
+    ) -> None:
+        core = client.CoreV1Api(kube_api)
+        with pytest.raises(ApiException) as err:
+            await core.create_namespaced_config_map("default", configmap("a"))
+        assert err.value.status == 500
+        assert (await core.list_namespaced_config_map("default")).items == []
+        assert kubesim.control.recorded(verb="create")[0].injected
+
+    async def test_watches_are_cut_at_random(self, kubesim: KubeSim) -> None:
+        url = kubesim.url + "/api/v1/namespaces/default/configmaps?watch=1"
+        async with aiohttp.ClientSession() as session, session.get(url) as resp:
+            async with asyncio.timeout(15):  # lifetimes are exponential with a 1 s mean at fault rate 1.0
+                body = await resp.read()
+        assert resp.status == 200
+        assert body == b""

@@ -1,0 +1,124 @@
+"""The simulated namespace controller: a deleted namespace is emptied, then goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kubesim.app import KubeSim
+from kubesim.errors import StatusError
+from kubesim.registry import ResourceType
+from kubesim.settings import SimSettings
+
+SCALE = 0.01
+
+
+@pytest.fixture
+def kubesim_settings() -> SimSettings:
+    return SimSettings(time_scale=SCALE, start_seconds=1.0, ready_seconds=1.0)
+
+
+@pytest.fixture
+def sim(kubesim: KubeSim) -> KubeSim:
+    """The `kubesim` fixture's cluster, running with the settings above."""
+    return kubesim
+
+
+async def eventually(check: Callable[[], Any], within: float = 3.0) -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            result = check()
+        except (AssertionError, KeyError, StatusError):
+            if time.monotonic() > deadline:
+                raise
+        else:
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still {result!r}")
+        await asyncio.sleep(0.005)
+
+
+def rt(sim: KubeSim, api_version: str, kind: str) -> ResourceType:
+    found = sim.cluster.registry.by_kind(api_version, kind)
+    assert found is not None
+    return found
+
+
+def namespace(sim: KubeSim, name: str) -> dict[str, Any] | None:
+    try:
+        return sim.cluster.get(rt(sim, "v1", "Namespace"), None, name)
+    except StatusError as err:
+        if err.code != 404:
+            raise
+        return None
+
+
+def populate(sim: KubeSim, ns: str) -> None:
+    sim.cluster.create(rt(sim, "v1", "Namespace"), None, {"metadata": {"name": ns}})
+    sim.cluster.create(rt(sim, "v1", "ConfigMap"), ns, {"metadata": {"name": "cfg"}, "data": {"a": "1"}})
+    sim.cluster.create(rt(sim, "v1", "Secret"), ns, {"metadata": {"name": "s"}})
+    pod = {
+        "metadata": {"name": "p", "annotations": {"kubesim/termination-seconds": "20"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    sim.cluster.create(rt(sim, "v1", "Pod"), ns, pod)
+    job = {
+        "metadata": {"name": "j"},
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+            }
+        },
+    }
+    sim.cluster.create(rt(sim, "batch/v1", "Job"), ns, job)
+
+
+def count(sim: KubeSim, ns: str) -> int:
+    total = 0
+    for kind in (("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Pod"), ("batch/v1", "Job")):
+        total += len(sim.cluster.list(rt(sim, *kind), ns)["items"])
+    return total
+
+
+async def test_deleted_namespace_is_emptied_then_removed(sim: KubeSim) -> None:
+    populate(sim, "team")
+    await eventually(lambda: count(sim, "team") == 5)
+    await eventually(
+        lambda: sim.cluster.list(rt(sim, "v1", "Pod"), "team")["items"][0]["status"]["phase"] == "Running"
+    )
+    sim.cluster.delete(rt(sim, "v1", "Namespace"), None, "team")
+    terminating = namespace(sim, "team")
+    assert terminating is not None
+    assert terminating["status"]["phase"] == "Terminating"
+    await eventually(lambda: namespace(sim, "team") is None)
+    assert count(sim, "team") == 0
+    assert namespace(sim, "default") is not None
+
+
+async def test_namespace_waits_for_finalized_content(sim: KubeSim) -> None:
+    sim.cluster.create(rt(sim, "v1", "Namespace"), None, {"metadata": {"name": "held"}})
+    cms = rt(sim, "v1", "ConfigMap")
+    sim.cluster.create(cms, "held", {"metadata": {"name": "cfg", "finalizers": ["example.com/hold"]}})
+    sim.cluster.delete(rt(sim, "v1", "Namespace"), None, "held")
+
+    def remaining() -> dict[str, Any]:
+        ns = namespace(sim, "held")
+        assert ns is not None
+        conds = {c["type"]: c for c in ns["status"].get("conditions", [])}
+        found: dict[str, Any] = conds.get("NamespaceContentRemaining", {})
+        return found
+
+    cond = await eventually(remaining)
+    assert cond["status"] == "True"
+    assert cond["message"] == "Some resources are remaining: configmaps has 1 resource instances"
+    assert "kubernetes" in (namespace(sim, "held") or {}).get("spec", {}).get("finalizers", [])
+    cm = sim.cluster.get(cms, "held", "cfg")
+    assert cm["metadata"]["deletionTimestamp"]
+    sim.cluster.update(cms, "held", "cfg", {**cm, "metadata": {**cm["metadata"], "finalizers": []}})
+    await eventually(lambda: namespace(sim, "held") is None)
