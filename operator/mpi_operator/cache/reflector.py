@@ -1,0 +1,226 @@
+"""Reflector: keeps a store equal to the API server's view of one resource (client-go `reflector.go`).
+
+LIST (remember the list's resourceVersion) → WATCH from it with bookmarks → apply each event and
+advance the resourceVersion (bookmarks advance it too). Then:
+  * 410 Gone (HTTP 410 when opening, or an `ERROR` event whose Status code is 410): the history we
+    would resume from is compacted away, so LIST again (the store is replaced, deletions included);
+  * the stream ends (server timeout, dropped connection) or breaks (connection errors, 5xx, 429,
+    other ERROR events): WATCH again from the last resourceVersion seen, after a jittered backoff
+    when it failed or ended at once without delivering anything;
+  * a failed LIST is retried with the same backoff.
+`run()` never returns; cancel its task to stop it. It works through two small protocols so the
+caching machinery does not depend on the HTTP client: `ListerWatcher` (kube.client's
+`ResourceListerWatcher` implements it; tests use an in-memory one) and `ReflectorStore`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NoReturn, Protocol
+
+from mpi_operator.cache.store import KubeObject, resource_version
+from mpi_operator.flowcontrol import Clock, MonotonicClock
+from mpi_operator.kube import errors
+
+log = logging.getLogger(__name__)
+
+WatchEvent = dict[str, Any]
+"""A raw watch event: {"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR", "object": {...}}."""
+
+DEFAULT_MIN_WATCH_TIMEOUT = 300
+"""Watches ask the server to end them after 5-10 minutes (randomised, like client-go), which spreads
+reconnects and makes sure a silently dead connection is noticed."""
+SHORT_WATCH_SECONDS = 1.0
+"""A watch that ends sooner than this without one event counts as a failure (gets backoff)."""
+
+
+class ListerWatcher(Protocol):
+    async def list(self, namespace: str | None, label_selector: str | None) -> tuple[list[KubeObject], str]:
+        """Every matching object and the list's resourceVersion. `namespace=None`: all namespaces."""
+        ...
+
+    def watch(
+        self,
+        namespace: str | None,
+        label_selector: str | None,
+        resource_version: str,
+        *,
+        timeout_seconds: int | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        """Events after `resource_version` (with bookmarks) until the stream ends; HTTP 410 raises
+        `kube.errors.Gone`, a broken stream `kube.errors.TransientError`."""
+        ...
+
+
+class ReflectorStore(Protocol):
+    """Where a reflector writes (client-go's `Store` as the reflector sees it)."""
+
+    def replace(self, items: list[KubeObject], resource_version: str) -> None: ...
+
+    def add(self, obj: KubeObject) -> None: ...
+
+    def update(self, obj: KubeObject) -> None: ...
+
+    def delete(self, obj: KubeObject) -> None: ...
+
+
+class Backoff:
+    """Exponential backoff with jitter that forgets old failures (client-go's backoff manager)."""
+
+    def __init__(
+        self,
+        initial: float = 0.8,
+        cap: float = 30.0,
+        *,
+        factor: float = 2.0,
+        jitter: float = 0.5,
+        reset_after: float = 120.0,
+        clock: Clock | None = None,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.initial = initial
+        self.cap = cap
+        self.factor = factor
+        self.jitter = jitter
+        self.reset_after = reset_after
+        self._clock = clock or MonotonicClock()
+        self._rng = rng
+        self._current = initial
+        self._last: float | None = None
+
+    def next(self) -> float:
+        """The delay before the next try; grows with each call, starts over after a quiet period."""
+        now = self._clock.now()
+        if self._last is not None and now - self._last > self.reset_after:
+            self._current = self.initial
+        self._last = now
+        delay = min(self._current, self.cap)
+        self._current = min(self._current * self.factor, self.cap)
+        return delay * (1.0 + self.jitter * self._rng())
+
+    def reset(self) -> None:
+        self._current = self.initial
+        self._last = None
+
+
+class Reflector:
+    """Mirrors `lister_watcher`'s objects (in one namespace, or all) into `store`; see module doc."""
+
+    def __init__(
+        self,
+        lister_watcher: ListerWatcher,
+        store: ReflectorStore,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        name: str = "",
+        clock: Clock | None = None,  # None for the real clock
+        backoff: Backoff | None = None,
+        min_watch_timeout: int = DEFAULT_MIN_WATCH_TIMEOUT,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.lister_watcher = lister_watcher
+        self.store = store
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.name = name or f"reflector({namespace or '*'}, {label_selector or ''})"
+        self._clock: Clock = clock or MonotonicClock()
+        self._rng = rng or random.Random()
+        self._backoff = backoff or Backoff(clock=self._clock, rng=self._rng.random)
+        self.min_watch_timeout = min_watch_timeout
+        self.last_sync_resource_version = ""
+        """The resourceVersion the store reflects (last list, event or bookmark)."""
+        self.lists = 0
+        """How many LISTs succeeded (1 + relists)."""
+        self.watches = 0
+        """How many watch streams were opened."""
+
+    @property
+    def has_synced(self) -> bool:
+        return self.lists > 0
+
+    async def run(self) -> NoReturn:
+        need_list = True
+        while True:
+            if need_list:
+                if not await self._list():
+                    await self._clock.sleep(self._backoff.next())
+                    continue
+                need_list = False
+            try:
+                await self._watch()
+            except errors.Gone as exc:
+                log.info(
+                    "%s: resourceVersion %s expired (%s); relisting",
+                    self.name,
+                    self.last_sync_resource_version,
+                    exc,
+                )
+                need_list = True
+            except Exception as exc:  # never give up: anything else is logged and retried
+                delay = self._backoff.next()
+                log.warning(
+                    "%s: watch failed: %s; resuming in %.2fs",
+                    self.name,
+                    exc,
+                    delay,
+                    exc_info=not isinstance(exc, errors.KubeError),
+                )
+                await self._clock.sleep(delay)
+
+    async def _list(self) -> bool:
+        try:
+            items, rv = await self.lister_watcher.list(self.namespace, self.label_selector)
+        except Exception as exc:  # never give up: anything else is logged and retried
+            log.warning("%s: list failed: %s", self.name, exc, exc_info=not isinstance(exc, errors.KubeError))
+            return False
+        self.store.replace(items, rv)
+        self.last_sync_resource_version = rv
+        self.lists += 1
+        return True
+
+    async def _watch(self) -> None:
+        """One watch stream from the last resourceVersion; returns when the server ends it."""
+        timeout = self._rng.randrange(self.min_watch_timeout, 2 * self.min_watch_timeout + 1)
+        started = self._clock.now()
+        events = 0
+        self.watches += 1
+        stream = self.lister_watcher.watch(
+            self.namespace, self.label_selector, self.last_sync_resource_version, timeout_seconds=timeout
+        )
+        try:
+            async for event in stream:
+                self._apply(event)
+                events += 1
+        finally:
+            # Closing the generator releases the HTTP connection at once, not when it is collected.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if events == 0 and self._clock.now() - started < SHORT_WATCH_SECONDS:
+            # A stream that closes at once, again and again, would otherwise be a hot loop.
+            await self._clock.sleep(self._backoff.next())
+        elif events:
+            self._backoff.reset()
+
+    def _apply(self, event: WatchEvent) -> None:
+        kind = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise ValueError(f"watch event without an object: {event!r:.200}")
+        if kind == "ERROR":
+            raise errors.from_status_object(obj)
+        rv = resource_version(obj)
+        if kind == "ADDED":
+            self.store.add(obj)
+        elif kind == "MODIFIED":
+            self.store.update(obj)
+        elif kind == "DELETED":
+            self.store.delete(obj)
+        elif kind != "BOOKMARK":
+            log.warning("%s: ignoring watch event of type %r", self.name, kind)
+            return
+        if rv:
+            self.last_sync_resource_version = rv

@@ -1,0 +1,162 @@
+"""EventRecorder: best-effort core/v1 Events about objects, with client-go's correlation of repeats.
+
+`record()` never raises into the caller and never blocks it: events are queued and written by one
+background task in order (`flush()` waits for them, `close()` flushes before shutdown). Repeats of the
+same event (same object, type, reason and message) within `aggregation_window` seconds do not create
+new Events: the existing one gets `count` + 1 and a new `lastTimestamp` (client-go's EventLogger),
+which keeps a crash-looping job from flooding etcd. If that Event has meanwhile expired (404), a new
+one is created. Messages are cut to 1024 characters, the API's limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from mpi_operator.kube import errors, resources
+from mpi_operator.kube.client import Kube
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["Normal", "Warning"]
+COMPONENT = "mpi-job-controller"
+MAX_MESSAGE_LENGTH = 1024
+AGGREGATION_WINDOW_SECONDS = 600.0
+CACHE_SIZE = 4096
+
+_Key = tuple[str, str, str, str, str, str]
+
+
+@dataclass
+class _Seen:
+    name: str
+    namespace: str
+    count: int
+    last: float
+
+
+def involved_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The ObjectReference an Event points at."""
+    meta = obj.get("metadata") or {}
+    ref = {
+        "kind": obj.get("kind"),
+        "apiVersion": obj.get("apiVersion"),
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }
+    return {k: v for k, v in ref.items() if v}
+
+
+def truncate(message: str, limit: int = MAX_MESSAGE_LENGTH) -> str:
+    return message if len(message) <= limit else message[: limit - 3] + "..."
+
+
+def _timestamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        component: str = COMPONENT,
+        host: str | None = None,
+        aggregation_window: float = AGGREGATION_WINDOW_SECONDS,
+        cache_size: int = CACHE_SIZE,
+        now: Callable[[], float] = time.time,  # wall clock (epoch seconds); injectable for tests
+    ) -> None:
+        self.kube = kube
+        self.component = component
+        self.host = host
+        self.aggregation_window = aggregation_window
+        self.cache_size = cache_size
+        self._now = now
+        self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
+        self._pending: deque[tuple[Mapping[str, Any], EventType, str, str, float]] = deque()
+        self._writer: asyncio.Task[None] | None = None
+
+    def record(self, obj: Mapping[str, Any], type: EventType, reason: str, message: str) -> None:
+        """Queues an Event about `obj`; returns at once and never raises."""
+        try:
+            # The time is taken now: the write may happen later, after other events queued up.
+            self._pending.append((obj, type, reason, truncate(message), self._now()))
+            if self._writer is None or self._writer.done():
+                self._writer = asyncio.get_running_loop().create_task(self._drain(), name="event-recorder")
+        except Exception:
+            log.exception("dropping event %s/%s: %s", type, reason, message[:200])
+
+    async def flush(self) -> None:
+        """Waits until every event recorded so far has been written (or given up on)."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
+
+    async def close(self) -> None:
+        await self.flush()
+
+    async def _drain(self) -> None:
+        while self._pending:
+            obj, event_type, reason, message, now = self._pending.popleft()
+            try:
+                await self._write(obj, event_type, reason, message, now)
+            except Exception as exc:  # best effort: an Event is never worth failing a reconcile
+                log.warning("could not record event %s %s: %s", event_type, reason, exc)
+
+    async def _write(
+        self, obj: Mapping[str, Any], event_type: EventType, reason: str, message: str, now: float
+    ) -> None:
+        ref = involved_object(obj)
+        namespace = ref.get("namespace") or "default"
+        key: _Key = (
+            ref.get("uid") or "",
+            ref.get("kind") or "",
+            f"{namespace}/{ref.get('name', '')}",
+            event_type,
+            reason,
+            message,
+        )
+        seen = self._seen.get(key)
+        if seen is not None and now - seen.last <= self.aggregation_window:
+            seen.count += 1
+            seen.last = now
+            self._seen.move_to_end(key)
+            try:
+                await self.kube.patch(
+                    resources.EVENT,
+                    seen.name,
+                    {"count": seen.count, "lastTimestamp": _timestamp(now)},
+                    namespace=seen.namespace,
+                    patch_type="merge",
+                )
+                return
+            except errors.NotFound:
+                pass  # expired (events have a TTL): start a new one
+        name = f"{ref.get('name', 'object')}.{time.time_ns():x}"
+        event: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": ref,
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "source": {"component": self.component, **({"host": self.host} if self.host else {})},
+            "firstTimestamp": _timestamp(now),
+            "lastTimestamp": _timestamp(now),
+            "count": 1,
+            "reportingComponent": self.component,
+            "reportingInstance": self.host or "",
+        }
+        await self.kube.create(resources.EVENT, event, namespace)
+        self._seen[key] = _Seen(name, namespace, 1, now)
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.cache_size:
+            self._seen.popitem(last=False)

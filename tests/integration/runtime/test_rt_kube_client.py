@@ -1,0 +1,332 @@
+"""`Kube` over real HTTP against kubesim: dicts in and out, typed errors, retries, content types, limiter."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from kubesim.app import KubeSim
+from kubesim.settings import SimSettings
+from mpi_operator.kube import errors, resources
+from mpi_operator.kube.client import Kube
+from mpi_operator.kube.resources import Resource
+from mpi_operator.kube.retry import RetryPolicy
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class RecordingSleep:
+    """The retry policy's sleep: remembers the delays and does not wait."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def kubesim_run_controllers() -> bool:
+    return False
+
+
+@pytest.fixture
+def kubesim_settings() -> SimSettings:
+    return SimSettings(bookmark_seconds=0.2)
+
+
+@pytest.fixture
+def sleeps() -> RecordingSleep:
+    return RecordingSleep()
+
+
+@pytest_asyncio.fixture
+async def kube(kubesim: KubeSim, sleeps: RecordingSleep) -> AsyncIterator[Kube]:
+    client = await Kube.from_kubeconfig(
+        str(kubesim.kubeconfig_path), qps=1000, burst=1000, retry=RetryPolicy(attempts=4, sleep=sleeps)
+    )
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def configmap(name: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "rt"}},
+        "data": data,
+    }
+
+
+def mpijob(name: str, **spec_extra: Any) -> dict[str, Any]:
+    container = {"name": "main", "image": "mpioperator/mpi-pi:openmpi"}
+    template = {"spec": {"containers": [container]}}
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": template},
+                "Worker": {"replicas": 2, "template": template},
+            },
+            **spec_extra,
+        },
+    }
+
+
+async def install_mpijob_crd(kube: Kube) -> None:
+    crd = yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
+    await kube.create(CRD, crd)
+    async with asyncio.timeout(5):
+        while True:
+            got = await kube.get(CRD, crd["metadata"]["name"])
+            conditions = (got.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+            await asyncio.sleep(0.02)
+
+
+async def test_crud_round_trip_with_plain_dicts(kube: Kube, kubesim: KubeSim) -> None:
+    created = await kube.create(resources.CONFIG_MAP, configmap("a", k="1"))
+    assert isinstance(created, dict)
+    assert created["metadata"]["uid"]
+    assert created["data"] == {"k": "1"}
+    got = await kube.get(resources.CONFIG_MAP, "a", "default")
+    assert got["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    items, rv = await kube.list(resources.CONFIG_MAP, "default", label_selector="app=rt")
+    assert [i["metadata"]["name"] for i in items] == ["a"]
+    assert (items[0]["kind"], items[0]["apiVersion"]) == ("ConfigMap", "v1")
+    assert int(rv) >= int(created["metadata"]["resourceVersion"])
+    replaced = await kube.replace(resources.CONFIG_MAP, {**got, "data": {"k": "2"}})
+    assert replaced["data"] == {"k": "2"}
+    patched = await kube.patch(resources.CONFIG_MAP, "a", {"data": {"m": "3"}}, namespace="default")
+    assert patched["data"] == {"k": "2", "m": "3"}
+    patched = await kube.patch(
+        resources.CONFIG_MAP,
+        "a",
+        [{"op": "remove", "path": "/data/k"}],
+        namespace="default",
+        patch_type="json",
+    )
+    assert patched["data"] == {"m": "3"}
+    await kube.delete(resources.CONFIG_MAP, "a", namespace="default", uid=created["metadata"]["uid"])
+    with pytest.raises(errors.NotFound):
+        await kube.get(resources.CONFIG_MAP, "a", "default")
+    writes = kubesim.control.recorded(resource="configmaps")
+    assert all("mpi-operator" in r.user_agent for r in writes)
+    assert [r.content_type.split(";")[0] for r in writes if r.verb == "patch"] == [MERGE, JSON_PATCH]
+    assert {r.content_type.split(";")[0] for r in writes if r.verb in ("create", "update", "delete")} == {
+        "application/json"
+    }
+    assert all(
+        "fieldManager=mpi-operator" in r.query for r in writes if r.verb in ("create", "update", "patch")
+    )
+
+
+async def test_list_follows_continue_pages(kube: Kube, kubesim: KubeSim) -> None:
+    for i in range(7):
+        await kube.create(resources.CONFIG_MAP, configmap(f"page-{i}"))
+    items, _ = await kube.list(resources.CONFIG_MAP, "default", label_selector="app=rt", page_size=3)
+    assert sorted(i["metadata"]["name"] for i in items) == [f"page-{i}" for i in range(7)]
+    assert len(kubesim.control.recorded(verb="list", resource="configmaps")) == 3
+
+
+async def test_list_restarts_unpaginated_when_its_continue_token_expires(
+    kube: Kube, kubesim: KubeSim
+) -> None:
+    for i in range(4):
+        await kube.create(resources.CONFIG_MAP, configmap(f"page-{i}"))
+    kubesim.control.inject_latency(0.2, method="GET", path="/configmaps$")
+    listing = asyncio.create_task(kube.list(resources.CONFIG_MAP, "default", page_size=3))
+    await asyncio.sleep(0.3)  # the first page is served, the second is on its way
+    await kube.create(resources.CONFIG_MAP, configmap("late"))
+    kubesim.control.compact()  # ... so its continue token is now too old: 410
+    items, rv = await asyncio.wait_for(listing, 5)
+    assert sorted(i["metadata"]["name"] for i in items) == ["late", *(f"page-{i}" for i in range(4))]
+    assert int(rv) == kubesim.control.resource_version
+    queries = [r.query for r in kubesim.control.recorded(verb="list", resource="configmaps")]
+    assert len(queries) == 3
+    assert "continue=" in queries[1]
+    assert "limit=" not in queries[2]
+
+
+@pytest.mark.parametrize(
+    ("status", "expected", "retried"),
+    [
+        (404, errors.NotFound, False),
+        (409, errors.Conflict, False),
+        (410, errors.Gone, False),
+        (422, errors.Invalid, False),
+        (403, errors.Forbidden, False),
+        (429, errors.TooManyRequests, True),
+        (500, errors.ServerError, True),
+        (503, errors.ServerError, True),
+    ],
+    ids=["404", "409", "410", "422", "403", "429", "500", "503"],
+)
+async def test_error_statuses_map_to_typed_errors_and_only_transient_ones_are_retried(
+    kube: Kube,
+    kubesim: KubeSim,
+    sleeps: RecordingSleep,
+    status: int,
+    expected: type[Exception],
+    retried: bool,
+) -> None:
+    kubesim.control.inject_error(status, method="GET", path="/configmaps/x$", count=None, retry_after=1)
+    with pytest.raises(expected) as caught:
+        await kube.get(resources.CONFIG_MAP, "x", "default")
+    assert type(caught.value) is expected
+    assert isinstance(caught.value, errors.ApiError)
+    assert caught.value.status == status
+    attempts = len(kubesim.control.recorded(verb="get", name="x"))
+    assert attempts == (4 if retried else 1)
+    assert len(sleeps.delays) == attempts - 1
+
+
+async def test_real_conflicts_and_validation_errors_are_typed(kube: Kube, kubesim: KubeSim) -> None:
+    created = await kube.create(resources.CONFIG_MAP, configmap("c"))
+    with pytest.raises(errors.AlreadyExists):
+        await kube.create(resources.CONFIG_MAP, configmap("c"))
+    await kube.patch(resources.CONFIG_MAP, "c", {"data": {"k": "new"}}, namespace="default")
+    with pytest.raises(errors.Conflict) as stale:
+        await kube.replace(resources.CONFIG_MAP, created)  # carries the old resourceVersion
+    assert not isinstance(stale.value, errors.AlreadyExists)
+    with pytest.raises(errors.Conflict):
+        await kube.delete(resources.CONFIG_MAP, "c", namespace="default", uid="not-the-uid")
+    with pytest.raises(errors.Invalid) as invalid:
+        await kube.create(resources.CONFIG_MAP, configmap("Not_A_DNS_Name"))
+    assert invalid.value.causes, "422 carries field causes"
+    assert len(kubesim.control.recorded(verb="create", resource="configmaps")) == 3, "no retries of 409/422"
+
+
+async def test_transient_failures_are_retried_until_the_call_succeeds(
+    kube: Kube, kubesim: KubeSim, sleeps: RecordingSleep
+) -> None:
+    kubesim.control.inject_error(500, method="POST", path="/configmaps$", count=2)
+    created = await kube.create(resources.CONFIG_MAP, configmap("r"))
+    assert created["metadata"]["name"] == "r"
+    assert len(kubesim.control.recorded(verb="create", resource="configmaps")) == 3
+    assert len(sleeps.delays) == 2
+    assert all(0 < d <= 5.0 for d in sleeps.delays)
+
+
+async def test_429_waits_exactly_retry_after(kube: Kube, kubesim: KubeSim, sleeps: RecordingSleep) -> None:
+    kubesim.control.inject_error(429, method="GET", path="/configmaps$", count=2, retry_after=3)
+    items, _ = await kube.list(resources.CONFIG_MAP, "default")
+    assert items == []
+    assert sleeps.delays == [3.0, 3.0]
+
+
+async def test_connection_refused_is_transient_and_retried(sleeps: RecordingSleep, kubesim: KubeSim) -> None:
+    kube = await Kube.from_kubeconfig(
+        str(kubesim.kubeconfig_path), retry=RetryPolicy(attempts=3, sleep=sleeps)
+    )
+    kube.api_client.configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens
+    try:
+        with pytest.raises(errors.TransientError):
+            await kube.get(resources.CONFIG_MAP, "x", "default")
+        assert len(sleeps.delays) == 2
+    finally:
+        await kube.close()
+
+
+async def test_patches_to_custom_resources_send_explicit_content_types(kube: Kube, kubesim: KubeSim) -> None:
+    await install_mpijob_crd(kube)
+    await kube.create(resources.MPIJOB, mpijob("pi"))
+    patched = await kube.patch(resources.MPIJOB, "pi", {"spec": {"slotsPerWorker": 2}}, namespace="default")
+    assert patched["spec"]["slotsPerWorker"] == 2
+    status = await kube.patch_status(
+        resources.MPIJOB, "pi", {"status": {"conditions": [], "replicaStatuses": {}}}, namespace="default"
+    )
+    assert status["metadata"]["generation"] == patched["metadata"]["generation"]
+    with pytest.raises(ValueError, match="strategic"):
+        await kube.patch(resources.MPIJOB, "pi", {"spec": {}}, namespace="default", patch_type="strategic")
+    patches = kubesim.control.recorded(verb="patch", resource="mpijobs")
+    assert [(r.subresource, r.content_type.split(";")[0]) for r in patches] == [
+        ("", MERGE),
+        ("status", MERGE),
+    ]
+    assert all("fieldManager=mpi-operator" in r.query for r in patches)
+
+
+async def test_warning_headers_are_logged_and_handed_to_the_callback(
+    kube: Kube, kubesim: KubeSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    await install_mpijob_crd(kube)
+    seen: list[str] = []
+    kube.on_warning = seen.append
+    with caplog.at_level(logging.WARNING, logger="mpi_operator.kube.client"):
+        await kube.create(resources.MPIJOB, mpijob("typo", slotPerWorker=2))
+    assert seen, "the server warned about the unknown field"
+    assert any("slotPerWorker" in w for w in seen)
+    assert "slotPerWorker" in caplog.text
+    sent = kubesim.control.warnings(user_agent="mpi-operator")
+    assert seen == [w.replace('\\"', '"') for w in sent], "every header, with its quoted-string unescaped"
+
+
+async def test_watch_streams_events_and_bookmarks_until_the_server_timeout(
+    kube: Kube, kubesim: KubeSim
+) -> None:
+    _, rv = await kube.list(resources.CONFIG_MAP, "default")
+    seen: list[tuple[str, str]] = []
+
+    async def consume() -> None:
+        async for event in kube.watch(
+            resources.CONFIG_MAP, "default", resource_version=rv, timeout_seconds=1
+        ):
+            seen.append((event["type"], event["object"]["metadata"].get("name", "")))
+
+    watcher = asyncio.create_task(consume())
+    await asyncio.sleep(0.05)
+    await kube.create(resources.CONFIG_MAP, configmap("w"))
+    await asyncio.wait_for(watcher, 5)  # ends by itself: timeoutSeconds
+    assert ("ADDED", "w") in seen
+    assert any(kind == "BOOKMARK" for kind, _ in seen)
+    [request] = kubesim.control.recorded(verb="watch", resource="configmaps")
+    assert "allowWatchBookmarks=true" in request.query
+    assert "timeoutSeconds=1" in request.query
+
+
+async def test_watch_from_a_compacted_version_yields_a_410_error_event(kube: Kube, kubesim: KubeSim) -> None:
+    _, rv = await kube.list(resources.CONFIG_MAP, "default")
+    await kube.create(resources.CONFIG_MAP, configmap("x"))
+    kubesim.control.compact()
+    events = [
+        e async for e in kube.watch(resources.CONFIG_MAP, "default", resource_version=rv, timeout_seconds=2)
+    ]
+    assert [e["type"] for e in events] == ["ERROR"]
+    assert isinstance(errors.from_status_object(events[0]["object"]), errors.Gone)
+
+
+async def test_kubeconfig_comes_from_the_environment_when_no_path_is_given(
+    kubesim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(kubesim.kubeconfig_path))
+    async with await Kube.from_kubeconfig() as kube:
+        namespace = await kube.get(resources.NAMESPACE, "default")
+    assert namespace["metadata"]["name"] == "default"
+
+
+async def test_the_client_side_limiter_holds_qps(kubesim: KubeSim) -> None:
+    async with await Kube.from_kubeconfig(str(kubesim.kubeconfig_path), qps=20, burst=2) as kube:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.gather(*(kube.list(resources.CONFIG_MAP, "default") for _ in range(12)))
+        elapsed = loop.time() - start
+    # 2 from the burst, then 10 more at 20 per second.
+    assert 0.45 <= elapsed < 2.0
+    assert len(kubesim.control.recorded(verb="list", resource="configmaps")) == 12

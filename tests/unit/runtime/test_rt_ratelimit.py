@@ -1,0 +1,140 @@
+"""Rate limiters (per-item exponential, token bucket, max-of) and the shared TokenBucket / FakeClock."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mpi_operator.cache.ratelimit import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+    default_controller_rate_limiter,
+)
+from mpi_operator.flowcontrol import FakeClock, TokenBucket
+
+
+@pytest.mark.parametrize(
+    ("base", "cap", "expected"),
+    [
+        (0.005, 1000.0, [0.005, 0.01, 0.02, 0.04, 0.08]),
+        (1.0, 5.0, [1.0, 2.0, 4.0, 5.0, 5.0]),
+        (0.5, 0.5, [0.5, 0.5, 0.5, 0.5, 0.5]),
+    ],
+    ids=["client-go-defaults", "capped", "flat"],
+)
+def test_item_exponential_doubles_per_failure_up_to_the_cap(
+    base: float, cap: float, expected: list[float]
+) -> None:
+    limiter = ItemExponentialFailureRateLimiter[str](base, cap)
+    assert [limiter.when("a") for _ in expected] == pytest.approx(expected)
+    assert limiter.num_requeues("a") == len(expected)
+    assert limiter.when("b") == pytest.approx(base), "failures are counted per item"
+    limiter.forget("a")
+    assert limiter.num_requeues("a") == 0
+    assert limiter.when("a") == pytest.approx(base)
+
+
+def test_item_exponential_stays_finite_after_very_many_failures() -> None:
+    limiter = ItemExponentialFailureRateLimiter[str](0.005, 1000.0)
+    delays = [limiter.when("a") for _ in range(3000)]
+    assert delays[-1] == 1000.0
+    assert all(math.isfinite(d) for d in delays)
+
+
+def test_bucket_allows_the_burst_then_spaces_at_qps() -> None:
+    clock = FakeClock()
+    limiter = BucketRateLimiter[str](qps=10, burst=3, clock=clock)
+    assert [limiter.when(k) for k in "abc"] == [0, 0, 0]
+    assert [limiter.when(k) for k in "def"] == pytest.approx([0.1, 0.2, 0.3])
+    clock.advance(1.0)  # refills to the burst, not beyond
+    assert [limiter.when(k) for k in "ghij"] == pytest.approx([0, 0, 0, 0.1], abs=1e-9)
+    assert limiter.num_requeues("a") == 0
+
+
+def test_max_of_takes_the_longest_delay_and_forgets_everywhere() -> None:
+    clock = FakeClock()
+    exponential = ItemExponentialFailureRateLimiter[str](0.005, 1000.0)
+    limiter = MaxOfRateLimiter(exponential, BucketRateLimiter[str](qps=1, burst=1, clock=clock))
+    assert limiter.when("a") == pytest.approx(0.005)  # bucket has a token: exponential wins
+    assert limiter.when("a") == pytest.approx(1.0)  # bucket empty: it wins
+    assert limiter.num_requeues("a") == 2
+    limiter.forget("a")
+    assert exponential.num_requeues("a") == 0
+    with pytest.raises(ValueError, match="at least one"):
+        MaxOfRateLimiter[str]()
+
+
+def test_default_controller_limiter_is_client_go_s() -> None:
+    clock = FakeClock()
+    limiter: MaxOfRateLimiter[str] = default_controller_rate_limiter(clock=clock)
+    first = [limiter.when(f"k{i}") for i in range(100)]
+    assert first == pytest.approx([0.005] * 100), "burst of 100 distinct keys is not throttled"
+    assert limiter.when("k100") == pytest.approx(0.1), "then 10 qps"
+
+
+async def test_token_bucket_wait_sleeps_until_its_token_and_cancel_refunds_it() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=2, burst=1, clock=clock)
+    await bucket.wait()  # the burst token
+    waiter = asyncio.create_task(bucket.wait())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    clock.advance(0.5)
+    await asyncio.sleep(0)
+    assert waiter.done()
+    cancelled = asyncio.create_task(bucket.wait())
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    clock.advance(0.5)
+    assert bucket.try_accept(), "the cancelled waiter's reservation was given back"
+    assert not bucket.try_accept()
+
+
+@pytest.mark.parametrize("qps", [0.0, -1.0, math.inf], ids=["zero", "negative", "infinite"])
+def test_token_bucket_without_a_positive_finite_qps_is_unlimited(qps: float) -> None:
+    bucket = TokenBucket(qps=qps, burst=1, clock=FakeClock())
+    assert bucket.unlimited
+    assert all(bucket.reserve() == 0 for _ in range(1000))
+
+
+@given(
+    qps=st.floats(min_value=0.5, max_value=100),
+    burst=st.integers(min_value=1, max_value=50),
+    gaps=st.lists(st.floats(min_value=0, max_value=0.5), min_size=1, max_size=200),
+)
+def test_token_bucket_never_grants_more_than_burst_plus_qps_times_elapsed(
+    qps: float, burst: int, gaps: list[float]
+) -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=qps, burst=burst, clock=clock)
+    usable_at = []
+    for gap in gaps:
+        clock.advance(gap)
+        usable_at.append(clock.now() + bucket.reserve())
+    usable_at.sort()
+    for n, t in enumerate(usable_at, start=1):
+        assert n <= burst + qps * t + 1e-6
+
+
+def test_fake_clock_fires_timers_in_deadline_order_and_skips_cancelled_ones() -> None:
+    clock = FakeClock(start=100.0)
+    fired: list[tuple[str, float]] = []
+    clock.call_later(2, lambda: fired.append(("b", clock.now())))
+    clock.call_later(1, lambda: fired.append(("a", clock.now())))
+    clock.call_later(1.5, lambda: fired.append(("x", clock.now()))).cancel()
+
+    def schedule_nested() -> None:
+        clock.call_later(0.5, lambda: fired.append(("nested", clock.now())))
+
+    clock.call_later(1, schedule_nested)
+    clock.advance(5)
+    assert fired == [("a", 101.0), ("nested", 101.5), ("b", 102.0)]
+    assert clock.now() == 105.0
+    assert clock.pending_timers == 0
