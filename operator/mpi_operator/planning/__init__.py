@@ -1,0 +1,39 @@
+"""Pure planning: the desired and observed children of one MPIJob -> the ordered writes that converge them.
+
+`plan()` (in `planner`) is the entry point the reconciler calls; `actions` defines what a plan holds,
+`observed` what the stores hold for a job (and what they will hold after a plan), `owned` which fields
+of each child are ours to compare and rewrite. No I/O here: the controller's applier sends the actions.
+"""
+
+from mpi_operator.planning.actions import (
+    Action,
+    Conflict,
+    Create,
+    Delete,
+    ObjectRef,
+    Plan,
+    PropagationPolicy,
+    Update,
+    UpdateStatus,
+)
+from mpi_operator.planning.observed import Observed, observed_after
+from mpi_operator.planning.owned import secret_needs_keys
+from mpi_operator.planning.planner import is_completed, is_finished, plan
+
+__all__ = [
+    "Action",
+    "Conflict",
+    "Create",
+    "Delete",
+    "ObjectRef",
+    "Observed",
+    "Plan",
+    "PropagationPolicy",
+    "Update",
+    "UpdateStatus",
+    "is_completed",
+    "is_finished",
+    "observed_after",
+    "plan",
+    "secret_needs_keys",
+]

@@ -1,0 +1,297 @@
+"""`plan()`: desired vs observed children of one MPIJob -> the ordered writes of upstream's `syncHandler`.
+
+Pure and idempotent: a converged job yields an empty plan, and planning again against what a plan
+leaves behind (`observed_after`) yields nothing new. The order is upstream's:
+
+1. a finished job (terminal condition *and* completionTime, set by the previous sync's status) only
+   gets its cleanup per cleanPodPolicy: worker pods (Running: those Running or Pending; All: every
+   one) and the PodGroup;
+2. while the launcher Job has not finished: Service, ConfigMap, Secret (also while suspended), then,
+   unless suspended, PodGroup and worker pods (excess deleted, missing created, never re-templated;
+   failed ones are not replaced), then the launcher Job, once, per `launcherCreationPolicy`;
+3. the launcher's `suspend` aligned with the job's (resume also clears its startTime and syncs the
+   scheduling directives);
+4. a suspended job's workers and PodGroup deleted.
+
+Objects with our names that this job does not control stop the plan there (upstream returns an error at
+the first one): they are reported in `Plan.conflicts`, never adopted or overwritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mpi_operator import reasons
+from mpi_operator.api import constants as c
+from mpi_operator.api.models import MPIJob
+from mpi_operator.desired import DesiredState, config, naming, podgroup
+from mpi_operator.desired import launcher as launcher_builder
+from mpi_operator.desired.naming import KubeObject
+from mpi_operator.planning import owned
+from mpi_operator.planning.actions import (
+    Action,
+    Conflict,
+    Create,
+    Delete,
+    ObjectRef,
+    Plan,
+    Update,
+    UpdateStatus,
+)
+from mpi_operator.planning.observed import (
+    POD_PENDING,
+    POD_RUNNING,
+    Observed,
+    is_controlled_by,
+    is_job_finished,
+    is_job_suspended,
+    is_pod_ready,
+    is_terminating,
+    name_of,
+    pod_phase,
+    pods_by_name,
+    uid_of,
+    workers_by_index,
+)
+from mpi_operator.settings import GangScheduler
+
+
+class _Stop(Exception):
+    """A foreign object: upstream's sync returns an error here, so planning stops."""
+
+
+_Compare = Callable[[Mapping[str, Any], Mapping[str, Any]], Update | None]
+"""An `owned.*_update` function: observed, desired -> the Update of our fields, or None."""
+
+
+class _Planner:
+    """One planning pass; accumulates actions and stops (`_Stop`) at the first foreign object."""
+
+    def __init__(
+        self, job: MPIJob, desired: DesiredState, observed: Observed, gang: GangScheduler | None
+    ) -> None:
+        self.job = job
+        self.gang = gang
+        self.desired = desired
+        self.observed = observed
+        self.actions: list[Action] = []
+        self.conflicts: list[Conflict] = []
+        self.excess: tuple[int, ...] = ()
+        self.waiting = False
+        self.events: list[reasons.Event] = []
+
+    def result(self) -> Plan:
+        return Plan(tuple(self.actions), tuple(self.conflicts), self.excess, self.waiting, tuple(self.events))
+
+    def launcher_template_built(self) -> None:
+        """Upstream warns each time it builds the launcher template over a template restartPolicy."""
+        if launcher_builder.template_sets_restart_policy(self.job):
+            self.events.append(
+                reasons.Event(
+                    reasons.WARNING,
+                    reasons.SET_POD_TEMPLATE_RESTART_POLICY,
+                    reasons.RESTART_POLICY_OVERRIDDEN_MESSAGE,
+                )
+            )
+
+    def owned_or_stop(self, obj: Mapping[str, Any], api_version: str, kind: str) -> None:
+        if not is_controlled_by(obj, self.job):
+            self.conflicts.append(Conflict(ObjectRef.of(obj, api_version=api_version, kind=kind)))
+            raise _Stop
+
+    def get_or_create(self, observed: KubeObject | None, desired: KubeObject, compare: _Compare) -> None:
+        """Upstream's get-or-create-or-update of a singleton child."""
+        if observed is None:
+            self.actions.append(Create.of(desired))
+            return
+        self.owned_or_stop(observed, desired["apiVersion"], desired["kind"])
+        update = compare(observed, desired)
+        if update is not None:
+            self.actions.append(update)
+
+    def delete(self, obj: Mapping[str, Any], api_version: str, kind: str) -> None:
+        ref = ObjectRef.of(obj, api_version=api_version, kind=kind)
+        self.actions.append(Delete(ref=ref, uid=uid_of(obj)))
+
+    # --- steps -----------------------------------------------------------------------------------
+
+    def children(self, *, delete_excess_workers: bool, launcher_ready_workers: int | None) -> None:
+        desired, observed = self.desired, self.observed
+        self.get_or_create(observed.service, desired.service, owned.service_update)
+        self.get_or_create(observed.config_map, desired.config_map, owned.config_map_update)
+        self.secret()
+        if not self.job.spec.run_policy.suspend:
+            if desired.pod_group is not None:
+                self.get_or_create(observed.pod_group, desired.pod_group, owned.pod_group_update)
+            self.workers(delete_excess=delete_excess_workers)
+        if observed.launcher_job is None:
+            self.launcher(launcher_ready_workers)
+
+    def secret(self) -> None:
+        observed = self.observed.secret
+        if observed is not None:
+            self.owned_or_stop(observed, "v1", "Secret")
+        if not owned.secret_needs_keys(observed):
+            return
+        if self.desired.secret is None:
+            raise ValueError(
+                f"the Secret {naming.ssh_secret_name(self.job)} needs a key pair: build the desired state "
+                "with ssh_keys when planning.secret_needs_keys(observed.secret)"
+            )
+        if observed is None:
+            self.actions.append(Create.of(self.desired.secret))
+        else:
+            update = owned.secret_update(observed, self.desired.secret)
+            if update is not None:
+                self.actions.append(update)
+
+    def workers(self, *, delete_excess: bool) -> None:
+        """Upstream `getOrCreateWorker`: remove excess pods, then create the missing ones in index order."""
+        replicas = config.worker_replicas(self.job)
+        own = workers_by_index(self.job, self.observed)
+        self.excess = tuple(
+            sorted((i for i, pod in own.items() if i >= replicas and not is_terminating(pod)), reverse=True)
+        )
+        if delete_excess:
+            for index in self.excess:
+                self.delete(own[index], "v1", "Pod")
+        by_name = pods_by_name(self.observed)
+        for index in sorted(self.desired.workers):
+            pod = self.desired.workers[index]
+            existing = by_name.get(name_of(pod))
+            if existing is None:
+                self.actions.append(Create.of(pod))
+            else:
+                self.owned_or_stop(existing, "v1", "Pod")
+
+    def launcher(self, ready_threshold: int | None) -> None:
+        """The launcher Job is created once: at once (AtStartup) or when enough workers are Ready."""
+        job = self.job
+        if job.spec.launcher_creation_policy != c.LAUNCHER_CREATION_AT_STARTUP:
+            replicas = config.worker_replicas(job)
+            ready = sum(
+                1
+                for index, pod in workers_by_index(job, self.observed).items()
+                if index < replicas and is_pod_ready(pod) and not is_terminating(pod)
+            )
+            # Upstream counts against the workers of this sync, none while suspended: a suspended
+            # launcher is created at once.
+            if job.spec.run_policy.suspend:
+                needed = 0
+            elif ready_threshold is not None:
+                needed = ready_threshold
+            else:
+                needed = len(self.desired.workers)
+            if ready < needed:
+                self.waiting = True
+                return
+        self.actions.append(Create.of(self.desired.launcher_job))
+        self.launcher_template_built()
+
+    def align_launcher_suspension(self, launcher: Mapping[str, Any]) -> None:
+        suspended = self.job.spec.run_policy.suspend
+        if suspended == is_job_suspended(launcher):
+            return
+        if suspended:
+            self.actions.append(owned.suspend_launcher(launcher, self.desired.launcher_job))
+            return
+        cleared = owned.clear_launcher_start_time(launcher)
+        if cleared is not None:
+            self.actions.append(UpdateStatus.of(cleared, "status.startTime"))
+        self.actions.append(
+            owned.resume_launcher(
+                launcher, self.desired.launcher_job, after_previous_write=cleared is not None
+            )
+        )
+
+    def clean_up_workers(self, *, running_only: bool) -> None:
+        """Upstream `cleanUpWorkerPods`: delete worker pods in index order, then the PodGroup.
+
+        Unlike upstream, workers at or above the desired count are cleaned up too, and pods already
+        terminating are not deleted again (a reconcile of a converged job writes nothing).
+        """
+        job = self.job
+        replicas = config.worker_replicas(job)
+        own = workers_by_index(job, self.observed)
+        by_name = pods_by_name(self.observed)
+        for index in sorted({*own, *range(replicas)}):
+            pod = own.get(index)
+            if pod is None:
+                stranger = by_name.get(naming.worker_name(job, index)) if index < replicas else None
+                if stranger is not None:
+                    self.owned_or_stop(stranger, "v1", "Pod")
+                continue
+            if is_terminating(pod):
+                continue
+            if running_only and pod_phase(pod) not in (POD_RUNNING, POD_PENDING):
+                continue  # finished pods keep their logs; Pending ones may still start, so they go
+            self.delete(pod, "v1", "Pod")
+        pod_group = self.observed.pod_group
+        if pod_group is not None:
+            api_version = str(pod_group.get("apiVersion") or "")
+            if not api_version and self.gang is not None:
+                # LIST items carry no apiVersion, and two PodGroup APIs exist.
+                api_version = (
+                    podgroup.VOLCANO_API_VERSION
+                    if self.gang == podgroup.VOLCANO
+                    else podgroup.SCHEDULER_PLUGINS_API_VERSION
+                )
+            self.owned_or_stop(pod_group, api_version, "PodGroup")
+            if not is_terminating(pod_group):
+                self.delete(pod_group, api_version, "PodGroup")
+
+
+def is_finished(job: MPIJob) -> bool:
+    """Succeeded=True or Failed=True in the stored status (upstream `isFinished`)."""
+    status = job.status
+    return status is not None and any(
+        cond.type in (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED) and cond.status == "True"
+        for cond in status.conditions
+    )
+
+
+def is_completed(job: MPIJob) -> bool:
+    """Finished *and* completionTime set: the second phase of upstream's two-phase finish."""
+    return is_finished(job) and job.status is not None and job.status.completion_time is not None
+
+
+def plan(
+    desired: DesiredState,
+    observed: Observed,
+    *,
+    job: MPIJob,
+    delete_excess_workers: bool = True,
+    launcher_ready_workers: int | None = None,
+    gang: GangScheduler | None = None,
+) -> Plan:
+    """The writes that bring `observed` to `desired` for `job` (canonical, defaulted, valid).
+
+    `delete_excess_workers=False` leaves workers at or above the desired count alone (they are still
+    listed in `Plan.excess_workers`) for a caller that paces scale-in; `launcher_ready_workers` is how
+    many Ready workers `WaitForWorkersReady` waits for (default: every desired worker); `gang` is the
+    operator's `--gang-scheduling` (which PodGroup API a PodGroup read without apiVersion belongs to).
+    """
+    planner = _Planner(job, desired, observed, gang)
+    if job.metadata.get("deletionTimestamp") is not None:
+        return planner.result()  # garbage collection removes the children
+    policy = job.spec.run_policy.clean_pod_policy
+    try:
+        if is_completed(job):
+            if policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
+                planner.clean_up_workers(running_only=policy == c.CLEAN_POD_POLICY_RUNNING)
+            return planner.result()
+        launcher = observed.launcher_job
+        if launcher is not None:
+            planner.owned_or_stop(launcher, "batch/v1", "Job")
+        if launcher is None or not is_job_finished(launcher):
+            planner.children(
+                delete_excess_workers=delete_excess_workers, launcher_ready_workers=launcher_ready_workers
+            )
+        if launcher is not None:
+            planner.align_launcher_suspension(launcher)
+        if job.spec.run_policy.suspend:
+            planner.clean_up_workers(running_only=policy == c.CLEAN_POD_POLICY_RUNNING)
+    except _Stop:
+        pass
+    return planner.result()
