@@ -518,8 +518,9 @@ class Cluster:
             )
         except admission.AdmissionError as exc:
             causes = [{"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes]
+            # 422 for an invalid object; 400 for a body that cannot be decoded as the kind at all.
             raise errors.StatusError(
-                422, "Invalid", exc.message, name=exc.name, group=rt.group, kind=rt.kind, causes=causes
+                exc.code, exc.reason, exc.message, name=exc.name, group=rt.group, kind=rt.kind, causes=causes
             ) from exc
         admitted = result.obj
         # Admission may default and prune, never touch what the server owns.
