@@ -428,8 +428,10 @@ def build_middleware(control: Control) -> Middleware:
             log.exception("kubesim: internal error on %s %s", request.method, request.path)
             response = status_response(errors.internal(f"kubesim internal error: {exc!r}"))
         record.status = response.status
+        # Recorded as the text a client shows, not as the escaped quoted-string on the wire.
         record.warnings = [
-            w.removeprefix('299 - "').removesuffix('"') for w in response.headers.getall("Warning", [])
+            w.removeprefix('299 - "').removesuffix('"').replace('\\"', '"')
+            for w in response.headers.getall("Warning", [])
         ]
         return response
 
