@@ -2,7 +2,8 @@
 
 kubectl's query-parameter verifier only looks, per group-version-kind, for a `patch` operation that
 lists a `fieldValidation` parameter; with it, `kubectl apply/create` skip schema downloads and let the
-server validate. Every served group-version must appear in the root, or kubectl falls back to
+server validate. Custom resources also get their structural schema under `components.schemas`, which is
+what `kubectl explain` reads. Every served group-version must appear in the root, or kubectl falls back to
 `/openapi/v2`, which kubesim does not serve (404, as the reference measured is tolerated).
 """
 
@@ -31,7 +32,15 @@ def group_version(registry: Registry, group: str, version: str) -> dict[str, Any
     if not types:
         return None
     paths: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
     for rt in types:
+        if rt.schema is not None:
+            # A CRD's schema under the apiserver's name for it, so `kubectl explain` can describe it.
+            reversed_group = ".".join(reversed(group.split(".")))
+            schemas[f"{reversed_group}.{version}.{rt.kind}"] = {
+                **rt.schema,
+                "x-kubernetes-group-version-kind": [{"group": group, "version": version, "kind": rt.kind}],
+            }
         prefix = "/" + _gv_path(group, version)
         item = (
             f"{prefix}/namespaces/{{namespace}}/{rt.plural}/{{name}}"
@@ -41,4 +50,11 @@ def group_version(registry: Registry, group: str, version: str) -> dict[str, Any
         gvk = {"group": group, "version": version, "kind": rt.kind}
         params = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}]
         paths[item] = {"patch": {"x-kubernetes-group-version-kind": gvk, "parameters": params}}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths}
+    document: dict[str, Any] = {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": paths,
+    }
+    if schemas:
+        document["components"] = {"schemas": schemas}
+    return document
