@@ -1,0 +1,64 @@
+"""Elastic Horovod, the pure core: which hosts `discover_hosts.sh` lists, when, and what happens to pods.
+
+No I/O, no asyncio, no clock of its own: the reconciler passes the job, the observed worker pods, the
+published state (an annotation of `<job>-config`) and `now`, and applies the `ElasticDecision`.
+`step` is the entry point; `hosts` (who may be discovered), `identity` (a host name per pod
+incarnation, the blacklist-safe replacement design), `pacing` (one change at a time), `scalein`
+(graceful drain), `replacement` (self-healing, the below-min timeout), `state` (what lives in the API),
+`decision` (what a step returns and how it is applied), `launcher_env` (bounds for horovodrun).
+"""
+
+from mpi_operator.elastic.decision import ElasticDecision, JobFailure, PodAnnotationPatch, PodDeletion
+from mpi_operator.elastic.hosts import DRAINING_ANNOTATION
+from mpi_operator.elastic.identity import (
+    INCARNATION_ANNOTATION,
+    incarnation_annotations,
+    worker_host,
+    worker_hostname,
+)
+from mpi_operator.elastic.launcher_env import (
+    discovery_revision_annotation,
+    launcher_env,
+    pod_group_min_member,
+    process_bounds,
+)
+from mpi_operator.elastic.state import (
+    STATE_ANNOTATION,
+    PublishedState,
+    WorkerFailure,
+    state_annotations,
+    state_from_config_map,
+)
+from mpi_operator.elastic.step import (
+    clamp_replicas,
+    effective_replicas,
+    elastic_policy,
+    elastic_step,
+    published_state,
+)
+
+__all__ = [
+    "DRAINING_ANNOTATION",
+    "INCARNATION_ANNOTATION",
+    "STATE_ANNOTATION",
+    "ElasticDecision",
+    "JobFailure",
+    "PodAnnotationPatch",
+    "PodDeletion",
+    "PublishedState",
+    "WorkerFailure",
+    "clamp_replicas",
+    "discovery_revision_annotation",
+    "effective_replicas",
+    "elastic_policy",
+    "elastic_step",
+    "incarnation_annotations",
+    "launcher_env",
+    "pod_group_min_member",
+    "process_bounds",
+    "published_state",
+    "state_annotations",
+    "state_from_config_map",
+    "worker_host",
+    "worker_hostname",
+]

@@ -1,0 +1,72 @@
+"""What one elastic step decides: `ElasticDecision` and the pod writes it asks the reconciler to make.
+
+The reconciler applies a decision in this order, each write only after the previous one succeeded
+(every order-dependent crash window is then harmless, see `step.py`):
+
+1. `drain` patches (merge-patch the pod annotations; a None value deletes the key);
+2. the ConfigMap: `discover_hosts.sh` rendered from `discovered`, plus `state.state_annotations(publish)`;
+3. when `discovered` changed: touch the launcher pod (`launcher_env.discovery_revision_annotation`);
+4. `replace` and `delete`: delete those pods, preconditioned on their uid;
+5. create missing worker pods with `identity.worker_hostname(job, i, publish.incarnation(i))`;
+6. `status` into the MPIJob status, `events` recorded, and `fail` set as the Failed condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpi_operator.elastic.state import PublishedState
+from mpi_operator.reasons import Event
+
+
+@dataclass(frozen=True)
+class PodAnnotationPatch:
+    """Merge-patch `metadata.annotations` of worker pod `name` (None removes a key)."""
+
+    name: str
+    uid: str | None
+    annotations: Mapping[str, str | None]
+
+    def merge_patch(self) -> dict[str, Any]:
+        return {"metadata": {"annotations": dict(self.annotations)}}
+
+
+@dataclass(frozen=True)
+class PodDeletion:
+    """Delete worker pod `name` (precondition: `uid`), and why."""
+
+    name: str
+    uid: str | None
+    index: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """The job must fail: the Failed condition's reason and message."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ElasticDecision:
+    """Everything one `elastic_step` decided; see the module docstring for how it is applied."""
+
+    discovered: list[tuple[str, int]]
+    publish: PublishedState
+    drain: list[PodAnnotationPatch] = field(default_factory=list)
+    delete: list[PodDeletion] = field(default_factory=list)
+    replace: list[PodDeletion] = field(default_factory=list)
+    requeue_after: float | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    fail: JobFailure | None = None
+    discovery_changed: bool = False
+
+    @property
+    def incarnations(self) -> Mapping[int, int]:
+        """Index -> incarnation for the worker pods the desired builders create (absent = 0)."""
+        return self.publish.incarnations

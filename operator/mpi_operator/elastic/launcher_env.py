@@ -1,0 +1,76 @@
+"""The launcher's view of the elastic bounds, the PodGroup's gang size, and the discovery refresh marker.
+
+`horovodrun` needs `--min-np`/`--max-np` in *processes* while the MPIJob speaks in workers, and users have
+got the arithmetic wrong (`reference/user-pains.md` §3). The launcher therefore gets the computed values
+(DESIGN.md §6), so a command reads `horovodrun -np $MPIJOB_MIN_NP --min-np $MPIJOB_MIN_NP
+--max-np $MPIJOB_MAX_NP --host-discovery-script $MPIJOB_DISCOVERY_SCRIPT ...`:
+
+- `MPIJOB_MIN_NP` / `MPIJOB_MAX_NP`: minReplicas / maxReplicas times the slots per worker, plus the
+  launcher's own slots when it runs as a worker (it is listed by the script too);
+- `MPIJOB_MIN_REPLICAS` / `MPIJOB_MAX_REPLICAS`, `MPIJOB_SLOTS_PER_WORKER`: the inputs, for scripts;
+- `MPIJOB_DISCOVERY_SCRIPT`: `/etc/mpi/discover_hosts.sh`, the mounted script.
+
+The gang (PodGroup `minMember`) is minReplicas + the launcher: an elastic job can start, and keep its
+reservation, with its minimum. `discovery_revision_annotation` is what the reconciler puts on the
+launcher pod after each change of `discover_hosts.sh`: updating the pod makes the kubelet refresh its
+ConfigMap volumes at once instead of at its next periodic sync (DESIGN.md §6).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Final
+
+from mpi_discovery import hostfile
+from mpi_operator.api.models import ElasticPolicy, MPIJob
+from mpi_operator.desired.config import DISCOVER_HOSTS_KEY
+from mpi_operator.desired.launcher import CONFIG_MOUNT_PATH
+from mpi_operator.desired.naming import KubeObject
+from mpi_operator.desired.resources import launcher_slots, slots_per_worker
+
+MIN_NP_ENV: Final = "MPIJOB_MIN_NP"
+MAX_NP_ENV: Final = "MPIJOB_MAX_NP"
+MIN_REPLICAS_ENV: Final = "MPIJOB_MIN_REPLICAS"
+MAX_REPLICAS_ENV: Final = "MPIJOB_MAX_REPLICAS"
+SLOTS_ENV: Final = "MPIJOB_SLOTS_PER_WORKER"
+DISCOVERY_SCRIPT_ENV: Final = "MPIJOB_DISCOVERY_SCRIPT"
+DISCOVERY_SCRIPT_PATH: Final = f"{CONFIG_MOUNT_PATH}/{DISCOVER_HOSTS_KEY}"
+DISCOVERY_REVISION_ANNOTATION: Final = "mpi-operator.kubeflow.org/discovery-revision"
+"""On the launcher pod: a digest of what `discover_hosts.sh` prints; it changes with every change."""
+
+
+def process_bounds(job: MPIJob, policy: ElasticPolicy) -> tuple[int, int]:
+    """`(min_np, max_np)` in processes for the policy's worker bounds."""
+    slots = slots_per_worker(job)
+    extra = launcher_slots(job) if job.spec.run_launcher_as_worker else 0
+    return policy.min_replicas * slots + extra, policy.max_replicas * slots + extra
+
+
+def launcher_env(job: MPIJob, policy: ElasticPolicy) -> list[KubeObject]:
+    """The variables appended to the launcher's `containers[0].env` of an elastic job, in this order."""
+    min_np, max_np = process_bounds(job, policy)
+    pairs = [
+        (MIN_NP_ENV, min_np),
+        (MAX_NP_ENV, max_np),
+        (MIN_REPLICAS_ENV, policy.min_replicas),
+        (MAX_REPLICAS_ENV, policy.max_replicas),
+        (SLOTS_ENV, slots_per_worker(job)),
+        (DISCOVERY_SCRIPT_ENV, DISCOVERY_SCRIPT_PATH),
+    ]
+    return [{"name": name, "value": str(value)} for name, value in pairs]
+
+
+def pod_group_min_member(policy: ElasticPolicy) -> int:
+    """PodGroup `minMember` of an elastic job: minReplicas workers + the launcher."""
+    return policy.min_replicas + 1
+
+
+def discovery_revision(discovered: Sequence[tuple[str, int]]) -> str:
+    """A short digest of the script's output: equal host lists give equal revisions."""
+    return hashlib.sha256(hostfile.render_discovery_output(discovered).encode()).hexdigest()[:16]
+
+
+def discovery_revision_annotation(discovered: Sequence[tuple[str, int]]) -> dict[str, str]:
+    """The launcher pod annotation that makes the kubelet re-read `discover_hosts.sh` now."""
+    return {DISCOVERY_REVISION_ANNOTATION: discovery_revision(discovered)}

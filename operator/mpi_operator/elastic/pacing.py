@@ -1,0 +1,80 @@
+"""Pacing: how the discovered host set moves from what is published towards what is wanted.
+
+Horovod 0.28.1 loses a host removal that reaches rank 0 while it is still resetting for the previous
+change, and deadlocks when a graceful removal takes the job below `--min-np` and a *different* host then
+arrives (`reference/horovod-elastic.md` A10, horovod#3494). So one change is published at a time:
+
+1. a listed host that can no longer run (failed, evicted, not Ready, terminating, replaced) leaves at
+   once, whatever the settle clock says: Horovod must never be told to use it (and it is the failure
+   path for Horovod anyway, graceful or not);
+2. otherwise nothing changes until `settleSeconds` after the previous change;
+3. then additions come first, all of them in one change (intermediate targets are coalesced: 1→2→3→4
+   while settling publishes 1→4), so capacity never dips on the way;
+4. only when nothing is to be added, the unwanted hosts leave gracefully, highest index first, as many
+   as keep the listed workers at or above `minReplicas` (never a graceful removal below the minimum).
+
+Each change is therefore a pure addition or a pure removal ("one step"); `next_members` is pure and
+deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from mpi_operator.elastic.state import Member
+
+
+class Change(Enum):
+    NONE = "none"
+    INITIAL = "initial"
+    LOST = "lost"
+    """Hosts that cannot run any more left at once."""
+    ADDED = "added"
+    REMOVED = "removed"
+    """Hosts left gracefully (scale-in)."""
+
+
+@dataclass(frozen=True)
+class PacingResult:
+    members: tuple[Member, ...]
+    change: Change
+    added: tuple[Member, ...] = ()
+    removed: tuple[Member, ...] = ()
+    wait: float | None = None
+    """Seconds until a pending change may be published (None: nothing pending, or nothing time can fix)."""
+
+
+def next_members(
+    published: Sequence[Member] | None,
+    wanted: Sequence[Member],
+    alive: Collection[Member],
+    *,
+    min_workers: int,
+    settle_seconds: float,
+    changed_at: float | None,
+    now: float,
+) -> PacingResult:
+    """The members to publish now; see the module docstring for the rules."""
+    target = tuple(sorted(set(wanted)))
+    if published is None:
+        return PacingResult(target, Change.INITIAL, added=target)
+    current = tuple(sorted(set(published)))
+    kept = tuple(m for m in current if m in alive)
+    if kept != current:
+        lost = tuple(m for m in current if m not in alive)
+        return PacingResult(kept, Change.LOST, removed=lost)
+    if current == target:
+        return PacingResult(current, Change.NONE)
+    if changed_at is not None and now < changed_at + settle_seconds:
+        return PacingResult(current, Change.NONE, wait=changed_at + settle_seconds - now)
+    added = tuple(m for m in target if m not in current)
+    if added:
+        return PacingResult(tuple(sorted({*current, *added})), Change.ADDED, added=added)
+    unwanted = sorted((m for m in current if m not in target), reverse=True)
+    allowed = max(len(current) - min_workers, 0)
+    removed = tuple(sorted(unwanted[:allowed]))
+    if not removed:
+        return PacingResult(current, Change.NONE)
+    return PacingResult(tuple(m for m in current if m not in removed), Change.REMOVED, removed=removed)

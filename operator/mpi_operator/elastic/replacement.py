@@ -1,0 +1,193 @@
+"""Self-healing of elastic jobs: failed, evicted or deleted workers are replaced under a new identity.
+
+A worker whose pod failed (phase Failed: a non-zero exit, an eviction, a node loss), exited, had its
+container restarted in place, or was deleted by someone else has lost its Horovod process, and Horovod
+has blacklisted its host name forever (`identity.py`). Such a worker leaves discovery at once
+(`pacing.py`), its index's incarnation is bumped (recorded in the state before the pod is deleted, so a
+crash in between cannot hand the old name to a new pod), and its pod is deleted so the planner creates
+the replacement under `worker_hostname(job, i, n + 1)`; a pod of an older incarnation still around is
+deleted as superseded. Replacements count against `maxReplacements`; past it, a failed pod is left in
+place (its logs stay) and only recorded.
+
+The job fails only when fewer than `minReplicas` workers are ready for longer than
+`belowMinTimeoutSeconds`, counted once the job has had `minReplicas` ready workers (image pulls at start
+are Horovod's `--elastic-timeout` business); the condition names the failed workers, reasons and exit
+codes. Static MPI jobs never come here: they keep upstream's semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from mpi_operator import reasons
+from mpi_operator.api.models import MPIJob
+from mpi_operator.desired import naming
+from mpi_operator.elastic.decision import JobFailure, PodDeletion
+from mpi_operator.elastic.hosts import WorkerPod
+from mpi_operator.elastic.identity import worker_host, worker_hostname
+from mpi_operator.elastic.state import MAX_FAILURES_KEPT, PublishedState, WorkerFailure
+from mpi_operator.reasons import Event
+
+WORKER_FAILED: Final = "WorkerFailed"
+WORKER_REPLACED: Final = "WorkerReplaced"
+REPLACEMENT_BUDGET_EXHAUSTED: Final = "ReplacementBudgetExhausted"
+BELOW_MIN_REPLICAS: Final = "BelowMinReplicas"
+"""Event when ready workers drop below minReplicas, and the Failed condition's reason at the timeout."""
+SUPERSEDED: Final = "Superseded"
+
+
+@dataclass
+class Replacements:
+    """The outcome of `plan_replacements` (mutable only while it is built)."""
+
+    incarnations: dict[int, int]
+    replacements: int
+    failures: list[WorkerFailure]
+    replace: list[PodDeletion] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+
+def _record(
+    out: Replacements, job: MPIJob, index: int, incarnation: int, reason: str, code: int | None, now: float
+) -> WorkerFailure | None:
+    """Remember a failure once per identity; the new record, or None when it was known."""
+    if any(f.index == index and f.incarnation == incarnation for f in out.failures):
+        return None
+    failure = WorkerFailure(
+        index=index,
+        incarnation=incarnation,
+        pod=naming.worker_name(job, index),
+        host=worker_hostname(job, index, incarnation),
+        reason=reason or "Unknown",
+        exit_code=code,
+        at=now,
+    )
+    out.failures.append(failure)
+    del out.failures[:-MAX_FAILURES_KEPT]
+    return failure
+
+
+def plan_replacements(
+    job: MPIJob,
+    workers: Mapping[int, WorkerPod],
+    state: PublishedState,
+    *,
+    replicas: int,
+    max_replacements: int,
+    now: float,
+    cluster_domain: str = "",
+) -> Replacements:
+    """Incarnation bumps, replacement deletions and failure records for this step."""
+    incarnations = dict(state.incarnations)
+    for seen in workers.values():
+        # A pod ahead of the stored counter (the annotation was lost): never go back to older names.
+        if seen.incarnation > incarnations.get(seen.index, 0):
+            incarnations[seen.index] = seen.incarnation
+    out = Replacements(incarnations, state.replacements, list(state.failures))
+    listed = set(state.members)
+    for index in sorted({*workers, *(i for i, _ in listed)}):
+        current = incarnations.get(index, 0)
+        worker = workers.get(index)
+        if worker is None:
+            if (index, current) in listed:
+                # Gone while Horovod knew it: that name may be blacklisted, never hand it out again.
+                incarnations[index] = current + 1
+                if index < replicas:
+                    _record(out, job, index, current, "Deleted", None, now)
+                    out.replacements += 1
+                    out.events.append(
+                        _replaced_event(job, index, current, "Deleted", None, out, cluster_domain)
+                    )
+            continue
+        if worker.incarnation < current:
+            if not worker.terminating:
+                out.replace.append(PodDeletion(worker.name, worker.uid, index, SUPERSEDED))
+            continue
+        if index >= replicas:
+            if worker.terminating:
+                incarnations[index] = current + 1  # deleted under us while draining: retire its name too
+            continue  # failed ones above the desired count are scale-in's to delete
+        if not (worker.failed or worker.terminating):
+            continue
+        reason = "Deleted" if worker.terminating and not worker.failed else worker.failure_reason
+        code = worker.exit_code if worker.failed else None
+        if worker.terminating or out.replacements < max_replacements:
+            incarnations[index] = current + 1
+            _record(out, job, index, current, reason, code, now)
+            out.replacements += 1
+            out.events.append(_replaced_event(job, index, current, reason, code, out, cluster_domain))
+            if not worker.terminating:
+                out.replace.append(PodDeletion(worker.name, worker.uid, index, reason))
+        elif (new := _record(out, job, index, current, reason, code, now)) is not None:
+            out.events.append(
+                Event(
+                    reasons.WARNING,
+                    REPLACEMENT_BUDGET_EXHAUSTED,
+                    f"worker {new.describe()}; not replaced: maxReplacements ({max_replacements}) used up",
+                )
+            )
+    return out
+
+
+def _replaced_event(
+    job: MPIJob,
+    index: int,
+    incarnation: int,
+    reason: str,
+    code: int | None,
+    out: Replacements,
+    cluster_domain: str,
+) -> Event:
+    failure = WorkerFailure(
+        index,
+        incarnation,
+        naming.worker_name(job, index),
+        worker_hostname(job, index, incarnation),
+        reason,
+        code,
+    )
+    new_host = worker_host(job, index, incarnation + 1, cluster_domain)
+    return Event(
+        reasons.WARNING,
+        WORKER_FAILED,
+        f"worker {failure.describe()}; replacing it as host {new_host} (replacement {out.replacements})",
+    )
+
+
+@dataclass(frozen=True)
+class BelowMin:
+    """The below-minReplicas clock after this step."""
+
+    reached_min: bool
+    since: float | None
+    fail: JobFailure | None = None
+    wait: float | None = None
+    started: bool = False
+
+
+def check_below_min(
+    ready: int,
+    *,
+    min_replicas: int,
+    timeout_seconds: float,
+    state: PublishedState,
+    failures: list[WorkerFailure],
+    now: float,
+) -> BelowMin:
+    """Start, keep or clear the clock; a JobFailure once it has run `timeout_seconds`."""
+    if ready >= min_replicas:
+        return BelowMin(reached_min=True, since=None)
+    if not state.reached_min:
+        return BelowMin(reached_min=False, since=None)
+    since = state.below_min_since if state.below_min_since is not None else now
+    deadline = since + timeout_seconds
+    if now < deadline:
+        return BelowMin(True, since, wait=deadline - now, started=state.below_min_since is None)
+    named = "; ".join(f.describe() for f in failures) or "none recorded"
+    message = (
+        f"only {ready} of minReplicas {min_replicas} workers ready for {timeout_seconds:g}s; "
+        f"failed workers: {named}"
+    )
+    return BelowMin(True, since, fail=JobFailure(BELOW_MIN_REPLICAS, message))

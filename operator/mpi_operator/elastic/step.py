@@ -1,0 +1,257 @@
+"""`elastic_step`: the one entry point of the elastic layer, called by the reconciler for elastic jobs.
+
+    published = published_state(job, observed.config_map, cluster_domain=...)
+    decision  = elastic_step(job, observed.worker_pods, published, now=now, cluster_domain=...)
+
+then apply the decision in the order `decision.py` gives, and build the desired children with
+`discovered=decision.discovered` and the worker hostnames of `decision.incarnations`.
+
+One step, in order: read the worker pods (`hosts`); find failed, evicted or deleted workers, bump their
+incarnations and choose the pods to replace (`replacement`); move the published host set one paced step
+towards the wanted one (`pacing`); drain, reuse or delete the workers above the desired count
+(`scalein`); run the below-minReplicas clock; and report counts, events and the time to come back.
+
+Everything the step needs from the past is in `published` (the ConfigMap annotation) and on the pods
+(incarnation and draining annotations), so a restarted operator computes the same decision from the same
+objects. Crash windows, given the apply order: drain stamps are written before the script drops the
+host (a crash in between leaves the host listed and re-stamps it when it leaves); the bumped incarnation
+is written with the script before a failed pod is deleted (a crash in between re-finds the old pod as
+superseded and deletes it without counting it twice).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from mpi_discovery import hostfile
+from mpi_operator import reasons
+from mpi_operator.api.elastic import effective_elastic_policy
+from mpi_operator.api.models import ElasticPolicy, MPIJob
+from mpi_operator.desired import config
+from mpi_operator.desired.config import DISCOVER_HOSTS_KEY
+from mpi_operator.elastic.decision import ElasticDecision
+from mpi_operator.elastic.hosts import alive_members, discovered_hosts, read_workers, wanted_members
+from mpi_operator.elastic.identity import parse_worker_host, worker_host
+from mpi_operator.elastic.pacing import Change, next_members
+from mpi_operator.elastic.replacement import BELOW_MIN_REPLICAS, check_below_min, plan_replacements
+from mpi_operator.elastic.scalein import plan_scale_in
+from mpi_operator.elastic.state import Member, PublishedState, state_from_config_map
+from mpi_operator.reasons import Event
+
+HOSTS_ADDED: Final = "DiscoveryHostsAdded"
+HOSTS_REMOVED: Final = "DiscoveryHostsRemoved"
+HOSTS_LOST: Final = "DiscoveryHostsLost"
+REPLICAS_OUT_OF_BOUNDS: Final = "ReplicasOutOfBounds"
+
+
+def elastic_policy(job: MPIJob) -> ElasticPolicy:
+    """The job's effective policy; ValueError for a static job (which must not come here)."""
+    policy = effective_elastic_policy(job)
+    if policy is None:
+        raise ValueError(f"MPIJob {job.namespace}/{job.name} is not elastic")
+    return policy
+
+
+def effective_replicas(job: MPIJob, policy: ElasticPolicy) -> int:
+    """`Worker.replicas` clamped to the policy's bounds (out-of-bounds values are not acted on)."""
+    return min(max(config.worker_replicas(job), policy.min_replicas), policy.max_replicas)
+
+
+def clamp_replicas(job: MPIJob) -> MPIJob:
+    """The job with `Worker.replicas` clamped to its elastic bounds (unchanged when static or in bounds).
+
+    For an elastic job the reconciler hands this job to `desired.build`, `plan` and `status`, so
+    out-of-bounds replicas that got past admission are not acted on (`elastic_step` reports them).
+    """
+    policy = effective_elastic_policy(job)
+    worker = job.worker
+    if policy is None or worker is None:
+        return job
+    replicas = effective_replicas(job, policy)
+    if replicas == worker.replicas:
+        return job
+    specs = job.spec.mpi_replica_specs.model_copy(
+        update={"worker": worker.model_copy(update={"replicas": replicas})}
+    )
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"mpi_replica_specs": specs})})
+
+
+def published_state(
+    job: MPIJob, config_map: Mapping[str, Any] | None, *, cluster_domain: str = ""
+) -> PublishedState | None:
+    """What was published: the state annotation, else what the ConfigMap's script lists, else None.
+
+    The fallback (a ConfigMap written before the elastic layer ran, or whose annotation was removed)
+    maps each listed worker host back to `(index, incarnation)`, so listed workers are not mistaken for
+    never-published ones and deleted without their grace period.
+    """
+    state = state_from_config_map(config_map)
+    if state is not None or config_map is None:
+        return state
+    data = config_map.get("data")
+    script = data.get(DISCOVER_HOSTS_KEY) if isinstance(data, Mapping) else None
+    if not isinstance(script, str):
+        return None
+    try:
+        listed = {host for host, _ in hostfile.parse_discover_hosts(script)}
+    except ValueError:
+        return None
+    members = [m for host in listed if (m := parse_worker_host(job, host, cluster_domain)) is not None]
+    return PublishedState(members=tuple(sorted(members)), incarnations={i: n for i, n in members if n})
+
+
+def _names(job: MPIJob, members: Iterable[Member], cluster_domain: str) -> str:
+    return ", ".join(worker_host(job, i, n, cluster_domain) for i, n in sorted(members))
+
+
+def elastic_step(
+    job: MPIJob,
+    observed_pods: Iterable[Mapping[str, Any]],
+    published: PublishedState | None,
+    *,
+    now: datetime,
+    cluster_domain: str = "",
+) -> ElasticDecision:
+    """The elastic decision for one reconcile of an elastic job (see the module docstring)."""
+    policy = elastic_policy(job)
+    clock = now.timestamp()
+    replicas = effective_replicas(job, policy)
+    events: list[Event] = []
+    if replicas != config.worker_replicas(job):
+        events.append(
+            Event(
+                reasons.WARNING,
+                REPLICAS_OUT_OF_BOUNDS,
+                f"Worker replicas {config.worker_replicas(job)} outside elasticPolicy bounds "
+                f"[{policy.min_replicas}, {policy.max_replicas}]; running {replicas}",
+            )
+        )
+    workers = read_workers(job, observed_pods)
+    state = published if published is not None else PublishedState()
+
+    healed = plan_replacements(
+        job,
+        workers,
+        state,
+        replicas=replicas,
+        max_replacements=policy.max_replacements,
+        now=clock,
+        cluster_domain=cluster_domain,
+    )
+    incarnations = healed.incarnations
+    pace = next_members(
+        state.members if published is not None else None,
+        wanted_members(workers, incarnations, replicas, state.members),
+        alive_members(workers, incarnations),
+        min_workers=policy.min_replicas,
+        settle_seconds=policy.settle_seconds,
+        changed_at=state.changed_at,
+        now=clock,
+    )
+    scale = plan_scale_in(
+        workers,
+        incarnations,
+        replicas=replicas,
+        listed=pace.members,
+        removed_now=pace.removed if pace.change is Change.REMOVED else (),
+        grace_seconds=policy.scale_in_grace_period_seconds,
+        now=clock,
+    )
+    for index in scale.retired:
+        incarnations[index] = incarnations.get(index, 0) + 1
+
+    ready = sum(
+        1
+        for w in workers.values()
+        if w.usable and w.index < replicas and w.incarnation == incarnations.get(w.index, 0)
+    )
+    below = check_below_min(
+        ready,
+        min_replicas=policy.min_replicas,
+        timeout_seconds=policy.below_min_timeout_seconds,
+        state=state,
+        failures=healed.failures,
+        now=clock,
+    )
+
+    changed = pace.members != state.members or (published is None and bool(pace.members))
+    if pace.change is Change.ADDED or (pace.change is Change.INITIAL and pace.members):
+        events.append(
+            Event(
+                reasons.NORMAL,
+                HOSTS_ADDED,
+                f"discover_hosts.sh lists {len(pace.members)} workers; added "
+                f"{_names(job, pace.added, cluster_domain)}",
+            )
+        )
+    elif pace.change is Change.REMOVED:
+        events.append(
+            Event(
+                reasons.NORMAL,
+                HOSTS_REMOVED,
+                f"discover_hosts.sh lists {len(pace.members)} workers; scaled in "
+                f"{_names(job, pace.removed, cluster_domain)}",
+            )
+        )
+    elif pace.change is Change.LOST:
+        events.append(
+            Event(
+                reasons.WARNING,
+                HOSTS_LOST,
+                f"discover_hosts.sh lists {len(pace.members)} workers; dropped hosts that cannot run "
+                f"{_names(job, pace.removed, cluster_domain)}",
+            )
+        )
+    events.extend(healed.events)
+    events.extend(scale.events)
+    if below.started:
+        events.append(
+            Event(
+                reasons.WARNING,
+                BELOW_MIN_REPLICAS,
+                f"only {ready} of minReplicas {policy.min_replicas} workers ready; the job fails if this "
+                f"lasts {policy.below_min_timeout_seconds}s",
+            )
+        )
+
+    waits = [w for w in (pace.wait, scale.wait, below.wait) if w is not None]
+    wanted_after = wanted_members(workers, incarnations, replicas, pace.members)
+    if changed and pace.members != wanted_after:
+        waits.append(float(policy.settle_seconds))
+    publish = PublishedState(
+        members=pace.members,
+        changed_at=clock if changed else state.changed_at,
+        incarnations={i: n for i, n in sorted(incarnations.items()) if n},
+        replacements=healed.replacements,
+        reached_min=below.reached_min,
+        below_min_since=below.since,
+        failures=tuple(healed.failures),
+    )
+    return ElasticDecision(
+        discovered=discovered_hosts(job, pace.members, cluster_domain=cluster_domain),
+        publish=publish,
+        drain=scale.drain,
+        delete=scale.delete,
+        replace=healed.replace,
+        requeue_after=_round_up(min(waits)) if waits else None,
+        status={
+            "desired": replicas,
+            "ready": ready,
+            "discovered": len(pace.members),
+            "draining": scale.draining,
+            "replacements": healed.replacements,
+            "minReplicas": policy.min_replicas,
+            "maxReplicas": policy.max_replicas,
+        },
+        events=events,
+        fail=below.fail,
+        discovery_changed=changed,
+    )
+
+
+def _round_up(seconds: float) -> float:
+    """Millisecond resolution, never zero: a requeue lands just after the deadline, not just before."""
+    return max(math.ceil(seconds * 1000) / 1000, 0.001)
