@@ -131,17 +131,45 @@ def _custom_cell(column: Column, obj: dict[str, Any], now: datetime) -> Any:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
+def _init_reason(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
+    """kubectl's printPod for init containers: `Init:N/M`, `Init:<reason>`, or None once initialized."""
+    init_specs = spec.get("initContainers") or []
+    sidecars = {c.get("name") for c in init_specs if c.get("restartPolicy") == "Always"}
+    for i, container in enumerate(status.get("initContainerStatuses") or []):
+        state = container.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting") or {}
+        if terminated is not None and terminated.get("exitCode") == 0:
+            continue
+        if container.get("name") in sidecars and container.get("started"):
+            continue
+        if terminated is not None:
+            if terminated.get("reason"):
+                return f"Init:{terminated['reason']}"
+            if terminated.get("signal"):
+                return f"Init:Signal:{terminated['signal']}"
+            return f"Init:ExitCode:{terminated.get('exitCode')}"
+        if waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            return f"Init:{waiting['reason']}"
+        return f"Init:{i}/{len(init_specs)}"
+    return None
+
+
 def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     statuses = status.get("containerStatuses") or []
     ready = sum(1 for c in statuses if c.get("ready"))
     reason = status.get("reason") or status.get("phase") or "Unknown"
-    for container in statuses:
+    initialized = any(
+        c.get("type") == "Initialized" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    init_reason = None if initialized else _init_reason(spec, status)
+    for container in [] if init_reason is not None else statuses:
         state = container.get("state") or {}
         if (state.get("waiting") or {}).get("reason"):
             reason = state["waiting"]["reason"]
         elif (state.get("terminated") or {}).get("reason"):
             reason = state["terminated"]["reason"]
+    reason = init_reason or reason
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         reason = "Terminating"
     restarts = sum(int(c.get("restartCount") or 0) for c in statuses)

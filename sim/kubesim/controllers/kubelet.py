@@ -1,10 +1,11 @@
 """The kubelet of the simulated cluster's one node: runs pods' lifecycles and reports their status.
 
-It keeps a `PodRuntime` (`podstate.py`) per pod bound to `settings.node_name`, wakes on pod events and on
-timers (the event loop's timer heap, one pending timer per pod), and writes `.status` through the status
-subresource only when it changed. A pod with a deletionTimestamp has its containers stopped after
-min(deletionGracePeriodSeconds, `kubesim/termination-seconds`), is moved to a terminal phase, then deleted
-with grace 0 (the API server removes it once its finalizers are gone).
+It keeps a `PodRuntime` (`podstate.py`) per pod bound to `settings.node_name` (init containers, then
+app containers), wakes on pod events and on timers (the event loop's timer heap, one pending timer per
+pod), and writes `.status` through the status subresource only when it changed. A pod with a
+deletionTimestamp has its containers stopped after min(deletionGracePeriodSeconds,
+`kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0 (the API server
+removes it once its finalizers are gone).
 
 Tests drive node-level faults through `evict()` and `kill()`, in process or over HTTP:
 `POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`, optional) and
@@ -214,6 +215,7 @@ class Kubelet:
             start_default=self._settings.start_seconds,
             ready_default=self._settings.ready_seconds,
             min_run=MIN_RUN_REAL_SECONDS / self._clock.scale,
+            init_containers=(pod.get("spec") or {}).get("initContainers") or (),
         )
         before = entry.runtime
         can_start = before.stage != "Pending" or self._volumes.can_mount(pod)
@@ -249,7 +251,7 @@ class Kubelet:
             return False
         if entry.stop_at is None:
             grace = float(meta.get("deletionGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
-            running = entry.runtime.stage == "Running"
+            running = entry.runtime.stage in ("Initializing", "Running")
             entry.stop_at = now + min(grace, timing.termination) if running else now
         if now >= entry.stop_at:
             entry.runtime = ps.stopped(entry.runtime, timing.termination_exit_code, now)

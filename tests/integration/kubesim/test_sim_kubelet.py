@@ -1,4 +1,5 @@
-"""The simulated kubelet through the real Cluster: pod phases, restarts, deletion, eviction, kill."""
+"""The simulated kubelet through the real Cluster: pod phases, init containers, restarts, deletion, eviction,
+kill."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import asyncio
 import ipaddress
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import pytest
 
+from kubesim import table
 from kubesim.app import KubeSim
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers.kubelet import Kubelet
@@ -305,3 +308,133 @@ async def test_kubelet_registers_its_ready_node(sim: KubeSim) -> None:
     pod = await eventually(lambda: (p := get_pod(sim, "p"))["status"]["phase"] == "Running" and p)
     assert pod["spec"]["nodeName"] == node["metadata"]["name"]
     assert pod["status"]["hostIP"] == node["status"]["addresses"][0]["address"]
+
+
+# --- init containers ---------------------------------------------------------------------------------
+
+
+def init_container(name: str, *, sidecar: bool = False) -> dict[str, Any]:
+    return {"name": name, "image": "busybox", **({"restartPolicy": "Always"} if sidecar else {})}
+
+
+def printed_status(sim: KubeSim, pod: dict[str, Any]) -> str:
+    """The STATUS column `kubectl get pods` shows (the Table the API server renders)."""
+    pods = sim.cluster.registry.by_kind("v1", "Pod")
+    assert pods is not None
+    return str(table.cells(pods, pod, datetime.now(UTC))[2])
+
+
+def init_state(pod: dict[str, Any], index: int = 0) -> str:
+    return next(iter(pod["status"]["initContainerStatuses"][index]["state"]))
+
+
+async def test_init_containers_run_in_order_then_the_pod_gets_ready(sim: KubeSim) -> None:
+    make_pod(
+        sim,
+        "p",
+        {"kubesim/start-seconds": "5", "kubesim/init-seconds": "10", "kubesim/ready-seconds": "5"},
+        initContainers=[init_container("setup"), init_container("warm")],
+    )
+    seen: list[tuple[str, str, str, str, str]] = []
+
+    def observe() -> bool:
+        pod = get_pod(sim, "p")
+        if "initContainerStatuses" in pod["status"]:
+            row = (
+                pod["status"]["phase"],
+                printed_status(sim, pod),
+                init_state(pod, 0),
+                init_state(pod, 1),
+                str(condition(pod, "Initialized")),
+            )
+            if not seen or seen[-1] != row:
+                seen.append(row)
+        return condition(pod, "Ready") == "True"
+
+    await eventually(observe)
+    assert seen == [
+        ("Pending", "Init:0/2", "waiting", "waiting", "False"),
+        ("Pending", "Init:0/2", "running", "waiting", "False"),
+        ("Pending", "Init:1/2", "terminated", "running", "False"),
+        ("Running", "Running", "terminated", "terminated", "True"),
+    ]
+    pod = get_pod(sim, "p")
+    first, second = (s["state"]["terminated"] for s in pod["status"]["initContainerStatuses"])
+    assert (first["exitCode"], first["reason"]) == (0, "Completed")
+    assert first["finishedAt"] <= second["startedAt"]
+    assert container(pod)["state"]["running"]["startedAt"] >= second["finishedAt"]
+
+
+async def test_default_init_seconds_follow_the_time_scale(sim: KubeSim) -> None:
+    make_pod(sim, "p", {"kubesim/start-seconds": "0"}, initContainers=[init_container("setup")])
+    started = time.monotonic()
+    await eventually(lambda: get_pod(sim, "p")["status"]["phase"] == "Running")
+    rt = kubelet(sim).runtime("default", "p")
+    assert rt is not None
+    (run,) = rt.init_runs
+    assert run.finished_at == pytest.approx(run.started_at + 0.1)
+    # 0.1 simulated seconds are 1 ms at 100x: far from a real 0.1 s even on a busy machine.
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    ("policy", "phase", "printed"),
+    [
+        ("Never", "Failed", "Init:Error"),
+        ("OnFailure", "Pending", "Init:0/1"),
+        ("Always", "Pending", "Init:0/1"),
+    ],
+    ids=["never-fails-the-pod", "onfailure-restarts-it", "always-restarts-it"],
+)
+async def test_failing_init_container(sim: KubeSim, policy: str, phase: str, printed: str) -> None:
+    make_pod(
+        sim,
+        "p",
+        {"kubesim/init-seconds": "5", "kubesim/init-exit-code": "2"},
+        policy=policy,
+        initContainers=[init_container("setup")],
+    )
+
+    def ended() -> dict[str, Any] | bool:
+        pod = get_pod(sim, "p")
+        init = (pod["status"].get("initContainerStatuses") or [{}])[0]
+        done = pod["status"]["phase"] == "Failed" or init.get("restartCount", 0) >= 2
+        return pod if done else False
+
+    pod = await eventually(ended)
+    assert (pod["status"]["phase"], printed_status(sim, pod)) == (phase, printed)
+    (init,) = pod["status"]["initContainerStatuses"]
+    exited = init["state"].get("terminated") or init["lastState"]["terminated"]
+    assert (exited["exitCode"], exited["reason"]) == (2, "Error")
+    assert container(pod)["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert condition(pod, "Initialized") == "False"
+
+
+async def test_sidecar_init_container_keeps_running_beside_the_app(sim: KubeSim) -> None:
+    make_pod(
+        sim,
+        "p",
+        {"kubesim/init-seconds": "5"},
+        policy="Always",
+        initContainers=[init_container("proxy", sidecar=True), init_container("setup")],
+    )
+    pod = await eventually(lambda: (p := get_pod(sim, "p")) and condition(p, "Ready") == "True" and p)
+    assert [init_state(pod, i) for i in (0, 1)] == ["running", "terminated"]
+    proxy = pod["status"]["initContainerStatuses"][0]
+    assert (proxy["started"], proxy["ready"]) == (True, True)
+    assert printed_status(sim, pod) == "Running"
+
+
+async def test_pod_deleted_during_init_is_stopped_and_removed(sim: KubeSim) -> None:
+    pods = sim.cluster.registry.by_kind("v1", "Pod")
+    assert pods is not None
+    make_pod(
+        sim,
+        "p",
+        {"kubesim/init-seconds": "1000", "kubesim/termination-seconds": "5"},
+        initContainers=[init_container("setup")],
+    )
+    await eventually(lambda: init_state(get_pod(sim, "p")) == "running")
+    sim.cluster.delete(pods, "default", "p")
+    await eventually(lambda: not sim.cluster.list(pods, "default")["items"])
+    await eventually(lambda: kubelet(sim).runtime("default", "p") is None)

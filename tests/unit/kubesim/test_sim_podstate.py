@@ -275,3 +275,312 @@ def test_kill_follows_restart_policy() -> None:
 def test_qos_class(resources: list[dict[str, Any]], expected: str) -> None:
     spec = {"containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(resources)]}
     assert ps.qos_class(spec) == expected
+
+
+# --- init containers ---------------------------------------------------------------------------------
+
+
+def init_pod(*init: str, restart_policy: str = "Never") -> dict[str, Any]:
+    """A pod whose init containers are named by `init`; a `+` prefix makes one a sidecar."""
+    containers = [
+        {
+            "name": n.lstrip("+"),
+            "image": f"img-{n.lstrip('+')}",
+            **({"restartPolicy": "Always"} if n[0] == "+" else {}),
+        }
+        for n in init
+    ]
+    return pod(restart_policy, initContainers=containers)
+
+
+def init_timing(*init: str, **kw: Any) -> ps.PodTiming:
+    spec = init_pod(*init)["spec"]
+    return ps.PodTiming.from_annotations(
+        {k: str(v) for k, v in kw.items()},
+        start_default=1.0,
+        ready_default=1.0,
+        init_containers=spec["initContainers"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("annotations", "containers", "expected"),
+    [
+        ({}, [], ps.PodTiming(start=1.0, ready=2.0, init=0.1)),
+        (
+            {ps.INIT_SECONDS: "3", ps.INIT_EXIT_CODE: "2"},
+            [{"name": "a"}, {"name": "b", "restartPolicy": "Always"}],
+            ps.PodTiming(start=1.0, ready=2.0, init=3.0, init_exit_code=2, init_sidecars=(False, True)),
+        ),
+        (
+            {ps.INIT_SECONDS: "-1", ps.INIT_EXIT_CODE: "x"},
+            [{"name": "a"}],
+            ps.PodTiming(1.0, 2.0, init_sidecars=(False,)),
+        ),
+    ],
+    ids=["default-0.1s", "all-set", "garbage-ignored"],
+)
+def test_init_timing_from_annotations(
+    annotations: dict[str, str], containers: list[dict[str, Any]], expected: ps.PodTiming
+) -> None:
+    got = ps.PodTiming.from_annotations(
+        annotations, start_default=1.0, ready_default=2.0, init_containers=containers
+    )
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "expected"), [("0", 0.0), ("1", 0.5)], ids=["completes-unfloored", "restarts-floored"]
+)
+def test_only_a_failing_init_container_has_the_run_floor(exit_code: str, expected: float) -> None:
+    t = ps.PodTiming.from_annotations(
+        {ps.INIT_SECONDS: "0", ps.INIT_EXIT_CODE: exit_code}, start_default=1, ready_default=1, min_run=0.5
+    )
+    assert t.init == expected
+
+
+# (init containers, annotations, restartPolicy, now) ->
+#   (stage, phase, init containers started, restarts of the current one, when the app container started)
+INIT_CASES = [
+    ("pending-before-sandbox", ("a",), {}, "Never", 0.5, ("Pending", "Pending", 0, 0, None)),
+    (
+        "first-init-runs",
+        ("a", "b"),
+        {"init-seconds": 2},
+        "Never",
+        1.0,
+        ("Initializing", "Pending", 1, 0, None),
+    ),
+    (
+        "second-init-runs",
+        ("a", "b"),
+        {"init-seconds": 2},
+        "Never",
+        3.0,
+        ("Initializing", "Pending", 2, 0, None),
+    ),
+    ("all-done-app-starts", ("a", "b"), {"init-seconds": 2}, "Never", 5.0, ("Running", "Running", 2, 0, 5.0)),
+    ("default-init-seconds", ("a",), {}, "Never", 1.1, ("Running", "Running", 1, 0, 1.1)),
+    (
+        "sidecar-does-not-block",
+        ("+s", "a"),
+        {"init-seconds": 2},
+        "Never",
+        1.0,
+        ("Initializing", "Pending", 2, 0, None),
+    ),
+    (
+        "sidecar-last-starts-app",
+        ("a", "+s"),
+        {"init-seconds": 2},
+        "Never",
+        3.0,
+        ("Running", "Running", 2, 0, 3.0),
+    ),
+    ("only-sidecars", ("+s", "+t"), {}, "Never", 1.0, ("Running", "Running", 2, 0, 1.0)),
+    (
+        "failure-never-fails-pod",
+        ("a", "b"),
+        {"init-seconds": 2, "init-exit-code": 3},
+        "Never",
+        3.0,
+        ("Terminated", "Failed", 1, 0, None),
+    ),
+    (
+        "failure-onfailure-restarts",
+        ("a",),
+        {"init-seconds": 2, "init-exit-code": 3},
+        "OnFailure",
+        6.0,
+        ("Initializing", "Pending", 1, 2, None),
+    ),
+    (
+        "failure-always-restarts",
+        ("a",),
+        {"init-seconds": 2, "init-exit-code": 1},
+        "Always",
+        3.5,
+        ("Initializing", "Pending", 1, 1, None),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("init", "annotations", "policy", "now", "expected"),
+    [c[1:] for c in INIT_CASES],
+    ids=[c[0] for c in INIT_CASES],
+)
+def test_advance_through_init_containers(
+    init: tuple[str, ...],
+    annotations: dict[str, Any],
+    policy: ps.RestartPolicy,
+    now: float,
+    expected: tuple[Any, ...],
+) -> None:
+    t = init_timing(*init, **{f"kubesim/{k}": v for k, v in annotations.items()})
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, policy, now)
+    assert (rt.stage, rt.phase, len(rt.init_runs), rt.init_restart_count, rt.container_started_at) == expected
+
+
+def test_init_container_failure_with_never_is_the_pods_termination() -> None:
+    t = init_timing("a", **{ps.INIT_SECONDS: 2, ps.INIT_EXIT_CODE: 3})
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 10.0)
+    assert rt.termination == ps.Termination(3, "Error", 1.0, 3.0)
+
+
+def init_states(status: dict[str, Any]) -> list[tuple[str, bool, bool, dict[str, Any]]]:
+    """(state kind, started, ready, state body) of each init container status."""
+    return [
+        (next(iter(s["state"])), s["started"], s["ready"], next(iter(s["state"].values())))
+        for s in status["initContainerStatuses"]
+    ]
+
+
+def condition_of(status: dict[str, Any], ctype: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == ctype)
+
+
+def test_render_while_the_first_init_container_runs() -> None:
+    p, t = init_pod("setup", "warm"), init_timing("setup", "warm", **{ps.INIT_SECONDS: 2})
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 1.5)
+    status = ps.render_status(p, rt, t, 1.5, PLACED, ts)
+    assert status["phase"] == "Pending"
+    assert init_states(status) == [
+        ("running", True, False, {"startedAt": ts(1.0)}),
+        ("waiting", False, False, {"reason": "PodInitializing"}),
+    ]
+    initialized = condition_of(status, "Initialized")
+    assert (initialized["status"], initialized["reason"]) == ("False", "ContainersNotInitialized")
+    assert initialized["message"] == "containers with incomplete status: [setup warm]"
+    assert conditions(status)["PodReadyToStartContainers"] == "True"
+    assert conditions(status)["Ready"] == "False"
+    assert status["podIP"] == PLACED.pod_ip
+    (cs,) = status["containerStatuses"]
+    assert cs["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert all(s["imageID"] for s in status["initContainerStatuses"])  # admission requires it
+
+
+def test_render_before_the_sandbox_lists_every_init_container_waiting() -> None:
+    p, t = init_pod("setup"), init_timing("setup")
+    status = ps.render_status(p, ps.PodRuntime(created_at=0.0), t, 0.5, PLACED, ts)
+    assert init_states(status) == [("waiting", False, False, {"reason": "PodInitializing"})]
+    assert conditions(status)["PodReadyToStartContainers"] == "False"
+    assert "podIP" not in status
+
+
+def test_render_after_init_is_initialized_then_ready() -> None:
+    p, t = init_pod("setup"), init_timing("setup", **{ps.INIT_SECONDS: 2})
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 4.5)
+    status = ps.render_status(p, rt, t, 4.5, PLACED, ts)
+    assert (status["phase"], conditions(status)["Initialized"], conditions(status)["Ready"]) == (
+        "Running",
+        "True",
+        "True",
+    )
+    ((kind, started, ready, body),) = init_states(status)
+    assert (kind, started, ready) == ("terminated", False, True)
+    assert (body["exitCode"], body["reason"], body["startedAt"], body["finishedAt"]) == (
+        0,
+        "Completed",
+        ts(1.0),
+        ts(3.0),
+    )
+    assert status["containerStatuses"][0]["state"] == {"running": {"startedAt": ts(3.0)}}
+
+
+def test_render_failed_init_container_under_never() -> None:
+    p, t = init_pod("setup", "warm"), init_timing("setup", "warm", **{ps.INIT_EXIT_CODE: 2})
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 5.0)
+    status = ps.render_status(p, rt, t, 5.0, PLACED, ts)
+    assert status["phase"] == "Failed"
+    assert [(kind, body.get("exitCode"), body.get("reason")) for kind, _, _, body in init_states(status)] == [
+        ("terminated", 2, "Error"),
+        ("waiting", None, "PodInitializing"),
+    ]
+    assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert conditions(status)["Initialized"] == "False"
+
+
+def test_render_restarted_init_container_shows_count_and_last_state() -> None:
+    p, t = (
+        init_pod("setup", restart_policy="OnFailure"),
+        init_timing("setup", **{ps.INIT_SECONDS: 1, ps.INIT_EXIT_CODE: 4}),
+    )
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "OnFailure", 3.5)
+    (init,) = ps.render_status(p, rt, t, 3.5, PLACED, ts)["initContainerStatuses"]
+    assert init["restartCount"] == 2
+    assert init["lastState"]["terminated"]["exitCode"] == 4
+    assert init["state"] == {"running": {"startedAt": ts(3.0)}}
+    assert init["containerID"] != init["lastState"]["terminated"]["containerID"]
+
+
+def test_sidecar_keeps_running_and_is_stopped_with_the_pod() -> None:
+    p = init_pod("+proxy", "setup")
+    t = init_timing("+proxy", "setup", **{ps.INIT_SECONDS: 1, ps.RUN_SECONDS: 2})
+    running = ps.render_status(
+        p, ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 3.5), t, 3.5, PLACED, ts
+    )
+    assert [s[:3] for s in init_states(running)] == [("running", True, True), ("terminated", False, True)]
+    assert conditions(running)["Initialized"] == "True"
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 10.0)
+    done = ps.render_status(p, rt, t, 10.0, PLACED, ts)
+    assert done["phase"] == "Succeeded"
+    proxy = done["initContainerStatuses"][0]["state"]["terminated"]
+    assert (proxy["exitCode"], proxy["finishedAt"]) == (ps.SIGTERM_EXIT_CODE, ts(4.0))
+
+
+@pytest.mark.parametrize(
+    ("end", "code", "reason"),
+    [
+        (lambda rt: ps.stopped(rt, ps.SIGTERM_EXIT_CODE, 1.5), ps.SIGTERM_EXIT_CODE, None),
+        (lambda rt: ps.evicted(rt, "low memory", 1.5), ps.SIGKILL_EXIT_CODE, "Evicted"),
+    ],
+    ids=["deleted", "evicted"],
+)
+def test_pod_ended_during_init(end: Any, code: int, reason: str | None) -> None:
+    p, t = init_pod("setup"), init_timing("setup", **{ps.INIT_SECONDS: 5})
+    rt = end(ps.advance(ps.PodRuntime(created_at=0.0), t, "Always", 1.2))
+    status = ps.render_status(p, rt, t, 1.5, PLACED, ts)
+    assert (status["phase"], status.get("reason")) == ("Failed", reason)
+    init = status["initContainerStatuses"][0]["state"]["terminated"]
+    assert (init["exitCode"], init["startedAt"], init["finishedAt"]) == (code, ts(1.0), ts(1.5))
+    assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert ps.next_deadline(rt, t, 1.5) is None
+
+
+def test_next_deadline_is_the_running_init_containers_exit() -> None:
+    t = init_timing("a", "b", **{ps.INIT_SECONDS: 2})
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 3.5)
+    assert ps.next_deadline(rt, t, 3.5) == 5.0
+
+
+def test_kill_during_init_leaves_the_pod_alone() -> None:
+    t = init_timing("a")
+    rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 1.05)
+    assert ps.container_exited(rt, 9, 1.06, "Never") == rt
+
+
+@given(
+    init=st.lists(st.booleans(), max_size=3),
+    init_seconds=st.floats(0.01, 3),
+    init_code=st.integers(0, 2),
+    run=st.one_of(st.none(), st.floats(0.01, 5)),
+    policy=st.sampled_from(["Always", "OnFailure", "Never"]),
+    t1=st.floats(0, 20),
+    dt=st.floats(0, 20),
+)
+def test_init_in_steps_equals_at_once(
+    init: list[bool],
+    init_seconds: float,
+    init_code: int,
+    run: float | None,
+    policy: ps.RestartPolicy,
+    t1: float,
+    dt: float,
+) -> None:
+    t = timing(run=run, init=init_seconds, init_exit_code=init_code, init_sidecars=tuple(init))
+    rt0 = ps.PodRuntime(created_at=0.0)
+    stepped = ps.advance(ps.advance(rt0, t, policy, t1), t, policy, t1 + dt)
+    at_once = ps.advance(rt0, t, policy, t1 + dt)
+    if at_once.restart_count + at_once.init_restart_count + len(init) < ps.MAX_EXITS_PER_ADVANCE:
+        assert stepped == at_once
