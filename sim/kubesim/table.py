@@ -60,11 +60,12 @@ def _age(stamp: Any, now: datetime) -> str | None:
     return human_duration((now - moment).total_seconds())
 
 
-# --- restricted JSONPath (`.a.b`, `['a.b']`, `[0]`, `[*]`, `[?(@.type=="Ready")]`) -------------------
+# --- restricted JSONPath (`.a.b`, `['a.b']`, `[0]`, `[-1:]`, `[*]`, `[?(@.type=="Ready")]`) -----------
 _TOKEN = re.compile(
     r"""\.\.?(?P<field>[A-Za-z0-9_\-$]+)"""
     r"""|\[\s*'(?P<quoted>[^']*)'\s*\]|\[\s*"(?P<dquoted>[^"]*)"\s*\]"""
     r"""|\[\s*(?P<index>-?\d+)\s*\]|\[\s*(?P<star>\*)\s*\]|\.(?P<dotstar>\*)"""
+    r"""|\[\s*(?P<start>-?\d+)?\s*(?P<colon>:)\s*(?P<end>-?\d+)?\s*\]"""
     r"""|\[\s*\?\(\s*@(?P<fpath>(?:\.[A-Za-z0-9_\-]+)+)\s*(?P<op>==|!=)\s*(?P<lit>'[^']*'|"[^"]*"|[^)\s]+)\s*\)\s*\]"""
 )
 
@@ -97,6 +98,11 @@ def _step(values: Iterable[Any], m: re.Match[str]) -> list[Any]:
             index = int(m.group("index"))
             if isinstance(value, list) and -len(value) <= index < len(value):
                 out.append(value[index])
+        elif m.group("colon"):
+            # A slice, as CRD printer columns use it (`.status.conditions[-1:].type`).
+            if isinstance(value, list):
+                start, end = m.group("start"), m.group("end")
+                out.extend(value[slice(int(start) if start else None, int(end) if end else None)])
         elif m.group("star") or m.group("dotstar"):
             out.extend(
                 value if isinstance(value, list) else value.values() if isinstance(value, dict) else []
