@@ -3,52 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sim_controller_helpers import eventually, fast_settings, rt
 
 from kubesim.app import KubeSim
 from kubesim.cluster import DeleteOptions
-from kubesim.errors import StatusError
-from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
-
-SCALE = 0.01  # 100 simulated seconds per real second; the pod-failure back-off is 10 s -> 0.1 s
 
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(time_scale=SCALE, start_seconds=1.0, ready_seconds=1.0)
+    return fast_settings()
 
 
 @pytest.fixture
 def sim(kubesim: KubeSim) -> KubeSim:
     """The `kubesim` fixture's cluster, running with the settings above."""
     return kubesim
-
-
-async def eventually(check: Callable[[], Any], within: float = 4.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            result = check()
-        except (AssertionError, KeyError, StatusError):
-            if time.monotonic() > deadline:
-                raise
-        else:
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"still {result!r}")
-        await asyncio.sleep(0.005)
-
-
-def rt(sim: KubeSim, api_version: str, kind: str) -> ResourceType:
-    found = sim.cluster.registry.by_kind(api_version, kind)
-    assert found is not None
-    return found
 
 
 def create_job(
@@ -87,7 +60,7 @@ def finished(sim: KubeSim, name: str) -> dict[str, Any] | None:
 
 async def test_failing_pods_retry_up_to_backoff_limit_then_job_fails(sim: KubeSim) -> None:
     create_job(sim, "j", {"kubesim/run-seconds": "2", "kubesim/exit-code": "1"}, backoffLimit=2)
-    failed = await eventually(lambda: finished(sim, "j"))
+    failed = await eventually(lambda: finished(sim, "j"), within=4.0)
     conds = conditions(failed)
     assert conds["Failed"]["reason"] == "BackoffLimitExceeded"
     assert conds["FailureTarget"]["reason"] == "BackoffLimitExceeded"
@@ -102,7 +75,7 @@ async def test_failing_pods_retry_up_to_backoff_limit_then_job_fails(sim: KubeSi
 
 async def test_pods_are_built_from_the_template(sim: KubeSim) -> None:
     created = create_job(sim, "j", {"kubesim/run-seconds": "100"})
-    (pod,) = await eventually(lambda: pods(sim))
+    (pod,) = await eventually(lambda: pods(sim), within=4.0)
     uid = created["metadata"]["uid"]
     meta = pod["metadata"]
     assert meta["name"].startswith("j-")
@@ -125,15 +98,15 @@ async def test_pods_are_built_from_the_template(sim: KubeSim) -> None:
         "blockOwnerDeletion": True,
     }
     assert meta["finalizers"] == ["batch.kubernetes.io/job-tracking"]
-    running = await eventually(lambda: (j := job(sim, "j"))["status"].get("ready") == 1 and j)
+    running = await eventually(lambda: (j := job(sim, "j"))["status"].get("ready") == 1 and j, within=4.0)
     assert running["status"]["active"] == 1
     assert running["status"]["startTime"]
 
 
 async def test_completions_with_parallelism_complete_the_job(sim: KubeSim) -> None:
     create_job(sim, "j", {"kubesim/run-seconds": "3"}, completions=3, parallelism=2)
-    await eventually(lambda: job(sim, "j")["status"].get("active") == 2)
-    done = await eventually(lambda: finished(sim, "j"))
+    await eventually(lambda: job(sim, "j")["status"].get("active") == 2, within=4.0)
+    done = await eventually(lambda: finished(sim, "j"), within=4.0)
     conds = conditions(done)
     assert set(conds) == {"SuccessCriteriaMet", "Complete"}
     assert conds["Complete"]["reason"] == "CompletionsReached"
@@ -144,28 +117,30 @@ async def test_completions_with_parallelism_complete_the_job(sim: KubeSim) -> No
 
 async def test_active_deadline_fails_the_job_and_deletes_pods(sim: KubeSim) -> None:
     create_job(sim, "j", {}, activeDeadlineSeconds=5)
-    failed = await eventually(lambda: finished(sim, "j"))
+    failed = await eventually(lambda: finished(sim, "j"), within=4.0)
     assert conditions(failed)["Failed"]["reason"] == "DeadlineExceeded"
     assert conditions(failed)["Failed"]["message"] == "Job was active longer than specified deadline"
-    await eventually(lambda: not pods(sim))
+    await eventually(lambda: not pods(sim), within=4.0)
 
 
 async def test_suspend_and_resume(sim: KubeSim) -> None:
     jobs = rt(sim, "batch/v1", "Job")
     create_job(sim, "j", {}, suspend=True)
-    suspended = await eventually(lambda: (j := job(sim, "j")) and "Suspended" in conditions(j) and j)
+    suspended = await eventually(
+        lambda: (j := job(sim, "j")) and "Suspended" in conditions(j) and j, within=4.0
+    )
     assert conditions(suspended)["Suspended"]["reason"] == "JobSuspended"
     assert "startTime" not in suspended["status"]
     assert not pods(sim)
     current = job(sim, "j")
     sim.cluster.update(jobs, "default", "j", {**current, "spec": {**current["spec"], "suspend": False}})
-    running = await eventually(lambda: (j := job(sim, "j"))["status"].get("active") == 1 and j)
+    running = await eventually(lambda: (j := job(sim, "j"))["status"].get("active") == 1 and j, within=4.0)
     resumed = next(c for c in running["status"]["conditions"] if c["type"] == "Suspended")
     assert (resumed["status"], resumed["reason"]) == ("False", "JobResumed")
     assert running["status"]["startTime"]
     current = job(sim, "j")
     sim.cluster.update(jobs, "default", "j", {**current, "spec": {**current["spec"], "suspend": True}})
-    await eventually(lambda: not pods(sim))
+    await eventually(lambda: not pods(sim), within=4.0)
     again = job(sim, "j")
     assert "active" not in again["status"]
     assert again["status"].get("failed", 0) == 0
@@ -173,9 +148,9 @@ async def test_suspend_and_resume(sim: KubeSim) -> None:
 
 async def test_ttl_after_finished_deletes_job_and_pods(sim: KubeSim) -> None:
     create_job(sim, "j", {"kubesim/run-seconds": "1"}, ttlSecondsAfterFinished=10)
-    await eventually(lambda: finished(sim, "j"))
-    await eventually(lambda: not sim.cluster.list(rt(sim, "batch/v1", "Job"), "default")["items"])
-    await eventually(lambda: not pods(sim))
+    await eventually(lambda: finished(sim, "j"), within=4.0)
+    await eventually(lambda: not sim.cluster.list(rt(sim, "batch/v1", "Job"), "default")["items"], within=4.0)
+    await eventually(lambda: not pods(sim), within=4.0)
 
 
 @pytest.mark.parametrize(
@@ -186,7 +161,7 @@ async def test_ttl_after_finished_deletes_job_and_pods(sim: KubeSim) -> None:
 async def test_pod_replacement_policy(sim: KubeSim, policy: str, during_termination: int) -> None:
     # The old pod takes 60 simulated seconds to stop; the failure back-off before a replacement is 10.
     create_job(sim, "j", {"kubesim/termination-seconds": "60"}, podReplacementPolicy=policy)
-    (pod,) = await eventually(lambda: [p for p in pods(sim) if p["status"]["phase"] == "Running"])
+    (pod,) = await eventually(lambda: [p for p in pods(sim) if p["status"]["phase"] == "Running"], within=4.0)
     sim.cluster.delete(
         rt(sim, "v1", "Pod"),
         "default",
@@ -197,7 +172,8 @@ async def test_pod_replacement_policy(sim: KubeSim, policy: str, during_terminat
     assert len(pods(sim)) == during_termination
     assert job(sim, "j")["status"]["terminating"] == 1
     await eventually(
-        lambda: len(pods(sim)) == 1 and pods(sim)[0]["metadata"]["name"] != pod["metadata"]["name"]
+        lambda: len(pods(sim)) == 1 and pods(sim)[0]["metadata"]["name"] != pod["metadata"]["name"],
+        within=4.0,
     )
     expected_failed = 1 if policy == "TerminatingOrFailed" else 0
     assert job(sim, "j")["status"].get("failed", 0) == expected_failed
@@ -207,26 +183,28 @@ async def test_onfailure_restarts_count_against_backoff_limit(sim: KubeSim) -> N
     create_job(
         sim, "j", {"kubesim/run-seconds": "2", "kubesim/exit-code": "1"}, policy="OnFailure", backoffLimit=2
     )
-    failed = await eventually(lambda: finished(sim, "j"))
+    failed = await eventually(lambda: finished(sim, "j"), within=4.0)
     assert conditions(failed)["Failed"]["reason"] == "BackoffLimitExceeded"
-    await eventually(lambda: not pods(sim))
+    await eventually(lambda: not pods(sim), within=4.0)
 
 
 async def test_deleting_job_in_background_removes_pods(sim: KubeSim) -> None:
     create_job(sim, "j", {}, parallelism=3, completions=3)
-    await eventually(lambda: len(pods(sim)) == 3)
+    await eventually(lambda: len(pods(sim)) == 3, within=4.0)
     sim.cluster.delete(
         rt(sim, "batch/v1", "Job"), "default", "j", options=DeleteOptions(propagation_policy="Background")
     )
-    await eventually(lambda: not pods(sim))
+    await eventually(lambda: not pods(sim), within=4.0)
 
 
 async def test_orphaned_pods_lose_the_tracking_finalizer(sim: KubeSim) -> None:
     create_job(sim, "j", {})
-    await eventually(lambda: [p for p in pods(sim) if p["status"]["phase"] == "Running"])
+    await eventually(lambda: [p for p in pods(sim) if p["status"]["phase"] == "Running"], within=4.0)
     sim.cluster.delete(
         rt(sim, "batch/v1", "Job"), "default", "j", options=DeleteOptions(propagation_policy="Orphan")
     )
-    (pod,) = await eventually(lambda: [p for p in pods(sim) if not p["metadata"].get("finalizers")])
+    (pod,) = await eventually(
+        lambda: [p for p in pods(sim) if not p["metadata"].get("finalizers")], within=4.0
+    )
     assert not pod["metadata"].get("ownerReferences")
     assert pod["status"]["phase"] == "Running"

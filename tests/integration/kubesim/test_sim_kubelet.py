@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import pytest
+from sim_controller_helpers import eventually, fast_settings
 
 from kubesim import table
 from kubesim.app import KubeSim
@@ -21,34 +22,17 @@ from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
 
 # 100 simulated seconds per real second: annotation values below are simulated seconds.
-SCALE = 0.01
 
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(time_scale=SCALE, start_seconds=1.0, ready_seconds=1.0)
+    return fast_settings()
 
 
 @pytest.fixture
 def sim(kubesim: KubeSim) -> KubeSim:
     """The `kubesim` fixture's cluster, running with the settings above."""
     return kubesim
-
-
-async def eventually(check: Callable[[], Any], within: float = 3.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            result = check()
-        except (AssertionError, KeyError, StatusError):
-            if time.monotonic() > deadline:
-                raise
-        else:
-            if result is None or result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"still {result!r}")
-        await asyncio.sleep(0.005)
 
 
 def make_pod(

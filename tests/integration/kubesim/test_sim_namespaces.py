@@ -2,52 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sim_controller_helpers import eventually, fast_settings, rt
 
 from kubesim.app import KubeSim
 from kubesim.errors import StatusError
-from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
-
-SCALE = 0.01
 
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(time_scale=SCALE, start_seconds=1.0, ready_seconds=1.0)
+    return fast_settings()
 
 
 @pytest.fixture
 def sim(kubesim: KubeSim) -> KubeSim:
     """The `kubesim` fixture's cluster, running with the settings above."""
     return kubesim
-
-
-async def eventually(check: Callable[[], Any], within: float = 3.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            result = check()
-        except (AssertionError, KeyError, StatusError):
-            if time.monotonic() > deadline:
-                raise
-        else:
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"still {result!r}")
-        await asyncio.sleep(0.005)
-
-
-def rt(sim: KubeSim, api_version: str, kind: str) -> ResourceType:
-    found = sim.cluster.registry.by_kind(api_version, kind)
-    assert found is not None
-    return found
 
 
 def namespace(sim: KubeSim, name: str) -> dict[str, Any] | None:

@@ -5,27 +5,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
+from sim_controller_helpers import eventually, fast_settings, rt
 
 from kubesim.app import KubeSim
 from kubesim.controllers.volumes import VolumeManager
-from kubesim.errors import StatusError
-from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
-
-SCALE = 0.01
-SYNC_SECONDS = 30.0  # simulated: the periodic sync lands 0.30-0.45 s (real) after the last one
-
-
-@pytest.fixture
-def kubesim_settings() -> SimSettings:
-    return SimSettings(
-        time_scale=SCALE, start_seconds=1.0, ready_seconds=1.0, volume_sync_seconds=SYNC_SECONDS
-    )
 
 
 @pytest.fixture
@@ -34,32 +23,18 @@ def sim(kubesim: KubeSim) -> KubeSim:
     return kubesim
 
 
+SYNC_SECONDS = 30.0  # simulated: the periodic sync lands 0.30-0.45 s (real) after the last one
+
+
+@pytest.fixture
+def kubesim_settings() -> SimSettings:
+    return fast_settings(volume_sync_seconds=SYNC_SECONDS)
+
+
 @pytest.fixture
 async def http(sim: KubeSim) -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(sim.url) as session:
         yield session
-
-
-async def eventually(check: Callable[[], Any], within: float = 3.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            result = check()
-        except (AssertionError, KeyError, StatusError):
-            if time.monotonic() > deadline:
-                raise
-        else:
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"still {result!r}")
-        await asyncio.sleep(0.002)
-
-
-def rt(sim: KubeSim, api_version: str, kind: str) -> ResourceType:
-    found = sim.cluster.registry.by_kind(api_version, kind)
-    assert found is not None
-    return found
 
 
 def volumes(sim: KubeSim) -> VolumeManager:
