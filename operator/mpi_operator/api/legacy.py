@@ -400,10 +400,18 @@ def _apply_launcher_on_master(spec: dict[str, Any], legacy: LegacySpecFields, ou
 
 def _warn_worker_command(spec: dict[str, Any], version: str, out: LegacyConversion) -> None:
     containers = _replica_containers(spec, c.REPLICA_WORKER)
-    if containers and isinstance(containers[0], dict) and "command" not in containers[0]:
+    if not containers or not isinstance(containers[0], dict):
+        return
+    worker = containers[0]
+    field = "spec.mpiReplicaSpecs.Worker.template.spec.containers[0]"
+    # Old workers were driven through kubectl exec; v2beta1 workers must answer the launcher's SSH.
+    if "command" not in worker and "args" not in worker:
         out.warnings.append(
-            f"spec.mpiReplicaSpecs.Worker.template.spec.containers[0].command: not set; {c.GROUP}/{version} "
-            "workers were kept alive by the controller and driven by kubectl exec, v2beta1 workers run their "
-            f"template as-is and must serve SSH (e.g. command: [{', '.join(SSHD_COMMAND)}]) unless the image "
-            "does so by default"
+            f"{field}.command: not set; {c.GROUP}/{version} workers were driven by kubectl exec, v2beta1 "
+            f"workers run `{' '.join(SSHD_COMMAND)}` by default, so the image must provide sshd"
+        )
+    elif "command" not in worker:
+        out.warnings.append(
+            f"{field}.command: not set; {c.GROUP}/{version} workers were driven by kubectl exec, v2beta1 "
+            "workers run the image's entrypoint with these args and it must serve SSH"
         )

@@ -289,3 +289,33 @@ def test_normalized_legacy_output_is_canonical(name: str) -> None:
     again = parse_and_validate(first)
     assert to_canonical_dict(again.job) == first
     assert again.notes == []
+
+
+@pytest.mark.parametrize(
+    ("worker_fields", "says"),
+    [
+        ({}, "workers run `/usr/sbin/sshd -De` by default, so the image must provide sshd"),
+        (
+            {"args": ["-p", "2222"]},
+            "workers run the image's entrypoint with these args and it must serve SSH",
+        ),
+        ({"command": ["/usr/sbin/sshd", "-De"]}, None),
+    ],
+    ids=["no-command-no-args", "args-only", "command"],
+)
+def test_v1_worker_command_warning_matches_what_the_worker_will_run(
+    worker_fields: dict[str, Any], says: str | None
+) -> None:
+    obj = _v1()
+    obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = [
+        {"name": "c", "image": "i", **worker_fields}
+    ]
+    warnings = parse_and_validate(obj).warnings
+    if says is None:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1
+        assert warnings[0].startswith(
+            "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].command: not set"
+        )
+        assert says in warnings[0]
