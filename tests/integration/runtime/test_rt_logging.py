@@ -1,0 +1,120 @@
+"""Every log line emitted during a reconcile names its job, in both formats, whichever logger wrote it
+(the worker's own failure lines and tasks started by the reconcile included); lines outside do not."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from mpi_operator.cache.workqueue import WorkQueue
+from mpi_operator.controller import logging as oplog
+from mpi_operator.controller import workers
+from mpi_operator.controller.metrics import Metrics
+from mpi_operator.controller.types import PermanentError, Result
+
+KEYS = ["ns-a/job-1", "ns-b/job-2", "ns-a/job-3"]
+
+
+@pytest.fixture
+def stream() -> Iterator[io.StringIO]:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    out = io.StringIO()
+    yield out
+    for handler in list(root.handlers):
+        if handler not in saved[0]:
+            root.removeHandler(handler)
+    root.setLevel(saved[1])
+
+
+class ChattyReconciler:
+    """Logs through several loggers, from a child task too, and fails in both ways on some keys."""
+
+    async def reconcile(self, key: str) -> Result:
+        logging.getLogger("mpi_operator.controller.reconciler").info("planning", extra={"creates": 2})
+        await asyncio.sleep(0)
+        await asyncio.create_task(self._child())
+        logging.getLogger("kubernetes_asyncio.client").warning("slow answer")
+        if key.endswith("2"):
+            raise RuntimeError("apply failed")
+        if key.endswith("3"):
+            raise PermanentError("invalid spec")
+        return Result()
+
+    async def _child(self) -> None:
+        logging.getLogger("mpi_operator.kube.events").info("event recorded")
+
+
+async def reconcile_all(log_format: oplog.LogFormat, stream: io.StringIO) -> list[str]:
+    oplog.setup(log_format, stream=stream)
+    logging.getLogger("mpi_operator.controller.manager").info("before any reconcile")
+    queue: WorkQueue[str] = WorkQueue(name="t")
+    for key in KEYS:
+        queue.add(key)
+    tasks = [
+        asyncio.create_task(workers.worker(queue, ChattyReconciler(), metrics=Metrics())) for _ in range(2)
+    ]
+    await asyncio.sleep(0.05)
+    await queue.shut_down_with_drain()
+    await asyncio.gather(*tasks)
+    logging.getLogger("mpi_operator.controller.manager").info("after")
+    return stream.getvalue().splitlines()
+
+
+async def test_json_lines_name_the_key_of_the_reconcile_that_wrote_them(stream: io.StringIO) -> None:
+    entries = [json.loads(line) for line in await reconcile_all("json", stream) if line.startswith("{")]
+    assert entries[0]["msg"] == "before any reconcile"
+    assert entries[0]["key"] is None
+    assert entries[-1]["key"] is None
+    during = entries[1:-1]
+    assert all(e["key"] in KEYS for e in during)
+    assert {e["key"] for e in during} == set(KEYS)
+    for key in KEYS:
+        msgs = [e["msg"] for e in during if e["key"] == key]
+        assert msgs[:3] == ["planning", "event recorded", "slow answer"], key
+    failure = next(e for e in during if e["key"] == "ns-b/job-2" and e["level"] == "error")
+    assert failure["logger"] == "mpi_operator.controller.workers"
+    assert "RuntimeError: apply failed" in failure["exc"]
+    permanent = next(e for e in during if e["key"] == "ns-a/job-3" and e["level"] == "error")
+    assert "invalid spec" in permanent["msg"]
+    planning = next(e for e in during if e["msg"] == "planning")
+    assert planning["creates"] == 2  # extras are kept as fields
+    assert set(planning) >= {"ts", "level", "logger", "msg", "key"}
+    assert planning["ts"].endswith("Z")
+
+
+async def test_text_lines_name_the_key_of_the_reconcile_that_wrote_them(stream: io.StringIO) -> None:
+    lines = await reconcile_all("text", stream)
+    records = [line for line in lines if line[:4].isdigit()]  # drop traceback continuation lines
+    assert "[" not in records[0]
+    assert "before any reconcile" in records[0]
+    assert "after" in records[-1]
+    assert "[" not in records[-1]
+    during = records[1:-1]
+    assert during
+    for line in during:
+        assert any(f"[{key}]" in line for key in KEYS), line
+    assert any("[ns-a/job-1] planning creates=2" in line for line in during)
+    assert any("Traceback" in line for line in lines)
+
+
+def test_setup_twice_keeps_one_handler(stream: io.StringIO) -> None:
+    oplog.setup("json", stream=stream)
+    oplog.setup("text", stream=stream)
+    ours = [h for h in logging.getLogger().handlers if h.get_name() == "mpi-operator"]
+    assert len(ours) == 1
+    assert isinstance(ours[0].formatter, oplog.TextFormatter)
+
+
+def test_key_context_nests_and_restores() -> None:
+    assert oplog.reconcile_key.get() is None
+    with oplog.key_context("a/b"):
+        with oplog.key_context("c/d"):
+            assert oplog.reconcile_key.get() == "c/d"
+        assert oplog.reconcile_key.get() == "a/b"
+    assert oplog.reconcile_key.get() is None
