@@ -2,8 +2,9 @@
 
 A port of upstream's `syncHandler` status steps and `updateMPIJobStatus` with its condition engine
 (`conditions`), in the wire format the status subresource stores (camelCase,
-RFC 3339 times at second precision, zero counts omitted). Additions: `observedGeneration`, and for
-workers `ready` (Ready pods) and `selector` (for the scale subresource and HPA).
+RFC 3339 times at second precision, zero counts omitted). Additions: `observedGeneration`, for
+workers `ready` (Ready pods) and `selector` (for the scale subresource and HPA), and for elastic jobs
+`elastic` (the reconciler fills it from the elastic decision; it is kept here like any owned field).
 
 Deliberate departures from upstream, all so that a converged job makes no writes:
 events (MPIJobRunning, MPIJobSucceeded, the failure and eviction warnings) are recorded when their
@@ -50,6 +51,15 @@ Counter = Literal["created", "succeeded", "failed"]
 
 _TIME_FIELDS: Final = ("startTime", "completionTime", "lastReconcileTime")
 _COUNT_FIELDS: Final = ("active", "succeeded", "failed", "ready")
+_ELASTIC_FIELDS: Final = (
+    "desired",
+    "ready",
+    "discovered",
+    "draining",
+    "replacements",
+    "minReplicas",
+    "maxReplicas",
+)
 _CONDITION_KEYS: Final = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
 
 
@@ -124,6 +134,14 @@ def normalize_status(raw: Mapping[str, Any] | None) -> Status:
     generation = raw.get("observedGeneration")
     if isinstance(generation, int) and not isinstance(generation, bool):
         out["observedGeneration"] = generation
+    elastic = raw.get("elastic")
+    if isinstance(elastic, Mapping):
+        # Unlike replica counts, zeros are kept: "0 discovered" is news for an elastic job.
+        out["elastic"] = {
+            key: value
+            for key, value in elastic.items()
+            if key in _ELASTIC_FIELDS and isinstance(value, int) and not isinstance(value, bool)
+        }
     return out
 
 
@@ -238,7 +256,7 @@ class _Sync:
         self.replica_statuses[c.REPLICA_LAUNCHER] = counts
         return running
 
-    def workers(self, pods: Sequence[Mapping[str, Any]], expected: int) -> int:
+    def workers(self, pods: Sequence[Mapping[str, Any]], expected: int, *, fail_on_eviction: bool) -> int:
         """Worker counts and the eviction condition; returns the number of Running workers."""
         counts = dict.fromkeys(_COUNT_FIELDS, 0)
         evicted = 0
@@ -255,7 +273,7 @@ class _Sync:
         worker: Status = {key: value for key, value in counts.items() if value}
         worker["selector"] = worker_selector(self.job)
         self.replica_statuses[c.REPLICA_WORKER] = worker
-        if evicted:
+        if evicted and fail_on_eviction:
             message = reasons.evicted_message(evicted, expected)
             if self.condition(c.CONDITION_FAILED, "True", reasons.MPIJOB_EVICTED, message):
                 self.event(reasons.WARNING, reasons.MPIJOB_EVICTED, message)
@@ -300,11 +318,14 @@ def failure(job: MPIJob, launcher: Mapping[str, Any], pods: Sequence[Mapping[str
     return reason, reasons.truncate_message(message)
 
 
-def compute_status(job: MPIJob, observed: Observed, *, now: datetime) -> StatusUpdate:
+def compute_status(
+    job: MPIJob, observed: Observed, *, now: datetime, fail_on_eviction: bool = True
+) -> StatusUpdate:
     """The status of `job` (canonical, defaulted, valid) given what its children look like now.
 
     Pass the children as they are *after* this sync's plan was applied (`planning.observed_after`, or
     the objects the API returned): upstream reports the launcher Job it has just created.
+    `fail_on_eviction=False` (elastic jobs) leaves an evicted worker to replacement instead of failing.
     """
     sync = _Sync(job, now)
     status = sync.status
@@ -353,7 +374,7 @@ def compute_status(job: MPIJob, observed: Observed, *, now: datetime) -> StatusU
         # Upstream counts the pods of indices 0..replicas-1 (created in this sync if missing).
         expected = config.worker_replicas(job)
         pods = [pod for index, pod in workers_by_index(job, observed).items() if index < expected]
-        running = sync.workers(pods, expected)
+        running = sync.workers(pods, expected, fail_on_eviction=fail_on_eviction)
 
     if suspended:
         message = reasons.suspended_running_message(namespace, name)

@@ -73,7 +73,7 @@ async def test_explain_describes_the_elastic_policy(installed: Kubectl) -> None:
 async def test_get_shows_the_printer_columns_by_every_short_name(installed: Kubectl) -> None:
     for name in ("mpijobs", "mpij", "mj"):
         lines = (await _ok(installed, "get", name)).splitlines()
-        assert lines[0].split() == ["NAME", "STATE", "WORKERS", "READY", "AGE"]
+        assert lines[0].split() == ["NAME", "STATE", "WORKERS", "READY", "DISCOVERED", "AGE"]
         assert lines[1].split()[:2] == [NAME, "2"]
     assert NAME in await _ok(installed, "get", "kubeflow", "-o", "name")
 

@@ -118,6 +118,7 @@ def test_printer_columns(generated: dict[str, Any]) -> None:
         ("State", ".status.conditions[-1:].type"),
         ("Workers", ".spec.mpiReplicaSpecs.Worker.replicas"),
         ("Ready", ".status.replicaStatuses.Worker.ready"),
+        ("Discovered", ".status.elastic.discovered"),
         ("Age", ".metadata.creationTimestamp"),
     ]
 

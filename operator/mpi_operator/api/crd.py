@@ -114,6 +114,12 @@ _PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
         "description": "Worker pods that are Ready",
         "jsonPath": ".status.replicaStatuses.Worker.ready",
     },
+    {
+        "name": "Discovered",
+        "type": "integer",
+        "description": "Elastic jobs: workers discover_hosts.sh lists now",
+        "jsonPath": ".status.elastic.discovered",
+    },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

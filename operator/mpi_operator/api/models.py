@@ -339,6 +339,18 @@ class ReplicaStatuses(ApiModel):
     worker: ReplicaStatus | None = optional_field("Worker pod counts.", alias=c.REPLICA_WORKER)
 
 
+class ElasticStatus(ApiModel):
+    """Where an elastic job stands: desired, ready, discovered and draining workers, and its bounds."""
+
+    desired: int = Field(0, ge=0, description="Workers the operator runs (Worker.replicas within bounds).")
+    ready: int = Field(0, ge=0, description="Desired workers that are Ready and not terminating.")
+    discovered: int = Field(0, ge=0, description="Workers discover_hosts.sh lists now.")
+    draining: int = Field(0, ge=0, description="Workers out of discovery waiting for their scale-in grace.")
+    replacements: int = Field(0, ge=0, description="Failed or lost workers replaced so far.")
+    min_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.minReplicas.")
+    max_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.maxReplicas.")
+
+
 class MPIJobStatus(ApiModel):
     """Observed state of an MPIJob, written by the operator through the status subresource."""
 
@@ -355,6 +367,9 @@ class MPIJobStatus(ApiModel):
     last_reconcile_time: Time | None = optional_field("When the job was last reconciled (RFC 3339).")
     observed_generation: int | None = optional_field(
         "metadata.generation of the spec this status was computed from.", ge=0
+    )
+    elastic: ElasticStatus | None = optional_field(
+        "Elastic jobs only: desired / ready / discovered / draining workers and the effective bounds."
     )
 
 

@@ -49,31 +49,52 @@ def build(
     priority_classes: Mapping[str, int] | None = None,
     discovered: Sequence[tuple[str, int]] | None = None,
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+    worker_hostnames: Mapping[int, str] | None = None,
+    worker_annotations: Mapping[int, Mapping[str, str]] | None = None,
+    config_map_annotations: Mapping[str, str] | None = None,
+    launcher_extra_env: Sequence[KubeObject] = (),
+    pod_group_min_member: int | None = None,
 ) -> DesiredState:
     """Everything `job` should own, from the job, its observed pods and the operator settings.
 
     `priority_classes` maps PriorityClass names to values (for PodGroup minResources); `discovered`
     overrides the hosts of `discover_hosts.sh` (the elastic pacing decides them), which otherwise are
-    the observed workers that are Ready and not terminating.
+    the observed workers that are Ready and not terminating. The elastic layer also passes, by value (this
+    package never imports it): `worker_hostnames` / `worker_annotations` per index (a host identity per
+    pod incarnation), `config_map_annotations` (its published state, written with the script),
+    `launcher_extra_env` (the bounds for horovodrun) and `pod_group_min_member` (minReplicas + 1).
     """
     domain = settings.cluster_domain
     gang = settings.gang_scheduling
     suspended = job.spec.run_policy.suspend
+    config_map = config.build_config_map(
+        job, observed_pods, cluster_domain=domain, discovered=discovered, hostnames=worker_hostnames
+    )
+    if config_map_annotations:
+        config_map["metadata"]["annotations"] = {
+            **(config_map["metadata"].get("annotations") or {}),
+            **config_map_annotations,
+        }
     return DesiredState(
         service=service.build_service(job),
-        config_map=config.build_config_map(job, observed_pods, cluster_domain=domain, discovered=discovered),
+        config_map=config_map,
         secret=build_secret(job, ssh_keys) if ssh_keys is not None else None,
         launcher_job=launcher.build_launcher_job(
-            job, gang=gang, scheduler_plugins_name=scheduler_plugins_name
+            job, gang=gang, scheduler_plugins_name=scheduler_plugins_name, extra_env=launcher_extra_env
         ),
         workers={}
         if suspended
         else workers.build_workers(
-            job, cluster_domain=domain, gang=gang, scheduler_plugins_name=scheduler_plugins_name
+            job,
+            cluster_domain=domain,
+            gang=gang,
+            scheduler_plugins_name=scheduler_plugins_name,
+            hostnames=worker_hostnames,
+            annotations=worker_annotations,
         ),
         pod_group=None
         if suspended or gang is None
-        else podgroup.build_pod_group(job, gang, priority_classes or {}),
+        else podgroup.build_pod_group(job, gang, priority_classes or {}, min_member=pod_group_min_member),
     )
 
 

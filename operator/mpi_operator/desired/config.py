@@ -28,19 +28,27 @@ def worker_replicas(job: MPIJob) -> int:
     return job.worker.replicas if job.worker is not None else 0
 
 
-def static_hosts(job: MPIJob, cluster_domain: str = "") -> list[hostfile.Host]:
-    """Every host of the spec: the launcher first when it runs as a worker, then workers 0..N-1."""
+def static_hosts(
+    job: MPIJob, cluster_domain: str = "", hostnames: Mapping[int, str] | None = None
+) -> list[hostfile.Host]:
+    """Every host of the spec: the launcher first when it runs as a worker, then workers 0..N-1.
+
+    `hostnames` overrides a worker's host name by index (elastic jobs: one per pod incarnation)."""
     hosts: list[hostfile.Host] = []
     if job.spec.run_launcher_as_worker:
         hosts.append((naming.launcher_fqdn(job, cluster_domain), launcher_slots(job)))
     slots = slots_per_worker(job)
-    hosts.extend((naming.worker_fqdn(job, i, cluster_domain), slots) for i in range(worker_replicas(job)))
+    names = hostnames or {}
+    hosts.extend(
+        (naming.host_fqdn(job, names.get(i) or naming.worker_name(job, i), cluster_domain), slots)
+        for i in range(worker_replicas(job))
+    )
     return hosts
 
 
-def render_hostfile(job: MPIJob, cluster_domain: str = "") -> str:
-    """The `hostfile` key, exactly upstream's bytes for the same spec and slots."""
-    return hostfile.render_hostfile(static_hosts(job, cluster_domain), job.spec.mpi_implementation)
+def render_hostfile(job: MPIJob, cluster_domain: str = "", hostnames: Mapping[int, str] | None = None) -> str:
+    """The `hostfile` key, exactly upstream's bytes for the same spec and slots (and host names)."""
+    return hostfile.render_hostfile(static_hosts(job, cluster_domain, hostnames), job.spec.mpi_implementation)
 
 
 def is_pod_ready(pod: Mapping[str, Any]) -> bool:
@@ -116,11 +124,13 @@ def build_config_map(
     *,
     cluster_domain: str = "",
     discovered: Sequence[hostfile.Host] | None = None,
+    hostnames: Mapping[int, str] | None = None,
 ) -> KubeObject:
     """The ConfigMap `<job>-config` with exactly the keys `hostfile` and `discover_hosts.sh`.
 
     `discovered` overrides the hosts of `discover_hosts.sh` (the elastic pacing decides them); without
-    it they are `discoverable_workers(job, pods)`.
+    it they are `discoverable_workers(job, pods)`. `hostnames` (by index) are the workers' host names
+    in the `hostfile` when they are not the pod names (elastic jobs).
     """
     hosts = (
         list(discovered)
@@ -132,7 +142,7 @@ def build_config_map(
         "kind": "ConfigMap",
         "metadata": naming.object_meta(job, naming.config_map_name(job), naming.app_labels(job)),
         "data": {
-            HOSTFILE_KEY: render_hostfile(job, cluster_domain),
+            HOSTFILE_KEY: render_hostfile(job, cluster_domain, hostnames),
             DISCOVER_HOSTS_KEY: hostfile.render_discover_hosts(hosts),
         },
     }

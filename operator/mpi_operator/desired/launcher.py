@@ -11,7 +11,8 @@ volumes and mounts user's, then `ssh-auth`, then `mpi-job-config` at `/etc/mpi` 
 1. `K_MPI_JOB_ROLE=launcher`;
 2. per implementation, upstream's variables, then (Open MPI only) the Open MPI 5 / PRRTE equivalents;
 3. `NVIDIA_VISIBLE_DEVICES` and `NVIDIA_DRIVER_CAPABILITIES` blanked, only when the launcher neither
-   requests GPUs nor runs as a worker (upstream blanks them whenever it is not a worker).
+   requests GPUs nor runs as a worker (upstream blanks them whenever it is not a worker);
+4. the caller's `extra_env` (elastic jobs: the bounds `MPIJOB_MIN_NP`, ... of `elastic.launcher_env`).
 
 Open MPI 5 replaced ORTE with PRRTE, which ignores every `OMPI_MCA_orte_*` name (kubeflow/mpi-operator
 #842), so a v5 `mpirun` silently ran everything on the launcher. PRRTE reads its parameters from
@@ -23,6 +24,7 @@ Open MPI 5 replaced ORTE with PRRTE, which ignores every `OMPI_MCA_orte_*` name 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from mpi_operator.api import constants as c
@@ -117,6 +119,7 @@ def build_launcher_pod_template(
     *,
     gang: GangScheduler | None = None,
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+    extra_env: Sequence[KubeObject] = (),
 ) -> KubeObject:
     template = podtemplate.copy_template(job.launcher)
     metadata = template["metadata"]
@@ -128,7 +131,7 @@ def build_launcher_pod_template(
     spec = template["spec"]
     podtemplate.set_pod_identity(spec, naming.launcher_name(job), naming.service_name(job))
     container = spec["containers"][0]
-    podtemplate.append_env(container, launcher_env(job))
+    podtemplate.append_env(container, [*launcher_env(job), *extra_env])
     ssh_auth.setup_ssh_on_pod(spec, job)
     spec["restartPolicy"] = job.launcher.restart_policy
     spec.setdefault("volumes", []).append(config_volume(job))
@@ -146,8 +149,9 @@ def build_launcher_job(
     *,
     gang: GangScheduler | None = None,
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+    extra_env: Sequence[KubeObject] = (),
 ) -> KubeObject:
-    """The launcher Job."""
+    """The launcher Job; `extra_env` is appended after the operator's variables (elastic bounds)."""
     run_policy = job.spec.run_policy
     spec: KubeObject = {}
     if run_policy.ttl_seconds_after_finished is not None:
@@ -157,7 +161,7 @@ def build_launcher_job(
     if run_policy.backoff_limit is not None:
         spec["backoffLimit"] = run_policy.backoff_limit
     spec["template"] = build_launcher_pod_template(
-        job, gang=gang, scheduler_plugins_name=scheduler_plugins_name
+        job, gang=gang, scheduler_plugins_name=scheduler_plugins_name, extra_env=extra_env
     )
     spec["podReplacementPolicy"] = POD_REPLACEMENT_POLICY
     if run_policy.suspend:

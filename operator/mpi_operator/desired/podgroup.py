@@ -2,7 +2,7 @@
 
 Upstream `pkg/controller/podgroup.go`, field for field:
 
-- `minMember` = `schedulingPolicy.minAvailable`, else workers + 1;
+- `minMember` = `schedulingPolicy.minAvailable`, else workers + 1 (elastic jobs: minReplicas + 1, passed in);
 - Volcano (`scheduling.volcano.sh/v1beta1`): `queue` from the policy, else the MPIJob annotation
   `scheduling.volcano.sh/queue-name`; `priorityClassName` from the policy, else the launcher's, else the
   workers'; pods get `schedulerName: volcano` and the annotation `scheduling.k8s.io/group-name`;
@@ -69,11 +69,13 @@ def decorate_pod_template(
         metadata["labels"] = {**labels, SCHEDULER_PLUGINS_POD_GROUP_LABEL: naming.pod_group_name(job)}
 
 
-def min_available(job: MPIJob) -> int:
-    """Upstream `calculateMinAvailable`: the policy's minAvailable, else workers + 1."""
+def min_available(job: MPIJob, default: int | None = None) -> int:
+    """Upstream `calculateMinAvailable`: the policy's minAvailable, else `default`, else workers + 1."""
     policy = job.spec.run_policy.scheduling_policy
     if policy is not None and policy.min_available is not None:
         return policy.min_available
+    if default is not None:
+        return default
     return (job.worker.replicas if job.worker is not None else 0) + 1
 
 
@@ -135,10 +137,17 @@ def compute_min_resources(
 
 
 def build_pod_group(
-    job: MPIJob, gang: GangScheduler, priority_classes: Mapping[str, int] | None = None
+    job: MPIJob,
+    gang: GangScheduler,
+    priority_classes: Mapping[str, int] | None = None,
+    *,
+    min_member: int | None = None,
 ) -> KubeObject:
-    """The PodGroup `<job>` for the configured gang scheduler."""
-    min_member = min_available(job)
+    """The PodGroup `<job>` for the configured gang scheduler.
+
+    `min_member` replaces the workers + 1 default (elastic jobs: minReplicas + 1); an explicit
+    `schedulingPolicy.minAvailable` still wins."""
+    min_member = min_available(job, min_member)
     resources = compute_min_resources(job, min_member, priority_classes or {})
     metadata = naming.object_meta(job, naming.pod_group_name(job), {})
     del metadata["labels"]  # upstream's PodGroup has none

@@ -57,8 +57,14 @@ def build_worker(
     cluster_domain: str = "",
     gang: GangScheduler | None = None,
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+    hostname: str | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> KubeObject:
-    """The worker pod with index `index` (the job must have a Worker spec)."""
+    """The worker pod with index `index` (the job must have a Worker spec).
+
+    `hostname` overrides `spec.hostname` (default: the pod name; elastic jobs pass a name per pod
+    incarnation) and `annotations` are merged over the template's; the pod name and labels never change.
+    """
     if job.worker is None:
         raise ValueError(f"MPIJob {job.namespace}/{job.name} has no Worker replica spec")
     name = naming.worker_name(job, index)
@@ -72,7 +78,7 @@ def build_worker(
         },
     )
     spec = template["spec"]
-    podtemplate.set_pod_identity(spec, name, naming.service_name(job))
+    podtemplate.set_pod_identity(spec, hostname or name, naming.service_name(job))
     dns_config = spec.get("dnsConfig") if isinstance(spec.get("dnsConfig"), dict) else {}
     dns_config["searches"] = [
         *(dns_config.get("searches") or []),
@@ -91,8 +97,9 @@ def build_worker(
     podgroup.decorate_pod_template(template, job, gang, scheduler_plugins_name)
 
     pod_metadata = naming.object_meta(job, name, template["metadata"]["labels"])
-    if template["metadata"].get("annotations"):
-        pod_metadata = {**pod_metadata, "annotations": template["metadata"]["annotations"]}
+    merged_annotations = {**(template["metadata"].get("annotations") or {}), **(annotations or {})}
+    if merged_annotations:
+        pod_metadata = {**pod_metadata, "annotations": merged_annotations}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}
 
 
@@ -102,13 +109,21 @@ def build_workers(
     cluster_domain: str = "",
     gang: GangScheduler | None = None,
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+    hostnames: Mapping[int, str] | None = None,
+    annotations: Mapping[int, Mapping[str, str]] | None = None,
 ) -> dict[int, KubeObject]:
-    """Worker pods 0..replicas-1, by index."""
+    """Worker pods 0..replicas-1, by index; `hostnames` / `annotations` per index as in `build_worker`."""
     if job.worker is None:
         return {}
     return {
         i: build_worker(
-            job, i, cluster_domain=cluster_domain, gang=gang, scheduler_plugins_name=scheduler_plugins_name
+            job,
+            i,
+            cluster_domain=cluster_domain,
+            gang=gang,
+            scheduler_plugins_name=scheduler_plugins_name,
+            hostname=(hostnames or {}).get(i),
+            annotations=(annotations or {}).get(i),
         )
         for i in range(job.worker.replicas)
     }

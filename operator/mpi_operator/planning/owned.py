@@ -65,13 +65,27 @@ def service_update(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> U
 
 
 def config_map_update(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> Update | None:
-    """The whole `data` is replaced when it differs (keys someone else added are dropped, as upstream)."""
+    """The whole `data` is replaced when it differs (keys someone else added are dropped, as upstream).
+
+    Annotations the desired ConfigMap carries (an elastic job's published state, written together with
+    the script it describes) are set too; other annotations are left alone. Static jobs carry none.
+    """
     want = dict(_mapping(desired.get("data")))
-    if dict(_mapping(observed.get("data"))) == want:
+    have_annotations = _mapping(_mapping(observed.get("metadata")).get("annotations"))
+    want_annotations = dict(_mapping(_mapping(desired.get("metadata")).get("annotations")))
+    fields = []
+    if dict(_mapping(observed.get("data"))) != want:
+        fields.append("data")
+    if any(have_annotations.get(key) != value for key, value in want_annotations.items()):
+        fields.append("metadata.annotations")
+    if not fields:
         return None
     obj = _for_write(observed, desired)
     obj["data"] = want
-    return Update.of(obj, "data")
+    if want_annotations:
+        metadata = obj.setdefault("metadata", {})
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **want_annotations}
+    return Update.of(obj, *fields)
 
 
 def secret_needs_keys(observed: Mapping[str, Any] | None) -> bool:
