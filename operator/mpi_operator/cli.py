@@ -7,8 +7,13 @@ arguments and dispatches, importing lazily so `mpi-operator validate` does not p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpi_operator.settings import Settings
 
 
 def _not_implemented(name: str) -> int:
@@ -28,12 +33,65 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return manifests.validate_main(args.files, gpus_per_node=args.gpus_per_node)
 
 
+def _cmd_demo(_args: argparse.Namespace) -> int:
+    from mpi_operator import demo
+
+    return demo.main()
+
+
 def _cmd_sim(args: argparse.Namespace) -> int:
     try:
         from kubesim import cli as sim_cli
     except ImportError:
         return _not_implemented("sim")
     return sim_cli.main(args)
+
+
+def run_settings(args: argparse.Namespace) -> Settings:
+    """The `run` flags as `Settings` (`--namespace ""` means all namespaces, as upstream)."""
+    from mpi_operator.settings import Settings
+
+    return Settings(
+        namespaces=tuple(dict.fromkeys(ns for ns in args.namespace if ns)),
+        kubeconfig=args.kubeconfig,
+        workers=args.workers,
+        qps=args.qps,
+        burst=args.burst,
+        leader_elect=args.leader_elect,
+        lease_namespace=args.lease_namespace,
+        metrics_address=args.metrics_address,
+        log_format=args.log_format,
+        cluster_domain=args.cluster_domain,
+        gpus_per_node=args.gpus_per_node,
+        gang_scheduling=args.gang_scheduling,
+    )
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from mpi_operator.controller import logging as oplog
+    from mpi_operator.controller import manager
+    from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+    from mpi_operator.controller.types import FatalError
+
+    if args.workers < 1:
+        print("mpi-operator run: --workers must be at least 1", file=sys.stderr)
+        return 2
+    settings = run_settings(args)
+    oplog.setup(settings.log_format)
+    log = logging.getLogger("mpi_operator.cli")
+    try:
+        asyncio.run(manager.run(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS))
+    except FatalError as exc:
+        log.error("fatal: %s", exc)
+        return 1
+    except Exception:
+        log.exception("fatal: unexpected error")
+        return 1
+    log.info("stopped")
+    return 0
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -55,7 +113,12 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gpus-per-node", type=int, default=1)
     run.add_argument("--gang-scheduling", choices=["volcano", "scheduler-plugins"])
     run.add_argument("--log-format", choices=["json", "text"], default="text")
-    run.set_defaults(func=lambda _a: _not_implemented("run"))
+    run.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE") or "mpi-operator",
+        help="namespace of the leader-election Lease (default: $POD_NAMESPACE, else mpi-operator)",
+    )
+    run.set_defaults(func=_cmd_run)
 
     sim = sub.add_parser("sim", help="serve the embedded simulated Kubernetes API (kubesim)")
     sim.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 picks a free one)")
@@ -71,7 +134,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_cmd_sim)
 
     demo = sub.add_parser("demo", help="run kubesim + the operator and scale an elastic job")
-    demo.set_defaults(func=lambda _a: _not_implemented("demo"))
+    demo.set_defaults(func=_cmd_demo)
 
     crds = sub.add_parser("crds", help="print the MPIJob CustomResourceDefinition")
     crds.add_argument("--out", metavar="DIR", help="write crds/kubeflow.org_mpijobs.yaml under DIR")
@@ -84,9 +147,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     validate.set_defaults(func=_cmd_validate)
 
-    generate = sub.add_parser("generate", help="print an MPIJob manifest from a prototype")
-    generate.add_argument("flavour", choices=["simple", "custom", "openmpi", "elastic"])
-    generate.set_defaults(func=lambda _a: _not_implemented("generate"))
+    from mpi_operator import generate_cli  # pydantic and PyYAML load only when `generate` runs
+
+    generate_cli.register(sub)
     return parser
 
 

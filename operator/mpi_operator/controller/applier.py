@@ -1,0 +1,202 @@
+"""Executes a `planning.Plan` through `Kube`: one API call per action, in the plan's order.
+
+What each answer means (DESIGN.md §3, §9):
+  * Create -> 409 AlreadyExists: the cache was stale (names are deterministic), which is success if the
+    object there is ours. With label-filtered informers an object *without* our labels is invisible to
+    the stores, so the 409 is the first sign of it: GET it; a foreign one becomes a `Conflict` (never
+    adopted or overwritten); one of ours that lacks the watch label (made by an older version) gets the
+    label added, so the informer sees it from then on;
+  * Update with `after_previous_write` -> carries the resourceVersion the previous write to the same
+    object returned (upstream's UpdateStatus-then-Update of the launcher Job on resume);
+  * Delete -> uid precondition; 404 (already gone) and a failed precondition (a successor took the
+    name) are both success. A uid already deleted successfully is not deleted again while the cache
+    still shows it alive (client-go's controller "expectations"): the plan keeps the Delete, so the
+    status of the sync is the same either way, but no second DELETE goes out;
+  * anything else propagates (the worker requeues the key with backoff). A failed Pod or launcher Job
+    create is reported on the MPIJob first (upstream's `MPIJobFailed` warnings).
+
+API `Warning` headers on the job's writes (e.g. `unknown field "spec.containers[0].resources.request"`
+from a typo in the user's pod template) are collected per write through a context variable, because
+the `Kube` client has one `on_warning` callback for every concurrent reconcile.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpi_operator import reasons
+from mpi_operator.api.models import MPIJob
+from mpi_operator.desired import naming
+from mpi_operator.kube import errors, resources
+from mpi_operator.kube.client import Kube, KubeObject
+from mpi_operator.kube.resources import Resource
+from mpi_operator.planning import Action, Conflict, Create, Delete, ObjectRef, Plan, Update, UpdateStatus
+
+log = logging.getLogger(__name__)
+
+_RESOURCES: dict[tuple[str, str], Resource] = {
+    (r.api_version, r.kind): r
+    for r in (
+        resources.POD,
+        resources.SERVICE,
+        resources.CONFIG_MAP,
+        resources.SECRET,
+        resources.JOB,
+        resources.VOLCANO_POD_GROUP,
+        resources.SCHEDULER_PLUGINS_POD_GROUP,
+    )
+}
+
+_warnings: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("api_warnings", default=None)
+
+
+def collect_warning(text: str) -> None:
+    """`Kube.on_warning`: hands the warning to the write that is running in this context, if any."""
+    sink = _warnings.get()
+    if sink is not None:
+        sink.append(text)
+
+
+def resource_for(ref: ObjectRef) -> Resource:
+    try:
+        return _RESOURCES[(ref.api_version, ref.kind)]
+    except KeyError:
+        raise ValueError(f"no REST resource known for {ref.api_version} {ref.kind}") from None
+
+
+@dataclass
+class Applied:
+    """What applying a plan found: foreign objects hidden from the stores, and API warnings per object."""
+
+    conflicts: list[Conflict] = field(default_factory=list)
+    warnings: list[tuple[ObjectRef, str]] = field(default_factory=list)
+    written: dict[ObjectRef, KubeObject] = field(default_factory=dict)
+    """The objects the API returned for each write (the last one per object)."""
+
+
+class DeletedRecently:
+    """Uids this process deleted successfully, remembered for `ttl` seconds (see the module docstring)."""
+
+    def __init__(self, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._deleted: dict[str, float] = {}
+
+    def __contains__(self, uid: object) -> bool:
+        at = self._deleted.get(uid) if isinstance(uid, str) else None
+        return at is not None and self.clock() - at < self.ttl
+
+    def add(self, uid: str) -> None:
+        now = self.clock()
+        if len(self._deleted) > 10_000:
+            self._deleted = {u: t for u, t in self._deleted.items() if now - t < self.ttl}
+        self._deleted[uid] = now
+
+
+Report = Callable[[str, str, str], None]
+"""(type, reason, message) -> records an Event on the MPIJob."""
+
+
+class Applier:
+    """Sends the actions of one job's plan; `apply` stops at the first conflict, as upstream does."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        job: MPIJob,
+        watch_labels: Mapping[str, str],
+        report: Report,
+        deleted: DeletedRecently | None = None,
+    ) -> None:
+        self.kube = kube
+        self.job = job
+        self.watch_labels = dict(watch_labels)
+        self.report = report
+        self.deleted = deleted if deleted is not None else DeletedRecently()
+
+    async def apply(self, plan: Plan) -> Applied:
+        applied = Applied()
+        for action in plan.actions:
+            sink: list[str] = []
+            token = _warnings.set(sink)
+            try:
+                written = await self._one(action, applied)
+            finally:
+                _warnings.reset(token)
+            applied.warnings.extend((action.ref, text) for text in sink)
+            if applied.conflicts:
+                break
+            if written is not None:
+                applied.written[action.ref] = written
+        return applied
+
+    async def _one(self, action: Action, applied: Applied) -> KubeObject | None:
+        resource = resource_for(action.ref)
+        ref = action.ref
+        if not isinstance(action, Delete):
+            log.info("%s", action.describe())
+        if isinstance(action, Create):
+            return await self._create(resource, action, applied)
+        if isinstance(action, Update):
+            obj = action.obj
+            previous = applied.written.get(ref)
+            if action.after_previous_write and previous is not None:
+                obj = copy.deepcopy(obj)
+                obj["metadata"]["resourceVersion"] = previous["metadata"]["resourceVersion"]
+            return await self.kube.replace(resource, obj)
+        if isinstance(action, UpdateStatus):
+            return await self.kube.replace(resource, action.obj, subresource="status")
+        assert isinstance(action, Delete)
+        if action.uid is not None and action.uid in self.deleted:
+            return None
+        log.info("%s", action.describe())
+        try:
+            await self.kube.delete(
+                resource,
+                ref.name,
+                namespace=ref.namespace,
+                uid=action.uid,
+                propagation_policy=action.propagation_policy,
+            )
+        except errors.NotFound:
+            pass
+        except errors.Conflict:
+            log.info("%s: the uid precondition failed, a successor holds the name", action.describe())
+        if action.uid is not None:
+            self.deleted.add(action.uid)
+        return None
+
+    async def _create(self, resource: Resource, action: Create, applied: Applied) -> KubeObject | None:
+        ref = action.ref
+        try:
+            return await self.kube.create(resource, action.obj)
+        except errors.AlreadyExists:
+            pass
+        except errors.KubeError as exc:
+            if ref.kind == "Pod":
+                self.report(
+                    reasons.WARNING, reasons.MPIJOB_FAILED, reasons.worker_create_failed_message(str(exc))
+                )
+            elif ref.kind == "Job":
+                self.report(
+                    reasons.WARNING, reasons.MPIJOB_FAILED, reasons.launcher_create_failed_message(str(exc))
+                )
+            raise
+        existing = await self.kube.get(resource, ref.name, ref.namespace)
+        if not naming.is_controlled_by(existing, self.job):
+            applied.conflicts.append(Conflict(ref))
+            return None
+        labels: Mapping[str, Any] = existing.get("metadata", {}).get("labels") or {}
+        missing = {k: v for k, v in self.watch_labels.items() if labels.get(k) != v}
+        if missing:
+            # Ours but invisible to the label-filtered informer: label it so the cache sees it.
+            return await self.kube.patch(
+                resource, ref.name, {"metadata": {"labels": missing}}, namespace=ref.namespace
+            )
+        return existing

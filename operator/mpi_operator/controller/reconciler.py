@@ -1,0 +1,346 @@
+"""The MPIJob reconciler: `reconcile(key)` strings the pure steps together (DESIGN.md §3).
+
+    job      = MPIJobs store -> skip (gone, deleting, managed by another controller)
+                             -> normalize + validate (invalid: explain, create nothing)
+    observed = the child stores, by name and owner index (never a LIST)
+    elastic  = elastic_sync.prepare(job, observed)         elastic jobs: clamp, step, builder inputs
+    desired  = desired.build(job, observed pods, settings, fresh SSH keys only when the Secret needs them)
+    plan     = planning.plan(desired, observed)            conflicts -> ErrResourceExists, retry
+    apply    = applier.Applier(plan)                       the only writes to children (elastic jobs:
+                                                           in the decision's order, `elastic_sync`)
+    status   = status.compute_status(job, observed_after)  merge-patched to /status only when changed
+
+Departures from upstream, each so a user learns more or a converged job writes nothing:
+  * an invalid job gets, besides upstream's `ValidationError` Warning, a status condition `Invalid=True`
+    (reason `ValidationError`, the errors field by field). It is the latest condition, so
+    `kubectl get mpij` shows `Invalid`; fixing the spec removes it and the job starts as a new one. The
+    event is recorded when the condition is written, not on every sync;
+  * a manifest of an old version (or with its deprecated fields) gets one Normal `LegacyFieldsMapped`
+    event per generation naming each canonical field; "once" survives restarts because it keys on
+    `status.observedGeneration`, which the same sync writes;
+  * API warnings on the children it creates (a typo in a pod template: `unknown field ...`) become a
+    Warning `PodTemplateWarning` event on the MPIJob naming the template and the field;
+  * Service, ConfigMap, Secret and launcher Job also carry the operator-name and job-name labels, so
+    every child informer can be label-filtered (`WATCH_SELECTORS`);
+  * elastic jobs (DESIGN.md §6) are paced by the pure `mpi_operator.elastic` core: excess workers drain
+    instead of being deleted at once, failed ones are replaced under a fresh host name, an evicted worker
+    does not fail the job (only ready workers below minReplicas for too long do), the launcher pod is
+    touched after each change of `discover_hosts.sh`, and `status.elastic` reports the counts.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from mpi_operator import desired as desired_state
+from mpi_operator import planning, reasons
+from mpi_operator.api import InvalidMPIJob, MPIJob, parse_and_validate
+from mpi_operator.api import constants as c
+from mpi_operator.cache.store import KubeObject, resource_version
+from mpi_operator.controller import elastic_sync, handlers
+from mpi_operator.controller.applier import Applier, DeletedRecently, Report, collect_warning
+from mpi_operator.controller.observe import observe, priority_classes
+from mpi_operator.controller.types import ManagerDeps, Reconciler, Result
+from mpi_operator.desired import DesiredState, naming
+from mpi_operator.elastic import ElasticDecision
+from mpi_operator.kube import errors, resources
+from mpi_operator.planning import ObjectRef
+from mpi_operator.status import (
+    compute_status,
+    format_time,
+    normalize_status,
+    status_changed,
+    status_merge_patch,
+)
+
+log = logging.getLogger(__name__)
+
+CONDITION_INVALID: Final = "Invalid"
+"""True while the spec does not validate; removed once it does."""
+LEGACY_FIELDS_MAPPED: Final = "LegacyFieldsMapped"
+POD_TEMPLATE_WARNING: Final = "PodTemplateWarning"
+API_WARNING: Final = "APIWarning"
+
+WATCH_SELECTORS: Final = handlers.WatchSelectors.owned_only()
+"""Every child informer filtered to the operator's label: the reconciler labels every child."""
+
+_TEMPLATES: Final = {
+    "Pod": f"mpiReplicaSpecs.{c.REPLICA_WORKER}.template",
+    "Job": f"mpiReplicaSpecs.{c.REPLICA_LAUNCHER}.template",
+}
+
+
+class ChildConflict(errors.KubeError):
+    """Objects with the job's child names that it does not control: reported, retried with backoff.
+
+    A `KubeError` because it is a state of the API, not a bug: the workers log it as one line."""
+
+
+def watch_labels(job: MPIJob) -> dict[str, str]:
+    """The labels that let the label-filtered informers see a child (and its job's name)."""
+    return {c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME, c.LABEL_JOB_NAME: job.name}
+
+
+def labelled(obj: dict[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """A shallow copy of `obj` with `labels` added to its metadata."""
+    meta = {**obj["metadata"], "labels": {**(obj["metadata"].get("labels") or {}), **labels}}
+    return {**obj, "metadata": meta}
+
+
+def with_watch_labels(state: DesiredState, job: MPIJob) -> DesiredState:
+    """Upstream labels the Service, ConfigMap, Secret and launcher Job only `app: <job>`; add ours."""
+    extra = watch_labels(job)
+    return dataclasses.replace(
+        state,
+        service=labelled(state.service, extra),
+        config_map=labelled(state.config_map, extra),
+        secret=labelled(state.secret, extra) if state.secret is not None else None,
+        launcher_job=labelled(state.launcher_job, extra),
+    )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def managed_by(raw: Mapping[str, Any]) -> str | None:
+    """`spec.runPolicy.managedBy` read defensively from the stored object (checked before validation)."""
+    value = _mapping(_mapping(_mapping(raw.get("spec")).get("runPolicy"))).get("managedBy")
+    return value if isinstance(value, str) and value else None
+
+
+def aggregate(items: list[str]) -> str:
+    """Go's `utilerrors.NewAggregate(...).Error()`: one error bare, several as `[a, b]`."""
+    return items[0] if len(items) == 1 else "[" + ", ".join(items) + "]"
+
+
+def without_invalid(job: MPIJob) -> MPIJob:
+    """The job with the reconciler's own `Invalid` condition dropped, as the status steps expect."""
+    if job.status is None or not any(cond.type == CONDITION_INVALID for cond in job.status.conditions):
+        return job
+    conditions = [cond for cond in job.status.conditions if cond.type != CONDITION_INVALID]
+    return job.model_copy(update={"status": job.status.model_copy(update={"conditions": conditions})})
+
+
+class MPIJobReconciler:
+    """Converges one MPIJob per call; see the module docstring. State kept here is only an optimization."""
+
+    def __init__(self, deps: ManagerDeps) -> None:
+        self.deps = deps
+        self.kube = deps.kube
+        self.stores = deps.stores
+        self.recorder = deps.recorder
+        self.settings = deps.settings
+        self._invalid_reported: dict[str, tuple[int, str]] = {}
+        self._written: dict[str, tuple[str, KubeObject]] = {}
+        self._deleted = DeletedRecently()
+        self._diverged_since: dict[str, float] = {}
+        # One client serves every worker: warnings reach the write that caused them through a contextvar.
+        deps.kube.on_warning = collect_warning
+
+    async def reconcile(self, key: str) -> Result:
+        raw = self._latest(key, self.stores.mpijobs.get(key))
+        if raw is None:
+            self._invalid_reported.pop(key, None)
+            self._diverged_since.pop(key, None)
+            namespace, _, name = key.partition("/")
+            self.deps.metrics.remove_job_info(launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace)
+            return Result()
+        meta = _mapping(raw.get("metadata"))
+        if meta.get("deletionTimestamp"):
+            return Result()  # the garbage collector removes the children
+        owner = managed_by(raw)
+        if owner is not None and owner != c.CONTROLLER_NAME:
+            return Result()
+        obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, **raw}
+        try:
+            normalized = parse_and_validate(obj, gpus_per_node=self.settings.gpus_per_node)
+        except InvalidMPIJob as exc:
+            await self._report_invalid(key, raw, [str(e) for e in exc.errors])
+            return Result()
+        self._invalid_reported.pop(key, None)
+        job = without_invalid(normalized.job)
+        legacy = "; ".join(str(note) for note in normalized.notes)
+        return await self._sync(key, raw, job, legacy)
+
+    def _latest(self, key: str, cached: KubeObject | None) -> KubeObject | None:
+        """The cached MPIJob, or the one our last status write returned while the cache lags behind it.
+
+        Without this, the child events that follow a status write reconcile the pre-write object and
+        fail with 409 Conflict (a wasted write and a retry per job start)."""
+        written = self._written.pop(key, None)
+        if cached is None or written is None:
+            return cached
+        before, obj = written
+        if resource_version(cached) == before and obj["metadata"].get("uid") == cached["metadata"].get("uid"):
+            self._written[key] = written
+            return obj
+        return cached
+
+    async def _sync(self, key: str, raw: Mapping[str, Any], job: MPIJob, legacy: str) -> Result:
+        settings = self.settings
+        observed = observe(self.stores, job)
+        sync = elastic_sync.prepare(
+            job, observed, now=self.deps.now(), cluster_domain=settings.cluster_domain
+        )
+        if sync is not None:
+            job = sync.job  # replicas clamped to the bounds: out-of-bounds values are not acted on
+        keys = desired_state.generate_ssh_keys() if planning.secret_needs_keys(observed.secret) else None
+        state = desired_state.build(
+            job,
+            observed_pods=observed.worker_pods,
+            settings=settings,
+            ssh_keys=keys,
+            priority_classes=priority_classes(self.stores),
+            **(sync.build_overrides if sync is not None else {}),
+        )
+        plan = planning.plan(
+            with_watch_labels(state, job),
+            observed,
+            job=job,
+            delete_excess_workers=sync is None or sync.decision is None,
+            launcher_ready_workers=sync.policy.min_replicas if sync is not None else None,
+            gang=settings.gang_scheduling,
+        )
+        applier = Applier(self.kube, job, watch_labels(job), self._reporter(raw), self._deleted)
+        decision = sync.decision if sync is not None else None
+        if decision is None:
+            applied = await applier.apply(plan)
+        else:
+            head, tail = elastic_sync.split_plan(plan)
+            await elastic_sync.drain(self.kube, job, decision)
+            applied = await applier.apply(head)
+            if not applied.conflicts:
+                if decision.discovery_changed:
+                    self.deps.metrics.discovery_updated()
+                await elastic_sync.touch_launcher(self.kube, job, observed, decision)
+                await elastic_sync.delete_pods(self.kube, job, decision, self._deleted)
+                self.deps.metrics.workers_replaced(len(decision.replace))
+                applied = elastic_sync.merge_applied(applied, await applier.apply(tail))
+            self._track_convergence(key, decision)
+        self._report_warnings(raw, applied.warnings)
+        conflicts = [*plan.conflicts, *applied.conflicts]
+        if conflicts:
+            for conflict in conflicts:
+                self._event(raw, reasons.WARNING, conflict.reason, conflict.message)
+            raise ChildConflict("; ".join(conflict.message for conflict in conflicts))
+        for event in plan.events:
+            self._event(raw, event.type, event.reason, event.message)
+        if decision is not None:
+            for event in decision.events:
+                self._event(raw, event.type, event.reason, event.message)
+
+        now = self.deps.now()
+        update = compute_status(
+            job, planning.observed_after(observed, plan), now=now, fail_on_eviction=sync is None
+        )
+        if decision is not None:
+            update = elastic_sync.finish_status(update, decision, now=now)
+        old = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
+        if status_changed(old, update.status):
+            rv = str(_mapping(raw.get("metadata")).get("resourceVersion") or "") or None
+            patch = status_merge_patch(old, update.status, resource_version=rv)
+            written = await self.kube.patch_status(resources.MPIJOB, job.name, patch, namespace=job.namespace)
+            if rv is not None:
+                self._written[key] = (rv, written)
+            if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
+                "observedGeneration"
+            ):
+                # Once per generation, even across restarts: observedGeneration was just written with it.
+                self._event(raw, reasons.NORMAL, LEGACY_FIELDS_MAPPED, f"deprecated fields mapped: {legacy}")
+            for event in update.events:
+                self._event(raw, event.type, event.reason, event.message)
+            for counter in update.counters:
+                getattr(self.deps.metrics, f"job_{counter}")()
+        if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
+            self.deps.metrics.set_job_info(launcher=naming.launcher_name(job), namespace=job.namespace)
+        return Result(requeue_after=decision.requeue_after if decision is not None else None)
+
+    def _track_convergence(self, key: str, decision: ElasticDecision) -> None:
+        """Times how long discovered workers differ from the desired count (process-local, best effort)."""
+        converged = decision.status.get("discovered") == decision.status.get("desired")
+        since = self._diverged_since.get(key)
+        if not converged and since is None:
+            self._diverged_since[key] = time.monotonic()
+        elif converged and since is not None:
+            del self._diverged_since[key]
+            self.deps.metrics.observe_elastic_convergence(time.monotonic() - since)
+
+    async def _report_invalid(self, key: str, raw: Mapping[str, Any], problems: list[str]) -> None:
+        """Nothing is created; the Invalid condition and a ValidationError Warning say why, field by field."""
+        meta = _mapping(raw.get("metadata"))
+        message = reasons.validation_error_message(aggregate(problems or ["invalid MPIJob"]))
+        raw_status = raw.get("status")
+        old = normalize_status(raw_status) if isinstance(raw_status, Mapping) else {}
+        new = copy.deepcopy(old)
+        previous = next((x for x in new.get("conditions", []) if x.get("type") == CONDITION_INVALID), None)
+        now = format_time(self.deps.now())
+        condition = {
+            "type": CONDITION_INVALID,
+            "status": "True",
+            "reason": reasons.VALIDATION_ERROR,
+            "message": message,
+            "lastUpdateTime": now,
+            "lastTransitionTime": now,
+        }
+        if previous is not None and previous.get("status") == "True" and previous.get("lastTransitionTime"):
+            condition["lastTransitionTime"] = previous["lastTransitionTime"]
+        others = [x for x in new.get("conditions", []) if x.get("type") != CONDITION_INVALID]
+        new["conditions"] = [*others, condition]
+        generation = meta.get("generation")
+        if isinstance(generation, int) and not isinstance(generation, bool):
+            new["observedGeneration"] = generation
+        stale = (
+            previous is None
+            or previous.get("message") != message
+            or old.get("observedGeneration") != new.get("observedGeneration")
+        )
+        seen = (int(generation) if isinstance(generation, int) else 0, message)
+        if stale:
+            rv = str(meta.get("resourceVersion") or "") or None
+            patch = status_merge_patch(old, new, resource_version=rv)
+            try:
+                await self.kube.patch_status(
+                    resources.MPIJOB, str(meta.get("name")), patch, namespace=str(meta.get("namespace"))
+                )
+            except (errors.Invalid, errors.BadRequest) as exc:  # a junk object the API cannot store
+                log.warning("cannot write the Invalid condition: %s", exc)
+        # Junk the API refuses to store a condition on stays "stale": report it once per generation.
+        if stale and self._invalid_reported.get(key) != seen:
+            self._event(raw, reasons.WARNING, reasons.VALIDATION_ERROR, message)
+        self._invalid_reported[key] = seen
+
+    def _reporter(self, raw: Mapping[str, Any]) -> Report:
+        return lambda event_type, reason, message: self._event(raw, event_type, reason, message)
+
+    def _report_warnings(self, raw: Mapping[str, Any], warnings: list[tuple[ObjectRef, str]]) -> None:
+        """One event per distinct (template, warning) of this sync; repeats aggregate in the recorder."""
+        for template, text in dict.fromkeys((_TEMPLATES.get(ref.kind), text) for ref, text in warnings):
+            if template is not None:
+                message = f"{template}: {text} (API server warning on the objects created from it)"
+                self._event(raw, reasons.WARNING, POD_TEMPLATE_WARNING, message)
+            else:
+                self._event(raw, reasons.WARNING, API_WARNING, text)
+
+    def _event(self, raw: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": raw.get("metadata") or {}}
+        self.recorder.record(obj, "Warning" if event_type == reasons.WARNING else "Normal", reason, message)
+
+
+def mpijob_reconciler_factory(deps: ManagerDeps) -> Reconciler:
+    """The `ReconcilerFactory` of `mpi-operator run`."""
+    return MPIJobReconciler(deps)
+
+
+__all__ = [
+    "CONDITION_INVALID",
+    "WATCH_SELECTORS",
+    "ChildConflict",
+    "MPIJobReconciler",
+    "mpijob_reconciler_factory",
+]

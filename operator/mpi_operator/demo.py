@@ -1,0 +1,223 @@
+"""`mpi-operator demo`: kubesim and the operator in one process, an elastic job scaled out and in.
+
+Every step talks to the simulated API server over HTTP exactly as on a cluster, including what a person
+would see inside the launcher pod (`/etc/mpi/discover_hosts.sh` as its kubelet has mounted it, through
+kubesim's file endpoint). kubesim keeps the kubelet's 60 s volume sync, so each step finishing within
+seconds shows the operator's launcher-pod touch at work. Scale-in shows both halves: the hosts leave
+discovery at once while their pods drain, and the pods are deleted after the (shortened) grace period.
+Each step waits with a deadline and the demo fails loudly, naming the step and what it saw, when
+something does not happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import aiohttp
+import yaml
+
+from kubesim.app import KubeSim
+from kubesim.settings import SimSettings
+from mpi_operator.api import constants as c
+from mpi_operator.api import crd
+from mpi_operator.controller.manager import Manager
+from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+from mpi_operator.kube.errors import KubeError, NotFound
+from mpi_operator.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "elastic" / "tensorflow2-mnist-elastic.yaml"
+NAMESPACE = "default"
+CRDS = resources.Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
+)
+STEP_TIMEOUT = 20.0
+DEMO_GRACE_SECONDS = 3
+"""The demo's copy of the example drains scaled-in workers for 3 s instead of 30 s."""
+DEMO_SETTLE_SECONDS = 2
+DRAINING_ANNOTATION = "mpi-operator.kubeflow.org/draining-since"
+
+
+class DemoFailed(Exception):
+    """A step did not happen in time; the message says which and what was seen instead."""
+
+
+@dataclass
+class Timeline:
+    out: TextIO
+    started: float
+
+    def row(self, step: str, pods: str, hosts: str) -> None:
+        elapsed = time.monotonic() - self.started
+        self.out.write(f"{elapsed:6.1f}s  {step:<34} {pods:<28} {hosts}\n")
+        self.out.flush()
+
+    def progress(self, text: str) -> None:
+        self.out.write(f"        … {text}\n")
+        self.out.flush()
+
+
+def _demo_job() -> dict[str, Any]:
+    """The elastic example, with kubesim's pod timing so workers become Ready in about a second, and a
+    short scale-in grace and settle interval so the whole demo takes well under half a minute."""
+    job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    job = copy.deepcopy(job)
+    job["spec"]["elasticPolicy"]["scaleInGracePeriodSeconds"] = DEMO_GRACE_SECONDS
+    job["spec"]["elasticPolicy"]["settleSeconds"] = DEMO_SETTLE_SECONDS
+    for role in ("Launcher", "Worker"):
+        template = job["spec"]["mpiReplicaSpecs"][role].setdefault("template", {})
+        annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations.update({"kubesim/start-seconds": "0.3", "kubesim/ready-seconds": "0.5"})
+    return job
+
+
+async def _wait(what: str, check: Callable[[], Awaitable[str | None]], timeline: Timeline) -> None:
+    """Polls `check` (None when done, else what it sees) until done or STEP_TIMEOUT."""
+    deadline = time.monotonic() + STEP_TIMEOUT
+    last_seen = ""
+    last_report = 0.0
+    while True:
+        seen = await check()
+        if seen is None:
+            return
+        now = time.monotonic()
+        if now > deadline:
+            raise DemoFailed(f"{what}: not done after {STEP_TIMEOUT:.0f}s; last seen: {seen}")
+        if seen != last_seen or now - last_report > 2.0:
+            timeline.progress(f"{what}: {seen}")
+            last_seen, last_report = seen, now
+        await asyncio.sleep(0.1)
+
+
+class Demo:
+    def __init__(self, sim: KubeSim, kube: Kube, http: aiohttp.ClientSession, timeline: Timeline) -> None:
+        self.sim = sim
+        self.kube = kube
+        self.http = http
+        self.timeline = timeline
+        self.name = _demo_job()["metadata"]["name"]
+
+    async def worker_pods(self) -> list[dict[str, Any]]:
+        selector = f"{c.LABEL_JOB_NAME}={self.name},{c.LABEL_JOB_ROLE}={c.ROLE_WORKER}"
+        pods, _ = await self.kube.list(resources.POD, NAMESPACE, label_selector=selector)
+        return sorted(pods, key=lambda p: p["metadata"]["name"])
+
+    async def pods_summary(self) -> str:
+        pods = await self.worker_pods()
+        ready = [p for p in pods if _ready(p) and not p["metadata"].get("deletionTimestamp")]
+        draining = [p for p in pods if DRAINING_ANNOTATION in (p["metadata"].get("annotations") or {})]
+        summary = f"workers {len(ready)}/{len(pods)} ready"
+        return f"{summary}, {len(draining)} draining" if draining else summary
+
+    async def configmap_hosts(self) -> list[str]:
+        try:
+            cm = await self.kube.get(resources.CONFIG_MAP, f"{self.name}-config", NAMESPACE)
+        except NotFound:
+            return []
+        return _hosts(cm.get("data", {}).get("discover_hosts.sh", ""))
+
+    async def launcher_hosts(self) -> list[str] | None:
+        """What `discover_hosts.sh` prints inside the launcher pod now (None before it runs).
+
+        Read through kubesim's file endpoint: the script as the launcher's kubelet has mounted it.
+        """
+        selector = f"{c.LABEL_JOB_NAME}={self.name},{c.LABEL_JOB_ROLE}={c.ROLE_LAUNCHER}"
+        pods, _ = await self.kube.list(resources.POD, NAMESPACE, label_selector=selector)
+        for pod in pods:
+            url = f"{self.sim.url}/kubesim/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}"
+            async with self.http.get(f"{url}/files/etc/mpi/discover_hosts.sh") as response:
+                if response.status == 200:
+                    return _hosts(await response.text())
+        return None
+
+    async def row(self, step: str) -> None:
+        hosts = await self.launcher_hosts()
+        shown = "(launcher not running yet)" if hosts is None else " ".join(hosts) or "(none)"
+        self.timeline.row(step, await self.pods_summary(), shown)
+
+    async def expect_hosts(self, count: int, step: str, *, pods: int | None = None) -> None:
+        """Waits until `count` workers are Ready and listed by the launcher's *mounted* discover_hosts.sh
+        (and `pods` worker pods exist, default `count`: more while scaled-in pods drain)."""
+        want_pods = count if pods is None else pods
+
+        async def check() -> str | None:
+            workers = await self.worker_pods()
+            ready = [p for p in workers if _ready(p) and not p["metadata"].get("deletionTimestamp")]
+            hosts = await self.launcher_hosts()
+            mounted = len(hosts) if hosts is not None else 0
+            if len(workers) == want_pods and len(ready) >= count and mounted == count:
+                return None
+            return (
+                f"{len(ready)}/{len(workers)} workers ready, {mounted} in the launcher's discover_hosts.sh, "
+                f"{len(await self.configmap_hosts())} in the ConfigMap"
+            )
+
+        await _wait(step, check, self.timeline)
+        await self.row(step)
+
+    async def run(self) -> None:
+        self.timeline.out.write(f"{'time':>7}  {'step':<34} {'pods':<28} discover_hosts.sh (host:slots)\n")
+        await self.kube.create(CRDS, crd.custom_resource_definition())
+        await self.kube.create(resources.MPIJOB, _demo_job(), NAMESPACE)
+        self.timeline.row("submitted MPIJob (2 workers)", "", "")
+        await self.expect_hosts(2, "2 workers ready and discovered")
+
+        patch = {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 3}}}}
+        await self.kube.patch(resources.MPIJOB, self.name, patch, namespace=NAMESPACE)
+        self.timeline.row("kubectl patch: Worker.replicas=3", "", "")
+        await self.expect_hosts(3, "scaled out to 3")
+
+        scale = {"spec": {"replicas": 1}}
+        await self.kube.patch(resources.MPIJOB, self.name, scale, namespace=NAMESPACE, subresource="scale")
+        self.timeline.row("kubectl scale --replicas=1", "", "")
+        await self.expect_hosts(1, "1 host discovered, 2 pods draining", pods=3)
+        await self.expect_hosts(1, f"scaled in to 1 ({DEMO_GRACE_SECONDS}s grace over)")
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
+
+
+def _hosts(script: str) -> list[str]:
+    """`host:slots` of every `echo` line of a discover_hosts.sh script."""
+    return [line.split(" ", 1)[1] for line in script.splitlines() if line.startswith("echo ")]
+
+
+async def run_demo(out: TextIO) -> int:
+    timeline = Timeline(out, time.monotonic())
+    with tempfile.TemporaryDirectory(prefix="mpi-operator-demo-") as tmp:
+        async with KubeSim(SimSettings(start_seconds=0.3, ready_seconds=0.5)) as sim:
+            kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
+            out.write(f"kubesim serving the Kubernetes API on {sim.url}\n")
+            settings = Settings(kubeconfig=str(kubeconfig), leader_elect=False, metrics_address="127.0.0.1:0")
+            manager = Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)
+            operator = asyncio.create_task(manager.run(), name="operator")
+            try:
+                kube = await Kube.from_kubeconfig(str(kubeconfig))
+                async with kube, aiohttp.ClientSession() as http:
+                    await Demo(sim, kube, http, timeline).run()
+            except (DemoFailed, KubeError) as exc:
+                out.write(f"\nDEMO FAILED: {exc}\n")
+                return 1
+            finally:
+                manager.request_stop()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait_for(operator, timeout=10)
+    out.write(f"\ndemo finished in {time.monotonic() - timeline.started:.1f}s\n")
+    return 0
+
+
+def main() -> int:
+    return asyncio.run(run_demo(sys.stdout))

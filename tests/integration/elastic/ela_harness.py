@@ -1,0 +1,177 @@
+"""Shared harness of the elastic reconciler tests (a helper module, not a test module).
+
+Reuses the reconciler suite's harness (`rc_harness`: the real Manager against kubesim over HTTP) and adds
+elastic manifests, the launcher's *mounted* `discover_hosts.sh` read through kubesim's file endpoint
+(`GET /kubesim/v1/namespaces/{ns}/pods/{pod}/files/etc/mpi/discover_hosts.sh`), and scaling through
+each path a user has. kubesim keeps its default 60 s volume sync: a mounted script that changes within
+seconds proves the operator's launcher touch, since nothing else refreshes it that soon.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from integration.reconcile.rc_harness import NS, eventually, get_job, mpijob
+from kubesim.app import KubeSim
+from kubesim.settings import SimSettings
+from mpi_discovery import hostfile
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+
+VOLUME_SYNC_SECONDS = 60.0
+SCRIPT = "etc/mpi/discover_hosts.sh"
+
+
+@pytest.fixture
+def kubesim_settings() -> SimSettings:
+    return SimSettings(
+        start_seconds=0.1,
+        ready_seconds=0.1,
+        job_backoff_seconds=0.1,
+        bookmark_seconds=0.5,
+        volume_sync_seconds=VOLUME_SYNC_SECONDS,
+    )
+
+
+@pytest_asyncio.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def elastic_job(
+    name: str,
+    *,
+    workers: int = 2,
+    min_replicas: int = 1,
+    max_replicas: int = 3,
+    grace: int = 2,
+    settle: int = 0,
+    below_min: int = 300,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A v2beta1 elastic MPIJob with short pacing values; workers never restart in place."""
+    body = mpijob(
+        name,
+        workers=workers,
+        elasticPolicy={
+            "minReplicas": min_replicas,
+            "maxReplicas": max_replicas,
+            "scaleInGracePeriodSeconds": grace,
+            "settleSeconds": settle,
+            "belowMinTimeoutSeconds": below_min,
+        },
+        **spec,
+    )
+    body["spec"]["mpiReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    return body
+
+
+def host(job: str, index: int, incarnation: int = 0) -> str:
+    """The FQDN `discover_hosts.sh` prints for a worker incarnation (default cluster domain)."""
+    suffix = f"-r{incarnation}" if incarnation else ""
+    return f"{job}-worker-{index}{suffix}.{job}.{NS}.svc"
+
+
+async def launcher_pod(kube: Kube, job: str) -> dict[str, Any] | None:
+    """The live launcher pod of `job`, if any."""
+    items, _ = await kube.list(
+        resources.POD,
+        NS,
+        label_selector=f"training.kubeflow.org/job-name={job},training.kubeflow.org/job-role=launcher",
+    )
+    live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+    return live[0] if live else None
+
+
+async def mounted_script(kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, job: str) -> str | None:
+    """`discover_hosts.sh` as the launcher pod's kubelet has mounted it now (None: no launcher yet)."""
+    pod = await launcher_pod(kube, job)
+    if pod is None:
+        return None
+    url = f"{sim.url}/kubesim/v1/namespaces/{NS}/pods/{pod['metadata']['name']}/files/{SCRIPT}"
+    async with http.get(url) as response:
+        return await response.text() if response.status == 200 else None
+
+
+async def mounted_hosts(
+    kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, job: str
+) -> list[tuple[str, int]] | None:
+    """The hosts the launcher's mounted script prints (strictly parsed), None without a launcher."""
+    script = await mounted_script(kube, sim, http, job)
+    return hostfile.parse_discover_hosts(script) if script is not None else None
+
+
+async def wait_mounted(
+    kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, job: str, want: list[str], limit: float = 10.0
+) -> float:
+    """Waits until the launcher's mounted script lists exactly `want` (in order); returns when it did."""
+
+    async def check() -> bool:
+        hosts = await mounted_hosts(kube, sim, http, job)
+        assert hosts is not None, "no launcher pod yet"
+        assert [h for h, _ in hosts] == want, f"mounted hosts {hosts}"
+        return True
+
+    await eventually(check, f"the launcher's mounted discover_hosts.sh to list {want}", limit)
+    return time.monotonic()
+
+
+async def scale(kube: Kube, job: str, replicas: int, via: str) -> None:
+    """Sets Worker.replicas by a merge patch, a JSON patch, an edit (PUT) or the scale subresource."""
+    if via == "merge":
+        patch = {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}}
+        await kube.patch(resources.MPIJOB, job, patch, namespace=NS)
+    elif via == "json":
+        ops = [{"op": "replace", "path": "/spec/mpiReplicaSpecs/Worker/replicas", "value": replicas}]
+        await kube.patch(resources.MPIJOB, job, ops, namespace=NS, patch_type="json")
+    elif via == "edit":  # kubectl edit: GET, change, PUT with the resourceVersion read
+        obj = await kube.get(resources.MPIJOB, job, NS)
+        obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = replicas
+        await kube.replace(resources.MPIJOB, obj)
+    else:
+        assert via == "scale"
+        await kube.patch(
+            resources.MPIJOB, job, {"spec": {"replicas": replicas}}, namespace=NS, subresource="scale"
+        )
+
+
+async def worker_pods(kube: Kube, job: str) -> dict[str, dict[str, Any]]:
+    items, _ = await kube.list(
+        resources.POD,
+        NS,
+        label_selector=f"training.kubeflow.org/job-name={job},training.kubeflow.org/job-role=worker",
+    )
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def elastic_status(kube: Kube, job: str) -> dict[str, Any]:
+    return dict(((await get_job(kube, job)).get("status") or {}).get("elastic") or {})
+
+
+__all__ = [
+    "VOLUME_SYNC_SECONDS",
+    "elastic_job",
+    "elastic_status",
+    "host",
+    "http",
+    "is_ready",
+    "kubesim_settings",
+    "launcher_pod",
+    "mounted_hosts",
+    "mounted_script",
+    "scale",
+    "wait_mounted",
+    "worker_pods",
+]

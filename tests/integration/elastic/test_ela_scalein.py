@@ -1,0 +1,86 @@
+"""Graceful scale-in: the highest index leaves discovery at once, its pod is drained (annotated, counted
+in status) and deleted only after `scaleInGracePeriodSeconds`; scaling back out during the grace reuses
+the draining pod instead of starting a new one."""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+from ela_harness import (
+    elastic_job,
+    elastic_status,
+    host,
+    http,
+    kubesim_settings,
+    scale,
+    wait_mounted,
+    worker_pods,
+)
+
+from integration.reconcile.rc_harness import eventually, kube, operator, wait_condition
+from kubesim.app import KubeSim
+from mpi_operator.controller.manager import Manager
+from mpi_operator.elastic import DRAINING_ANNOTATION
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+
+__all__ = ["http", "kube", "kubesim_settings", "operator"]
+
+GRACE = 4
+
+
+async def draining(kube: Kube, job: str) -> dict[str, str]:
+    """Worker pod name -> its draining-since stamp, for the pods that carry one."""
+    return {
+        name: annotations[DRAINING_ANNOTATION]
+        for name, pod in (await worker_pods(kube, job)).items()
+        if DRAINING_ANNOTATION in (annotations := pod["metadata"].get("annotations") or {})
+    }
+
+
+async def test_scale_in_drains_the_highest_index_and_a_scale_out_during_grace_reuses_it(
+    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager
+) -> None:
+    await kube.create(resources.MPIJOB, elastic_job("si", workers=3, grace=GRACE))
+    await wait_condition(kube, "si", "Running")
+    all_three = [host("si", i) for i in range(3)]
+    await wait_mounted(kube, kubesim, http, "si", all_three)
+    uid = (await worker_pods(kube, "si"))["si-worker-2"]["metadata"]["uid"]
+
+    await scale(kube, "si", 2, "edit")
+    await wait_mounted(kube, kubesim, http, "si", all_three[:2], limit=3)
+    assert list(await draining(kube, "si")) == ["si-worker-2"], "only the highest index drains"
+
+    async def one_draining() -> bool:
+        status = await elastic_status(kube, "si")
+        assert (status.get("draining"), status.get("discovered")) == (1, 2), status
+        return True
+
+    await eventually(one_draining, "status: 1 draining, 2 discovered")
+
+    # Back to 3 within the grace: the same pod (same uid, same host name) returns to discovery.
+    await scale(kube, "si", 3, "json")
+    await wait_mounted(kube, kubesim, http, "si", all_three, limit=3)
+    pods = await worker_pods(kube, "si")
+    assert pods["si-worker-2"]["metadata"]["uid"] == uid
+    assert not pods["si-worker-2"]["metadata"].get("deletionTimestamp")
+    await eventually(lambda: _none_draining(kube), "the draining stamp cleared")
+
+    # 3 -> 2 again, this time the grace runs out: the pod is deleted, not before.
+    started = time.monotonic()
+    await scale(kube, "si", 2, "scale")
+    await wait_mounted(kube, kubesim, http, "si", all_three[:2], limit=3)
+
+    async def deleted() -> bool:
+        pod = (await worker_pods(kube, "si")).get("si-worker-2")
+        return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
+    await eventually(deleted, "si-worker-2 deleted after its grace", limit=GRACE + 5)
+    elapsed = time.monotonic() - started
+    assert elapsed >= GRACE - 0.5, f"deleted {elapsed:.1f}s after the scale-in, grace is {GRACE}s"
+    assert set(await worker_pods(kube, "si")) >= {"si-worker-0", "si-worker-1"}
+
+
+async def _none_draining(kube: Kube) -> bool:
+    return not await draining(kube, "si")

@@ -1,0 +1,83 @@
+"""The classic `kubeflow.org/v1` elastic Horovod manifest (no elasticPolicy, `horovodrun -np 2 --min-np 1
+--max-np 3 --host-discovery-script ...`) is elastic: bounds inferred from horovodrun, the launcher env
+carries them, it scales within them, and replicas beyond them (admission cannot know inferred bounds)
+are not acted on but reported. Its pacing is the default (settleSeconds 5), hence the test's length."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from ela_harness import elastic_status, host, http, kubesim_settings, scale, wait_mounted, worker_pods
+
+from integration.reconcile.rc_harness import (
+    FAST_PODS,
+    NS,
+    eventually,
+    get_job,
+    kube,
+    operator,
+    quiet,
+    wait_condition,
+    wait_event,
+)
+from kubesim.app import KubeSim
+from mpi_operator.controller.manager import Manager
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+
+__all__ = ["http", "kube", "kubesim_settings", "operator"]
+
+MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "valid" / "v1-horovod-elastic.yaml"
+NAME = "tensorflow-mnist-elastic"
+
+
+def v1_manifest() -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
+    body["metadata"]["namespace"] = NS
+    for spec in body["spec"]["mpiReplicaSpecs"].values():
+        spec["template"].setdefault("metadata", {})["annotations"] = dict(FAST_PODS)
+    return body
+
+
+def env_of(launcher_job: dict[str, Any]) -> dict[str, str]:
+    container = launcher_job["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", "") for e in container.get("env") or []}
+
+
+async def test_v1_horovodrun_manifest_is_elastic_with_inferred_bounds(
+    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager
+) -> None:
+
+    await kube.create(dataclasses.replace(resources.MPIJOB, version="v1"), v1_manifest())
+    await wait_mounted(kube, kubesim, http, NAME, [host(NAME, 0), host(NAME, 1)])
+    launcher = await kube.get(resources.JOB, f"{NAME}-launcher", NS)
+    env = env_of(launcher)
+    assert (env["MPIJOB_MIN_NP"], env["MPIJOB_MAX_NP"]) == ("1", "3"), env
+    assert env["MPIJOB_DISCOVERY_SCRIPT"] == "/etc/mpi/discover_hosts.sh"
+
+    async def bounds() -> bool:
+        status = await elastic_status(kube, NAME)
+        assert (status.get("minReplicas"), status.get("maxReplicas")) == (1, 3), status
+        return True
+
+    await eventually(bounds, "status.elastic with the inferred bounds 1..3")
+
+    await scale(kube, NAME, 3, "merge")
+    await wait_mounted(kube, kubesim, http, NAME, [host(NAME, i) for i in range(3)])
+
+    # 5 gets past admission (the bounds are inferred, CEL cannot see them); the operator keeps 3.
+    await scale(kube, NAME, 5, "scale")
+    event = await wait_event(kube, NAME, "ReplicasOutOfBounds")
+    assert "replicas 5 outside" in event["message"], event["message"]
+    assert "[1, 3]" in event["message"], event["message"]
+    await quiet(kubesim, 1.0)
+    assert sorted(await worker_pods(kube, NAME)) == [f"{NAME}-worker-{i}" for i in range(3)]
+    job = await get_job(kube, NAME)
+    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 5
+    assert job["status"]["elastic"]["desired"] == 3
+    assert job["status"]["observedGeneration"] == job["metadata"]["generation"]
+    await wait_condition(kube, NAME, "Running")

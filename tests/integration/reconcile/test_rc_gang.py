@@ -1,0 +1,119 @@
+"""Gang scheduling through the API (upstream integration `TestMPIJobWithSchedulerPlugins`,
+`TestMPIJobWithVolcanoScheduler`): with `--gang-scheduling` the PodGroup is created before the workers,
+the pods name the gang scheduler and their group, and schedulingPolicy changes reach the PodGroup.
+The PodGroup CRDs are minimal stand-ins (free-form spec), as the operator only writes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rc_harness import (
+    CRD,
+    NS,
+    OPERATOR_AGENT,
+    eventually,
+    kube,
+    kubesim_settings,
+    list_names,
+    mpijob,
+    running_operator,
+)
+
+from kubesim.app import KubeSim
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+from mpi_operator.kube.resources import Resource
+
+__all__ = ["kube", "kubesim_settings"]
+
+GANGS: dict[str, tuple[Resource, str]] = {
+    "scheduler-plugins": (resources.SCHEDULER_PLUGINS_POD_GROUP, "scheduler-plugins-scheduler"),
+    "volcano": (resources.VOLCANO_POD_GROUP, "volcano"),
+}
+
+
+def pod_group_crd(resource: Resource) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{resource.plural}.{resource.group}"},
+        "spec": {
+            "group": resource.group,
+            "scope": "Namespaced",
+            "names": {"plural": resource.plural, "singular": "podgroup", "kind": "PodGroup"},
+            "versions": [
+                {
+                    "name": resource.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize("gang", list(GANGS))
+async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: Kube, gang: str) -> None:
+    resource, scheduler = GANGS[gang]
+    await kube.create(CRD, pod_group_crd(resource))
+
+    async def served() -> bool:
+        try:
+            await kube.list(resource, NS)
+        except Exception:
+            return False
+        return True
+
+    await eventually(served, f"{resource.plural}.{resource.group} to be served")
+    policy = {"schedulingPolicy": {"scheduleTimeoutSeconds": 900, "queue": "q1"}}
+    async with running_operator(kubesim, gang_scheduling=gang):
+        await kube.create(resources.MPIJOB, mpijob("pi", runPolicy=policy))
+
+        async def pod_group() -> dict[str, Any] | None:
+            try:
+                return await kube.get(resource, "pi", NS)
+            except Exception:
+                return None
+
+        group = await eventually(pod_group, "the PodGroup")
+        assert group["spec"]["minMember"] == 3
+        creates = [
+            r.resource
+            for r in kubesim.control.recorded(verb="create", user_agent=OPERATOR_AGENT)
+            if r.resource != "events"
+        ]
+        assert creates.index("podgroups") < creates.index("pods")
+
+        async def two_workers() -> bool:
+            return len(await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker")) == 2
+
+        await eventually(two_workers, "two workers")
+        worker = await kube.get(resources.POD, "pi-worker-0", NS)
+        assert worker["spec"]["schedulerName"] == scheduler
+        if gang == "volcano":
+            assert worker["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "pi"
+            assert group["spec"]["queue"] == "q1"
+        else:
+            assert worker["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "pi"
+            assert group["spec"]["scheduleTimeoutSeconds"] == 900
+
+        change = {
+            "spec": {"runPolicy": {"schedulingPolicy": {"scheduleTimeoutSeconds": 10, "minAvailable": 2}}}
+        }
+        await kube.patch(resources.MPIJOB, "pi", change, namespace=NS)
+
+        async def updated() -> bool:
+            spec = (await kube.get(resource, "pi", NS))["spec"]
+            return spec["minMember"] == 2 and (gang == "volcano" or spec["scheduleTimeoutSeconds"] == 10)
+
+        await eventually(updated, "the schedulingPolicy change on the PodGroup")

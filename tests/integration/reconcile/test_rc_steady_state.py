@@ -1,0 +1,89 @@
+"""A converged job's reconcile makes ZERO writes (DESIGN.md §3), asserted from kubesim's request record
+filtered by the operator's user agent over a window after convergence, while reconciles demonstrably
+run (MPIJob and pod updates that change nothing the operator owns); running and finished jobs alike."""
+
+from __future__ import annotations
+
+from rc_harness import (
+    NS,
+    eventually,
+    get_job,
+    kube,
+    kubesim_settings,
+    list_names,
+    mpijob,
+    operator,
+    quiet,
+    wait_condition,
+)
+
+from kubesim.app import KubeSim
+from mpi_operator.controller.manager import Manager
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+
+__all__ = ["kube", "kubesim_settings", "operator"]
+
+
+def reconciles(mgr: Manager) -> float:
+    registry = mgr.metrics.registry
+    return sum(
+        registry.get_sample_value("mpi_operator_reconcile_total", {"result": r}) or 0.0
+        for r in ("success", "requeue_after", "error", "permanent_error")
+    )
+
+
+async def touch(kube: Kube, i: int) -> None:
+    """Updates the job and a worker without changing anything the operator owns (each means a reconcile)."""
+    patch = {"metadata": {"annotations": {"touched": str(i)}}}
+    await kube.patch(resources.MPIJOB, "pi", patch, namespace=NS)
+    await kube.patch(resources.POD, "pi-worker-0", patch, namespace=NS)
+
+
+async def test_running_job_reconciles_without_writes(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:
+    await kube.create(resources.MPIJOB, mpijob("pi"))
+    await wait_condition(kube, "pi", "Running")
+
+    async def workers_ready() -> bool:  # the last change: Ready workers enter discover_hosts.sh
+        return (await get_job(kube, "pi"))["status"]["replicaStatuses"]["Worker"].get("ready") == 2
+
+    await eventually(workers_ready, "Worker.ready == 2")
+    await quiet(kubesim, 0.5)  # let the trailing events of the convergence settle
+    before = reconciles(operator)
+    kubesim.control.clear_requests()
+    for i in range(3):
+        await touch(kube, i)
+
+    async def reconciled() -> bool:
+        return reconciles(operator) >= before + 3
+
+    await eventually(reconciled, "reconciles triggered by the updates")
+    writes = await quiet(kubesim, 1.0)
+    assert writes == [], f"a converged job's reconcile wrote: {writes}"
+
+
+async def test_finished_job_reconciles_without_writes(
+    kubesim: KubeSim, kube: Kube, operator: Manager
+) -> None:
+    body = mpijob(
+        "pi", launcher_annotations={"kubesim/run-seconds": "0.3"}, runPolicy={"cleanPodPolicy": "All"}
+    )
+    await kube.create(resources.MPIJOB, body)
+    await wait_condition(kube, "pi", "Succeeded")
+
+    async def cleaned() -> bool:
+        return await list_names(kube, resources.POD, "mpi_role_type=worker") == []
+
+    await eventually(cleaned, "the workers to be cleaned up")
+    await quiet(kubesim, 0.5)
+    before = reconciles(operator)
+    for i in range(3):
+        patch = {"metadata": {"annotations": {"touched": str(i)}}}
+        await kube.patch(resources.MPIJOB, "pi", patch, namespace=NS)
+
+    async def reconciled() -> bool:
+        return reconciles(operator) >= before + 1
+
+    await eventually(reconciled, "reconciles triggered by the updates")
+    writes = await quiet(kubesim, 1.0)
+    assert writes == [], f"a finished job's reconcile wrote: {writes}"
