@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+import operator_testing
 from kubesim.admission import admit
 from kubesim.admission.schema import builtin_schema
 from kubesim.app import KubeSim
 from kubesim.control import RecordedRequest
 from kubesim.testing import Kubectl
 from mpi_operator.controller import manager
-from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.settings import Settings
@@ -240,19 +240,9 @@ async def eventually(check: Callable[[], Awaitable[T]], what: str, limit: float 
 
 @contextlib.asynccontextmanager
 async def running_operator(settings: Settings) -> AsyncIterator[manager.Manager]:
-    mgr = manager.Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)
-    task = asyncio.create_task(mgr.run(), name="operator")
-    try:
-        started = asyncio.create_task(mgr.started.wait())
-        done, _ = await asyncio.wait({task, started}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
-        started.cancel()
-        if task in done:
-            task.result()
-        assert mgr.started.is_set(), "the operator did not start within 15s"
+    # Installs render a full Deployment's flags (leader election on), so starting takes longer.
+    async with operator_testing.running_operator(settings, start_within=15) as mgr:
         yield mgr
-    finally:
-        mgr.request_stop()
-        await asyncio.wait_for(task, 15)
 
 
 def settings_from_args(kubesim: KubeSim, args: list[str], lease_namespace: str) -> Settings:

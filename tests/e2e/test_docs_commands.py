@@ -15,25 +15,21 @@ Rules for docs/*.md, enforced here:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import shlex
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import operator_testing
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl
-from mpi_operator.controller import manager
-from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
-from mpi_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
@@ -158,30 +154,6 @@ def kubesim_settings() -> SimSettings:
     return SimSettings(start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5)
 
 
-@contextlib.asynccontextmanager
-async def running_operator(kubesim: KubeSim) -> AsyncIterator[manager.Manager]:
-    settings = Settings(
-        kubeconfig=str(kubesim.kubeconfig_path),
-        qps=0,
-        workers=2,
-        leader_elect=False,
-        metrics_address="127.0.0.1:0",
-    )
-    mgr = manager.Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)
-    task = asyncio.create_task(mgr.run(), name="operator")
-    try:
-        started = asyncio.create_task(mgr.started.wait())
-        done, _ = await asyncio.wait({task, started}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        started.cancel()
-        if task in done:
-            task.result()
-        assert mgr.started.is_set(), "the operator did not start within 10s"
-        yield mgr
-    finally:
-        mgr.request_stop()
-        await asyncio.wait_for(task, 15)
-
-
 async def _run(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         *argv,
@@ -252,7 +224,7 @@ async def test_doc_commands_run(doc: str, kubectl: Kubectl, kubesim: KubeSim) ->
     if not commands:
         pytest.skip(f"{doc} shows no runnable commands")
     env = await _install(kubectl)
-    async with running_operator(kubesim) as mgr:
+    async with operator_testing.running_operator(operator_testing.operator_settings(kubesim)) as mgr:
         # The pages assume the quick-tour job is installed, i.e. the operator has taken it up.
         created = ["wait", "--for=condition=Created", "mpijob/tensorflow2-mnist-elastic", "--timeout=30s"]
         rc, _out, err = await _run(kubectl.argv(*created), env)

@@ -9,11 +9,10 @@ New examples are picked up from the folder (`EXAMPLES`); new flavours go in `GEN
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import py_compile
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,14 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
+import operator_testing
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl
 from mpi_operator import generate
 from mpi_operator.api import parse_and_validate
 from mpi_operator.api.defaults import slots_per_worker
-from mpi_operator.controller import manager
-from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
 from mpi_operator.generate import CommonOptions
-from mpi_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = ROOT / "examples"
@@ -181,31 +178,6 @@ async def test_readme_kubectl_commands(kubectl: Kubectl, kubesim: KubeSim) -> No
     assert await replicas() == 1
 
 
-@contextlib.asynccontextmanager
-async def running_operator(kubesim: KubeSim) -> AsyncIterator[None]:
-    """The real operator (manager + MPIJob reconciler, no leader election) in this process."""
-    settings = Settings(
-        kubeconfig=str(kubesim.kubeconfig_path),
-        qps=0,
-        workers=2,
-        leader_elect=False,
-        metrics_address="127.0.0.1:0",
-    )
-    mgr = manager.Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)
-    task = asyncio.create_task(mgr.run(), name="operator")
-    try:
-        started = asyncio.create_task(mgr.started.wait())
-        done, _ = await asyncio.wait({task, started}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        started.cancel()
-        if task in done:
-            task.result()
-        assert mgr.started.is_set(), "the operator did not start within 10s"
-        yield
-    finally:
-        mgr.request_stop()
-        await asyncio.wait_for(task, 15)
-
-
 async def _runs_on_the_operator(
     kubesim: KubeSim, kube_api: ApiClient, docs: list[dict[str, Any]], *, limit: float = 15.0
 ) -> None:
@@ -216,7 +188,7 @@ async def _runs_on_the_operator(
         client.CoreV1Api(kube_api),
         client.BatchV1Api(kube_api),
     )
-    async with running_operator(kubesim):
+    async with operator_testing.running_operator(operator_testing.operator_settings(kubesim)):
         for doc in docs:
             group, version = doc["apiVersion"].split("/")
             await objects.create_namespaced_custom_object(group, version, "default", "mpijobs", doc)

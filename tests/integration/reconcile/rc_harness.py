@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,10 +19,10 @@ import pytest
 import pytest_asyncio
 import yaml
 
+import operator_testing
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from mpi_operator.controller import manager
-from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import DEFAULT_USER_AGENT, Kube
 from mpi_operator.kube.resources import Resource
@@ -67,36 +66,16 @@ async def install_crd(kube: Kube) -> None:
 
 
 def settings_for(kubesim: KubeSim, **overrides: Any) -> Settings:
-    base = Settings(
-        kubeconfig=str(kubesim.kubeconfig_path),
-        qps=0,
-        workers=2,
-        leader_elect=False,
-        metrics_address="127.0.0.1:0",
-        backoff_base_seconds=0.05,
-        backoff_max_seconds=1.0,
+    return operator_testing.operator_settings(
+        kubesim, **{"backoff_base_seconds": 0.05, "backoff_max_seconds": 1.0, **overrides}
     )
-    return dataclasses.replace(base, **overrides)
 
 
 @contextlib.asynccontextmanager
 async def running_operator(kubesim: KubeSim, **overrides: Any) -> AsyncIterator[manager.Manager]:
     """A started Manager with the MPIJob reconciler; stopped (and awaited) on exit."""
-    mgr = manager.Manager(
-        settings_for(kubesim, **overrides), mpijob_reconciler_factory, selectors=WATCH_SELECTORS
-    )
-    task = asyncio.create_task(mgr.run(), name="operator")
-    try:
-        started = asyncio.create_task(mgr.started.wait())
-        done, _ = await asyncio.wait({task, started}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        started.cancel()
-        if task in done:
-            task.result()
-        assert mgr.started.is_set(), "the operator did not start within 10s"
+    async with operator_testing.running_operator(settings_for(kubesim, **overrides)) as mgr:
         yield mgr
-    finally:
-        mgr.request_stop()
-        await asyncio.wait_for(task, 15)
 
 
 @pytest_asyncio.fixture

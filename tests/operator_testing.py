@@ -1,0 +1,52 @@
+"""The real operator (manager + MPIJob reconciler, no leader election) run inside a test process.
+
+Shared by the reconcile and elastic suites, the install checks, the examples and the docs tests, so
+that every one of them drives the operator the same way `mpi-operator run` would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+from kubesim.app import KubeSim
+from mpi_operator.controller import manager
+from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+from mpi_operator.settings import Settings
+
+
+def operator_settings(kubesim: KubeSim, **overrides: Any) -> Settings:
+    """Settings for an operator talking to `kubesim`: no client-side rate limit, no leader election."""
+    base = Settings(
+        kubeconfig=str(kubesim.kubeconfig_path),
+        qps=0,
+        workers=2,
+        leader_elect=False,
+        metrics_address="127.0.0.1:0",
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@contextlib.asynccontextmanager
+async def running_operator(
+    settings: Settings, *, start_within: float = 10.0
+) -> AsyncIterator[manager.Manager]:
+    """A started Manager with the MPIJob reconciler; stopped (and awaited) on exit."""
+    mgr = manager.Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)
+    task = asyncio.create_task(mgr.run(), name="operator")
+    try:
+        started = asyncio.create_task(mgr.started.wait())
+        done, _ = await asyncio.wait(
+            {task, started}, timeout=start_within, return_when=asyncio.FIRST_COMPLETED
+        )
+        started.cancel()
+        if task in done:
+            task.result()
+        assert mgr.started.is_set(), f"the operator did not start within {start_within:.0f}s"
+        yield mgr
+    finally:
+        mgr.request_stop()
+        await asyncio.wait_for(task, 15)
