@@ -25,7 +25,7 @@ from aiohttp import web
 
 from kubesim import errors
 from kubesim.cluster import DeleteOptions
-from kubesim.controllers import Clock, WorkQueue, get_or_none, process, resource_type
+from kubesim.controllers import Clock, WorkQueue, get_or_none, podstatus, process, resource_type
 from kubesim.controllers import podstate as ps
 
 if TYPE_CHECKING:
@@ -227,8 +227,8 @@ class Kubelet:
         if entry.runtime.stage == "Terminated":
             self._volumes.pod_stopped(*key)
 
-        status = ps.render_status(
-            pod, entry.runtime, timing, now, ps.Placement(HOST_IP, entry.pod_ip), self._clock.timestamp
+        status = podstatus.render_status(
+            pod, entry.runtime, timing, now, podstatus.Placement(HOST_IP, entry.pod_ip), self._clock.timestamp
         )
         if status != pod.get("status"):
             self._cluster.update(

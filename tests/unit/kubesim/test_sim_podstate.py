@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubesim.controllers import podstate as ps
+from kubesim.controllers import podstatus
 
 
 def ts(t: float) -> str:
@@ -167,7 +168,7 @@ def conditions(status: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in status["conditions"]}
 
 
-PLACED = ps.Placement("172.18.0.2", "10.244.0.9")
+PLACED = podstatus.Placement("172.18.0.2", "10.244.0.9")
 
 
 @pytest.mark.parametrize(
@@ -185,7 +186,7 @@ PLACED = ps.Placement("172.18.0.2", "10.244.0.9")
 def test_render_status(t: ps.PodTiming, now: float, phase: str, ready: str, state: str) -> None:
     p = pod()
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", now)
-    status = ps.render_status(p, rt, t, now, PLACED, ts)
+    status = podstatus.render_status(p, rt, t, now, PLACED, ts)
     assert status["phase"] == phase
     assert conditions(status)["Ready"] == ready
     assert conditions(status)["ContainersReady"] == ready
@@ -204,11 +205,11 @@ def test_render_keeps_transition_time_of_unchanged_conditions() -> None:
     t = timing()
     p = pod()
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 1.5)
-    first = ps.render_status(p, rt, t, 1.5, PLACED, ts)
+    first = podstatus.render_status(p, rt, t, 1.5, PLACED, ts)
     p["status"] = first
-    again = ps.render_status(p, rt, t, 1.7, PLACED, ts)
+    again = podstatus.render_status(p, rt, t, 1.7, PLACED, ts)
     assert again == first
-    ready = ps.render_status(p, rt, t, 2.2, PLACED, ts)
+    ready = podstatus.render_status(p, rt, t, 2.2, PLACED, ts)
     by_type = {c["type"]: c for c in ready["conditions"]}
     assert by_type["Ready"]["lastTransitionTime"] == ts(2.2)
     assert by_type["PodScheduled"]["lastTransitionTime"] == first["conditions"][-1]["lastTransitionTime"]
@@ -217,7 +218,7 @@ def test_render_keeps_transition_time_of_unchanged_conditions() -> None:
 def test_render_sorts_containers_and_lists_unready_ones() -> None:
     p = pod(containers=("worker", "sidecar"))
     rt = ps.advance(ps.PodRuntime(created_at=0.0), timing(), "Always", 1.5)
-    status = ps.render_status(p, rt, timing(), 1.5, PLACED, ts)
+    status = podstatus.render_status(p, rt, timing(), 1.5, PLACED, ts)
     assert [c["name"] for c in status["containerStatuses"]] == ["sidecar", "worker"]
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["message"] == "containers with unready status: [sidecar worker]"
@@ -226,7 +227,7 @@ def test_render_sorts_containers_and_lists_unready_ones() -> None:
 def test_restart_shows_last_state_and_count() -> None:
     t = timing(run=1.0, exit_code=1)
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "OnFailure", 2.5)
-    (cs,) = ps.render_status(pod("OnFailure"), rt, t, 2.5, PLACED, ts)["containerStatuses"]
+    (cs,) = podstatus.render_status(pod("OnFailure"), rt, t, 2.5, PLACED, ts)["containerStatuses"]
     assert cs["restartCount"] == 1
     assert cs["lastState"]["terminated"]["exitCode"] == 1
     assert "running" in cs["state"]
@@ -235,7 +236,7 @@ def test_restart_shows_last_state_and_count() -> None:
 
 def test_evicted_pod_is_failed_with_reason() -> None:
     rt = ps.evicted(ps.advance(ps.PodRuntime(created_at=0.0), timing(), "Always", 3.0), "low memory", 3.0)
-    status = ps.render_status(pod("Always"), rt, timing(), 3.0, PLACED, ts)
+    status = podstatus.render_status(pod("Always"), rt, timing(), 3.0, PLACED, ts)
     assert (status["phase"], status["reason"], status["message"]) == ("Failed", "Evicted", "low memory")
     assert conditions(status)["DisruptionTarget"] == "True"
     assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == ps.SIGKILL_EXIT_CODE
@@ -274,7 +275,7 @@ def test_kill_follows_restart_policy() -> None:
 )
 def test_qos_class(resources: list[dict[str, Any]], expected: str) -> None:
     spec = {"containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(resources)]}
-    assert ps.qos_class(spec) == expected
+    assert podstatus.qos_class(spec) == expected
 
 
 # --- init containers ---------------------------------------------------------------------------------
@@ -443,7 +444,7 @@ def condition_of(status: dict[str, Any], ctype: str) -> dict[str, Any]:
 def test_render_while_the_first_init_container_runs() -> None:
     p, t = init_pod("setup", "warm"), init_timing("setup", "warm", **{ps.INIT_SECONDS: 2})
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 1.5)
-    status = ps.render_status(p, rt, t, 1.5, PLACED, ts)
+    status = podstatus.render_status(p, rt, t, 1.5, PLACED, ts)
     assert status["phase"] == "Pending"
     assert init_states(status) == [
         ("running", True, False, {"startedAt": ts(1.0)}),
@@ -462,7 +463,7 @@ def test_render_while_the_first_init_container_runs() -> None:
 
 def test_render_before_the_sandbox_lists_every_init_container_waiting() -> None:
     p, t = init_pod("setup"), init_timing("setup")
-    status = ps.render_status(p, ps.PodRuntime(created_at=0.0), t, 0.5, PLACED, ts)
+    status = podstatus.render_status(p, ps.PodRuntime(created_at=0.0), t, 0.5, PLACED, ts)
     assert init_states(status) == [("waiting", False, False, {"reason": "PodInitializing"})]
     assert conditions(status)["PodReadyToStartContainers"] == "False"
     assert "podIP" not in status
@@ -471,7 +472,7 @@ def test_render_before_the_sandbox_lists_every_init_container_waiting() -> None:
 def test_render_after_init_is_initialized_then_ready() -> None:
     p, t = init_pod("setup"), init_timing("setup", **{ps.INIT_SECONDS: 2})
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 4.5)
-    status = ps.render_status(p, rt, t, 4.5, PLACED, ts)
+    status = podstatus.render_status(p, rt, t, 4.5, PLACED, ts)
     assert (status["phase"], conditions(status)["Initialized"], conditions(status)["Ready"]) == (
         "Running",
         "True",
@@ -491,7 +492,7 @@ def test_render_after_init_is_initialized_then_ready() -> None:
 def test_render_failed_init_container_under_never() -> None:
     p, t = init_pod("setup", "warm"), init_timing("setup", "warm", **{ps.INIT_EXIT_CODE: 2})
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 5.0)
-    status = ps.render_status(p, rt, t, 5.0, PLACED, ts)
+    status = podstatus.render_status(p, rt, t, 5.0, PLACED, ts)
     assert status["phase"] == "Failed"
     assert [(kind, body.get("exitCode"), body.get("reason")) for kind, _, _, body in init_states(status)] == [
         ("terminated", 2, "Error"),
@@ -507,7 +508,7 @@ def test_render_restarted_init_container_shows_count_and_last_state() -> None:
         init_timing("setup", **{ps.INIT_SECONDS: 1, ps.INIT_EXIT_CODE: 4}),
     )
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "OnFailure", 3.5)
-    (init,) = ps.render_status(p, rt, t, 3.5, PLACED, ts)["initContainerStatuses"]
+    (init,) = podstatus.render_status(p, rt, t, 3.5, PLACED, ts)["initContainerStatuses"]
     assert init["restartCount"] == 2
     assert init["lastState"]["terminated"]["exitCode"] == 4
     assert init["state"] == {"running": {"startedAt": ts(3.0)}}
@@ -517,13 +518,13 @@ def test_render_restarted_init_container_shows_count_and_last_state() -> None:
 def test_sidecar_keeps_running_and_is_stopped_with_the_pod() -> None:
     p = init_pod("+proxy", "setup")
     t = init_timing("+proxy", "setup", **{ps.INIT_SECONDS: 1, ps.RUN_SECONDS: 2})
-    running = ps.render_status(
+    running = podstatus.render_status(
         p, ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 3.5), t, 3.5, PLACED, ts
     )
     assert [s[:3] for s in init_states(running)] == [("running", True, True), ("terminated", False, True)]
     assert conditions(running)["Initialized"] == "True"
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 10.0)
-    done = ps.render_status(p, rt, t, 10.0, PLACED, ts)
+    done = podstatus.render_status(p, rt, t, 10.0, PLACED, ts)
     assert done["phase"] == "Succeeded"
     proxy = done["initContainerStatuses"][0]["state"]["terminated"]
     assert (proxy["exitCode"], proxy["finishedAt"]) == (ps.SIGTERM_EXIT_CODE, ts(4.0))
@@ -540,7 +541,7 @@ def test_sidecar_keeps_running_and_is_stopped_with_the_pod() -> None:
 def test_pod_ended_during_init(end: Any, code: int, reason: str | None) -> None:
     p, t = init_pod("setup"), init_timing("setup", **{ps.INIT_SECONDS: 5})
     rt = end(ps.advance(ps.PodRuntime(created_at=0.0), t, "Always", 1.2))
-    status = ps.render_status(p, rt, t, 1.5, PLACED, ts)
+    status = podstatus.render_status(p, rt, t, 1.5, PLACED, ts)
     assert (status["phase"], status.get("reason")) == ("Failed", reason)
     init = status["initContainerStatuses"][0]["state"]["terminated"]
     assert (init["exitCode"], init["startedAt"], init["finishedAt"]) == (code, ts(1.0), ts(1.5))
