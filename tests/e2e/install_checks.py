@@ -137,6 +137,23 @@ class Grants:
         scoped = self.namespaced.get(namespace, []) if namespace else []
         return any(rule_allows(r, group, resource, verb, name) for r in [*self.cluster, *scoped])
 
+    def denied(self, sent: Iterable[RecordedRequest]) -> list[str]:
+        """The recorded requests these grants would refuse, readably, sorted (empty when all allowed)."""
+        return sorted(
+            {
+                f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}.{r.group or 'core'} "
+                f"in {r.namespace or 'all namespaces'} ({r.name})"
+                for r in sent
+                if not self.allows(
+                    r.group,
+                    f"{r.resource}/{r.subresource}" if r.subresource else r.resource,
+                    r.verb,
+                    r.namespace or None,
+                    r.name,
+                )
+            }
+        )
+
     def missing(
         self, required: Iterable[tuple[str, str, tuple[str, ...]]], namespace: str | None, name: str = ""
     ) -> list[str]:
