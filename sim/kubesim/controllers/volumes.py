@@ -98,53 +98,44 @@ def _source_files(
     return out
 
 
+def _source(
+    src: Mapping[str, Any], kind: str, name_field: str, default_mode: int, lookup: Lookup
+) -> dict[str, FileContent]:
+    """The files one ConfigMap or Secret source contributes (a volume or a projected source)."""
+    name = str(src.get(name_field, ""))
+    return _source_files(
+        lookup(kind, name),
+        secret=kind == "Secret",
+        items=src.get("items"),
+        optional=bool(src.get("optional")),
+        default_mode=default_mode,
+        what=f'{kind.lower()} "{name}"',
+    )
+
+
+# (field in a volume or projected source, kind, the field naming it in a volume); a projected Secret
+# source names it with `name`, a Secret volume with `secretName`.
+_SOURCES = (("configMap", "ConfigMap", "name"), ("secret", "Secret", "secretName"))
+
+
 def project_volume(volume: Mapping[str, Any], lookup: Lookup) -> dict[str, FileContent] | None:
     """The files of one pod volume (path inside the volume -> content), None for kinds not modelled.
 
     `lookup(kind, name)` returns the ConfigMap or Secret in the pod's namespace, or None.
     Raises MissingSource when a non-optional source is absent.
     """
-    if "configMap" in volume:
-        src = volume["configMap"] or {}
-        name = str(src.get("name", ""))
-        return _source_files(
-            lookup("ConfigMap", name),
-            secret=False,
-            items=src.get("items"),
-            optional=bool(src.get("optional")),
-            default_mode=int(src.get("defaultMode", DEFAULT_MODE)),
-            what=f'configmap "{name}"',
-        )
-    if "secret" in volume:
-        src = volume["secret"] or {}
-        name = str(src.get("secretName", ""))
-        return _source_files(
-            lookup("Secret", name),
-            secret=True,
-            items=src.get("items"),
-            optional=bool(src.get("optional")),
-            default_mode=int(src.get("defaultMode", DEFAULT_MODE)),
-            what=f'secret "{name}"',
-        )
+    for key, kind, name_field in _SOURCES:
+        if key in volume:
+            src = volume[key] or {}
+            return _source(src, kind, name_field, int(src.get("defaultMode", DEFAULT_MODE)), lookup)
     if "projected" in volume:
         projected = volume["projected"] or {}
         default_mode = int(projected.get("defaultMode", DEFAULT_MODE))
         files: dict[str, FileContent] = {}
         for source in projected.get("sources") or []:
-            for kind, key, secret in (("configMap", "ConfigMap", False), ("secret", "Secret", True)):
-                if kind in source:
-                    src = source[kind] or {}
-                    name = str(src.get("name", ""))
-                    files.update(
-                        _source_files(
-                            lookup(key, name),
-                            secret=secret,
-                            items=src.get("items"),
-                            optional=bool(src.get("optional")),
-                            default_mode=default_mode,
-                            what=f'{kind.lower()} "{name}"',
-                        )
-                    )
+            for key, kind, _ in _SOURCES:
+                if key in source:
+                    files.update(_source(source[key] or {}, kind, "name", default_mode, lookup))
         return files
     return None
 
