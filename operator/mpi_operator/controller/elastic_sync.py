@@ -13,8 +13,18 @@ size). It then applies, each write only after the previous one succeeded (`elast
 5. the rest of the plan: missing worker pods, the launcher Job;
 6. status (`elastic` block, the Failed condition of `fail`) and events.   (`finish_status`)
 
-Suspended and finished elastic jobs run no step (their workers are going away on purpose); they keep the
-clamped replicas, the launcher variables and the gang size so nothing else changes under them.
+A suspended job runs the step too, which for it lists no host, drains and replaces nothing, and counts
+`status.elastic` from the pods as they are (`ready` falls to 0 as the suspend deletes them); resuming
+starts from an empty host list. A finished job (the MPIJob Succeeded or Failed, or its launcher Job
+finished) runs no step and its `status.elastic` is frozen as it was when the job ended: that history
+(how many workers were discovered, how many replaced) is what a user looks at afterwards, and the
+workers going away per cleanPodPolicy is not news about the run. Every job keeps the clamped replicas,
+the launcher variables and the gang size so nothing else changes under it.
+
+One write for a finished job: when the elastic layer failed it (below minReplicas too long), the
+launcher Job still runs horovodrun; `stop_launcher` sets its `activeDeadlineSeconds` so the Job
+controller ends it (`elastic/launcher_stop.py`), after the plan's cleanup and in a sync that has read the
+stored Failed condition back, so the below-minReplicas reason is never replaced by the launcher's.
 """
 
 from __future__ import annotations
@@ -48,13 +58,15 @@ _FIRST_AFTER_SCRIPT = frozenset({"Pod", "Job"})
 
 @dataclasses.dataclass(frozen=True)
 class ElasticSync:
-    """One sync's elastic inputs and outputs; `decision` is None while the job is suspended or finished."""
+    """One sync's elastic inputs and outputs; `decision` is None once the job has finished."""
 
     job: MPIJob
     policy: ElasticPolicy
     decision: elastic.ElasticDecision | None
     build_overrides: Mapping[str, Any]
     """Keyword arguments for `desired.build`."""
+    launcher_stop: elastic.LauncherStop | None = None
+    """A finished job's launcher Job to stop (`stop_launcher`)."""
 
 
 def prepare(job: MPIJob, observed: Observed, *, now: datetime, cluster_domain: str) -> ElasticSync | None:
@@ -63,13 +75,9 @@ def prepare(job: MPIJob, observed: Observed, *, now: datetime, cluster_domain: s
     if policy is None:
         return None
     launcher = observed.launcher_job
-    active = not (
-        job.spec.run_policy.suspend
-        or planning.is_finished(job)
-        or (launcher is not None and is_job_finished(launcher))
-    )
+    finished = planning.is_finished(job) or (launcher is not None and is_job_finished(launcher))
     decision = None
-    if active:
+    if not finished:
         published = elastic.published_state(job, observed.config_map, cluster_domain=cluster_domain)
         # Unclamped: the step reports replicas outside the bounds before they are clamped below.
         decision = elastic.elastic_step(
@@ -91,7 +99,10 @@ def prepare(job: MPIJob, observed: Observed, *, now: datetime, cluster_domain: s
             worker_annotations={i: elastic.incarnation_annotations(n) for i, n in incarnations.items() if n},
             config_map_annotations=elastic.state_annotations(decision.publish),
         )
-    return ElasticSync(job=clamped, policy=policy, decision=decision, build_overrides=overrides)
+    stop = elastic.launcher_stop(job, launcher, now=now) if finished else None
+    return ElasticSync(
+        job=clamped, policy=policy, decision=decision, build_overrides=overrides, launcher_stop=stop
+    )
 
 
 def split_plan(plan: Plan) -> tuple[Plan, Plan]:
@@ -162,6 +173,17 @@ async def delete_pods(
             )
         if deletion.uid is not None:
             deleted.add(deletion.uid)
+
+
+async def stop_launcher(kube: Kube, job: MPIJob, stop: elastic.LauncherStop) -> None:
+    """After a below-minReplicas failure: give the launcher Job its deadline (gone already: nothing to do).
+
+    A merge patch of that one field: setting the same deadline twice is harmless, and the Job's status,
+    which the Job controller keeps changing, cannot make it conflict. The Job's own Failed condition
+    (`DeadlineExceeded`) is the record users see on it; no MPIJob event is added."""
+    log.info("stop launcher Job %s/%s: %s", job.namespace, stop.name, dict(stop.patch))
+    with contextlib.suppress(errors.NotFound):
+        await kube.patch(resources.JOB, stop.name, dict(stop.patch), namespace=job.namespace)
 
 
 def finish_status(update: StatusUpdate, decision: elastic.ElasticDecision, *, now: datetime) -> StatusUpdate:

@@ -24,8 +24,9 @@ Departures from upstream, each so a user learns more or a converged job writes n
     every child informer can be label-filtered (`WATCH_SELECTORS`);
   * elastic jobs (DESIGN.md §6) are paced by the pure `mpi_operator.elastic` core: excess workers drain
     instead of being deleted at once, failed ones are replaced under a fresh host name, an evicted worker
-    does not fail the job (only ready workers below minReplicas for too long do), the launcher pod is
-    touched after each change of `discover_hosts.sh`, and `status.elastic` reports the counts.
+    does not fail the job (only ready workers below minReplicas for too long do, and then the launcher
+    Job gets an activeDeadlineSeconds that ends it), the launcher pod is touched after each change of
+    `discover_hosts.sh`, and `status.elastic` reports the counts (also while suspended).
 """
 
 from __future__ import annotations
@@ -222,7 +223,9 @@ class MPIJobReconciler:
                 await elastic_sync.delete_pods(self.kube, job, decision, self._deleted)
                 self.deps.metrics.workers_replaced(len(decision.replace))
                 applied = elastic_sync.merge_applied(applied, await applier.apply(tail))
-            self._track_convergence(key, decision)
+            self._track_convergence(key, job, decision)
+        if sync is not None and sync.launcher_stop is not None and not applied.conflicts:
+            await elastic_sync.stop_launcher(self.kube, job, sync.launcher_stop)
         self._report_warnings(raw, applied.warnings)
         conflicts = [*plan.conflicts, *applied.conflicts]
         if conflicts:
@@ -261,8 +264,13 @@ class MPIJobReconciler:
             self.deps.metrics.set_job_info(launcher=naming.launcher_name(job), namespace=job.namespace)
         return Result(requeue_after=decision.requeue_after if decision is not None else None)
 
-    def _track_convergence(self, key: str, decision: ElasticDecision) -> None:
-        """Times how long discovered workers differ from the desired count (process-local, best effort)."""
+    def _track_convergence(self, key: str, job: MPIJob, decision: ElasticDecision) -> None:
+        """Times how long discovered workers differ from the desired count (process-local, best effort).
+
+        A suspended job is not converging on anything: its clock restarts when it resumes."""
+        if job.spec.run_policy.suspend:
+            self._diverged_since.pop(key, None)
+            return
         converged = decision.status.get("discovered") == decision.status.get("desired")
         since = self._diverged_since.get(key)
         if not converged and since is None:

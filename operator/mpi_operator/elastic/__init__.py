@@ -5,7 +5,8 @@ published state (an annotation of `<job>-config`) and `now`, and applies the `El
 `step` is the entry point; `hosts` (who may be discovered), `identity` (a host name per pod
 incarnation, the blacklist-safe replacement design), `pacing` (one change at a time), `scalein`
 (graceful drain), `replacement` (self-healing, the below-min timeout), `state` (what lives in the API),
-`decision` (what a step returns and how it is applied), `launcher_env` (bounds for horovodrun).
+`decision` (what a step returns and how it is applied), `launcher_env` (bounds for horovodrun),
+`launcher_stop` (ending the launcher Job of a job failed below minReplicas).
 """
 
 from mpi_operator.elastic.decision import ElasticDecision, JobFailure, PodAnnotationPatch, PodDeletion
@@ -22,6 +23,7 @@ from mpi_operator.elastic.launcher_env import (
     pod_group_min_member,
     process_bounds,
 )
+from mpi_operator.elastic.launcher_stop import LauncherStop, launcher_stop
 from mpi_operator.elastic.state import (
     STATE_ANNOTATION,
     PublishedState,
@@ -43,6 +45,7 @@ __all__ = [
     "STATE_ANNOTATION",
     "ElasticDecision",
     "JobFailure",
+    "LauncherStop",
     "PodAnnotationPatch",
     "PodDeletion",
     "PublishedState",
@@ -54,6 +57,7 @@ __all__ = [
     "elastic_step",
     "incarnation_annotations",
     "launcher_env",
+    "launcher_stop",
     "pod_group_min_member",
     "process_bounds",
     "published_state",

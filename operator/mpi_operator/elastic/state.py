@@ -12,7 +12,9 @@ publishing" one atomic write. The state records:
 - `reached_min` / `below_min_since`: whether the job ever had `minReplicas` ready workers, and since
   when it has had fewer (the `belowMinTimeoutSeconds` clock);
 - `failures`: the most recent worker failures (which pod, which host name, reason, exit code), so the
-  Failed condition can name them after the pods are gone.
+  Failed condition can name them after the pods are gone;
+- `out_of_bounds_reported`: the out-of-bounds `Worker.replicas` a `ReplicasOutOfBounds` event was last
+  recorded for (None while in bounds), so the event is recorded once per value, across restarts too.
 
 Draining is the one thing recorded elsewhere: on the draining pod itself (`scalein.py`), where
 `kubectl get pod -o yaml` shows it. Times are epoch seconds (floats) in the JSON.
@@ -61,6 +63,7 @@ class PublishedState:
     reached_min: bool = False
     below_min_since: float | None = None
     failures: tuple[WorkerFailure, ...] = ()
+    out_of_bounds_reported: int | None = None
 
     def incarnation(self, index: int) -> int:
         return self.incarnations.get(index, 0)
@@ -92,6 +95,8 @@ class PublishedState:
                 }
                 for f in self.failures
             ]
+        if self.out_of_bounds_reported is not None:
+            doc["outOfBoundsReported"] = self.out_of_bounds_reported
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -120,13 +125,18 @@ class PublishedState:
                 reached_min=bool(doc.get("reachedMin", False)),
                 below_min_since=_float_or_none(doc.get("belowMinSince")),
                 failures=failures,
+                out_of_bounds_reported=_int_or_none(doc.get("outOfBoundsReported")),
             )
-        except (TypeError, KeyError, AttributeError, json.JSONDecodeError) as exc:
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
             raise ValueError(f"not an elastic state annotation: {exc}") from exc
 
 
 def _float_or_none(value: Any) -> float | None:
     return float(value) if value is not None else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if value is not None else None
 
 
 def state_from_config_map(config_map: Mapping[str, Any] | None) -> PublishedState | None:

@@ -6,6 +6,10 @@
 then apply the decision in the order `decision.py` gives, and build the desired children with
 `discovered=decision.discovered` and the worker hostnames of `decision.incarnations`.
 
+A suspended job gets a step of its own (`_suspended_step`): nothing listed, drained or replaced, and
+`status.elastic` counted from the pods as they are. Out-of-bounds replicas are reported once per value
+(`ReplicasOutOfBounds`; the value last reported is part of the published state).
+
 One step, in order: read the worker pods (`hosts`); find failed, evicted or deleted workers, bump their
 incarnations and choose the pods to replace (`replacement`); move the published host set one paced step
 towards the wanted one (`pacing`); drain, reuse or delete the workers above the desired count
@@ -33,7 +37,14 @@ from mpi_operator.api.models import ElasticPolicy, MPIJob
 from mpi_operator.desired import config
 from mpi_operator.desired.config import DISCOVER_HOSTS_KEY
 from mpi_operator.elastic.decision import ElasticDecision
-from mpi_operator.elastic.hosts import alive_members, discovered_hosts, read_workers, wanted_members
+from mpi_operator.elastic.hosts import (
+    WorkerPod,
+    alive_members,
+    discovered_hosts,
+    is_current,
+    read_workers,
+    wanted_members,
+)
 from mpi_operator.elastic.identity import parse_worker_host, worker_host
 from mpi_operator.elastic.pacing import Change, next_members
 from mpi_operator.elastic.replacement import BELOW_MIN_REPLICAS, check_below_min, plan_replacements
@@ -119,18 +130,13 @@ def elastic_step(
     policy = elastic_policy(job)
     clock = now.timestamp()
     replicas = effective_replicas(job, policy)
-    events: list[Event] = []
-    if replicas != config.worker_replicas(job):
-        events.append(
-            Event(
-                reasons.WARNING,
-                REPLICAS_OUT_OF_BOUNDS,
-                f"Worker replicas {config.worker_replicas(job)} outside elasticPolicy bounds "
-                f"[{policy.min_replicas}, {policy.max_replicas}]; running {replicas}",
-            )
-        )
     workers = read_workers(job, observed_pods)
     state = published if published is not None else PublishedState()
+    out_of_bounds, events = _check_bounds(job, policy, state)
+    if job.spec.run_policy.suspend:
+        return _suspended_step(
+            job, policy, workers, state, out_of_bounds, events, now=clock, cluster_domain=cluster_domain
+        )
 
     healed = plan_replacements(
         job,
@@ -229,6 +235,7 @@ def elastic_step(
         reached_min=below.reached_min,
         below_min_since=below.since,
         failures=tuple(healed.failures),
+        out_of_bounds_reported=out_of_bounds,
     )
     return ElasticDecision(
         discovered=discovered_hosts(job, pace.members, cluster_domain=cluster_domain),
@@ -249,6 +256,89 @@ def elastic_step(
         events=events,
         fail=below.fail,
         discovery_changed=changed,
+    )
+
+
+def _check_bounds(
+    job: MPIJob, policy: ElasticPolicy, state: PublishedState
+) -> tuple[int | None, list[Event]]:
+    """The out-of-bounds `Worker.replicas` (None when in bounds) and its event, once per distinct value.
+
+    The value reported last is in the published state, so neither a resync nor a restarted operator
+    records it again; going back in bounds forgets it."""
+    requested = config.worker_replicas(job)
+    replicas = effective_replicas(job, policy)
+    if requested == replicas:
+        return None, []
+    if state.out_of_bounds_reported == requested:
+        return requested, []
+    return requested, [
+        Event(
+            reasons.WARNING,
+            REPLICAS_OUT_OF_BOUNDS,
+            f"Worker replicas {requested} outside elasticPolicy bounds "
+            f"[{policy.min_replicas}, {policy.max_replicas}]; running {replicas}",
+        )
+    ]
+
+
+def _suspended_step(
+    job: MPIJob,
+    policy: ElasticPolicy,
+    workers: Mapping[int, WorkerPod],
+    state: PublishedState,
+    out_of_bounds: int | None,
+    events: list[Event],
+    *,
+    now: float,
+    cluster_domain: str,
+) -> ElasticDecision:
+    """A suspended job: nothing listed, nothing drained or replaced, counts from the observed pods.
+
+    Suspending deletes the launcher (its horovodrun and blacklist with it) and the workers, so the
+    script lists no host and a resumed job starts from an empty list: its recreated workers join as they
+    become Ready instead of being taken for lost ones (and counted against `maxReplacements`). The
+    below-minReplicas clock stops and waits, as at the start, for the resumed job to reach minReplicas.
+    Incarnations stay: a resumed launcher has never seen any host name, so none is retired."""
+    incarnations = dict(state.incarnations)
+    for seen in workers.values():
+        if seen.incarnation > incarnations.get(seen.index, 0):
+            incarnations[seen.index] = seen.incarnation
+    replicas = effective_replicas(job, policy)
+    if state.members:
+        events.append(
+            Event(
+                reasons.NORMAL,
+                HOSTS_REMOVED,
+                f"discover_hosts.sh lists 0 workers; the job is suspended, dropped "
+                f"{_names(job, state.members, cluster_domain)}",
+            )
+        )
+    publish = PublishedState(
+        members=(),
+        changed_at=now if state.members else state.changed_at,
+        incarnations={i: n for i, n in sorted(incarnations.items()) if n},
+        replacements=state.replacements,
+        failures=state.failures,
+        out_of_bounds_reported=out_of_bounds,
+    )
+    ready = sum(
+        1 for w in workers.values() if w.usable and w.index < replicas and is_current(w, incarnations)
+    )
+    return ElasticDecision(
+        discovered=discovered_hosts(job, (), cluster_domain=cluster_domain),
+        publish=publish,
+        status={
+            "desired": replicas,
+            "ready": ready,
+            "discovered": 0,
+            "draining": 0,
+            "replacements": state.replacements,
+            "minReplicas": policy.min_replicas,
+            "maxReplicas": policy.max_replicas,
+        },
+        events=events,
+        discovery_changed=bool(state.members),
     )
 
 

@@ -163,10 +163,23 @@ def test_prepare_is_none_for_a_static_job_and_clamps_an_elastic_one() -> None:
     assert set(sync.build_overrides["worker_hostnames"]) == {0, 1, 2, 3}
 
 
-def test_prepare_runs_no_step_while_suspended() -> None:
+def test_prepare_lists_no_host_while_suspended() -> None:
     sync = elastic_sync.prepare(
         job(2, runPolicy={"suspend": True}, **ELASTIC), Observed(), now=NOW, cluster_domain=""
     )
+    assert sync is not None
+    assert sync.decision is not None
+    assert sync.build_overrides["discovered"] == []
+    assert sync.decision.status["discovered"] == 0
+    assert sync.launcher_stop is None
+
+
+def test_prepare_runs_no_step_once_finished() -> None:
+    raw = job(2, **ELASTIC).model_dump(by_alias=True, exclude_none=True, mode="json")
+    finished = MPIJob.model_validate(
+        {**raw, "status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}
+    )
+    sync = elastic_sync.prepare(finished, Observed(), now=NOW, cluster_domain="")
     assert sync is not None
     assert sync.decision is None
     assert "discovered" not in sync.build_overrides

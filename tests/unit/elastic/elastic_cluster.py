@@ -77,6 +77,12 @@ def with_replicas(job: MPIJob, replicas: int) -> MPIJob:
     return MPIJob.model_validate(raw)
 
 
+def with_suspend(job: MPIJob, suspend: bool) -> MPIJob:
+    raw = job.model_dump(by_alias=True, exclude_none=True, mode="json")
+    raw["spec"].setdefault("runPolicy", {})["suspend"] = suspend
+    return MPIJob.model_validate(raw)
+
+
 class ElasticCluster:
     """Worker pods + ConfigMap of one elastic job, and a clock."""
 
@@ -95,6 +101,10 @@ class ElasticCluster:
 
     def scale(self, replicas: int) -> None:
         self.job = with_replicas(self.job, replicas)
+
+    def suspend(self, suspend: bool = True) -> None:
+        """`runPolicy.suspend`; the planner's deletion of a suspended job's workers is `terminate`/`gone`."""
+        self.job = with_suspend(self.job, suspend)
 
     def pod(self, index: int) -> dict[str, Any]:
         return self.pods[naming.worker_name(self.job, index)]
@@ -205,6 +215,8 @@ class ElasticCluster:
 
     def create_missing(self, decision: ElasticDecision) -> None:
         """What the planner does with the desired workers built with the decision's incarnations."""
+        if self.job.spec.run_policy.suspend:
+            return  # a suspended job has no desired workers
         for index in range(int(decision.status["desired"])):
             name = naming.worker_name(self.job, index)
             if name in self.pods:

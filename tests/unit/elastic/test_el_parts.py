@@ -85,6 +85,7 @@ states = st.builds(
     reached_min=st.booleans(),
     below_min_since=st.none() | st.floats(0, 2e9, allow_nan=False),
     failures=st.lists(failures, max_size=3).map(tuple),
+    out_of_bounds_reported=st.none() | st.integers(0, 10_000),
 )
 
 

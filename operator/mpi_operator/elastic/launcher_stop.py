@@ -1,0 +1,74 @@
+"""Stopping the launcher of a job the elastic layer failed (ready workers below minReplicas too long).
+
+The Failed condition ends the MPIJob, but the launcher Job knows nothing of it: its horovodrun would wait
+for hosts forever. The operator stops it the way a Kubernetes user stops a Job that has run long enough:
+it lowers the Job's `spec.activeDeadlineSeconds` (mutable on a running Job) to the time the Job has been
+active, so the Job controller fails the Job with `DeadlineExceeded` and terminates its pod. The Job
+object stays, so `kubectl describe job` shows what happened and when; the launcher pod is deleted by the
+Job controller, as for any Job past its deadline (collect its logs with your log pipeline).
+
+Suspending the Job instead would leave a Job that looks resumable (and Kueue owns `suspend`), and
+deleting it would lose the record. Ordering makes it safe: the MPIJob's Failed condition (with its
+completionTime) is stored by the sync that decides the failure, and only a later sync, which reads that
+condition back, stops the launcher. A finished MPIJob's status is never recomputed from its children,
+so the launcher's own `DeadlineExceeded` cannot replace the below-minReplicas reason and message.
+Pure: the job, the observed launcher Job and `now` in, a merge patch out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from mpi_operator.api import constants as c
+from mpi_operator.api.models import MPIJob
+from mpi_operator.elastic.replacement import BELOW_MIN_REPLICAS
+from mpi_operator.planning.observed import is_controlled_by, is_job_finished, parse_time
+
+
+@dataclass(frozen=True)
+class LauncherStop:
+    """Merge-patch the launcher Job `name` with `patch`."""
+
+    name: str
+    patch: Mapping[str, Any]
+
+
+def _failed_below_min(job: MPIJob) -> bool:
+    status = job.status
+    return status is not None and any(
+        cond.type == c.CONDITION_FAILED and cond.status == "True" and cond.reason == BELOW_MIN_REPLICAS
+        for cond in status.conditions
+    )
+
+
+def launcher_stop(job: MPIJob, launcher: Mapping[str, Any] | None, *, now: datetime) -> LauncherStop | None:
+    """The write that stops `launcher` once `job` failed below minReplicas; None when nothing is to do.
+
+    The deadline is the Job's active time so far, whole seconds rounded down (at least 1, the API's
+    minimum), so it has passed when the Job controller reads it; a deadline already at or below that is
+    left alone, which makes the write happen once."""
+    if launcher is None or not _failed_below_min(job) or not is_controlled_by(launcher, job):
+        return None
+    metadata = launcher.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    if is_job_finished(launcher) or metadata.get("deletionTimestamp"):
+        return None
+    status = launcher.get("status")
+    started = parse_time(status.get("startTime")) if isinstance(status, Mapping) else None
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    if started is not None and started.tzinfo is None:
+        started = started.replace(tzinfo=UTC)
+    active = (now - started).total_seconds() if started is not None else 0.0
+    deadline = max(1, math.floor(active))
+    spec = launcher.get("spec")
+    current = spec.get("activeDeadlineSeconds") if isinstance(spec, Mapping) else None
+    if isinstance(current, int) and not isinstance(current, bool) and current <= deadline:
+        return None
+    return LauncherStop(
+        name=str(metadata.get("name") or ""), patch={"spec": {"activeDeadlineSeconds": deadline}}
+    )

@@ -1,0 +1,185 @@
+"""An elastic job around its life, against kubesim: out-of-bounds replicas reported once per value (not
+on every sync, not again after an operator restart); `status.elastic` telling the truth while suspended
+and a resume that brings the same hosts back; and after a below-minReplicas failure, the launcher Job
+stopped through its deadline while the MPIJob keeps the below-minReplicas reason."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+from ela_harness import (
+    elastic_job,
+    elastic_status,
+    host,
+    http,
+    kubesim_settings,
+    launcher_pod,
+    scale,
+    wait_mounted,
+    worker_pods,
+)
+
+from integration.reconcile.rc_harness import (
+    NS,
+    conditions,
+    container,
+    events_for,
+    eventually,
+    get_job,
+    kube,
+    mpijob,
+    operator,
+    operator_writes,
+    quiet,
+    running_operator,
+    wait_condition,
+    wait_event,
+)
+from kubesim.app import KubeSim
+from mpi_operator.controller.manager import Manager
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+
+__all__ = ["http", "kube", "kubesim_settings", "operator"]
+
+OOB = "ReplicasOutOfBounds"
+
+
+def horovod_job(name: str, workers: int) -> dict[str, Any]:
+    """Elastic by its horovodrun command (bounds 1..2): admission cannot refuse replicas beyond them."""
+    command = ["horovodrun", "-np", "1", "--min-np", "1", "--max-np", "2"]
+    command += ["--host-discovery-script", "/etc/mpi/discover_hosts.sh", "python", "train.py"]
+    return mpijob(name, workers=workers, launcher_container=container(command=command))
+
+
+async def out_of_bounds_events(kube: Kube, name: str) -> dict[str, int]:
+    """message -> how many times it was recorded (the Event's aggregated count)."""
+    return {
+        e["message"]: int(e.get("count") or 1) for e in await events_for(kube, name) if e.get("reason") == OOB
+    }
+
+
+def reconciles(mgr: Manager) -> float:
+    """Reconciles that ran to the end (a pending settle makes one end in `requeue_after`)."""
+    registry = mgr.metrics.registry
+    return sum(
+        registry.get_sample_value("mpi_operator_reconcile_total", {"result": result}) or 0
+        for result in ("success", "requeue_after")
+    )
+
+
+async def resync(kube: Kube, kubesim: KubeSim, mgr: Manager, name: str, times: int) -> list[str]:
+    """Makes the operator reconcile `name` `times` more times (an annotation change each); returns the
+    operator's writes to ReplicasOutOfBounds Events meanwhile and over a quiet window after them."""
+    kubesim.control.clear_requests()
+    for i in range(times):
+        before = reconciles(mgr)
+        patch = {"metadata": {"annotations": {"test/poke": str(i)}}}
+        await kube.patch(resources.MPIJOB, name, patch, namespace=NS)
+
+        async def reconciled(before: float = before) -> bool:
+            return reconciles(mgr) > before
+
+        await eventually(reconciled, f"reconcile #{i + 1} of {name}")
+    await asyncio.sleep(0.5)  # a window of observation: the recorder writes in the background
+    names = {e["metadata"]["name"] for e in await events_for(kube, name) if e.get("reason") == OOB}
+    return [w for w in operator_writes(kubesim) if w.split("/", 1)[-1] in names]
+
+
+async def test_out_of_bounds_replicas_are_reported_once_per_value_across_restarts(
+    kube: Kube, kubesim: KubeSim
+) -> None:
+    await kube.create(resources.MPIJOB, horovod_job("oob", workers=3))
+    async with running_operator(kubesim) as mgr:
+        await wait_event(kube, "oob", OOB)
+        assert await resync(kube, kubesim, mgr, "oob", 4) == []
+        assert await out_of_bounds_events(kube, "oob") == {
+            "Worker replicas 3 outside elasticPolicy bounds [1, 2]; running 2": 1
+        }
+        assert (await elastic_status(kube, "oob"))["desired"] == 2
+
+    async with running_operator(kubesim) as mgr:
+        assert await resync(kube, kubesim, mgr, "oob", 2) == []
+        assert list((await out_of_bounds_events(kube, "oob")).values()) == [1], "re-reported after restart"
+
+        await scale(kube, "oob", 5, "scale")
+
+        async def reported() -> dict[str, int]:
+            return {m: n for m, n in (await out_of_bounds_events(kube, "oob")).items() if "replicas 5" in m}
+
+        assert list((await eventually(reported, "the new value reported")).values()) == [1]
+        assert await resync(kube, kubesim, mgr, "oob", 2) == []
+        assert sorted((await out_of_bounds_events(kube, "oob")).values()) == [1, 1]
+
+
+async def test_status_elastic_follows_a_suspend_and_the_resume_brings_the_hosts_back(
+    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager
+) -> None:
+    await kube.create(resources.MPIJOB, elastic_job("sus", workers=2, min_replicas=1, max_replicas=3))
+    await wait_condition(kube, "sus", "Running")
+    hosts = [host("sus", 0), host("sus", 1)]
+    await wait_mounted(kube, kubesim, http, "sus", hosts)
+
+    await kube.patch(resources.MPIJOB, "sus", {"spec": {"runPolicy": {"suspend": True}}}, namespace=NS)
+
+    async def suspended() -> bool:
+        status = await elastic_status(kube, "sus")
+        assert (status.get("discovered"), status.get("ready"), status.get("draining")) == (0, 0, 0), status
+        assert await worker_pods(kube, "sus") == {}, "the suspend deletes the workers"
+        cm = await kube.get(resources.CONFIG_MAP, "sus-config", NS)
+        assert "sus-worker" not in cm["data"]["discover_hosts.sh"], cm["data"]
+        return True
+
+    await eventually(suspended, "status.elastic of a suspended job: nothing discovered, ready or draining")
+    assert await launcher_pod(kube, "sus") is None
+    assert (await elastic_status(kube, "sus"))["desired"] == 2
+
+    await kube.patch(resources.MPIJOB, "sus", {"spec": {"runPolicy": {"suspend": False}}}, namespace=NS)
+    await wait_mounted(kube, kubesim, http, "sus", hosts)
+    await wait_condition(kube, "sus", "Running")
+
+    async def resumed() -> bool:
+        status = await elastic_status(kube, "sus")
+        assert (status.get("discovered"), status.get("ready"), status.get("replacements")) == (2, 2, 0), (
+            status
+        )
+        return True
+
+    await eventually(resumed, "status.elastic of the resumed job")
+    reasons = [e["reason"] for e in await events_for(kube, "sus")]
+    assert "WorkerFailed" not in reasons, "the suspend's deletions are no worker failures"
+
+
+async def test_below_min_failure_stops_the_launcher_and_keeps_its_reason(
+    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager
+) -> None:
+    body = elastic_job("stop", workers=2, min_replicas=2, below_min=1)
+    body["spec"]["elasticPolicy"]["maxReplacements"] = 0
+    await kube.create(resources.MPIJOB, body)
+    await wait_condition(kube, "stop", "Running")
+    await wait_mounted(kube, kubesim, http, "stop", [host("stop", 0), host("stop", 1)])
+
+    kubesim.controllers.kubelet.kill("default", "stop-worker-1", exit_code=3)
+    failed = conditions(await wait_condition(kube, "stop", "Failed", limit=8))["Failed"]
+    assert failed["reason"] == "BelowMinReplicas"
+
+    async def launcher_failed() -> dict[str, Any] | None:
+        launcher = await kube.get(resources.JOB, "stop-launcher", NS)
+        done = conditions(launcher).get("Failed", {})
+        return launcher if done.get("status") == "True" else None
+
+    launcher = await eventually(launcher_failed, "the launcher Job to fail", limit=8)
+    assert conditions(launcher)["Failed"]["reason"] == "DeadlineExceeded"
+    assert launcher["spec"]["activeDeadlineSeconds"] >= 1
+    assert await launcher_pod(kube, "stop") is None, "horovodrun still runs"
+
+    await quiet(kubesim, 0.5)
+    writes = await quiet(kubesim, 1.0)
+    assert writes == [], f"a stopped job's steady state wrote: {writes}"
+    job = await get_job(kube, "stop")
+    assert conditions(job)["Failed"] == failed, "the launcher's failure replaced the below-min reason"
+    assert "stop-worker-1" in failed["message"], failed
+    assert "exit code 3" in failed["message"], failed
+    assert [e["reason"] for e in await events_for(kube, "stop")].count("DeadlineExceeded") == 0
