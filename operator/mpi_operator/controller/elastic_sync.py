@@ -175,15 +175,18 @@ async def delete_pods(
             deleted.add(deletion.uid)
 
 
-async def stop_launcher(kube: Kube, job: MPIJob, stop: elastic.LauncherStop) -> None:
+async def stop_launcher(kube: Kube, job: MPIJob, stop: elastic.LauncherStop) -> bool:
     """After a below-minReplicas failure: give the launcher Job its deadline (gone already: nothing to do).
 
     A merge patch of that one field: setting the same deadline twice is harmless, and the Job's status,
-    which the Job controller keeps changing, cannot make it conflict. The Job's own Failed condition
-    (`DeadlineExceeded`) is the record users see on it; no MPIJob event is added."""
+    which the Job controller keeps changing, cannot make it conflict. Returns whether it was written (the
+    reconciler then records `LauncherStopped` on the MPIJob; the Job shows `DeadlineExceeded`)."""
     log.info("stop launcher Job %s/%s: %s", job.namespace, stop.name, dict(stop.patch))
-    with contextlib.suppress(errors.NotFound):
+    try:
         await kube.patch(resources.JOB, stop.name, dict(stop.patch), namespace=job.namespace)
+    except errors.NotFound:
+        return False
+    return True
 
 
 def finish_status(update: StatusUpdate, decision: elastic.ElasticDecision, *, now: datetime) -> StatusUpdate:

@@ -49,6 +49,7 @@ from mpi_operator.controller.observe import observe, priority_classes
 from mpi_operator.controller.types import ManagerDeps, Reconciler, Result
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
+from mpi_operator.elastic.launcher_stop import LAUNCHER_STOPPED
 from mpi_operator.kube import errors, resources
 from mpi_operator.planning import ObjectRef
 from mpi_operator.status import (
@@ -224,8 +225,13 @@ class MPIJobReconciler:
                 self.deps.metrics.workers_replaced(len(decision.replace))
                 applied = elastic_sync.merge_applied(applied, await applier.apply(tail))
             self._track_convergence(key, job, decision)
-        if sync is not None and sync.launcher_stop is not None and not applied.conflicts:
-            await elastic_sync.stop_launcher(self.kube, job, sync.launcher_stop)
+        stop = sync.launcher_stop if sync is not None else None
+        if (
+            stop is not None
+            and not applied.conflicts
+            and await elastic_sync.stop_launcher(self.kube, job, stop)
+        ):
+            self._event(raw, reasons.NORMAL, LAUNCHER_STOPPED, stop.message)
         self._report_warnings(raw, applied.warnings)
         conflicts = [*plan.conflicts, *applied.conflicts]
         if conflicts:

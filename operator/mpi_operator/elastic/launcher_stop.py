@@ -21,12 +21,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
 from mpi_operator.elastic.replacement import BELOW_MIN_REPLICAS
 from mpi_operator.planning.observed import is_controlled_by, is_job_finished, parse_time
+
+LAUNCHER_STOPPED: Final = "LauncherStopped"
+"""The Event recorded on the MPIJob when its launcher Job is given its deadline."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,14 @@ class LauncherStop:
 
     name: str
     patch: Mapping[str, Any]
+
+    @property
+    def message(self) -> str:
+        deadline = self.patch["spec"]["activeDeadlineSeconds"]
+        return (
+            f"launcher Job {self.name} stopped after the below-minReplicas failure "
+            f"(spec.activeDeadlineSeconds={deadline}; the Job controller ends it with DeadlineExceeded)"
+        )
 
 
 def _failed_below_min(job: MPIJob) -> bool:

@@ -182,4 +182,6 @@ async def test_below_min_failure_stops_the_launcher_and_keeps_its_reason(
     assert conditions(job)["Failed"] == failed, "the launcher's failure replaced the below-min reason"
     assert "stop-worker-1" in failed["message"], failed
     assert "exit code 3" in failed["message"], failed
-    assert [e["reason"] for e in await events_for(kube, "stop")].count("DeadlineExceeded") == 0
+    reasons = [e["reason"] for e in await events_for(kube, "stop")]
+    assert reasons.count("DeadlineExceeded") == 0, reasons
+    assert reasons.count("LauncherStopped") == 1, reasons
