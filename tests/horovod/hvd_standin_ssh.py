@@ -7,9 +7,9 @@ with the pod's life taken from kubesim over its HTTP API:
 - HOST is the name `discover_hosts.sh` printed, `<spec.hostname>.<subdomain>.<ns>.svc`; the session is
   refused (exit 255, as ssh's "connection refused") unless a worker pod with that `spec.hostname` is
   Running and Ready, as a real sshd would not be up yet.
-- The command runs as a local child in its own process group, for as long as the pod lives: when the pod's
-  container exits (a kill) the session dies with SIGKILL; when the pod is deleted the child gets SIGTERM,
-  then SIGKILL after 2 s, as the kubelet would do. Either way ssh exits 255 (connection lost).
+- The command runs as a local child in its own process group, for as long as the pod lives (a watch on
+  it): when the pod's container exits (a kill) the session dies with SIGKILL; when the pod is deleted the
+  child gets SIGTERM, then SIGKILL after 2 s, as the kubelet would do. Either way ssh exits 255.
 - Each session appends one JSON line to $HVD_SSH_LOG when it starts and one when it ends (exit code and,
   if the pod took the process down, why), so the test can tell a worker Horovod let go from one the
   cluster killed.
@@ -26,6 +26,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -35,8 +36,8 @@ from typing import Any
 _WITH_VALUE = set("bcDEeFIiJLlmOopQRSWw")
 """OpenSSH options that take an argument (`ssh -o X host`, `-p 22`, `-i key`)."""
 
-POLL_SECONDS = 0.1
 TERM_GRACE_SECONDS = 2.0
+WATCH_IDLE_SECONDS = 30.0
 
 
 def parse_argv(argv: list[str]) -> tuple[str, str]:
@@ -91,18 +92,56 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return status.get("phase") == "Running" and ready and not pod["metadata"].get("deletionTimestamp")
 
 
-def pod_gone(base: str, namespace: str, name: str, uid: str) -> str | None:
-    """Why the pod can no longer host the session (None while it can)."""
-    pod = _get(f"{base}/api/v1/namespaces/{namespace}/pods/{name}")
-    if pod is None or pod["metadata"].get("uid") != uid:
-        return "pod deleted"
-    if pod["metadata"].get("deletionTimestamp"):
-        return "pod deleted"
+def end_of(pod: dict[str, Any]) -> str | None:
+    """Why this state of the pod ends a session on it (None while it can host one)."""
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         terminated = (status.get("state") or {}).get("terminated")
         if terminated:
             return f"container exited {terminated.get('exitCode')}"
+    if pod["metadata"].get("deletionTimestamp"):
+        return "pod deleted"
     return None
+
+
+def watch_until_gone(base: str, namespace: str, name: str, uid: str, resource_version: str) -> str:
+    """Blocks until the pod can no longer host the session and says why.
+
+    A watch, not polling: its events arrive in order, so a container that exits is seen as such even when
+    the operator deletes the failed pod a few milliseconds later."""
+    pod_url = f"{base}/api/v1/namespaces/{namespace}/pods/{name}"
+    selector = urllib.parse.quote(f"metadata.name={name}")
+    rv = resource_version
+    while True:
+        url = (
+            f"{base}/api/v1/namespaces/{namespace}/pods?watch=1&allowWatchBookmarks=true"
+            f"&fieldSelector={selector}&resourceVersion={rv}"
+        )
+        try:
+            with urllib.request.urlopen(url, timeout=WATCH_IDLE_SECONDS) as stream:
+                for line in stream:
+                    event = json.loads(line)
+                    obj = event["object"]
+                    if event["type"] == "ERROR":  # e.g. 410 Gone: read the pod again below
+                        break
+                    rv = obj["metadata"].get("resourceVersion") or rv
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    if obj["metadata"].get("uid") != uid:
+                        return "pod deleted"  # a successor already holds the name
+                    reason = end_of(obj)
+                    if reason is not None:
+                        return reason
+                    if event["type"] == "DELETED":
+                        return "pod deleted"
+        except (OSError, ValueError):
+            pass  # the stream ended or stalled: re-read and watch on
+        pod = _get(pod_url)
+        if pod is None or pod["metadata"].get("uid") != uid:
+            return "pod deleted"
+        reason = end_of(pod)
+        if reason is not None:
+            return reason
+        rv = pod["metadata"]["resourceVersion"]
 
 
 def log(record: dict[str, Any]) -> None:
@@ -132,24 +171,26 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, hang_up)
     log({"event": "start", "host": host, "pod": name, "uid": uid, "pid": os.getpid(), "pgid": child.pid})
-    killed: str | None = None
-    while child.poll() is None:
-        time.sleep(POLL_SECONDS)
-        killed = pod_gone(base, namespace, name, uid)
-        if killed is None:
-            continue
-        if killed == "pod deleted":
+    exited = threading.Event()
+    why: list[str] = []
+
+    def kubelet() -> None:
+        # What the kubelet does to the processes of a pod: SIGKILL when its container dies; on deletion
+        # SIGTERM, then SIGKILL after the grace period.
+        reason = watch_until_gone(base, namespace, name, uid, pod["metadata"]["resourceVersion"])
+        why.append(reason)
+        if reason == "pod deleted":
             _signal_group(child.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(TERM_GRACE_SECONDS)
-        if child.poll() is None:
-            _signal_group(child.pid, signal.SIGKILL)
-        child.wait()
-        break
+            if exited.wait(TERM_GRACE_SECONDS):
+                return
+        _signal_group(child.pid, signal.SIGKILL)
+
+    threading.Thread(target=kubelet, daemon=True).start()
+    child.wait()
+    exited.set()
+    # A child that ended on its own (not by a signal) while its pod was going away was not killed by it.
+    killed = why[0] if why and child.returncode in (-signal.SIGTERM, -signal.SIGKILL) else None
     code = 255 if killed else child.returncode
-    # A child that ended on its own while the pod was going away was not killed by it.
-    if killed and child.returncode not in (-signal.SIGTERM, -signal.SIGKILL):
-        killed, code = None, child.returncode
     log({"event": "end", "host": host, "pod": name, "uid": uid, "exit": code, "killed": killed})
     return code if code >= 0 else 128 - code
 
