@@ -19,13 +19,16 @@ import timeit
 import horovod.torch as hvd
 import torch
 import torch.nn.functional as F
-from torch import optim
-from torchvision import models
+from torch import nn, optim
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="resnet18", help="a torchvision.models constructor")
+    parser.add_argument(
+        "--model",
+        default="resnet18",
+        help="a torchvision.models constructor, or 'tiny' (a small CNN, no torchvision) for smoke runs",
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--image-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.01, help="learning rate of one worker process")
@@ -36,6 +39,21 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def build_model(name: str) -> nn.Module:
+    if name == "tiny":
+        return nn.Sequential(
+            nn.Conv2d(3, 8, 3, stride=2),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(8, 1000),
+        )
+    from torchvision import models  # only real models need it (and its image's matching torch build)
+
+    model: nn.Module = getattr(models, name)()
+    return model
+
+
 def main() -> None:
     args = parse_args()
     cuda = not args.no_cuda and torch.cuda.is_available()
@@ -44,7 +62,7 @@ def main() -> None:
     if cuda:
         torch.cuda.set_device(hvd.local_rank())  # one GPU per process: slots = GPUs per worker
 
-    model = getattr(models, args.model)()
+    model = build_model(args.model)
     if cuda:
         model.cuda()
     optimizer = optim.SGD(model.parameters(), lr=args.lr * hvd.size())

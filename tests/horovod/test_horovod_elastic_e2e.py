@@ -34,6 +34,7 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+import yaml
 
 from integration.elastic.ela_harness import (
     elastic_job,
@@ -199,7 +200,17 @@ def fqdn(index: int, incarnation: int = 0) -> str:
     return host(JOB, index, incarnation)
 
 
-async def start_horovodrun(run: Run, venv: Path, sim: KubeSim, launcher: str) -> None:
+TRAIN_COMMAND = [
+    *("horovodrun", "-np", "2", "--min-np", "1", "--max-np", "3", "--network-interface", "eth0"),
+    *("--host-discovery-script", "/etc/mpi/discover_hosts.sh", "--log-level", "INFO"),
+    *("python", str(HERE / "hvd_train.py")),
+]
+"""A launcher command as a user writes it; `start_horovodrun` maps it onto this machine."""
+
+
+async def start_horovodrun(run: Run, venv: Path, sim: KubeSim, launcher: str, command: list[str]) -> None:
+    """Runs a launcher container's `command` here: horovodrun and python from `venv`, `lo` for `eth0`, the
+    kubesim-backed discovery script for /etc/mpi/discover_hosts.sh, /examples/ from this repository."""
     bin_dir = run.root / "bin"
     bin_dir.mkdir()
     python = venv / "bin" / "python"
@@ -219,14 +230,13 @@ async def start_horovodrun(run: Run, venv: Path, sim: KubeSim, launcher: str) ->
         HVD_STOP=str(run.stop),
         OMP_NUM_THREADS="1",
     )
-    argv = [
-        str(venv / "bin" / "horovodrun"),
-        *("-np", "2", "--min-np", "1", "--max-np", "3"),
-        *("--network-interface", "lo", "--host-discovery-script", str(discover)),
-        *("--log-level", "INFO"),
-        str(python),
-        str(HERE / "hvd_train.py"),
-    ]
+    local = {
+        "horovodrun": str(venv / "bin" / "horovodrun"),
+        "python": str(python),
+        "eth0": "lo",
+        "/etc/mpi/discover_hosts.sh": str(discover),
+    }
+    argv = [str(REPO / a.lstrip("/")) if a.startswith("/examples/") else local.get(a, a) for a in command]
     run.proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=run.root,
@@ -275,7 +285,7 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
     async with pod_timeline(kube, run.pods):
         # 1. Start: horovodrun -np 2 forms a world of the two workers discovery lists.
         started = time.time()
-        await start_horovodrun(run, horovod_venv, kubesim, pod["metadata"]["name"])
+        await start_horovodrun(run, horovod_venv, kubesim, pod["metadata"]["name"], TRAIN_COMMAND)
         await wait_world(run, {fqdn(0), fqdn(1)}, started, limit=120)
 
         # 2. kubectl scale out: the third worker joins Horovod's world.
@@ -342,3 +352,58 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
     assert not cluster_killed, f"workers killed before Horovod let them go: {cluster_killed}"
     timeline = {"grown": grown - started, "healed": healed - started, "shrunk": shrunk - started}
     print(f"timeline (s since horovodrun started): {timeline}")
+
+
+EXAMPLE = REPO / "examples" / "elastic" / "pytorch-synthetic-elastic.yaml"
+
+
+async def wait_output(run: Run, text: str, since: float, limit: float) -> None:
+    """Waits until a line of horovodrun's output written after `since` contains `text`."""
+
+    async def check() -> bool:
+        assert run.proc is not None
+        assert run.proc.returncode is None, f"horovodrun exited {run.proc.returncode}:\n{run.tail()}"
+        lines = run.output.read_text(errors="replace").splitlines() if run.output.exists() else []
+        return any(text in line and float(line.split(" ", 1)[0]) >= since for line in lines)
+
+    try:
+        await eventually(check, f"horovodrun to print {text!r}", limit, interval=0.2)
+    except BaseException:
+        print(run.tail())
+        raise
+
+
+@pytest.mark.timeout(1500)
+async def test_the_pytorch_example_trains_elastically_under_real_horovodrun(
+    horovod_venv: Path, kube: Kube, kubesim: KubeSim, kubectl: Kubectl, operator: Manager, run: Run
+) -> None:
+    """examples/elastic/pytorch-synthetic-elastic.yaml as shipped (2 slots per worker), its launcher command
+    taken from the pod the operator created, its script run with `--model tiny` (no torchvision here)."""
+    manifest = yaml.safe_load(EXAMPLE.read_text())
+    name = manifest["metadata"]["name"]
+    await kube.create(resources.MPIJOB, manifest, namespace=NS)
+    await wait_condition(kube, name, "Running", limit=30)
+    pod = await launcher_pod(kube, name)
+    assert pod is not None
+    container = pod["spec"]["containers"][0]
+    command = [*container["command"], *container.get("args", [])]
+    assert "/etc/mpi/discover_hosts.sh" in command, command
+    tiny = ["--model", "tiny", "--iterations", "1000000", "--batches-per-iteration", "5"]
+    tiny += ["--image-size", "32"]
+
+    async with pod_timeline(kube, run.pods):
+        t = time.time()
+        await start_horovodrun(run, horovod_venv, kubesim, pod["metadata"]["name"], [*command, *tiny])
+        await wait_output(run, "on 4 processes", t, limit=120)
+        for replicas, processes in ((3, 6), (1, 2)):
+            t = time.time()
+            resource = f"mpijob.v2beta1.kubeflow.org/{name}"
+            rc, _, err = await kubectl("scale", resource, f"--replicas={replicas}")
+            assert rc == 0, err
+            await wait_output(run, f"on {processes} processes", t, limit=120)
+
+    sessions = run.sessions()
+    hosts = {s["host"] for s in sessions if s["event"] == "start"}
+    assert hosts == {host(name, i) for i in range(3)}, hosts
+    killed = [s for s in sessions if s["event"] == "end" and s["killed"]]
+    assert not killed, f"workers killed by the cluster: {killed}"
