@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 import yaml
 from aiohttp import web
 
-from kubesim import discovery, errors, openapi, table
+from kubesim import discovery, errors, openapi, protobuf, table
 from kubesim.cluster import Cluster, DeleteOptions, WriteOptions, Written
 from kubesim.control import Control, RecordedRequest
 from kubesim.registry import ResourceType
@@ -293,12 +293,18 @@ class ApiHandler:
     async def _json_body(self, request: web.Request) -> dict[str, Any]:
         raw = await request.read()
         media = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower()
+        if media == protobuf.MEDIA_TYPE:
+            # kubectl's typed generators (`create namespace|configmap|secret|...`) send protobuf.
+            try:
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as exc:
+                raise errors.unsupported_media_type(
+                    f"the body of the request could not be read: {exc}"
+                ) from exc
         if media not in (JSON, "", "application/yaml", "application/x-yaml", "*/*"):
-            # Protobuf and CBOR are not served (a non-goal): kubectl's typed generators (`create namespace|
-            # configmap|secret`) send protobuf and get this 415; `apply -f` and `create -f` send JSON.
             raise errors.unsupported_media_type(
                 f"the body of the request was in an unknown format - accepted media types include: {JSON}, "
-                "application/yaml"
+                f"application/yaml, {protobuf.MEDIA_TYPE} (some kinds)"
             )
         try:
             body = (

@@ -204,10 +204,7 @@ def not_kept(rendered: Any, live: Any, path: str = "") -> list[str]:
 
 async def create_namespaces(kubectl: Kubectl, namespaces: Iterable[str]) -> None:
     for ns in namespaces:
-        # Not `kubectl create namespace`: that sends protobuf, which kubesim does not decode.
-        rc, _, err = await kubectl(
-            "apply", "-f", "-", stdin=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"
-        )
+        rc, _, err = await kubectl("create", "namespace", ns)
         assert rc == 0, err
 
 

@@ -248,15 +248,13 @@ async def test_kubectl_apply_keeps_every_field(case: str, kubesim: KubeSim, kube
 @pytest.mark.parametrize("case", IDS, ids=IDS)
 async def test_helm_install_on_kubesim(case: str, kubesim: KubeSim, kubectl: Kubectl) -> None:
     """A real `helm install` (Helm's install action, server-side apply) of the chart into kubesim: the
-    CRD from crds/ first, then every template's object, none refused or pruned.
-
-    The release record uses Helm's `memory` storage driver: Helm's client-go writes its release Secret
-    as protobuf, which kubesim does not decode (the objects themselves go as apply-patch YAML)."""
+    CRD from crds/ first, then every template's object, none refused or pruned, and Helm's release
+    record stored as a Secret (its default driver; client-go writes it as protobuf)."""
     await create_namespaces(kubectl, CASES[case].get("watchNamespaces") or [])
 
     def install() -> dict[str, Any]:
         with (
-            helm.Config(kubeconfig_path=kubesim.kubeconfig_path, storage_driver="memory") as config,
+            helm.Config(kubeconfig_path=kubesim.kubeconfig_path, storage_driver="secret") as config,
             helm.Chart.load(CHART) as chart,
         ):
             release: dict[str, Any] = config.install(
@@ -272,6 +270,17 @@ async def test_helm_install_on_kubesim(case: str, kubesim: KubeSim, kubectl: Kub
         assert not_kept(rendered, got) == [], (rendered["kind"], rendered["metadata"]["name"])
     rc, out, err = await kubectl("get", "crd", "mpijobs.kubeflow.org", "-o", "jsonpath={.spec.group}")
     assert (rc, out) == (0, "kubeflow.org"), err
+    rc, out, err = await kubectl(
+        "get",
+        "secrets",
+        "-n",
+        RELEASE_NS,
+        "-l",
+        f"owner=helm,name={RELEASE}",
+        "-o",
+        "jsonpath={.items[*].type}",
+    )
+    assert (rc, out) == (0, "helm.sh/release.v1"), err
 
 
 @pytest.mark.kubectl
