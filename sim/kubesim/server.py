@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 import yaml
 from aiohttp import web
 
-from kubesim import discovery, errors, openapi, protobuf, table
+from kubesim import discovery, errors, openapi, podlog, protobuf, table
 from kubesim.cluster import Cluster, DeleteOptions, WriteOptions, Written
 from kubesim.control import Control, RecordedRequest
 from kubesim.registry import ResourceType
@@ -203,6 +203,12 @@ class ApiHandler:
         if verb == "get":
             if sub == "scale":
                 return json_response(self.cluster.get_scale(rt, ns, info.name), warnings=warnings)
+            if sub == "log" and rt.kind == "Pod" and not rt.group:
+                pod = self.cluster.get(rt, ns, info.name)
+                text = podlog.pod_log(
+                    pod, query.get("container") or None, previous=query.get("previous") == "true"
+                )
+                return web.Response(text=text, content_type="text/plain")
             if sub not in (None, "status"):
                 raise NOT_FOUND
             obj = self.cluster.get(rt, ns, info.name)

@@ -1,0 +1,111 @@
+"""`kubectl logs` against kubesim: a simulated container's life instead of a 404, and the API server's
+own refusals (kubesim.podlog)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from kubesim.app import KubeSim
+from kubesim.settings import SimSettings
+from kubesim.testing import Kubectl
+
+
+@pytest.fixture
+def kubesim_settings() -> SimSettings:
+    return SimSettings(start_seconds=0.05, ready_seconds=0.05)
+
+
+def pod(name: str, *containers: str, restart: str = "Never", **annotations: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {
+                "restartPolicy": restart,
+                "containers": [{"name": c, "image": f"example/{c}:1"} for c in containers],
+            },
+        }
+    )
+
+
+async def wait_phase(kubectl: Kubectl, name: str, phase: str) -> None:
+    async with asyncio.timeout(10):
+        while True:
+            rc, out, _ = await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")
+            if rc == 0 and out == phase:
+                return
+            await asyncio.sleep(0.05)
+
+
+async def test_a_running_container_tells_it_is_simulated(kubesim: KubeSim, kubectl: Kubectl) -> None:
+    assert (await kubectl("apply", "-f", "-", stdin=pod("solo", "main")))[0] == 0
+    await wait_phase(kubectl, "solo", "Running")
+    rc, out, err = await kubectl("logs", "solo")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert (
+        lines[0]
+        == '[kubesim] container "main" (image example/main:1) is simulated by kubesim: it writes no output'
+    )
+    assert lines[1].startswith("[kubesim] started at "), lines
+    assert lines[1].endswith("; running"), lines
+
+
+async def test_an_exited_container_shows_its_exit_and_previous_run(
+    kubesim: KubeSim, kubectl: Kubectl
+) -> None:
+    body = pod(
+        "crash", "main", restart="OnFailure", **{"kubesim/run-seconds": "0.2", "kubesim/exit-code": "3"}
+    )
+    assert (await kubectl("apply", "-f", "-", stdin=body))[0] == 0
+    async with asyncio.timeout(10):
+        while True:
+            rc, out, _ = await kubectl("logs", "crash", "--previous")
+            if rc == 0:
+                break
+            await asyncio.sleep(0.1)
+    assert "exited with code 3 (Error)" in out, out
+    rc, out, err = await kubectl("logs", "crash")
+    assert rc == 0, err
+    assert "--previous shows the last run" in out, out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["logs", "duo", "-c", "c"], "container c is not valid for pod duo"),
+        (
+            ["logs", "duo", "-c", "a", "--previous"],
+            'previous terminated container "a" in pod "duo" not found',
+        ),
+    ],
+    ids=["unknown-container", "no-previous"],
+)
+async def test_refusals_are_the_api_servers(
+    kubesim: KubeSim, kubectl: Kubectl, args: list[str], message: str
+) -> None:
+    assert (await kubectl("apply", "-f", "-", stdin=pod("duo", "a", "b")))[0] == 0
+    await wait_phase(kubectl, "duo", "Running")
+    rc, out, err = await kubectl(*args)
+    assert rc != 0, out
+    assert message in err, err
+
+
+async def test_a_pod_that_has_not_started_is_waiting(kubesim: KubeSim, kubectl: Kubectl) -> None:
+    body = pod("slow", "main", **{"kubesim/start-seconds": "30"})
+    assert (await kubectl("apply", "-f", "-", stdin=body))[0] == 0
+    rc, _, err = await kubectl("logs", "slow")
+    assert rc != 0
+    assert 'container "main" in pod "slow" is waiting to start: ContainerCreating' in err, err
+
+
+async def test_kubectl_picks_the_first_container_of_several(kubesim: KubeSim, kubectl: Kubectl) -> None:
+    assert (await kubectl("apply", "-f", "-", stdin=pod("pair", "a", "b")))[0] == 0
+    await wait_phase(kubectl, "pair", "Running")
+    rc, out, err = await kubectl("logs", "pair")
+    assert rc == 0, err
+    assert 'container "a"' in out, out
