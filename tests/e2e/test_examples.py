@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import py_compile
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -152,8 +153,32 @@ async def _ok(kubectl: Kubectl, *args: str) -> str:
     return out
 
 
-async def test_readme_kubectl_commands(kubectl: Kubectl, kubesim: KubeSim) -> None:
-    """examples/elastic/README.md: apply, get, patch and scale within the bounds; beyond them, refused."""
+def _editor(tmp_path: Path, replicas: int) -> str:
+    """A KUBE_EDITOR that sets Worker.replicas in the file `kubectl edit` hands it, as a person would."""
+    script = tmp_path / f"edit-{replicas}.py"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import sys, yaml\n"
+        "doc = yaml.safe_load(open(sys.argv[1]))\n"
+        f"doc['spec']['mpiReplicaSpecs']['Worker']['replicas'] = {replicas}\n"
+        "yaml.safe_dump(doc, open(sys.argv[1], 'w'))\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def _kept_edit(err: str) -> str:
+    """The copy kubectl keeps of a refused edit: the API server's reasons are comments at its top."""
+    found = re.search(r'stored to "([^"]+)"', err)
+    assert found is not None, err
+    return Path(found[1]).read_text()
+
+
+async def test_readme_kubectl_commands(
+    kubectl: Kubectl, kubesim: KubeSim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/elastic/README.md: apply, get, patch, scale and edit within the bounds; beyond them,
+    refused."""
     name = "tensorflow2-mnist-elastic"
     path = str(EXAMPLES_DIR / "elastic" / f"{name}.yaml")
     assert "created" in await _ok(kubectl, "apply", "-f", str(CRD_FILE))
@@ -176,6 +201,16 @@ async def test_readme_kubectl_commands(kubectl: Kubectl, kubesim: KubeSim) -> No
     assert rc != 0
     assert "maxReplicas" in err
     assert await replicas() == 1
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where kubectl edit keeps a refused edit
+    monkeypatch.setenv("KUBE_EDITOR", _editor(tmp_path, 2))
+    assert "edited" in await _ok(kubectl, "edit", f"mpijobs.v2beta1.kubeflow.org/{name}")
+    assert await replicas() == 2
+    monkeypatch.setenv("KUBE_EDITOR", _editor(tmp_path, 5))
+    rc, _out, err = await kubectl("edit", f"mpijobs.v2beta1.kubeflow.org/{name}")
+    assert rc != 0
+    assert "is invalid" in err, err
+    assert "maxReplicas" in _kept_edit(err)
+    assert await replicas() == 2
 
 
 async def _runs_on_the_operator(
