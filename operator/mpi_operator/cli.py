@@ -10,10 +10,8 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from mpi_operator.settings import Settings
+from mpi_operator.settings import Settings  # dataclasses only: cheap, and the flags' defaults come from it
 
 
 def _not_implemented(name: str) -> int:
@@ -105,8 +103,18 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kubeconfig")
     run.add_argument("--namespace", action="append", default=[])
     run.add_argument("--workers", type=int, default=2)
-    run.add_argument("--qps", type=float, default=5.0)
-    run.add_argument("--burst", type=int, default=10)
+    run.add_argument(
+        "--qps",
+        type=float,
+        default=Settings.qps,
+        help="client-side API requests per second (default: %(default)s)",
+    )
+    run.add_argument(
+        "--burst",
+        type=int,
+        default=Settings.burst,
+        help="burst of the client-side limit (default: %(default)s)",
+    )
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
     run.add_argument("--metrics-address", default="0.0.0.0:8080")
     run.add_argument("--cluster-domain", default="")
