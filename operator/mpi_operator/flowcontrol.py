@@ -119,6 +119,10 @@ class TokenBucket:
     `reserve()` takes a token now and returns how long the caller must wait for it (tokens may go
     negative, which queues reservations fairly in time); `wait()` sleeps that long. `qps <= 0` or
     infinite means unlimited.
+
+    An `urgent` reservation (not in Go's limiter) does not queue behind the others: it takes its token on
+    credit and goes at once, so the requests after it wait one token longer. The average rate still holds;
+    it is for the rare write whose delay costs more than the others' (a lost host leaving discovery).
     """
 
     def __init__(self, qps: float, burst: int, *, clock: Clock | None = None) -> None:
@@ -143,13 +147,13 @@ class TokenBucket:
         self._refill()
         return self._tokens
 
-    def reserve(self) -> float:
+    def reserve(self, *, urgent: bool = False) -> float:
         """Takes one token; returns the delay in seconds until it may be used (0 when available now)."""
         if self.unlimited:
             return 0.0
         self._refill()
         self._tokens -= 1.0
-        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+        return 0.0 if self._tokens >= 0 or urgent else -self._tokens / self.qps
 
     def try_accept(self) -> bool:
         """Takes a token only if one is available now."""
@@ -161,9 +165,9 @@ class TokenBucket:
             return True
         return False
 
-    async def wait(self) -> None:
+    async def wait(self, *, urgent: bool = False) -> None:
         """Waits for a token. A cancelled wait gives its reservation back."""
-        delay = self.reserve()
+        delay = self.reserve(urgent=urgent)
         if delay <= 0:
             return
         try:

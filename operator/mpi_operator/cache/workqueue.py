@@ -1,7 +1,9 @@
 """WorkQueue[K]: client-go's rate-limiting, delaying work queue for asyncio (one event loop, no threads).
 
 Guarantees (client-go `util/workqueue/queue.go`):
-  * fair: keys are handed out in the order they became dirty;
+  * fair: keys are handed out in the order they became dirty, except that an `urgent` add puts its key
+    at the front (controller-runtime's priority queue, with two levels): a key whose work cannot wait
+    behind a backlog of routine syncs (an elastic job that just lost a listed worker);
   * stingy: a key added many times before a worker takes it is processed once, and a key is never
     held by two workers at once. A key added while it is being processed is remembered and queued
     again when the worker calls `done(key)`.
@@ -41,6 +43,8 @@ class WorkQueue(Generic[K]):
         self._limiter: RateLimiter[K] = rate_limiter or default_controller_rate_limiter(clock=self._clock)
         self._queue: deque[K] = deque()
         self._dirty: set[K] = set()
+        self._urgent: set[K] = set()
+        """Dirty keys added urgently while being processed: `done()` puts them at the front."""
         self._processing: set[K] = set()
         self._waiting: dict[K, tuple[float, Timer]] = {}
         self._getters: deque[asyncio.Future[None]] = deque()
@@ -48,14 +52,27 @@ class WorkQueue(Generic[K]):
         self._shutting_down = False
 
     # --- adding --------------------------------------------------------------------------------
-    def add(self, key: K) -> None:
-        """Marks `key` dirty; queues it unless it is already queued or being processed."""
-        if self._shutting_down or key in self._dirty:
+    def add(self, key: K, *, urgent: bool = False) -> None:
+        """Marks `key` dirty; queues it unless it is already queued or being processed. `urgent` puts it
+        at the front, moving it there if it is already queued."""
+        if self._shutting_down:
+            return
+        if key in self._dirty:
+            if urgent and key in self._processing:
+                self._urgent.add(key)
+            elif urgent and self._queue and self._queue[0] != key:
+                self._queue.remove(key)
+                self._queue.appendleft(key)
             return
         self._dirty.add(key)
         if key in self._processing:
+            if urgent:
+                self._urgent.add(key)
             return  # done() queues it again
-        self._queue.append(key)
+        if urgent:
+            self._queue.appendleft(key)
+        else:
+            self._queue.append(key)
         self._wake_one()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -116,7 +133,11 @@ class WorkQueue(Generic[K]):
         """Ends processing of `key`; re-queues it if it was added meanwhile."""
         self._processing.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
+            if key in self._urgent:
+                self._urgent.discard(key)
+                self._queue.appendleft(key)
+            else:
+                self._queue.append(key)
             self._wake_one()
         elif not self._processing and self._drained is not None and not self._drained.done():
             self._drained.set_result(None)

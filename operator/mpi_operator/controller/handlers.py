@@ -12,7 +12,10 @@
     MPIJob's own add event enqueues the key.
 
 Events are enqueued with a plain `add`: the queue deduplicates them and the per-key rate limiter is
-kept for errors only (upstream rate-limits every event, which delays bursts exponentially).
+kept for errors only (upstream rate-limits every event, which delays bursts exponentially). A worker
+pod that could run before an event and cannot after it (`lost_pod`: Ready -> not Ready, failed,
+terminating, deleted) enqueues its job *urgently*, at the front of the queue: an elastic job must drop
+that host from discovery before Horovod tries it, whatever backlog of routine syncs is waiting.
 
 `watches()` is the table of informers whose events this module maps: which resources, which label
 selectors, and whether an event means the object's own key, its owner's key, or nothing (cache only).
@@ -21,7 +24,7 @@ selectors, and whether an event means the object's own key, its owner's key, or 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -34,7 +37,30 @@ from mpi_operator.settings import GangScheduler
 
 log = logging.getLogger(__name__)
 
-Enqueue = Callable[[str], None]
+
+class Enqueue(Protocol):
+    def __call__(self, key: str, *, urgent: bool = False) -> None: ...
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions or ()
+    )
+
+
+def _running(pod: Mapping[str, Any]) -> bool:
+    """Ready and not on its way out."""
+    return _ready(pod) and not _meta(pod).get("deletionTimestamp")
+
+
+def lost_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """A pod that could run a Horovod worker before the event and cannot after it (None: no object)."""
+    return old is not None and _running(old) and (new is None or not _running(new))
+
+
 BATCH_GROUP = "batch"
 
 OWNED_SELECTOR = f"{constants.LABEL_OPERATOR_NAME}={constants.OPERATOR_NAME}"
@@ -191,4 +217,23 @@ class EventHandlers:
     def register_children(self, informer: Informer) -> None:
         informer.add_event_handler(
             on_add=self.on_child, on_update=self.on_child_update, on_delete=self.on_child
+        )
+
+    # --- pods ----------------------------------------------------------------------------------
+    def on_pod_update(self, old: KubeObject, new: KubeObject) -> None:
+        if not lost_pod(old, new):
+            self.on_child_update(old, new)
+            return
+        key = owner_key(new, mpijobs=self.mpijobs, jobs=self.jobs)
+        if key is not None:
+            self.enqueue(key, urgent=True)
+
+    def on_pod_delete(self, obj: KubeObject) -> None:
+        key = owner_key(obj, mpijobs=self.mpijobs, jobs=self.jobs)
+        if key is not None:
+            self.enqueue(key, urgent=lost_pod(obj, None))
+
+    def register_pods(self, informer: Informer) -> None:
+        informer.add_event_handler(
+            on_add=self.on_child, on_update=self.on_pod_update, on_delete=self.on_pod_delete
         )

@@ -311,12 +311,14 @@ class Manager:
         for watch in watches:
             if watch.events == "mpijob":
                 bound.register_mpijobs(inf[watch.name])
+            elif watch.events == "child" and watch.resource == resources.POD:
+                bound.register_pods(inf[watch.name])
             elif watch.events == "child":
                 bound.register_children(inf[watch.name])
 
-    def _enqueue(self, key: str) -> None:
+    def _enqueue(self, key: str, *, urgent: bool = False) -> None:
         self.metrics.queue_add()
-        self.queue.add(key)
+        self.queue.add(key, urgent=urgent)
 
     def _unsynced(self) -> list[str]:
         return [name for name, informer in self.informers.items() if not informer.has_synced]

@@ -31,6 +31,7 @@ Departures from upstream, each so a user learns more or a converged job writes n
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -216,11 +217,13 @@ class MPIJobReconciler:
         else:
             head, tail = elastic_sync.split_plan(plan)
             await elastic_sync.drain(self.kube, job, decision)
-            applied = await applier.apply(head)
+            with self.kube.urgent() if decision.urgent else contextlib.nullcontext():
+                applied = await applier.apply(head)
+                if not applied.conflicts:
+                    await elastic_sync.touch_launcher(self.kube, job, observed, decision)
             if not applied.conflicts:
                 if decision.discovery_changed:
                     self.deps.metrics.discovery_updated()
-                await elastic_sync.touch_launcher(self.kube, job, observed, decision)
                 await elastic_sync.delete_pods(self.kube, job, decision, self._deleted)
                 self.deps.metrics.workers_replaced(len(decision.replace))
                 applied = elastic_sync.merge_applied(applied, await applier.apply(tail))

@@ -65,6 +65,9 @@ class ElasticDecision:
     events: list[Event] = field(default_factory=list)
     fail: JobFailure | None = None
     discovery_changed: bool = False
+    urgent: bool = False
+    """The script drops hosts that can no longer run: its write and the launcher touch skip the client's
+    request queue, since Horovod would otherwise keep trying a dead host while other jobs' writes go first."""
 
     @property
     def incarnations(self) -> Mapping[int, int]:

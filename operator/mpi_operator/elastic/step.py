@@ -256,6 +256,7 @@ def elastic_step(
         events=events,
         fail=below.fail,
         discovery_changed=changed,
+        urgent=pace.change is Change.LOST,
     )
 
 

@@ -7,6 +7,7 @@ ourselves, so no generated model class is ever built (they are slow and drop unk
 
 Every request first takes a token from the client-side QPS/burst bucket (client-go's rate limiter;
 retries and watch (re)connects pay too), then runs under `RetryPolicy` (transient failures only).
+Requests made inside `with kube.urgent():` take theirs on credit instead of queueing (`TokenBucket`).
 `Warning` response headers (deprecations, unknown fields) are logged and passed to `on_warning`.
 Patches always carry an explicit Content-Type: kubernetes_asyncio's default for custom objects is
 json-patch, which a real API server rejects for a merge-style body.
@@ -15,11 +16,13 @@ json-patch, which a real API server rejects for a merge-style body.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import contextvars
 import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -58,8 +61,23 @@ def parse_warning(header: str) -> str:
     return match.group("text").replace('\\"', '"') if match else header
 
 
+_URGENT: contextvars.ContextVar[bool] = contextvars.ContextVar("mpi_operator_urgent_requests", default=False)
+
+
 class Kube:
     """Async Kubernetes client over an `ApiClient`; see the module docstring."""
+
+    @staticmethod
+    @contextlib.contextmanager
+    def urgent() -> Iterator[None]:
+        """The requests this task makes inside skip the client-side queue (not its rate: they borrow).
+
+        A context variable, so only the current task's requests (and tasks it starts) are affected."""
+        token = _URGENT.set(True)
+        try:
+            yield
+        finally:
+            _URGENT.reset(token)
 
     def __init__(
         self,
@@ -322,7 +340,7 @@ class Kube:
         content_type: str = "application/json",
     ) -> KubeObject:
         async def attempt() -> KubeObject:
-            await self.limiter.wait()
+            await self.limiter.wait(urgent=_URGENT.get())
             timeout = aiohttp.ClientTimeout(total=self.request_timeout)
             response = await self._send(
                 method, path, query=query, body=body, content_type=content_type, timeout=timeout

@@ -330,3 +330,25 @@ async def test_the_client_side_limiter_holds_qps(kubesim: KubeSim) -> None:
     # 2 from the burst, then 10 more at 20 per second.
     assert 0.45 <= elapsed < 2.0
     assert len(kubesim.control.recorded(verb="list", resource="configmaps")) == 12
+
+
+async def test_an_urgent_request_does_not_queue_behind_the_others(kubesim: KubeSim) -> None:
+    async with await Kube.from_kubeconfig(str(kubesim.kubeconfig_path), qps=4, burst=1) as kube:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        done: dict[str, float] = {}
+
+        async def get(tag: str) -> None:
+            await kube.get(resources.NAMESPACE, "default")
+            done[tag] = loop.time() - start
+
+        async def urgent() -> None:
+            with kube.urgent():
+                await get("urgent")
+
+        queued = [asyncio.create_task(get(f"normal-{i}")) for i in range(6)]  # 0, .25, ... 1.25 s
+        await asyncio.sleep(0.05)
+        await urgent()
+        await asyncio.gather(*queued)
+    assert done["urgent"] < 0.5, done
+    assert max(v for k, v in done.items() if k != "urgent") >= 1.25, "the others keep the rate"

@@ -290,3 +290,19 @@ def test_draining_worker_deleted_by_someone_else_is_not_reused_by_name() -> None
     decision = cluster.step()
     assert cluster.hostname(2) == "hvd-worker-2-r1"
     assert decision.publish.replacements == 0  # a scale-in, not a failure
+
+
+def test_only_dropping_a_lost_host_is_urgent() -> None:
+    cluster = ElasticCluster(elastic_job(3))
+    urgent = [cluster.step().urgent]  # initial publication
+    cluster.set_ready()
+    urgent.append(cluster.step().urgent)  # additions
+    cluster.tick(60)
+    cluster.scale(2)
+    urgent.append(cluster.step().urgent)  # graceful scale-in
+    cluster.tick(60)
+    cluster.fail(0)
+    lost = cluster.step()
+    assert urgent == [False, False, False]
+    assert lost.urgent, "a failed listed worker must leave discovery ahead of queued writes"
+    assert 0 not in cluster.listed_indices()

@@ -157,3 +157,49 @@ def test_owned_only_filters_every_child() -> None:
     children = [w for w in table if w.events == "child"]
     assert len(children) == 6
     assert {w.selector for w in children} == {handlers.OWNED_SELECTOR}
+
+
+def pod(*, ready: bool = True, deleting: bool = False, phase: str = "Running") -> dict[str, Any]:
+    obj = child("Pod", "pi-worker-1", MPI_REF)
+    obj["status"] = {"phase": phase, "conditions": [{"type": "Ready", "status": str(ready)}]}
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    return obj
+
+
+POD_EVENTS = [
+    ("became-not-ready", pod(), pod(ready=False), True),
+    ("failed", pod(), pod(ready=False, phase="Failed"), True),
+    ("terminating", pod(), pod(deleting=True), True),
+    ("deleted", pod(), None, True),
+    ("became-ready", pod(ready=False), pod(), False),
+    ("unchanged-ready", pod(), pod(), False),
+    ("never-ready-deleted", pod(ready=False), None, False),
+    (
+        "annotation-only",
+        pod(),
+        {**pod(), "metadata": {**pod()["metadata"], "annotations": {"a": "b"}}},
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "urgent"), [c[1:] for c in POD_EVENTS], ids=[c[0] for c in POD_EVENTS]
+)
+def test_a_worker_pod_that_stops_being_usable_enqueues_its_job_urgently(
+    stores: tuple[Store, Store], old: dict[str, Any], new: dict[str, Any] | None, urgent: bool
+) -> None:
+    mpijobs, jobs = stores
+    added: list[tuple[str, bool]] = []
+
+    def enqueue(key: str, *, urgent: bool = False) -> None:
+        added.append((key, urgent))
+
+    h = handlers.EventHandlers(enqueue, mpijobs=mpijobs, jobs=jobs)
+    if new is None:
+        h.on_pod_delete(old)
+    else:
+        h.on_pod_update(old, new)
+    assert added == [("ns/pi", urgent)]
+    assert handlers.lost_pod(old, new) is urgent

@@ -56,6 +56,16 @@ def test_bucket_allows_the_burst_then_spaces_at_qps() -> None:
     assert limiter.num_requeues("a") == 0
 
 
+def test_an_urgent_reservation_goes_at_once_on_credit() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=2, burst=1, clock=clock)
+    assert [bucket.reserve(), bucket.reserve()] == [0, 0.5]
+    assert bucket.reserve(urgent=True) == 0, "not queued behind the reservation outstanding"
+    assert bucket.reserve() == pytest.approx(1.5), "the next one waits for the borrowed token too"
+    clock.advance(10)
+    assert bucket.tokens() == 1, "the average rate holds: the debt is paid off, the burst is not exceeded"
+
+
 def test_max_of_takes_the_longest_delay_and_forgets_everywhere() -> None:
     clock = FakeClock()
     exponential = ItemExponentialFailureRateLimiter[str](0.005, 1000.0)

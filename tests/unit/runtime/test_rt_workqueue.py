@@ -41,6 +41,28 @@ def test_adds_of_a_queued_key_collapse_into_one_and_order_is_fifo() -> None:
     assert len(queue) == 0
 
 
+def test_an_urgent_key_jumps_the_queue_once_and_keeps_dedup() -> None:
+    queue = make_queue()
+    for key in ["a", "b", "c"]:
+        queue.add(key)
+    queue.add("c", urgent=True)  # already queued: moved to the front, not duplicated
+    queue.add("d", urgent=True)
+    queue.add("d")
+    assert len(queue) == 4
+    assert [take_now(queue) for _ in range(4)] == ["d", "c", "a", "b"]
+
+
+def test_an_urgent_add_while_processing_comes_back_first_after_done() -> None:
+    queue = make_queue()
+    queue.add("a")
+    assert take_now(queue) == "a"
+    queue.add("b")
+    queue.add("a", urgent=True)
+    assert len(queue) == 1, "still never queued twice while processing"
+    queue.done("a")
+    assert [take_now(queue), take_now(queue)] == ["a", "b"]
+
+
 def test_key_added_while_processing_is_handed_out_again_only_after_done() -> None:
     queue = make_queue()
     queue.add("a")
