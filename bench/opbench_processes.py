@@ -1,0 +1,242 @@
+"""The processes and HTTP plumbing of bench/operator_elastic.py: `mpi-operator sim` and `mpi-operator
+run` started as their own processes, a small API client, and the operator's metrics read as snapshots."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import re
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from mpi_discovery.hostfile import parse_discover_hosts
+
+ROOT = Path(__file__).resolve().parent.parent
+NS = "default"
+JOBS = f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+CONVERGENCE = "mpi_operator_elastic_convergence_seconds"
+_INDEX = re.compile(r"-worker-(\d+)(?:-r\d+)?$")
+Snapshot = dict[str, float]
+
+
+class Api:
+    """A bare aiohttp client of kubesim (no rate limit, no cache: the operator is the one measured)."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+        self.session, self.url = session, url
+
+    async def call(self, method: str, path: str, body: Any = None, *, merge: bool = False) -> Any:
+        headers = {"Content-Type": "application/merge-patch+json" if merge else "application/json"}
+        data = None if body is None else json.dumps(body)
+        async with self.session.request(method, self.url + path, data=data, headers=headers) as resp:
+            if resp.status >= 300:
+                raise RuntimeError(f"{method} {path}: {resp.status} {await resp.text()}")
+            return await resp.json()
+
+    async def hosts(self, pod: str) -> set[str] | None:
+        """Host names (first DNS label) the pod's mounted discover_hosts.sh lists; None if not mounted."""
+        path = f"/kubesim/v1/namespaces/{NS}/pods/{pod}/files/etc/mpi/discover_hosts.sh"
+        async with self.session.get(self.url + path) as resp:
+            if resp.status != 200:
+                return None
+            return {host.split(".", 1)[0] for host, _ in parse_discover_hosts(await resp.text())}
+
+    async def pods(self, selector: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (await self.call("GET", f"{PODS}?labelSelector={selector}"))["items"]
+        return items
+
+
+def indices(hosts: set[str]) -> set[int]:
+    return {int(m.group(1)) for h in hosts if (m := _INDEX.search(h))}
+
+
+async def poll(check: Callable[[], Awaitable[bool]], within: float, interval: float) -> float:
+    """Monotonic time at which `check()` first held, polling every `interval` seconds."""
+    async with asyncio.timeout(within):
+        while True:
+            if await check():
+                return time.monotonic()
+            await asyncio.sleep(interval)
+
+
+class Operator:
+    """The `mpi-operator run` process: its metrics endpoint, its JSON log and its own RSS/CPU."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, metrics_url: str) -> None:
+        self.proc, self.metrics_url = proc, metrics_url
+        self.ps = psutil.Process(proc.pid)
+        self.logs: list[tuple[float, dict[str, Any]]] = []
+        self.peak_rss = 0.0
+        self._tasks = [asyncio.create_task(self._drain()), asyncio.create_task(self._sample())]
+
+    def usage(self) -> dict[str, float]:
+        cpu = self.ps.cpu_times()
+        rss = self.ps.memory_info().rss / 2**20
+        self.peak_rss = max(self.peak_rss, rss)
+        return {"rss_mib": rss, "cpu_s": cpu.user + cpu.system}
+
+    async def _sample(self) -> None:
+        while True:
+            self.usage()
+            await asyncio.sleep(0.25)
+
+    async def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in self.proc.stderr:
+            with contextlib.suppress(ValueError):
+                self.logs.append((time.monotonic(), json.loads(raw)))
+
+    async def scrape(self, session: aiohttp.ClientSession) -> Snapshot:
+        async with session.get(self.metrics_url + "/metrics") as resp:
+            text = await resp.text()
+        snap: Snapshot = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+                snap[f"{s.name}{{{labels}}}"] = s.value
+        return snap
+
+    def writes_between(self, start: float, end: float) -> Counter[str]:
+        """Operator log lines naming a write (`create Pod ...`, `patch ConfigMap ...`) in [start, end)."""
+        verbs = ("create ", "update ", "patch ", "delete ", "stop ")
+        return Counter(
+            " ".join(str(e["msg"]).split()[:2])
+            for t, e in self.logs
+            if start <= t < end and str(e.get("msg", "")).startswith(verbs)
+        )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await stop_process(self.proc)
+
+
+async def stop_process(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+def delta(after: Snapshot, before: Snapshot, name: str, **labels: str) -> float:
+    """Sum over samples of `name` whose labels include `labels`, after minus before."""
+
+    def total(snap: Snapshot) -> float:
+        return sum(
+            v
+            for k, v in snap.items()
+            if k.split("{", 1)[0] == name and all(f"{lk}={lv}" in k for lk, lv in labels.items())
+        )
+
+    return total(after) - total(before)
+
+
+def requests(after: Snapshot, before: Snapshot) -> dict[str, float]:
+    name = "rest_client_requests_total"
+    out = {m.lower(): delta(after, before, name, method=m) for m in ("GET", *WRITE_METHODS)}
+    out["writes"] = sum(out[m.lower()] for m in WRITE_METHODS)
+    out["total"] = delta(after, before, name)
+    out["non_2xx"] = out["total"] - sum(
+        delta(after, before, name, code=code)
+        for code in {k.split("code=", 1)[1][:3] for k in after if "code=2" in k}
+    )
+    return out
+
+
+def histogram(after: Snapshot, before: Snapshot, name: str = CONVERGENCE) -> dict[str, float]:
+    """Count, mean and bucket-interpolated p50/p95 (as PromQL's histogram_quantile) of the observations
+    made between two scrapes."""
+    buckets = sorted(
+        (float(k.split("le=", 1)[1].rstrip("}")), v - before.get(k, 0.0))
+        for k, v in after.items()
+        if k.startswith(f"{name}_bucket{{")
+    )
+    count = delta(after, before, f"{name}_count")
+    out = {"n": count, "mean": delta(after, before, f"{name}_sum") / count if count else math.nan}
+    for q in (50, 95):
+        rank, lower, below, value = q / 100 * count, 0.0, 0.0, math.nan
+        for le, cumulative in buckets:
+            if count and cumulative >= rank:
+                upper = le if math.isfinite(le) else lower
+                value = lower + (upper - lower) * (rank - below) / max(cumulative - below, 1e-9)
+                break
+            lower, below = le, cumulative
+        out[f"p{q}"] = value
+    return out
+
+
+async def start_sim(args: argparse.Namespace, kubeconfig: Path) -> tuple[asyncio.subprocess.Process, str]:
+    sec = str(args.pod_seconds)
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "mpi_operator", "sim", "--port", "0"),
+        *("--kubeconfig-out", str(kubeconfig), "--start-seconds", sec, "--ready-seconds", sec),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    url = ""
+    async with asyncio.timeout(30):
+        while not (line := (await proc.stdout.readline()).decode()).startswith("export KUBECONFIG="):
+            if not line:
+                raise RuntimeError("mpi-operator sim exited before serving")
+            if "serving the Kubernetes API on " in line:
+                url = line.rsplit(" ", 1)[-1].strip()
+    return proc, url
+
+
+async def start_operator(args: argparse.Namespace, kubeconfig: Path, api: Api) -> Operator:
+    flags = ["--kubeconfig", str(kubeconfig), "--no-leader-elect", "--metrics-address", "127.0.0.1:0"]
+    flags += ["--log-format", "json", "--workers", str(args.operator_workers)]
+    flags += ["--qps", str(args.operator_qps), "--burst", str(args.operator_burst)]
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "mpi_operator", "run", *flags),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    msg = ""
+    async with asyncio.timeout(30):
+        while "serving /healthz" not in msg:
+            raw = await proc.stderr.readline()
+            if not raw:
+                raise RuntimeError(f"mpi-operator run exited with {await proc.wait()}")
+            with contextlib.suppress(ValueError):
+                msg = str(json.loads(raw).get("msg", ""))
+    op = Operator(proc, msg.rsplit(" ", 1)[-1])
+
+    async def ready() -> bool:
+        async with api.session.get(op.metrics_url + "/readyz") as resp:
+            return resp.status == 200
+
+    await poll(ready, 30, 0.1)
+    return op
+
+
+async def install_crd(api: Api) -> None:
+    crd = yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    await api.call("POST", path, crd)
+
+    async def established() -> bool:
+        conditions = (await api.call("GET", f"{path}/{crd['metadata']['name']}")).get("status", {})
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions["conditions"])
+
+    await poll(established, 30, 0.1)
