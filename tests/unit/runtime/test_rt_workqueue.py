@@ -232,10 +232,22 @@ class QueueModel(RuleBasedStateMachine):
         self.processing: list[str] = []
         self.owed: set[str] = set()
         """Keys added since they were last handed out: each must be handed out again."""
+        self.order: list[str] = []
+        """The order the keys not in flight must come out in: FIFO, urgent ones in front."""
+        self.urgent_later: set[str] = set()
+        """Keys added urgently while in flight: they go to the front when done."""
 
-    @rule(key=st.sampled_from("abcd"))
-    def add(self, key: str) -> None:
-        self.queue.add(key)
+    @rule(key=st.sampled_from("abcd"), urgent=st.booleans())
+    def add(self, key: str, urgent: bool) -> None:
+        self.queue.add(key, urgent=urgent)
+        if key in self.processing:
+            if urgent:
+                self.urgent_later.add(key)
+        elif key not in self.order:
+            self.order.insert(0, key) if urgent else self.order.append(key)
+        elif urgent:
+            self.order.remove(key)
+            self.order.insert(0, key)
         self.owed.add(key)
 
     @precondition(lambda self: len(self.queue) > 0)
@@ -243,6 +255,7 @@ class QueueModel(RuleBasedStateMachine):
     def get(self) -> None:
         key = take_now(self.queue)
         assert key not in self.processing, "handed out while already processing"
+        assert key == self.order.pop(0), "out of order"
         self.processing.append(key)
         self.owed.discard(key)
 
@@ -251,6 +264,9 @@ class QueueModel(RuleBasedStateMachine):
     def done(self, index: int) -> None:
         key = self.processing.pop(index % len(self.processing))
         self.queue.done(key)
+        if key in self.owed:
+            self.order.insert(0, key) if key in self.urgent_later else self.order.append(key)
+        self.urgent_later.discard(key)
 
     @invariant()
     def queued_keys_are_exactly_the_owed_ones_not_in_flight(self) -> None:
