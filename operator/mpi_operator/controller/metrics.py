@@ -10,8 +10,9 @@ controller-runtime-style reconcile metrics and client-go's `rest_client_requests
 Elastic jobs add `mpi_operator_elastic_discovery_updates_total` (each published change of
 `discover_hosts.sh`), `mpi_operator_elastic_worker_replacements_total` (failed or lost workers deleted for
 a replacement) and `mpi_operator_elastic_convergence_seconds` (from a sync that finds the discovered
-workers differ from the desired ones, after a scale or a loss, until they match again: the scale
-reaction time as Horovod sees it).
+workers differ from the desired ones, after a scale or a loss, until a sync publishes a matching script;
+a difference published by the sync that finds it, as a scale-in usually is, is not observed, and the
+queue wait before that sync and the launcher's remount after it are not included).
 """
 
 from __future__ import annotations
