@@ -81,6 +81,9 @@ CLUSTERROLES = _rt("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterrol
 CLUSTERROLEBINDINGS = _rt(
     "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False
 )
+PRIORITY_CLASSES = _rt(
+    "scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False, short_names=("pc",)
+)
 CRDS = _rt(
     "apiextensions.k8s.io",
     "v1",
@@ -109,10 +112,31 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ROLEBINDINGS,
     CLUSTERROLES,
     CLUSTERROLEBINDINGS,
+    PRIORITY_CLASSES,
     CRDS,
 )
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_CRITICAL = "Used for system critical pods that must "
+INITIAL_PRIORITY_CLASSES: tuple[dict[str, Any], ...] = tuple(
+    {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "description": _CRITICAL + description,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }
+    for name, value, description in (
+        (
+            "system-cluster-critical",
+            2000000000,
+            "run in the cluster, but can be moved to another node if necessary.",
+        ),
+        ("system-node-critical", 2000001000, "not be moved from their current node."),
+    )
+)
+"""The classes every cluster's API server creates at start (the scheduling bootstrap)."""
 NODE_IP = "172.18.0.2"  # the address the simulated kubelet reports as the pods' hostIP
 
 

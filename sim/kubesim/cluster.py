@@ -101,6 +101,8 @@ class Cluster:
         for name in builtins.INITIAL_NAMESPACES:
             self.create(builtins.NAMESPACES, None, {"metadata": {"name": name}})
         self.create(builtins.NODES, None, builtins.initial_node(self.settings.node_name))
+        for priority_class in builtins.INITIAL_PRIORITY_CLASSES:
+            self.create(builtins.PRIORITY_CLASSES, None, priority_class)
 
     # --- reads -----------------------------------------------------------------------------
     def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl's typed generators send.
 
 `kubectl create namespace|configmap|secret|serviceaccount|role|rolebinding|clusterrole|
-clusterrolebinding` POST `application/vnd.kubernetes.protobuf`, not JSON. The body is the
+clusterrolebinding|priorityclass` POST `application/vnd.kubernetes.protobuf`, not JSON. The body is the
 apimachinery envelope: the magic `k8s\\x00`, then a `runtime.Unknown` message whose `raw` field holds the
 object encoded with the field numbers of Kubernetes' `generated.proto` files. This module declares those
 messages (only the fields a client sets on create; the server-owned ObjectMeta fields are absent) with
@@ -109,6 +109,13 @@ _MESSAGES: Final[dict[str, list[_Field]]] = {
         ("subjects", 2, "Subject", True),
         ("roleRef", 3, "RoleRef", False),
     ],
+    "PriorityClass": [
+        ("metadata", 1, "ObjectMeta", False),
+        ("value", 2, _INT32, False),
+        ("globalDefault", 3, _BOOL, False),
+        ("description", 4, _STRING, False),
+        ("preemptionPolicy", 5, _STRING, False),
+    ],
 }
 
 SERVER_OWNED: Final = frozenset(
@@ -129,9 +136,11 @@ KEEP_ZERO: Final = frozenset(
         ("ConfigMap", "immutable"),
         ("Secret", "immutable"),
         ("ServiceAccount", "automountServiceAccountToken"),
+        ("PriorityClass", "value"),
+        ("PriorityClass", "preemptionPolicy"),
     }
 )
-"""Fields whose zero value means something: Go pointers, encoded only when set.
+"""Fields whose zero value means something: Go pointers (encoded only when set) and required numbers.
 
 Go's protobuf encoder writes every non-pointer field, empty or not, where its JSON encoder omits the
 empty ones (`omitempty`); every other zero value is therefore dropped, as the JSON form would."""
@@ -145,6 +154,7 @@ KINDS: Final[dict[tuple[str, str], str]] = {
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "ClusterRoleBinding",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
 }
 """(apiVersion, kind) of the envelope -> the message its `raw` holds."""
 

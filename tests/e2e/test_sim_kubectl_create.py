@@ -67,6 +67,12 @@ CASES: list[tuple[str, list[str], str]] = [
         ["clusterrolebinding", "view", "--clusterrole=mpijob-viewer", "--group=ml"],
         "clusterrolebinding/view",
     ),
+    (
+        "priorityclass",
+        ["priorityclass", "training", "--value=1000", "--description=MPI jobs", "--preemption-policy=Never"],
+        "priorityclass/training",
+    ),
+    ("priorityclass-zero", ["priorityclass", "zero", "--value=0"], "priorityclass/zero"),
 ]
 
 SERVER_OWNED = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")

@@ -12,6 +12,7 @@ from rc_harness import (
     CRD,
     NS,
     OPERATOR_AGENT,
+    container,
     eventually,
     kube,
     kubesim_settings,
@@ -21,6 +22,7 @@ from rc_harness import (
 )
 
 from kubesim.app import KubeSim
+from mpi_operator.controller import handlers
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
@@ -117,3 +119,46 @@ async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: 
             return spec["minMember"] == 2 and (gang == "volcano" or spec["scheduleTimeoutSeconds"] == 10)
 
         await eventually(updated, "the schedulingPolicy change on the PodGroup")
+
+
+@pytest.mark.parametrize("with_class", [True, False], ids=["class-served", "no-such-class"])
+async def test_pod_group_min_resources_follow_the_priority_classes_kubesim_serves(
+    kubesim: KubeSim, kube: Kube, with_class: bool
+) -> None:
+    """Upstream `calculatePGMinResources`: with minAvailable below the pod count, the replica type of
+    lower priority gives way. The workers' PriorityClass (value read from the API) outranks the launcher,
+    so all 3 workers count and the launcher is cut to 1; without the class both are priority 0 and the
+    workers give way instead."""
+    resource, _ = GANGS["volcano"]
+    await kube.create(CRD, pod_group_crd(resource))
+    if with_class:
+        high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}}
+        await kube.create(handlers.PRIORITY_CLASS, {**high, "value": 1000})
+
+    async def served() -> bool:
+        try:
+            await kube.list(resource, NS)
+        except Exception:
+            return False
+        return True
+
+    await eventually(served, f"{resource.plural}.{resource.group} to be served")
+    job = mpijob(
+        "prio",
+        workers=3,
+        runPolicy={"schedulingPolicy": {"minAvailable": 2}},
+        launcher_container=container("launcher", resources={"requests": {"cpu": "1"}}),
+        worker_container=container("worker", resources={"requests": {"cpu": "2"}}),
+    )
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] = "high"
+    async with running_operator(kubesim, gang_scheduling="volcano"):
+        await kube.create(resources.MPIJOB, job)
+
+        async def min_resources() -> dict[str, Any] | None:
+            try:
+                return (await kube.get(resource, "prio", NS))["spec"].get("minResources")
+            except Exception:
+                return None
+
+        got = await eventually(min_resources, "the PodGroup's minResources")
+    assert got == {"cpu": "7" if with_class else "3"}, got
