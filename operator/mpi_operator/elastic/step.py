@@ -132,10 +132,18 @@ def elastic_step(
     replicas = effective_replicas(job, policy)
     workers = read_workers(job, observed_pods)
     state = published if published is not None else PublishedState()
-    out_of_bounds, events = _check_bounds(job, policy, state)
+    out_of_bounds, events = _check_bounds(job, policy, replicas, state)
     if job.spec.run_policy.suspend:
         return _suspended_step(
-            job, policy, workers, state, out_of_bounds, events, now=clock, cluster_domain=cluster_domain
+            job,
+            policy,
+            replicas,
+            workers,
+            state,
+            out_of_bounds,
+            events,
+            now=clock,
+            cluster_domain=cluster_domain,
         )
 
     healed = plan_replacements(
@@ -169,11 +177,7 @@ def elastic_step(
     for index in scale.retired:
         incarnations[index] = incarnations.get(index, 0) + 1
 
-    ready = sum(
-        1
-        for w in workers.values()
-        if w.usable and w.index < replicas and w.incarnation == incarnations.get(w.index, 0)
-    )
+    ready = _ready(workers, incarnations, replicas)
     below = check_below_min(
         ready,
         min_replicas=policy.min_replicas,
@@ -230,7 +234,7 @@ def elastic_step(
     publish = PublishedState(
         members=pace.members,
         changed_at=clock if changed else state.changed_at,
-        incarnations={i: n for i, n in sorted(incarnations.items()) if n},
+        incarnations=_bumped(incarnations),
         replacements=healed.replacements,
         reached_min=below.reached_min,
         below_min_since=below.since,
@@ -244,15 +248,14 @@ def elastic_step(
         delete=scale.delete,
         replace=healed.replace,
         requeue_after=_round_up(min(waits)) if waits else None,
-        status={
-            "desired": replicas,
-            "ready": ready,
-            "discovered": len(pace.members),
-            "draining": scale.draining,
-            "replacements": healed.replacements,
-            "minReplicas": policy.min_replicas,
-            "maxReplicas": policy.max_replicas,
-        },
+        status=_status(
+            policy,
+            replicas,
+            ready=ready,
+            discovered=len(pace.members),
+            draining=scale.draining,
+            replacements=healed.replacements,
+        ),
         events=events,
         fail=below.fail,
         discovery_changed=changed,
@@ -260,15 +263,39 @@ def elastic_step(
     )
 
 
+def _ready(workers: Mapping[int, WorkerPod], incarnations: Mapping[int, int], replicas: int) -> int:
+    """Workers Horovod could use now among the desired ones, each in its index's current incarnation."""
+    return sum(1 for w in workers.values() if w.usable and w.index < replicas and is_current(w, incarnations))
+
+
+def _bumped(incarnations: Mapping[int, int]) -> dict[int, int]:
+    """The incarnations to publish: in index order, incarnation 0 left implicit."""
+    return {i: n for i, n in sorted(incarnations.items()) if n}
+
+
+def _status(
+    policy: ElasticPolicy, replicas: int, *, ready: int, discovered: int, draining: int, replacements: int
+) -> dict[str, int]:
+    """The `status.elastic` block."""
+    return {
+        "desired": replicas,
+        "ready": ready,
+        "discovered": discovered,
+        "draining": draining,
+        "replacements": replacements,
+        "minReplicas": policy.min_replicas,
+        "maxReplicas": policy.max_replicas,
+    }
+
+
 def _check_bounds(
-    job: MPIJob, policy: ElasticPolicy, state: PublishedState
+    job: MPIJob, policy: ElasticPolicy, replicas: int, state: PublishedState
 ) -> tuple[int | None, list[Event]]:
     """The out-of-bounds `Worker.replicas` (None when in bounds) and its event, once per distinct value.
 
     The value reported last is in the published state, so neither a resync nor a restarted operator
     records it again; going back in bounds forgets it."""
     requested = config.worker_replicas(job)
-    replicas = effective_replicas(job, policy)
     if requested == replicas:
         return None, []
     if state.out_of_bounds_reported == requested:
@@ -286,6 +313,7 @@ def _check_bounds(
 def _suspended_step(
     job: MPIJob,
     policy: ElasticPolicy,
+    replicas: int,
     workers: Mapping[int, WorkerPod],
     state: PublishedState,
     out_of_bounds: int | None,
@@ -305,7 +333,6 @@ def _suspended_step(
     for seen in workers.values():
         if seen.incarnation > incarnations.get(seen.index, 0):
             incarnations[seen.index] = seen.incarnation
-    replicas = effective_replicas(job, policy)
     if state.members:
         events.append(
             Event(
@@ -318,26 +345,22 @@ def _suspended_step(
     publish = PublishedState(
         members=(),
         changed_at=now if state.members else state.changed_at,
-        incarnations={i: n for i, n in sorted(incarnations.items()) if n},
+        incarnations=_bumped(incarnations),
         replacements=state.replacements,
         failures=state.failures,
         out_of_bounds_reported=out_of_bounds,
     )
-    ready = sum(
-        1 for w in workers.values() if w.usable and w.index < replicas and is_current(w, incarnations)
-    )
     return ElasticDecision(
         discovered=discovered_hosts(job, (), cluster_domain=cluster_domain),
         publish=publish,
-        status={
-            "desired": replicas,
-            "ready": ready,
-            "discovered": 0,
-            "draining": 0,
-            "replacements": state.replacements,
-            "minReplicas": policy.min_replicas,
-            "maxReplicas": policy.max_replicas,
-        },
+        status=_status(
+            policy,
+            replicas,
+            ready=_ready(workers, incarnations, replicas),
+            discovered=0,
+            draining=0,
+            replacements=state.replacements,
+        ),
         events=events,
         discovery_changed=bool(state.members),
     )
