@@ -43,6 +43,7 @@ class Enqueue(Protocol):
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
+    # Not planning.observed.is_pod_serving: the runtime may not import the reconcile core (.importlinter).
     status = pod.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     return any(

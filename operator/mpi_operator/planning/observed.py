@@ -84,6 +84,11 @@ def is_pod_ready(pod: Mapping[str, Any]) -> bool:
     return config.is_pod_ready(pod)
 
 
+def is_pod_serving(pod: Mapping[str, Any]) -> bool:
+    """Ready and not being deleted: a worker Horovod may use now."""
+    return is_pod_ready(pod) and not is_terminating(pod)
+
+
 def parse_time(value: Any) -> datetime | None:
     """An RFC 3339 timestamp as the API server writes it, or None."""
     if isinstance(value, datetime):
