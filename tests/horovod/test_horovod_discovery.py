@@ -25,6 +25,7 @@ from typing import Any
 from urllib.request import urlopen
 
 import pytest
+from hvd_cache import cache_dir
 
 from mpi_discovery import hostfile
 from mpi_operator.desired import config
@@ -41,9 +42,7 @@ def horovod() -> Iterator[SimpleNamespace]:
     pytest.importorskip(
         "cloudpickle", reason="Horovod's runner imports cloudpickle (pip install cloudpickle)"
     )
-    cache = os.environ.get("MPI_OPERATOR_HOROVOD_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mpi-operator"
-    )
+    cache = cache_dir()
     try:
         done = subprocess.run(
             ["bash", str(FETCH), cache],

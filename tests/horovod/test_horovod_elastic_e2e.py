@@ -35,6 +35,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
+from hvd_cache import cache_dir
 
 from integration.elastic.ela_harness import (
     elastic_job,
@@ -66,9 +67,7 @@ SETTLE_SECONDS = 5
 @pytest.fixture(scope="session")
 def horovod_venv() -> Path:
     """The venv with a compiled Horovod (PyTorch + Gloo), built once and cached between runs."""
-    cache = os.environ.get("MPI_OPERATOR_HOROVOD_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mpi-operator"
-    )
+    cache = cache_dir()
     done = subprocess.run(
         ["bash", str(BUILD), cache],
         capture_output=True,
