@@ -15,7 +15,9 @@ Mappings from the ksonnet parameters (kubeflow/kubeflow `kubeflow/mpi-job`, `kub
   `--ssh-auth-mount-path` describe the image's SSH user (pod securityContext, the worker port named
   `ssh` that the operator probes, `sshAuthMountPath`); `elastic` defaults them to the image built from
   `examples/elastic/Dockerfile` (uid 1000, port 2222, /home/mpiuser/.ssh), the others to their root
-  images (`openmpi`: port 2222, as upstream's `mpioperator/openmpi` base image).
+  images (`openmpi`: port 2222, as upstream's `mpioperator/openmpi` base image; `simple`, `custom`: 22).
+  Without a port (`ssh_port=None`, library use only) the worker declares none, so the operator cannot
+  probe its sshd.
 - `simple`: v1alpha1 `spec.gpus` semantics: fewer GPUs than `--gpus-per-node` gives one worker with all
   of them; otherwise the total must be a multiple, one worker per node-worth. `--gpus-per-node` defaults
   to 1 like the operator's own `--gpus-per-node` (and upstream's), so a generated job and an old

@@ -26,12 +26,13 @@ DEFAULT_IMAGES: Final = {
     "openmpi": "mpioperator/openmpi:latest",
     "elastic": "horovod-elastic-examples:0.28.1",
 }
-# (--run-as-user, --ssh-port, --ssh-auth-mount-path) by flavour, matching each default image:
+# (--run-as-user, --ssh-port, --ssh-auth-mount-path) by flavour, matching each default image (the port is
+# always declared: the operator probes only a port it is told, never a guessed 22):
 # tensorflow-benchmarks (Horovod-based) runs sshd as root on 22; upstream's mpioperator/openmpi base image
 # runs it as root on 2222; examples/elastic/Dockerfile as the non-root mpiuser on 2222.
 SSH_DEFAULTS: Final[dict[str, tuple[int | None, int | None, str | None]]] = {
-    "simple": (None, None, None),
-    "custom": (None, None, None),
+    "simple": (None, 22, None),
+    "custom": (None, 22, None),
     "openmpi": (None, 2222, None),
     "elastic": (1000, 2222, "/home/mpiuser/.ssh"),
 }
@@ -56,7 +57,8 @@ def _add_common(parser: argparse.ArgumentParser, flavour: str) -> None:
         "--ssh-port",
         type=int,
         default=port,
-        help="port the workers' sshd listens on (default: %(default)s; None: 22)",
+        help="port the workers' sshd listens on, declared as their container port `ssh`, which the "
+        "operator's readiness probe checks (default: %(default)s)",
     )
     parser.add_argument(
         "--ssh-auth-mount-path",

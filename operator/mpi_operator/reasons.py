@@ -1,4 +1,5 @@
-"""Event and condition reasons and their message formats, word for word as upstream's controller writes them.
+"""Event and condition reasons and their message formats, word for word as upstream's controller writes them
+(and the few of this operator's own that belong to the same sync, marked as such).
 
 Users and tools match on these strings (`kubectl get events --field-selector reason=...`, dashboards, the
 upstream tests), so they are constants here and nowhere else. Messages go through `truncate_message`,
@@ -35,6 +36,8 @@ MPIJOB_EVICTED: Final = "MPIJobEvicted"
 VALIDATION_ERROR: Final = "ValidationError"
 ERR_RESOURCE_EXISTS: Final = "ErrResourceExists"
 SET_POD_TEMPLATE_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
+# This operator's own (upstream never probes workers, so it has nothing to warn about).
+SSH_PORT_UNKNOWN: Final = "SSHPortUnknown"
 
 JOB_REASON_BACKOFF_LIMIT_EXCEEDED: Final = "BackoffLimitExceeded"
 """The batch/v1 Job's Failed reason after which upstream appends the last failed launcher pod's reason."""
@@ -115,6 +118,13 @@ def launcher_create_failed_message(error: str) -> str:
 
 RESTART_POLICY_OVERRIDDEN_MESSAGE: Final = (
     "Restart policy in pod template overridden by restart policy in replica spec"
+)
+
+SSH_PORT_UNKNOWN_MESSAGE: Final = (
+    "the Worker's containers[0] has no readinessProbe, no container port named ssh, and no sshd port in its "
+    "command (-p, -o Port): it gets no readiness probe, so Ready does not mean that sshd answers, and the "
+    "launcher relies on ssh's connection retries. Declare the port sshd listens on, e.g. "
+    "ports: [{name: ssh, containerPort: 2222}], or set a readinessProbe"
 )
 
 

@@ -1,7 +1,8 @@
 """Every manifest under examples/ and every `generate` flavour: `mpi-operator validate` accepts it, a running
 kubesim with the CRD admits it with nothing pruned, and the operator (in process, against kubesim) runs
-it: Ready workers, discover_hosts.sh listing them with their slots, the launcher Job. Also: the training
-scripts compile and the README's kubectl commands work.
+it: Ready workers, discover_hosts.sh listing them with their slots, the launcher Job. Also: the workers
+of every example get the ssh readiness probe, the training scripts compile and the README's kubectl
+commands work.
 
 New examples are picked up from the folder (`EXAMPLES`); new flavours go in `GENERATED`.
 """
@@ -29,6 +30,7 @@ from kubesim.testing import Kubectl
 from mpi_operator import generate
 from mpi_operator.api import parse_and_validate
 from mpi_operator.api.defaults import slots_per_worker
+from mpi_operator.desired import workers
 from mpi_operator.generate import CommonOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,6 +105,20 @@ def test_example_passes_validate(path: str) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count(": OK MPIJob ") == len(_documents(path))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=EXAMPLES)
+def test_example_workers_get_the_ssh_readiness_probe(path: str) -> None:
+    """Every example declares the port its workers' sshd listens on, so the operator probes it (Ready
+    means sshd answers: Horovod blacklists a host listed before) and never warns `SSHPortUnknown`."""
+    for doc in _documents(path):
+        job = parse_and_validate(doc).job
+        assert job.worker is not None
+        [main, *_] = job.worker.template["spec"]["containers"]
+        [declared] = [p["containerPort"] for p in main.get("ports") or [] if p.get("name") == "ssh"]
+        assert not workers.ssh_port_unknown(job)
+        probe = workers.build_worker(job, 0)["spec"]["containers"][0]["readinessProbe"]
+        assert probe == {"tcpSocket": {"port": declared}, "periodSeconds": 2}
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=SCRIPTS)

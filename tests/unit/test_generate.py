@@ -4,6 +4,7 @@ the flag."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 import os
 import stat
@@ -450,6 +451,37 @@ def test_root_run_as_user_keeps_the_default_mount_path() -> None:
     assert "sshAuthMountPath" not in job["spec"]
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["securityContext"] == {"runAsUser": 0}
     admitted(job)
+
+
+CLI_MINIMAL = {
+    "simple": [],
+    "custom": [],
+    "openmpi": ["--exec", "hostname"],
+    "elastic": ["--max", "2"],
+}
+
+
+@pytest.mark.parametrize("flavour", list(CLI_MINIMAL))
+def test_cli_defaults_declare_the_ssh_port_the_operator_probes(flavour: str) -> None:
+    """Each flavour's default image has a known sshd port; the output declares it, so the operator's
+    workers get a readiness probe instead of a guess (or of no probe and a SSHPortUnknown Warning)."""
+    parser = argparse.ArgumentParser()
+    generate_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["generate", flavour, "--name", "job", *CLI_MINIMAL[flavour]])
+    job = generate_cli.build(args)
+    port = generate_cli.SSH_DEFAULTS[flavour][1]
+    assert port is not None
+    assert worker_spec(job)["template"]["spec"]["containers"][0]["ports"] == [
+        {"name": "ssh", "containerPort": port}
+    ]
+    canonical = parse_and_validate({**job, "metadata": {"name": "job", "namespace": "default"}}).job
+    pod = desired.build(canonical, settings=Settings(), ssh_keys=KEYS).workers[0]
+    assert pod["spec"]["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": port}
+
+
+def test_without_a_port_the_worker_declares_none() -> None:
+    job = generate.custom(common(), replicas=1)
+    assert "ports" not in worker_spec(job)["template"]["spec"]["containers"][0]
 
 
 def test_yaml_output_round_trips_and_keeps_the_wait_script_readable() -> None:

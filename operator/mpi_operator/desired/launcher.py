@@ -20,6 +20,11 @@ Open MPI 5 replaced ORTE with PRRTE, which ignores every `OMPI_MCA_orte_*` name 
 `prte_default_hostfile`, `prte_set_default_slots`; `src/util/prte_setup_hostname` /
 `prte_keep_fqdn_hostnames`; the `ssh` plm component, renamed from ORTE's `rsh`: `plm_ssh_args`). Open MPI
 4 ignores them, so both sets are always set.
+
+MPICH's hydra reads the launcher's (ssh's) extra arguments from `HYDRA_LAUNCHER_EXTRA_ARGS` (the only
+name MPICH 5.0.2's hydra contains); upstream sets `HYDRA_LAUNCH_EXTRA_ARGS`, which only early hydra
+releases read, so `-o ConnectionAttempts=10` never reached a current `mpiexec`. Both are set, upstream's
+first.
 """
 
 from __future__ import annotations
@@ -79,7 +84,14 @@ def mpi_env(job: MPIJob) -> list[KubeObject]:
                 (INTEL_SLOTS_ENV, slots),
             ]
         )
-    return _env([("HYDRA_HOST_FILE", HOSTFILE_PATH), ("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECTION_ARGS)])
+    return _env(
+        [
+            ("HYDRA_HOST_FILE", HOSTFILE_PATH),
+            # Upstream's name: only early hydra read it, current hydra ignores it; users' tooling may.
+            ("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECTION_ARGS),
+            ("HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECTION_ARGS),
+        ]
+    )
 
 
 def hides_gpus(job: MPIJob) -> bool:

@@ -8,9 +8,13 @@ pod name and `subdomain` = the Service; `ClusterFirstWithHostNet` under hostNetw
 appended to its env and the SSH keys (`ssh_auth`); gang scheduling sets the scheduler and group marker.
 Resources (GPUs included) pass through untouched.
 
-Improvement (DESIGN.md §5): a `containers[0]` without a readinessProbe gets a TCP probe on its ssh port,
-the container port named `ssh` or else 22, so Ready, and therefore discover_hosts.sh and
+Beyond upstream: a `containers[0]` without a readinessProbe gets a TCP probe on its sshd port when the
+pod spec says which port that is (`sshd.container_ssh_port`: the container port named `ssh`, else `-p` /
+`-o Port` / `-o ListenAddress` on the sshd command line), so Ready, and therefore discover_hosts.sh and
 WaitForWorkersReady, mean the launcher's ssh will connect (Horovod blacklists a host whose launch fails).
+When the spec does not say, the worker gets no probe, as upstream's workers, and the planner records
+the Warning `SSHPortUnknown` once: a probe on a guessed port (22) never passes when sshd listens
+elsewhere, and the job would then wait for its launcher forever without an error.
 """
 
 from __future__ import annotations
@@ -20,14 +24,12 @@ from typing import Any, Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
-from mpi_operator.desired import naming, podgroup, podtemplate, ssh_auth
+from mpi_operator.desired import naming, podgroup, podtemplate, ssh_auth, sshd
 from mpi_operator.desired.naming import KubeObject
 from mpi_operator.settings import GangScheduler
 
 SSHD_COMMAND: Final = ("/usr/sbin/sshd", "-De")
 ROLE_ENV: Final = "K_MPI_JOB_ROLE"
-SSH_PORT_NAME: Final = "ssh"
-DEFAULT_SSH_PORT: Final = 22
 READINESS_PERIOD_SECONDS: Final = 2
 
 
@@ -36,18 +38,32 @@ def worker_env() -> list[KubeObject]:
     return [{"name": ROLE_ENV, "value": c.ROLE_WORKER}]
 
 
-def ssh_port(container: Mapping[str, Any]) -> int:
-    """The container port named `ssh`, else 22."""
-    for port in container.get("ports") or []:
-        if isinstance(port, Mapping) and port.get("name") == SSH_PORT_NAME:
-            number = port.get("containerPort")
-            if isinstance(number, int) and not isinstance(number, bool):
-                return number
-    return DEFAULT_SSH_PORT
+def apply_default_command(container: KubeObject) -> None:
+    """Upstream runs `/usr/sbin/sshd -De` in a container that names neither command nor args."""
+    if not container.get("command") and not container.get("args"):
+        container["command"] = list(SSHD_COMMAND)
 
 
-def ssh_readiness_probe(container: Mapping[str, Any]) -> KubeObject:
-    return {"tcpSocket": {"port": ssh_port(container)}, "periodSeconds": READINESS_PERIOD_SECONDS}
+def ssh_readiness_probe(container: Mapping[str, Any]) -> KubeObject | None:
+    """A TCP probe on the port the container's sshd listens on; None when its spec does not say which.
+
+    `container` as the pod runs it, with `apply_default_command` applied.
+    """
+    port = sshd.container_ssh_port(container)
+    if port is None:
+        return None
+    return {"tcpSocket": {"port": port}, "periodSeconds": READINESS_PERIOD_SECONDS}
+
+
+def ssh_port_unknown(job: MPIJob) -> bool:
+    """Whether the workers run without any readiness probe because their sshd port is unknown."""
+    if job.worker is None:
+        return False
+    container = podtemplate.copy_template(job.worker)["spec"]["containers"][0]
+    if container.get("readinessProbe") is not None:
+        return False
+    apply_default_command(container)
+    return ssh_readiness_probe(container) is None
 
 
 def build_worker(
@@ -88,11 +104,12 @@ def build_worker(
     spec["restartPolicy"] = job.worker.restart_policy
 
     container = spec["containers"][0]
-    if not container.get("command") and not container.get("args"):
-        container["command"] = list(SSHD_COMMAND)
+    apply_default_command(container)
     podtemplate.append_env(container, worker_env())
     if container.get("readinessProbe") is None:
-        container["readinessProbe"] = ssh_readiness_probe(container)
+        probe = ssh_readiness_probe(container)
+        if probe is not None:
+            container["readinessProbe"] = probe
     ssh_auth.setup_ssh_on_pod(spec, job)
     podgroup.decorate_pod_template(template, job, gang, scheduler_plugins_name)
 

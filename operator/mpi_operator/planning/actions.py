@@ -147,7 +147,8 @@ class Plan:
     waiting_for_workers: bool = False
     """The launcher Job is missing and held back by `launcherCreationPolicy: WaitForWorkersReady`."""
     events: tuple[reasons.Event, ...] = ()
-    """Events to record once the actions succeed (upstream's SetPodTemplateRestartPolicy warning)."""
+    """Events to record once the actions succeed (upstream's SetPodTemplateRestartPolicy warning, and
+    SSHPortUnknown; both come with the launcher Job's creation, so once per job)."""
 
     @property
     def empty(self) -> bool:

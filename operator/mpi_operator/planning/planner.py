@@ -27,6 +27,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import DesiredState, config, naming, podgroup
 from mpi_operator.desired import launcher as launcher_builder
+from mpi_operator.desired import workers as worker_builder
 from mpi_operator.desired.naming import KubeObject
 from mpi_operator.planning import owned
 from mpi_operator.planning.actions import (
@@ -93,6 +94,14 @@ class _Planner:
                     reasons.SET_POD_TEMPLATE_RESTART_POLICY,
                     reasons.RESTART_POLICY_OVERRIDDEN_MESSAGE,
                 )
+            )
+
+    def worker_probe_checked(self) -> None:
+        """Warns, with the launcher's creation (so once per job), that the workers have no readiness
+        probe because the operator does not know their sshd port."""
+        if worker_builder.ssh_port_unknown(self.job):
+            self.events.append(
+                reasons.Event(reasons.WARNING, reasons.SSH_PORT_UNKNOWN, reasons.SSH_PORT_UNKNOWN_MESSAGE)
             )
 
     def owned_or_stop(self, obj: Mapping[str, Any], api_version: str, kind: str) -> None:
@@ -188,6 +197,7 @@ class _Planner:
                 return
         self.actions.append(Create.of(self.desired.launcher_job))
         self.launcher_template_built()
+        self.worker_probe_checked()
 
     def align_launcher_suspension(self, launcher: Mapping[str, Any]) -> None:
         suspended = self.job.spec.run_policy.suspend

@@ -1,8 +1,9 @@
 """Pod specs through the API, all admitted without warnings (upstream `TestNewLauncherAndWorker/
 {defaults,overrides}`, e2e hostNetwork, non-root and custom cluster-domain variants): the worker's default
 sshd command or the user's own, user env before the operator's, hostNetwork -> ClusterFirstWithHostNet,
-a non-root sshAuthMountPath with owner-only keys, `--cluster-domain` in hostnames and DNS search, and
-upstream's `SetPodTemplateRestartPolicy` Warning when a template sets its own restartPolicy."""
+a non-root sshAuthMountPath with owner-only keys, `--cluster-domain` in hostnames and DNS search,
+upstream's `SetPodTemplateRestartPolicy` Warning when a template sets its own restartPolicy, and the
+ssh readiness probe only on a port the spec names (else none, and one `SSHPortUnknown` Warning)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from rc_harness import (
     NS,
     OPERATOR_AGENT,
     container,
+    events_for,
     eventually,
     kube,
     kubesim_settings,
     mpijob,
     operator,
+    quiet,
     running_operator,
+    wait_condition,
     wait_event,
 )
 
@@ -106,3 +110,40 @@ async def test_template_restart_policy_is_overridden_with_a_warning(kube: Kube, 
     assert event["message"] == "Restart policy in pod template overridden by restart policy in replica spec"
     job = await launcher_job(kube)
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+
+
+async def test_worker_ssh_port_unknown_gets_no_probe_and_one_warning(
+    kubesim: KubeSim, kube: Kube, operator: Manager
+) -> None:
+    """Upstream's pi.yaml: sshd reads its port from its own config file. No probe on a guessed 22 (the
+    job would never get its launcher), one Warning that says how to declare the port."""
+    worker = container(command=["/usr/sbin/sshd"], args=["-De", "-f", "/home/mpiuser/.sshd_config"])
+    body = mpijob("pi", worker_container=worker, launcherCreationPolicy="WaitForWorkersReady")
+    await kube.create(resources.MPIJOB, body)
+    event = await wait_event(kube, "pi", "SSHPortUnknown")
+    assert event["type"] == "Warning"
+    assert "ports: [{name: ssh, containerPort: 2222}]" in event["message"]
+    await launcher_job(kube)
+    for index in (0, 1):
+        pod = await kube.get(resources.POD, f"pi-worker-{index}", NS)
+        assert "readinessProbe" not in pod["spec"]["containers"][0]
+    await wait_condition(kube, "pi", "Running")
+    await quiet(kubesim, 0.5)  # later syncs (pods turning Ready and Running) must not repeat it
+    events = [e for e in await events_for(kube, "pi") if e["reason"] == "SSHPortUnknown"]
+    assert len(events) == 1
+    assert int(events[0].get("count") or 1) == 1
+
+
+async def test_declared_ssh_port_is_probed_without_a_warning(kube: Kube, operator: Manager) -> None:
+    worker = container(
+        command=["/usr/sbin/sshd"],
+        args=["-De", "-f", "/home/mpiuser/.sshd_config"],
+        ports=[{"name": "ssh", "containerPort": 2222}],
+    )
+    await kube.create(resources.MPIJOB, mpijob("pi", worker_container=worker))
+    await launcher_job(kube)
+    pod = await kube.get(resources.POD, "pi-worker-0", NS)
+    probe = pod["spec"]["containers"][0]["readinessProbe"]  # with the API server's defaults
+    assert (probe["tcpSocket"], probe["periodSeconds"]) == ({"port": 2222}, 2)
+    await wait_condition(kube, "pi", "Running")
+    assert [e for e in await events_for(kube, "pi") if e["reason"] == "SSHPortUnknown"] == []

@@ -128,6 +128,7 @@ def test_defaults() -> None:
             _env(
                 ("HYDRA_HOST_FILE", "/etc/mpi/hostfile"),
                 ("HYDRA_LAUNCH_EXTRA_ARGS", "-o ConnectionAttempts=10"),
+                ("HYDRA_LAUNCHER_EXTRA_ARGS", "-o ConnectionAttempts=10"),
             ),
         ),
     ],

@@ -1,4 +1,5 @@
-"""desired.workers: worker pods, exactly as upstream's newWorker plus the ssh readiness probe."""
+"""desired.workers: worker pods, exactly as upstream's newWorker plus the ssh readiness probe on a port the
+spec names (none, and `ssh_port_unknown`, when it names none)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from desired_factory import JOB_UID, container, make_job, template
 
 from mpi_operator.desired import ssh_auth
-from mpi_operator.desired.workers import build_worker, build_workers
+from mpi_operator.desired.workers import build_worker, build_workers, ssh_port_unknown
 
 OWNER = {
     "apiVersion": "kubeflow.org/v2beta1",
@@ -55,7 +56,7 @@ def test_defaults() -> None:
                     "image": "img",
                     "command": ["/usr/sbin/sshd", "-De"],
                     "env": [{"name": "K_MPI_JOB_ROLE", "value": "worker"}],
-                    "readinessProbe": {"tcpSocket": {"port": 22}, "periodSeconds": 2},
+                    # no readinessProbe: sshd's port is in its config file, which the operator cannot read
                     "volumeMounts": [{"name": "ssh-auth", "mountPath": "/root/.ssh"}],
                 }
             ],
@@ -162,25 +163,76 @@ def test_setup_script_gives_the_user_a_private_copy(tmp_path: Any) -> None:
         assert (target / name).read_text() == f"content of {name}\n"
 
 
-@pytest.mark.parametrize(
-    ("fields", "probe"),
-    [
-        ({}, {"tcpSocket": {"port": 22}, "periodSeconds": 2}),
-        (
-            {"ports": [{"name": "metrics", "containerPort": 9090}]},
-            {"tcpSocket": {"port": 22}, "periodSeconds": 2},
-        ),
-        (
-            {"ports": [{"name": "ssh", "containerPort": 2222}]},
-            {"tcpSocket": {"port": 2222}, "periodSeconds": 2},
-        ),
-        ({"readinessProbe": {"exec": {"command": ["true"]}}}, {"exec": {"command": ["true"]}}),
-    ],
-    ids=["default-port", "other-named-port", "named-ssh-port", "user-probe-kept"],
-)
-def test_readiness_probe(fields: dict[str, Any], probe: dict[str, Any]) -> None:
+def _probe(port: int) -> dict[str, Any]:
+    return {"tcpSocket": {"port": port}, "periodSeconds": 2}
+
+
+SSHD = "/usr/sbin/sshd"
+PROBES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
+    "default-command-no-port": ({}, None),
+    "other-named-port": ({"ports": [{"name": "metrics", "containerPort": 9090}]}, None),
+    "named-ssh-port": ({"ports": [{"name": "ssh", "containerPort": 2222}]}, _probe(2222)),
+    "named-ssh-port-22": ({"ports": [{"name": "ssh", "containerPort": 22}]}, _probe(22)),
+    "user-probe-kept": ({"readinessProbe": {"exec": {"command": ["true"]}}}, {"exec": {"command": ["true"]}}),
+    "user-probe-kept-without-port": (
+        {"command": [SSHD, "-De"], "readinessProbe": {"tcpSocket": {"port": 2022}}},
+        {"tcpSocket": {"port": 2022}},
+    ),
+    # upstream's examples/v2beta1/pi/pi.yaml: sshd on 2222 from its own config file
+    "upstream-pi-yaml": ({"command": [SSHD], "args": ["-De", "-f", "/home/mpiuser/.sshd_config"]}, None),
+    "upstream-pi-yaml-with-named-port": (
+        {
+            "command": [SSHD],
+            "args": ["-De", "-f", "/home/mpiuser/.sshd_config"],
+            "ports": [{"name": "ssh", "containerPort": 2222}],
+        },
+        _probe(2222),
+    ),
+    "command-p": ({"command": [SSHD, "-De", "-p", "2222"]}, _probe(2222)),
+    "args-o-port": ({"command": [SSHD], "args": ["-De", "-o", "Port=2022"]}, _probe(2022)),
+    "sh-c": (
+        {"command": ["/bin/sh", "-c"], "args": [f"mkdir -p /run/sshd && exec {SSHD} -D -p 2222"]},
+        _probe(2222),
+    ),
+    "entrypoint-script": ({"command": ["/entrypoint.sh"]}, None),
+    "args-only-image-entrypoint": ({"args": ["-p", "2222"]}, None),
+    "named-port-wins": (
+        {"command": [SSHD, "-p", "3333"], "ports": [{"name": "ssh", "containerPort": 2222}]},
+        _probe(2222),
+    ),
+}
+
+
+@pytest.mark.parametrize(("fields", "probe"), list(PROBES.values()), ids=list(PROBES))
+def test_readiness_probe(fields: dict[str, Any], probe: dict[str, Any] | None) -> None:
     job = make_job(worker_template=template(container(**fields)))
-    assert build_worker(job, 0)["spec"]["containers"][0]["readinessProbe"] == probe
+    worker = build_worker(job, 0)["spec"]["containers"][0]
+    assert worker.get("readinessProbe") == probe
+    # The planner's warning says exactly when the operator left a worker without any probe.
+    assert ssh_port_unknown(job) is (probe is None)
+
+
+def test_probe_port_follows_the_command_as_the_pod_runs_it() -> None:
+    """The default command is applied before the port is read; a user's command is read as written."""
+    job = make_job(worker_template=template(container(command=[SSHD, "-De", "-p", "2222"])))
+    assert build_worker(job, 0)["spec"]["containers"][0]["readinessProbe"] == _probe(2222)
+    job = make_job(worker_template=template(container(args=[SSHD, "-p", "2222"])))
+    worker = build_worker(job, 0)["spec"]["containers"][0]
+    assert "command" not in worker
+    assert worker["readinessProbe"] == _probe(2222)
+
+
+def test_ssh_port_unknown_without_workers_is_false() -> None:
+    assert ssh_port_unknown(make_job(workers=None)) is False
+
+
+def test_only_containers_0_counts() -> None:
+    sidecar = container("sidecar", ports=[{"name": "ssh", "containerPort": 2222}])
+    job = make_job(worker_template=template(container(), sidecar))
+    pod = build_worker(job, 0)
+    assert "readinessProbe" not in pod["spec"]["containers"][0]
+    assert pod["spec"]["containers"][1] == sidecar
+    assert ssh_port_unknown(job)
 
 
 @pytest.mark.parametrize(

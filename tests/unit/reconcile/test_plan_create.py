@@ -212,7 +212,12 @@ def test_set_pod_template_restart_policy_event(
     spec: dict[str, object] = {"containers": [{"name": "main", "image": "mpioperator/mpi-pi:openmpi"}]}
     if template_policy:
         spec["restartPolicy"] = template_policy
-    job = make_job(workers=1, launcherCreationPolicy="AtStartup", launcher_template={"spec": spec})
+    job = make_job(
+        workers=1,
+        launcherCreationPolicy="AtStartup",
+        launcher_template={"spec": spec},
+        worker_template=SSH_PORT_DECLARED,
+    )
     the_plan = plan_for(job, Observed())
     assert [(e.type, e.reason) for e in the_plan.events] == events
     if events:
@@ -220,6 +225,69 @@ def test_set_pod_template_restart_policy_event(
             "Restart policy in pod template overridden by restart policy in replica spec"
         )
     assert plan_for(job, converged(job)).events == ()  # not rebuilt once the Job exists
+
+
+SSH_PORT_DECLARED = {
+    "spec": {
+        "containers": [
+            {
+                "name": "main",
+                "image": "mpioperator/mpi-pi:openmpi",
+                "ports": [{"name": "ssh", "containerPort": 2222}],
+            }
+        ]
+    }
+}
+SSH_PORT_UNKNOWN = ("Warning", "SSHPortUnknown")
+
+
+@pytest.mark.parametrize("policy", ["AtStartup", "WaitForWorkersReady"])
+def test_ssh_port_unknown_warning_comes_once_with_the_launcher(policy: str) -> None:
+    """Workers with no probe (no ssh port in their spec): one Warning, when the plan creates the launcher
+    Job, which happens once per job; never on later syncs, never while waiting for workers."""
+    job = make_job(workers=2, launcherCreationPolicy=policy)
+    first = plan_for(job, Observed())
+    if policy == "WaitForWorkersReady":
+        assert first.waiting_for_workers
+        assert first.events == ()
+        ready = Observed(worker_pods=tuple(workers(job, 2, ready=True)))
+        first = plan_for(job, ready)
+    assert "create Job default/test-launcher" in steps(first)
+    assert [(e.type, e.reason) for e in first.events] == [SSH_PORT_UNKNOWN]
+    message = first.events[0].message
+    assert "ports: [{name: ssh, containerPort: 2222}]" in message
+    assert "readinessProbe" in message
+    assert "Ready does not mean that sshd answers" in message
+    assert plan_for(job, converged(job)).events == ()
+
+
+@pytest.mark.parametrize(
+    "worker_template",
+    [
+        SSH_PORT_DECLARED,
+        {
+            "spec": {
+                "containers": [{"name": "main", "image": "i", "command": ["/usr/sbin/sshd", "-D", "-p2222"]}]
+            }
+        },
+        {
+            "spec": {
+                "containers": [{"name": "main", "image": "i", "readinessProbe": {"exec": {"command": ["x"]}}}]
+            }
+        },
+    ],
+    ids=["named-port", "port-on-the-command-line", "own-probe"],
+)
+def test_no_ssh_port_warning_when_the_workers_are_probed(worker_template: dict[str, object]) -> None:
+    job = make_job(workers=2, launcherCreationPolicy="AtStartup", worker_template=worker_template)
+    assert plan_for(job, Observed()).events == ()
+
+
+def test_no_ssh_port_warning_without_workers() -> None:
+    job = make_job(workers=None, launcherCreationPolicy="AtStartup", runLauncherAsWorker=True)
+    the_plan = plan_for(job, Observed())
+    assert "create Job default/test-launcher" in steps(the_plan)
+    assert the_plan.events == ()
 
 
 def test_actions_never_show_secret_data() -> None:
