@@ -139,6 +139,16 @@ def _build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--fault-rate", type=float, default=0.0, help="fraction of writes failing with 500; drops watches"
     )
+    sim.add_argument(
+        "--runtime",
+        choices=("timer", "process"),
+        default="timer",
+        help="what runs in a pod: simulated timers (default) or real programs in Linux namespaces (root)",
+    )
+    sim.add_argument(
+        "--images",
+        help="YAML file mapping image references to stand-in images (process runtime; default: none)",
+    )
     sim.set_defaults(func=_cmd_sim)
 
     demo = sub.add_parser("demo", help="run kubesim + the operator and scale an elastic job")

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from kubesim.app import KubeSim
+from kubesim.procrt.images import ImageCatalog
 from kubesim.settings import SimSettings
 
 
@@ -28,11 +29,21 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
         ready_seconds=flag("ready_seconds", defaults.ready_seconds),
         volume_sync_seconds=flag("volume_sync_seconds", defaults.volume_sync_seconds),
         fault_rate=flag("fault_rate", defaults.fault_rate),
+        runtime=getattr(args, "runtime", None) or defaults.runtime,
+        images=ImageCatalog.load(args.images) if getattr(args, "images", None) else defaults.images,
     )
 
 
 async def serve(args: argparse.Namespace) -> int:
-    sim = KubeSim(settings_from_args(args))
+    settings = settings_from_args(args)
+    if settings.runtime == "process":
+        from kubesim.procrt.kubelet import missing_requirements
+
+        problem = missing_requirements()
+        if problem is not None:
+            print(f"kubesim: --runtime process: {problem}", file=sys.stderr)
+            return 1
+    sim = KubeSim(settings)
     await sim.start(int(getattr(args, "port", 0) or 0))
     try:
         out = getattr(args, "kubeconfig_out", None)
@@ -55,6 +66,6 @@ async def serve(args: argparse.Namespace) -> int:
 def main(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(serve(args))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         print(f"kubesim: {exc}", file=sys.stderr)
         return 1

@@ -27,7 +27,7 @@ def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
 
 
-def _choose(pod: Mapping[str, Any], container: str | None) -> Mapping[str, Any]:
+def choose_container(pod: Mapping[str, Any], container: str | None) -> Mapping[str, Any]:
     name = pod["metadata"]["name"]
     containers = _containers(pod)
     if container:
@@ -56,7 +56,7 @@ def _run(state: Mapping[str, Any]) -> list[str]:
 
 def pod_log(pod: Mapping[str, Any], container: str | None, *, previous: bool = False) -> str:
     """The `[kubesim]` log of one container of `pod`; `errors.StatusError` (400) where a cluster refuses."""
-    chosen = _choose(pod, container)
+    chosen = choose_container(pod, container)
     name, pod_name = str(chosen.get("name")), pod["metadata"]["name"]
     status = _statuses(pod).get(name) or {}
     state = status.get("lastState" if previous else "state") or {}

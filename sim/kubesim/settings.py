@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kubesim.procrt.images import ImageCatalog
 
 
 @dataclass(frozen=True)
@@ -25,3 +28,10 @@ class SimSettings:
     """Real seconds per simulated second for every controller timer (0.01 runs the cluster 100x faster)."""
     job_backoff_seconds: float = 10.0
     """Job controller's pod-failure back-off base (doubles per consecutive failure, capped at 10 min)."""
+    runtime: Literal["timer", "process"] = "timer"
+    """What runs in a pod: `timer` (simulated lifecycle driven by `kubesim/*` annotations) or `process`
+    (real programs in Linux namespaces, `kubesim.procrt`; needs root)."""
+    images: ImageCatalog = field(default_factory=ImageCatalog)
+    """Stand-in images for the process runtime (image reference -> directory, entrypoint, users...)."""
+    cluster_domain: str = "cluster.local"
+    """The DNS domain the process runtime's DNS server answers for."""

@@ -5,6 +5,9 @@ Fixtures:
                    (`kubesim.kubeconfig_path`); namespaces default, kube-system, kube-public exist.
   `kube_api`       a kubernetes_asyncio ApiClient configured from that kubeconfig, closed afterwards.
   `kubectl`        runs the real kubectl with `--kubeconfig` and its own `--cache-dir`; skips when absent.
+  `process_runtime` skips the test unless the process runtime can run here (root, iproute2, util-linux);
+                   a module that sets `kubesim_settings` with `runtime="process"` asks for it too.
+`wait_for(sim, check)` waits until `check()` is truthy, re-checking on every committed change.
 Override `kubesim_settings` (a SimSettings) or `kubesim_run_controllers` (bool) in a test module or
 conftest to change the cluster the fixtures build.
 """
@@ -14,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 import pytest_asyncio
@@ -24,7 +28,10 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient
 
 from kubesim.app import KubeSim
+from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
+
+T = TypeVar("T")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,3 +117,48 @@ def kubectl(kubesim: KubeSim, tmp_path: Path) -> Kubectl:
     home = tmp_path / "kubectl-home"
     home.mkdir(exist_ok=True)
     return Kubectl(binary, kubesim.kubeconfig_path, tmp_path / "kubectl-cache", home)
+
+
+@pytest.fixture
+def process_runtime() -> None:
+    """Skips the test with the reason when the process runtime cannot run on this machine."""
+    from kubesim.procrt.kubelet import missing_requirements
+
+    problem = missing_requirements()
+    if problem is not None:
+        pytest.skip(problem)
+
+
+async def wait_for(sim: KubeSim, check: Callable[[], T | None], within: float = 60.0) -> T:
+    """Waits until `check()` returns something truthy, re-running it after every committed change of the
+    cluster (and once a second, for state outside the cluster); its last failure is raised at the timeout.
+
+    `check` may raise AssertionError, KeyError or a 404 StatusError while the state is not there yet.
+    """
+    changed = asyncio.Event()
+
+    def listener(*_args: Any) -> None:
+        changed.set()
+
+    sim.cluster.add_listener(listener)
+    last: BaseException | None = None
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                changed.clear()
+                try:
+                    result = check()
+                    if result:
+                        return result
+                    last = AssertionError(f"still {result!r}")
+                except (AssertionError, KeyError, StatusError) as exc:
+                    last = exc
+                try:
+                    async with asyncio.timeout(1.0):
+                        await changed.wait()
+                except TimeoutError:
+                    pass
+    except TimeoutError:
+        raise AssertionError(f"not true after {within} s: {last!r}") from last
+    finally:
+        sim.cluster.remove_listener(listener)

@@ -233,7 +233,13 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
 
     clock = Clock(settings.time_scale)
     volumes = VolumeManager(cluster, settings, clock)
-    kubelet = Kubelet(cluster, settings, clock, volumes)
+    kubelet: Kubelet
+    if settings.runtime == "process":
+        from kubesim.procrt.kubelet import ProcessKubelet
+
+        kubelet = ProcessKubelet(cluster, settings, clock, volumes)
+    else:
+        kubelet = Kubelet(cluster, settings, clock, volumes)
     jobs = JobController(cluster, settings, clock)
     gc = GarbageCollector(cluster, clock)
     namespaces = NamespaceController(cluster, clock)

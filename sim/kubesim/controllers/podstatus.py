@@ -19,6 +19,9 @@ from kubesim.controllers.podstate import (
     is_ready,
 )
 
+Condition = tuple[str, bool, str | None, str | None]
+"""(type, status, reason, message) of one pod condition."""
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -49,7 +52,7 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _container_id(pod_uid: str, name: str, restart_count: int) -> str:
+def container_id(pod_uid: str, name: str, restart_count: int) -> str:
     return "containerd://" + _digest(f"{pod_uid}/{name}/{restart_count}")
 
 
@@ -61,7 +64,7 @@ def _terminated(t: Termination, ts: Callable[[float], str], container_id: str) -
     return out
 
 
-def _base_status(container: Mapping[str, Any], restart_count: int) -> dict[str, Any]:
+def base_status(container: Mapping[str, Any], restart_count: int) -> dict[str, Any]:
     image = str(container.get("image", ""))
     return {
         "name": str(container.get("name", "")),
@@ -83,8 +86,8 @@ def _container_status(
     waiting_reason: str,
 ) -> dict[str, Any]:
     name = str(container.get("name", ""))
-    cid = _container_id(pod_uid, name, rt.restart_count)
-    status = _base_status(container, rt.restart_count)
+    cid = container_id(pod_uid, name, rt.restart_count)
+    status = base_status(container, rt.restart_count)
     status.update(ready=ready, started=rt.stage == "Running")
     if rt.stage in ("Pending", "Initializing") or (rt.container_started_at is None and rt.init_runs):
         # Not created yet, or the pod ended during initialization: app containers never ran.
@@ -92,7 +95,7 @@ def _container_status(
         return status
     status["containerID"] = cid
     if rt.last_termination is not None:
-        prev = _container_id(pod_uid, name, rt.restart_count - 1)
+        prev = container_id(pod_uid, name, rt.restart_count - 1)
         status["lastState"] = {"terminated": _terminated(rt.last_termination, ts, prev)}
     if rt.stage == "Running":
         assert rt.container_started_at is not None
@@ -114,15 +117,15 @@ def _init_status(
     name = str(container.get("name", ""))
     current = index == len(rt.init_runs) - 1
     restarts = rt.init_restart_count if current else 0
-    status = _base_status(container, restarts)
+    status = base_status(container, restarts)
     if index >= len(rt.init_runs):
         status["state"] = {"waiting": {"reason": "PodInitializing"}}
         return status
     run = rt.init_runs[index]
-    cid = _container_id(pod_uid, "init/" + name, restarts)
+    cid = container_id(pod_uid, "init/" + name, restarts)
     status["containerID"] = cid
     if current and rt.init_last_termination is not None:
-        prev = _container_id(pod_uid, "init/" + name, restarts - 1)
+        prev = container_id(pod_uid, "init/" + name, restarts - 1)
         status["lastState"] = {"terminated": _terminated(rt.init_last_termination, ts, prev)}
     sidecar = index < len(timing.init_sidecars) and timing.init_sidecars[index]
     if run.finished_at is not None:
@@ -168,7 +171,6 @@ def render_status(
 ) -> dict[str, Any]:
     """The pod's whole `.status` as the kubelet would report it now (conditions keep their times)."""
     spec = pod.get("spec") or {}
-    old = dict(pod.get("status") or {})
     uid = str((pod.get("metadata") or {}).get("uid", ""))
     containers = sorted(spec.get("containers") or [], key=lambda c: str(c.get("name", "")))
     ready = is_ready(rt, timing, now)
@@ -184,7 +186,7 @@ def render_status(
     incomplete = _incomplete_init(spec, rt, timing) if rt.container_started_at is None else []
     initialized = not incomplete
     init_message = f"containers with incomplete status: [{' '.join(incomplete)}]" if incomplete else None
-    conditions: list[tuple[str, bool, str | None, str | None]] = [
+    conditions: list[Condition] = [
         ("PodReadyToStartContainers", rt.stage in ("Initializing", "Running"), None, None),
         ("Initialized", initialized, None if initialized else "ContainersNotInitialized", init_message),
         ("Ready", ready, None if ready else not_ready_reason, None if ready else not_ready_message),
@@ -193,45 +195,78 @@ def render_status(
     ]
     if rt.reason == "Evicted":
         conditions.append(("DisruptionTarget", True, "TerminationByKubelet", rt.message))
+    init_statuses = (
+        [_init_status(uid, i, c, rt, timing, ts) for i, c in enumerate(init_containers)] if has_init else None
+    )
+    pod_ip = placement.pod_ip if rt.started_at is not None else None
+    return pod_status(
+        pod,
+        phase=rt.phase,
+        conditions=conditions,
+        placement=Placement(placement.host_ip, pod_ip),
+        start_time=ts(rt.created_at),
+        container_statuses=statuses,
+        init_statuses=init_statuses,
+        reason=rt.reason,
+        message=rt.message,
+        now=ts(now),
+    )
+
+
+def pod_status(
+    pod: Mapping[str, Any],
+    *,
+    phase: str,
+    conditions: list[Condition],
+    placement: Placement,
+    start_time: str,
+    container_statuses: list[dict[str, Any]],
+    init_statuses: list[dict[str, Any]] | None,
+    reason: str | None,
+    message: str | None,
+    now: str,
+) -> dict[str, Any]:
+    """The `.status` envelope both runtimes write: conditions keep their transition times, foreign
+    conditions and fields are kept, the pod IP appears once the sandbox has one."""
+    spec = pod.get("spec") or {}
+    old = dict(pod.get("status") or {})
     own = {c[0] for c in conditions}
     previous = {c.get("type"): c for c in old.get("conditions") or []}
     rendered: list[dict[str, Any]] = []
-    for ctype, ok, reason, message in conditions:
+    for ctype, ok, why, text in conditions:
         value = "True" if ok else "False"
         prev = previous.get(ctype)
-        when = prev.get("lastTransitionTime") if prev and prev.get("status") == value else ts(now)
+        when = prev.get("lastTransitionTime") if prev and prev.get("status") == value else now
         cond: dict[str, Any] = {
             "type": ctype,
             "status": value,
             "lastProbeTime": None,
             "lastTransitionTime": when,
         }
-        if reason:
-            cond["reason"] = reason
-        if message:
-            cond["message"] = message
+        if why:
+            cond["reason"] = why
+        if text:
+            cond["message"] = text
         rendered.append(cond)
     rendered.extend(c for c in old.get("conditions") or [] if c.get("type") not in own)
 
     status: dict[str, Any] = {
         **{k: v for k, v in old.items() if k not in ("reason", "message", "podIP", "podIPs")},
-        "phase": rt.phase,
+        "phase": phase,
         "conditions": rendered,
         "hostIP": placement.host_ip,
         "hostIPs": [{"ip": placement.host_ip}],
-        "startTime": ts(rt.created_at),
-        "containerStatuses": statuses,
+        "startTime": start_time,
+        "containerStatuses": container_statuses,
         "qosClass": old.get("qosClass") or qos_class(spec),
     }
-    if placement.pod_ip is not None and rt.started_at is not None:
+    if placement.pod_ip is not None:
         status["podIP"] = placement.pod_ip
         status["podIPs"] = [{"ip": placement.pod_ip}]
-    if has_init:
-        status["initContainerStatuses"] = [
-            _init_status(uid, i, c, rt, timing, ts) for i, c in enumerate(init_containers)
-        ]
-    if rt.reason is not None:
-        status["reason"] = rt.reason
-    if rt.message is not None:
-        status["message"] = rt.message
+    if init_statuses is not None:
+        status["initContainerStatuses"] = init_statuses
+    if reason is not None:
+        status["reason"] = reason
+    if message is not None:
+        status["message"] = message
     return status

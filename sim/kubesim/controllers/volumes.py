@@ -1,10 +1,21 @@
-"""ConfigMap (and Secret) volumes as a kubelet serves them, plus the file view of a pod's mounts.
+"""ConfigMap, Secret, downward API and projected volumes as a kubelet serves them, plus the file view of a
+pod's mounts.
 
 A pod sees a snapshot of its volumes taken when it starts. The snapshot is refreshed at the kubelet's
 periodic pod sync (`volume_sync_seconds`, jittered per pod by up to 50% like the kubelet's pod workers)
 or, at once, when the pod object itself changes (any metadata or spec change: the kubelet resyncs a pod
 on every update it receives). A status-only write does not count, as in the kubelet's pod config source.
 `subPath` mounts are copied at start and never refreshed, which is also what a real kubelet does.
+
+Downward API files follow `pkg/fieldpath` and `pkg/api/v1/resource`: a volume serves only `metadata.name`,
+`namespace`, `uid`, `labels` and `annotations` (whole maps as sorted `key="value"` lines, values quoted as
+Go's `%q` does, or one key with `metadata.labels['key']`) and container `resourceFieldRef`s. The API server
+refuses `spec.nodeName`, `status.podIP` and the like in a volume item and a kubelet would fail the mount, so
+they fail here too (`InvalidSource`); `pod_field_value` resolves them for environment variables.
+A projected `serviceAccountToken` is an unsigned JWT-shaped string: kubesim issues and checks no tokens.
+
+`add_sync_listener` lets a runtime that keeps the volumes on disk (the process runtime) follow every
+snapshot: the first one (`pod_started`) and each refresh, until `pod_stopped` or `forget`.
 
 `GET /kubesim/v1/namespaces/{ns}/pods/{pod}/files/{path}` returns a file as the pod sees it now, with
 `X-Kubesim-File-Mode` (octal), `X-Kubesim-Synced-At` and `Last-Modified` (when the content last changed).
@@ -14,38 +25,64 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import json
+import logging
+import math
 import posixpath
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from email.utils import format_datetime
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from kubesim.admission.quantity import QuantityError, parse_quantity
 from kubesim.controllers import Clock, WorkQueue, get_or_none, process, resource_type
+from kubesim.controllers.kubelet import NODE_CAPACITY
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, EventType
     from kubesim.registry import ResourceType
     from kubesim.settings import SimSettings
 
+log = logging.getLogger(__name__)
+
 DEFAULT_MODE = 0o644
 # The kubelet's pod workers requeue a pod after wait.Jitter(syncFrequency, 0.5).
 SYNC_JITTER = 0.5
+# What `resourceFieldRef` falls back to for an unset limit: the node's allocatable (all of its capacity here).
+NODE_ALLOCATABLE: Mapping[str, str] = NODE_CAPACITY
+# The kubelet's volume sources that are files it writes (AtomicWriter), refreshed on every pod sync.
+MODELLED_KINDS = ("configMap", "secret", "downwardAPI", "projected")
+TOKEN_EXPIRATION_SECONDS = 3600
+TOKEN_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 PodKey = tuple[str, str]
 Lookup = Callable[[str, str], dict[str, Any] | None]
 
 
-class MissingSource(Exception):
+class VolumeSourceError(Exception):
+    """A volume cannot be set up now: the kubelet keeps the pod in ContainerCreating and retries."""
+
+
+class MissingSource(VolumeSourceError):
     """A non-optional ConfigMap or Secret (or one of its keys) does not exist: the volume cannot mount."""
+
+
+class InvalidSource(VolumeSourceError):
+    """A downward API item the kubelet cannot resolve (unsupported fieldPath, unknown container, ...)."""
 
 
 @dataclass(frozen=True)
 class FileContent:
     data: bytes
     mode: int
+    fs_user: int | None = None
+    """Owner the kubelet gives the file (a projected token when every container runs as this uid)."""
 
 
 @dataclass(frozen=True)
@@ -118,16 +155,242 @@ def _source(
 _SOURCES = (("configMap", "ConfigMap", "name"), ("secret", "Secret", "secretName"))
 
 
-def project_volume(volume: Mapping[str, Any], lookup: Lookup) -> dict[str, FileContent] | None:
+# --- downward API (pkg/fieldpath, pkg/api/v1/resource) ---------------------------------------------------
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_quote(text: str) -> str:
+    """strconv.Quote, which `%q` uses: printable runes as they are, the rest as Go escapes."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif 0xD800 <= code <= 0xDFFF:
+            # A lone surrogate cannot reach Go: its JSON decoder turns it into U+FFFD, which is printable.
+            out.append("\ufffd")
+        elif ch.isprintable():
+            # Python's printable set is Go's strconv.IsPrint: categories L, M, N, P, S and the ASCII space.
+            out.append(ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def format_map(values: Mapping[str, Any]) -> str:
+    """fieldpath.FormatMap: `key="value"` lines sorted by key, no trailing newline."""
+    return "\n".join(f"{key}={go_quote(str(values[key]))}" for key in sorted(values))
+
+
+def _split_subscript(field_path: str) -> tuple[str, str] | None:
+    """fieldpath.SplitMaybeSubscriptedPath: `metadata.labels['k']` -> (`metadata.labels`, `k`)."""
+    if not field_path.endswith("']"):
+        return None
+    path, sep, subscript = field_path[: -len("']")].partition("['")
+    if not sep or not path:
+        return None
+    return path, subscript
+
+
+def field_path_value(pod: Mapping[str, Any], field_path: str) -> str:
+    """fieldpath.ExtractFieldPathAsString: the object fields a downward API volume can serve."""
+    meta = pod.get("metadata") or {}
+    split = _split_subscript(field_path)
+    if split is not None:
+        path, subscript = split
+        if path in ("metadata.annotations", "metadata.labels"):
+            values = meta.get(path.removeprefix("metadata.")) or {}
+            return str(values.get(subscript, ""))
+        raise InvalidSource(f'fieldPath "{field_path}" does not support subscript')
+    if field_path in ("metadata.annotations", "metadata.labels"):
+        return format_map(meta.get(field_path.removeprefix("metadata.")) or {})
+    if field_path in ("metadata.name", "metadata.namespace", "metadata.uid"):
+        return str(meta.get(field_path.removeprefix("metadata."), ""))
+    raise InvalidSource(f"unsupported fieldPath: {field_path}")
+
+
+def pod_field_value(pod: Mapping[str, Any], field_path: str) -> str:
+    """The kubelet's podFieldSelectorRuntimeValue: what an env var `fieldRef` resolves to."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if field_path in ("spec.nodeName", "spec.serviceAccountName"):
+        return str(spec.get(field_path.removeprefix("spec."), ""))
+    if field_path in ("status.podIP", "status.hostIP"):
+        return str(status.get(field_path.removeprefix("status."), ""))
+    if field_path in ("status.podIPs", "status.hostIPs"):
+        return ",".join(str(ip.get("ip", "")) for ip in status.get(field_path.removeprefix("status.")) or [])
+    return field_path_value(pod, field_path)
+
+
+def _quantity(value: Any, what: str) -> Fraction:
+    try:
+        return parse_quantity(value).value
+    except QuantityError as err:
+        raise InvalidSource(f"{what}: {err}") from err
+
+
+def _scaled(value: Fraction) -> int:
+    """Quantity.Value / MilliValue: rounded away from zero."""
+    return math.ceil(value) if value >= 0 else math.floor(value)
+
+
+def _find_container(pod: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if container.get("name") == name:
+            return dict(container)
+    raise InvalidSource(f"container {name} not found")
+
+
+def resource_field_value(
+    pod: Mapping[str, Any], ref: Mapping[str, Any], node_allocatable: Mapping[str, str] = NODE_ALLOCATABLE
+) -> str:
+    """resource.ExtractResourceValueByContainerNameAndNodeAllocatable: a container's request or limit
+    in units of `divisor`, rounded up; an unset (or zero) cpu / memory / ephemeral-storage limit is the
+    node's allocatable. Divides in float64 as the kubelet does."""
+    container = _find_container(pod, str(ref.get("containerName", "")))
+    resources = container.get("resources") or {}
+    limits = dict(resources.get("limits") or {})
+    for name in ("cpu", "memory", "ephemeral-storage"):
+        if (name not in limits or _quantity(limits[name], name) == 0) and name in node_allocatable:
+            limits[name] = node_allocatable[name]
+    requests = resources.get("requests") or {}
+    divisor = _quantity(ref.get("divisor") or 0, "divisor")
+    if divisor == 0:
+        divisor = Fraction(1)
+    resource = str(ref.get("resource", ""))
+    kind, _, name = resource.partition(".")
+    values = {"limits": limits, "requests": requests}.get(kind)
+    known = name in ("cpu", "memory", "ephemeral-storage") or name.startswith("hugepages-")
+    if values is None or not known:
+        raise InvalidSource(f"unsupported container resource : {resource}")
+    amount = _quantity(values.get(name) or 0, resource)
+    if name == "cpu":
+        value = math.ceil(float(_scaled(amount * 1000)) / float(_scaled(divisor * 1000)))
+    else:
+        value = math.ceil(float(_scaled(amount)) / float(_scaled(divisor)))
+    return str(value)
+
+
+def _downward_api_files(
+    items: list[dict[str, Any]],
+    pod: Mapping[str, Any],
+    default_mode: int,
+    node_allocatable: Mapping[str, str],
+) -> dict[str, FileContent]:
+    """downwardapi.CollectData."""
+    out: dict[str, FileContent] = {}
+    for item in items:
+        mode = int(item.get("mode", default_mode))
+        if item.get("fieldRef"):
+            text = field_path_value(pod, str(item["fieldRef"].get("fieldPath", "")))
+        elif item.get("resourceFieldRef"):
+            text = resource_field_value(pod, item["resourceFieldRef"], node_allocatable)
+        else:
+            text = ""
+        out[posixpath.normpath(str(item.get("path", "")))] = FileContent(text.encode(), mode)
+    return out
+
+
+def _effective_run_as_user(pod: Mapping[str, Any], container: Mapping[str, Any]) -> int | None:
+    pod_context = (pod.get("spec") or {}).get("securityContext") or {}
+    for context in (container.get("securityContext") or {}, pod_context):
+        if context.get("runAsUser") is not None:
+            return int(context["runAsUser"])
+    return None
+
+
+def pod_fs_user(pod: Mapping[str, Any]) -> int | None:
+    """util.FsUserFrom: the uid every init and app container runs as, None unless they all set the same."""
+    spec = pod.get("spec") or {}
+    found: int | None = None
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        uid = _effective_run_as_user(pod, container)
+        if uid is None or (found is not None and uid != found):
+            return None
+        found = uid
+    return found
+
+
+def pod_fs_group(pod: Mapping[str, Any]) -> int | None:
+    group = ((pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+    return None if group is None else int(group)
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _issued_at(pod: Mapping[str, Any]) -> int:
+    created = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
+    try:
+        return int(datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return 0
+
+
+def service_account_token(pod: Mapping[str, Any], source: Mapping[str, Any]) -> bytes:
+    """A JWT-shaped stand-in for the bound token a kubelet requests. It is not signed by any key (kubesim
+    checks no tokens) and, being derived from the pod and the source only, never changes, so the file is
+    not rewritten on every sync; a real kubelet rotates it at 80% of its lifetime."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    namespace, account = str(meta.get("namespace", "")), str(spec.get("serviceAccountName") or "default")
+    issued = _issued_at(pod)
+    claims = {
+        "aud": [str(source.get("audience") or TOKEN_ISSUER)],
+        "exp": issued + int(source.get("expirationSeconds") or TOKEN_EXPIRATION_SECONDS),
+        "iat": issued,
+        "iss": TOKEN_ISSUER,
+        "kubernetes.io": {
+            "namespace": namespace,
+            "pod": {"name": str(meta.get("name", "")), "uid": str(meta.get("uid", ""))},
+            "serviceaccount": {"name": account},
+        },
+        "nbf": issued,
+        "sub": f"system:serviceaccount:{namespace}:{account}",
+    }
+    header = _b64url(json.dumps({"alg": "none", "kid": "kubesim", "typ": "JWT"}, sort_keys=True).encode())
+    body = _b64url(json.dumps(claims, sort_keys=True, separators=(",", ":")).encode())
+    # A digest, not a signature: it only makes the token look like the three-part strings clients expect.
+    tag = _b64url(hashlib.sha256(f"kubesim.{header}.{body}".encode()).digest())
+    return f"{header}.{body}.{tag}".encode()
+
+
+def _token_file(pod: Mapping[str, Any], source: Mapping[str, Any], default_mode: int) -> FileContent:
+    fs_user = pod_fs_user(pod)
+    # projected.go: with an fsUser or fsGroup the token is 0600 (SetVolumeOwnership makes it 0640).
+    mode = 0o600 if fs_user is not None or pod_fs_group(pod) is not None else default_mode
+    return FileContent(service_account_token(pod, source), mode, fs_user)
+
+
+def project_volume(
+    volume: Mapping[str, Any],
+    lookup: Lookup,
+    pod: Mapping[str, Any] | None = None,
+    *,
+    node_allocatable: Mapping[str, str] = NODE_ALLOCATABLE,
+) -> dict[str, FileContent] | None:
     """The files of one pod volume (path inside the volume -> content), None for kinds not modelled.
 
-    `lookup(kind, name)` returns the ConfigMap or Secret in the pod's namespace, or None.
-    Raises MissingSource when a non-optional source is absent.
+    `lookup(kind, name)` returns the ConfigMap or Secret in the pod's namespace, or None; `pod` is what
+    downward API items and service account tokens are taken from. Raises MissingSource when a
+    non-optional source is absent, InvalidSource when a downward API item cannot be resolved.
     """
+    pod = pod or {}
     for key, kind, name_field in _SOURCES:
         if key in volume:
             src = volume[key] or {}
             return _source(src, kind, name_field, int(src.get("defaultMode", DEFAULT_MODE)), lookup)
+    if "downwardAPI" in volume:
+        src = volume["downwardAPI"] or {}
+        mode = int(src.get("defaultMode", DEFAULT_MODE))
+        return _downward_api_files(src.get("items") or [], pod, mode, node_allocatable)
     if "projected" in volume:
         projected = volume["projected"] or {}
         default_mode = int(projected.get("defaultMode", DEFAULT_MODE))
@@ -136,6 +399,13 @@ def project_volume(volume: Mapping[str, Any], lookup: Lookup) -> dict[str, FileC
             for key, kind, _ in _SOURCES:
                 if key in source:
                     files.update(_source(source[key] or {}, kind, "name", default_mode, lookup))
+            if source.get("downwardAPI") is not None:
+                items = source["downwardAPI"].get("items") or []
+                files.update(_downward_api_files(items, pod, default_mode, node_allocatable))
+            token = source.get("serviceAccountToken")
+            if token is not None:
+                files[posixpath.normpath(str(token.get("path", "")))] = _token_file(pod, token, default_mode)
+            # clusterTrustBundle (and podCertificate) sources are not modelled: they contribute no file.
         return files
     return None
 
@@ -156,6 +426,37 @@ def content_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bo
     return strip(old) != strip(new)
 
 
+class VolumeFiles(Mapping[str, Mapping[str, FileContent]]):
+    """One sync's files of a pod: volume name -> path inside the volume -> content (modelled kinds only).
+
+    `changed` names the volumes whose files differ from the previous sync (every volume on the first),
+    `first` is True for the snapshot taken at `pod_started`.
+    """
+
+    def __init__(
+        self, files: Mapping[str, Mapping[str, FileContent]], *, changed: frozenset[str], first: bool
+    ) -> None:
+        self._files = {name: dict(content) for name, content in files.items()}
+        self.changed = changed
+        self.first = first
+
+    def __getitem__(self, name: str) -> Mapping[str, FileContent]:
+        return self._files[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __repr__(self) -> str:
+        return f"VolumeFiles({sorted(self._files)}, changed={sorted(self.changed)}, first={self.first})"
+
+
+SyncListener = Callable[[PodKey, Mapping[str, Any], VolumeFiles], None]
+"""Called as `listener(key, pod, files)` after each snapshot of a running pod's volumes."""
+
+
 @dataclass
 class PodVolumes:
     """The mounted view of one running pod."""
@@ -170,7 +471,8 @@ class PodVolumes:
 
 
 class VolumeManager:
-    """The kubelet's volume manager for configMap / secret / projected volumes, and the file endpoint."""
+    """The kubelet's volume manager for configMap / secret / downwardAPI / projected volumes, and the file
+    endpoint."""
 
     name = "volumes"
 
@@ -186,15 +488,24 @@ class VolumeManager:
         self._secrets_rt = resource_type(cluster, "v1", "Secret")
         self._views: dict[PodKey, PodVolumes] = {}
         self._queue: WorkQueue[PodKey] = WorkQueue(clock)
+        self._listeners: list[SyncListener] = []
+
+    def add_sync_listener(self, listener: SyncListener) -> None:
+        """`listener(key, pod, files)` runs after the first snapshot of every started pod (`files.first`,
+        possibly empty) and after every refresh of a running one (changed or not: `files.changed` says),
+        never after `pod_stopped` or `forget`. It runs synchronously inside the sync; an exception it
+        raises is logged and does not stop the other listeners or the periodic syncs."""
+        self._listeners.append(listener)
 
     # --- what the kubelet calls ------------------------------------------------------------------
     def can_mount(self, pod: Mapping[str, Any]) -> bool:
-        """False while a non-optional ConfigMap or Secret a volume needs is missing (ContainerCreating)."""
+        """False while a non-optional ConfigMap or Secret a volume needs is missing, or a downward API
+        item cannot be resolved (ContainerCreating)."""
         lookup = self._lookup(str(pod["metadata"].get("namespace", "")))
         try:
             for volume in (pod.get("spec") or {}).get("volumes") or []:
-                project_volume(volume, lookup)
-        except MissingSource:
+                project_volume(volume, lookup, pod)
+        except VolumeSourceError:
             return False
         return True
 
@@ -202,14 +513,17 @@ class VolumeManager:
         """Takes the pod's first snapshot (its containers start now) and schedules periodic syncs."""
         meta = pod["metadata"]
         key = (str(meta.get("namespace", "")), str(meta["name"]))
-        modelled = ("configMap", "secret", "projected")
-        if not any(k in v for v in (pod.get("spec") or {}).get("volumes") or [] for k in modelled):
+        volumes = (pod.get("spec") or {}).get("volumes") or []
+        if not any(k in v for v in volumes for k in MODELLED_KINDS):
             self.forget(*key)
+            # Nothing to refresh, but a runtime keeping volumes on disk still learns that the pod started.
+            self._notify(key, pod, VolumeFiles({}, changed=frozenset(), first=True))
             return
         view = PodVolumes(uid=str(meta.get("uid", "")), pod=dict(pod))
         self._views[key] = view
-        self._sync_view(key, view)
+        changed = self._sync_view(key, view)
         self._sub_path_snapshot(view)
+        self._notify(key, view.pod, VolumeFiles(view.files, changed=changed, first=True))
 
     def pod_stopped(self, namespace: str, name: str) -> None:
         view = self._views.get((namespace, name))
@@ -270,26 +584,38 @@ class VolumeManager:
 
         return lookup
 
-    def _sync_view(self, key: PodKey, view: PodVolumes) -> None:
+    def _sync_view(self, key: PodKey, view: PodVolumes) -> frozenset[str]:
+        """Re-projects every modelled volume; returns the names of those whose files changed."""
         now = self._clock.now()
         lookup = self._lookup(key[0])
+        changed: set[str] = set()
         for volume in (view.pod.get("spec") or {}).get("volumes") or []:
             name = str(volume.get("name", ""))
             try:
-                files = project_volume(volume, lookup)
-            except MissingSource:
+                files = project_volume(volume, lookup, view.pod)
+            except VolumeSourceError:
                 # The kubelet keeps serving the last content it wrote when a source disappears.
                 continue
             if files is None:
                 continue
-            old = view.files.get(name, {})
+            old = view.files.get(name)
+            if old != files:
+                changed.add(name)
             for rel, content in files.items():
-                if old.get(rel) != content:
+                if (old or {}).get(rel) != content:
                     view.changed_at[(name, rel)] = now
             view.files[name] = files
         view.synced_at = now
         jitter = 1.0 + self._rng.random() * SYNC_JITTER
         self._queue.add_after(key, self._settings.volume_sync_seconds * jitter, replace=True)
+        return frozenset(changed)
+
+    def _notify(self, key: PodKey, pod: Mapping[str, Any], files: VolumeFiles) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(key, pod, files)
+            except Exception:
+                log.exception("kubesim volumes: sync listener %r failed for %s/%s", listener, *key)
 
     def _sub_path_snapshot(self, view: PodVolumes) -> None:
         spec = view.pod.get("spec") or {}
@@ -311,7 +637,8 @@ class VolumeManager:
             self.forget(*key)
             return
         view.pod = pod
-        self._sync_view(key, view)
+        changed = self._sync_view(key, view)
+        self._notify(key, pod, VolumeFiles(view.files, changed=changed, first=False))
 
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None

@@ -1,0 +1,173 @@
+"""`GET /api/v1/namespaces/{ns}/pods/{name}/log` for pods of the process runtime.
+
+Registered before the API server's generic routes, on the same path, so `kubectl logs` reaches it exactly
+as it reaches the timer pods' log. A container's output is the CRI log file its shim wrote
+(`<RFC 3339 ns> <stream> <P|F> <text>`), one file per run: `--previous` reads the run before the current
+one. `follow` keeps the stream open until that run has ended; `tailLines`, `sinceSeconds` and
+`timestamps` act as the kubelet's log reader does. A pod the runtime never ran (no log directory) gets the
+timer pods' answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kubesim import errors, podlog
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+    from kubesim.registry import ResourceType
+
+LogDir = Callable[[str, str, str], Path | None]
+FOLLOW_POLL_SECONDS = 0.1
+
+
+def routes(cluster: Cluster, pods_rt: ResourceType, log_dir: LogDir) -> list[web.RouteDef]:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        ns, name = request.match_info["ns"], request.match_info["pod"]
+        try:
+            return await _serve(request, cluster, pods_rt, log_dir, ns, name)
+        except errors.StatusError as err:
+            return web.json_response(err.status(), status=err.code)
+
+    return [web.get("/api/v1/namespaces/{ns}/pods/{pod}/log", handle)]
+
+
+def _restart_count(pod: Mapping[str, Any], container: str) -> int | None:
+    status = pod.get("status") or {}
+    for s in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        if s.get("name") == container:
+            return int(s.get("restartCount") or 0)
+    return None
+
+
+def parse(line: str) -> tuple[datetime, str, bool, str] | None:
+    """(time, stream, full line, text) of one CRI log line."""
+    parts = line.rstrip("\n").split(" ", 3)
+    if len(parts) < 3:
+        return None
+    stamp, stream, tag = parts[0], parts[1], parts[2]
+    text = parts[3] if len(parts) == 4 else ""
+    try:
+        # Python parses microseconds; the nanoseconds are kept in the text shown with timestamps.
+        when = (
+            datetime.fromisoformat(stamp[:26] + "+00:00")
+            if len(stamp) > 26
+            else datetime.fromisoformat(stamp)
+        )
+    except ValueError:
+        return None
+    return when, stream, tag == "F", text
+
+
+def render(lines: list[str], *, timestamps: bool, since: float | None, tail: int | None) -> list[str]:
+    """The log text of whole CRI records (partial `P` records joined with their line)."""
+    out: list[str] = []
+    partial = ""
+    first_stamp = ""
+    for raw in lines:
+        parsed = parse(raw)
+        if parsed is None:
+            continue
+        when, _, full, text = parsed
+        if since is not None and when.timestamp() < since:
+            continue
+        if not partial:
+            first_stamp = raw.split(" ", 1)[0]
+        partial += text
+        if full:
+            out.append((f"{first_stamp} " if timestamps else "") + partial + "\n")
+            partial = ""
+    if tail is not None:
+        out = out[-tail:] if tail > 0 else []
+    return out
+
+
+def _query_int(request: web.Request, name: str) -> int | None:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise errors.bad_request(f"{name}: invalid value {value!r}") from exc
+
+
+async def _serve(
+    request: web.Request, cluster: Cluster, pods_rt: ResourceType, log_dir: LogDir, ns: str, name: str
+) -> web.StreamResponse:
+    pod = cluster.get(pods_rt, ns, name)
+    query = request.query
+    previous = query.get("previous") == "true"
+    chosen = podlog.choose_container(pod, query.get("container") or None)
+    container = str(chosen.get("name"))
+    uid = str(pod["metadata"].get("uid", ""))
+    base = log_dir(ns, name, uid)
+    restarts = _restart_count(pod, container)
+    run = None if restarts is None else restarts - (1 if previous else 0)
+    path = None if base is None or run is None or run < 0 else base / container / f"{run}.log"
+    if path is None or not path.exists():
+        text = podlog.pod_log(pod, query.get("container") or None, previous=previous)
+        return web.Response(text=text, content_type="text/plain")
+    timestamps = query.get("timestamps") == "true"
+    since_seconds = _query_int(request, "sinceSeconds")
+    since = None if since_seconds is None else time.time() - since_seconds
+    tail = _query_int(request, "tailLines")
+    lines = path.read_text(errors="replace").splitlines(keepends=True)
+    body = render(lines, timestamps=timestamps, since=since, tail=tail)
+    if query.get("follow") != "true" or previous:
+        return web.Response(text="".join(body), content_type="text/plain")
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    await response.prepare(request)
+    await response.write("".join(body).encode())
+    offset = sum(len(line.encode()) for line in lines)
+    async for text in _follow(cluster, pods_rt, (ns, name, uid, container, run or 0), path, offset):
+        rendered = render(text.splitlines(keepends=True), timestamps=timestamps, since=None, tail=None)
+        await response.write("".join(rendered).encode())
+    await response.write_eof()
+    return response
+
+
+async def _follow(
+    cluster: Cluster, pods_rt: ResourceType, which: tuple[str, str, str, str, int], path: Path, offset: int
+) -> AsyncIterator[str]:
+    """New complete lines of the run's log as they are written, until the run has ended."""
+    pending = b""
+    while True:
+        ended = _run_ended(cluster, pods_rt, *which)
+        # Read after the check: the shim writes a run's last lines before the run is reported ended.
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+        offset += len(data)
+        pending += data
+        cut = len(pending) if ended else pending.rfind(b"\n") + 1
+        if cut:
+            yield pending[:cut].decode(errors="replace")
+            pending = pending[cut:]
+        if ended:
+            return
+        await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+def _run_ended(
+    cluster: Cluster, pods_rt: ResourceType, ns: str, name: str, uid: str, container: str, run: int
+) -> bool:
+    try:
+        pod = cluster.get(pods_rt, ns, name)
+    except errors.StatusError:
+        return True
+    if str(pod["metadata"].get("uid", "")) != uid:
+        return True
+    status = pod.get("status") or {}
+    for s in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        if s.get("name") == container:
+            return int(s.get("restartCount") or 0) != run or "running" not in (s.get("state") or {})
+    return True

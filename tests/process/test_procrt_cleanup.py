@@ -1,0 +1,145 @@
+"""Nothing of the process runtime outlives its run: not when kubesim stops, not when it is killed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from kubesim.procrt.sandbox import STATE_BASE_NAME, StateDir
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _netns_in_use() -> set[str]:
+    held = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                held.add(os.readlink(entry / "ns" / "net"))
+            except OSError:
+                continue
+    return held
+
+
+def _host_links() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link"], check=True, capture_output=True, text=True).stdout
+    return sorted(line.split(":")[1].strip() for line in out.splitlines())
+
+
+def _host_mounts() -> list[str]:
+    return sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines())
+
+
+async def _run(*argv: str, stdin: str = "") -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    out, _ = await proc.communicate(stdin.encode())
+    return int(proc.returncode or 0), out.decode()
+
+
+async def _exited(pid: int) -> None:
+    """Waits for `pid` to end through a pidfd (readable once the process is gone)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.add_reader(fd, done.set_result, None)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
+    process_runtime: None, tmp_path: Path
+) -> None:
+    marker = f"kubesim-cleanup-{secrets.token_hex(4)}"
+    netns_before, links_before, mounts_before = _netns_in_use(), _host_links(), _host_mounts()
+    kubeconfig = tmp_path / "kubeconfig"
+    sim = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mpi_operator",
+        "sim",
+        "--runtime",
+        "process",
+        "--kubeconfig-out",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert sim.stdout is not None
+        async with asyncio.timeout(60):
+            while b"kubeconfig written" not in await sim.stdout.readline():
+                pass
+        # A pod whose container starts a child that ignores SIGTERM, under an emptyDir in memory.
+        script = f"(trap '' TERM; exec -a {marker}-child sleep 1000) & exec -a {marker}-main sleep 1000"
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "victim", "namespace": "default"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "debian:bookworm",
+                        "command": ["bash", "-c", script],
+                        "volumeMounts": [{"name": "mem", "mountPath": "/mem"}],
+                    }
+                ],
+                "volumes": [{"name": "mem", "emptyDir": {"medium": "Memory"}}],
+            },
+        }
+        kubectl = ["kubectl", f"--kubeconfig={kubeconfig}"]
+        created = await _run(*kubectl, "create", "-f", "-", stdin=json.dumps(pod))
+        assert created[0] == 0, created[1]
+        waited = await _run(*kubectl, "wait", "--for=condition=Ready", "pod/victim", "--timeout=60s")
+        assert waited[0] == 0, waited[1]
+        pids = _processes_with(marker)
+        assert len(pids) == 2
+        assert len(_netns_in_use() - netns_before) >= 2  # the bridge's and the pod's
+        state_dirs = [
+            p for p in (Path("/tmp") / STATE_BASE_NAME).iterdir() if p.name.startswith(f"{sim.pid}-")
+        ]
+        assert len(state_dirs) == 1
+    finally:
+        sim.send_signal(signal.SIGKILL)
+        await sim.wait()
+    async with asyncio.timeout(30):
+        await asyncio.gather(*(_exited(pid) for pid in pids))
+    assert _processes_with(marker) == []
+    # Every namespace the run made was held only by its processes: none is held any more.
+    assert _netns_in_use() - netns_before == set()
+    assert _host_links() == links_before
+    assert _host_mounts() == mounts_before
+    # The state directory stays until the next runtime starts, which removes it.
+    assert state_dirs[0].exists()
+    fresh = StateDir()
+    try:
+        assert state_dirs[0] in fresh.swept
+        assert not state_dirs[0].exists()
+    finally:
+        fresh.close()

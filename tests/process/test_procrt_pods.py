@@ -1,0 +1,106 @@
+"""Pods of the process runtime run real programs: exit codes, restarts, signals and grace, logs."""
+
+from __future__ import annotations
+
+from procrt_helpers import container_status, create, get_pod, log_text, phase, pod, rt, shell, terminated
+
+from kubesim.app import KubeSim
+from kubesim.cluster import DeleteOptions
+from kubesim.testing import Kubectl, wait_for
+
+
+async def test_exit_code_output_and_environment_come_from_the_process(kubesim: KubeSim) -> None:
+    script = 'echo "out $(hostname) $MY_VAR $POD_NAME"; echo "err $(id -u)" >&2; exit 3'
+    env = [
+        {"name": "MY_VAR", "value": "v1"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+    create(kubesim, pod("exits", shell("main", script, env=env), restartPolicy="Never", hostname="h-1"))
+    await wait_for(kubesim, lambda: phase(kubesim, "exits") == "Failed")
+    ended = terminated(kubesim, "exits")
+    assert ended is not None
+    assert (ended["exitCode"], ended["reason"]) == (3, "Error")
+    assert get_pod(kubesim, "exits")["status"]["podIP"].startswith("10.244.")
+    assert log_text(kubesim, "exits").splitlines() == ["out h-1 v1 exits", "err 0"]
+
+
+async def test_restart_policy_restarts_the_real_process_with_back_off(kubesim: KubeSim) -> None:
+    # Each run appends to an emptyDir, so the count shows the process really ran again.
+    script = 'echo run >> /data/runs; n=$(wc -l < /data/runs); echo "run $n"; [ "$n" -ge 3 ] || exit 1'
+    create(
+        kubesim,
+        pod(
+            "crashes",
+            shell("main", script, volumeMounts=[{"name": "data", "mountPath": "/data"}]),
+            restartPolicy="OnFailure",
+            volumes=[{"name": "data", "emptyDir": {}}],
+        ),
+    )
+    await wait_for(kubesim, lambda: phase(kubesim, "crashes") == "Succeeded", within=90)
+    status = container_status(kubesim, "crashes")
+    assert status["restartCount"] == 2
+    assert status["lastState"]["terminated"]["exitCode"] == 1
+    assert log_text(kubesim, "crashes").strip() == "run 3"
+
+
+async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(kubesim: KubeSim) -> None:
+    polite = "trap 'echo got TERM; exit 0' TERM; echo up; while :; do sleep 0.1; done"
+    stubborn = "trap 'echo ignoring TERM' TERM; echo up; while :; do sleep 0.1; done"
+    create(kubesim, pod("polite", shell("main", polite)))
+    create(kubesim, pod("stubborn", shell("main", stubborn), terminationGracePeriodSeconds=3))
+    for name in ("polite", "stubborn"):
+        await wait_for(kubesim, lambda n=name: "up" in log_text(kubesim, n))
+    seen: dict[str, str] = {}
+
+    def listener(event: str, _rt: object, obj: dict[str, object], _old: object) -> None:
+        meta = obj.get("metadata") or {}
+        state = (((obj.get("status") or {}).get("containerStatuses") or [{}])[0]).get("state") or {}  # type: ignore[union-attr]
+        if "terminated" in state:
+            seen[str(meta["name"])] = str(state["terminated"]["exitCode"])  # type: ignore[index]
+
+    kubesim.cluster.add_listener(listener)  # type: ignore[arg-type]
+    try:
+        pods = rt(kubesim, "Pod")
+        kubesim.cluster.delete(pods, "default", "polite")
+        kubesim.cluster.delete(pods, "default", "stubborn")
+        await wait_for(kubesim, lambda: len(seen) == 2, within=60)
+    finally:
+        kubesim.cluster.remove_listener(listener)  # type: ignore[arg-type]
+    # The polite container ended on SIGTERM by itself; the stubborn one was killed after its grace.
+    assert seen == {"polite": "0", "stubborn": "137"}
+
+
+async def test_kubectl_logs_follows_a_running_container(kubesim: KubeSim, kubectl: Kubectl) -> None:
+    script = "echo first; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second; exit 0"
+    create(kubesim, pod("talker", shell("main", script), restartPolicy="Never"))
+    await wait_for(kubesim, lambda: "first" in log_text(kubesim, "talker"))
+    rc, out, err = await kubectl("logs", "talker", "--tail=1")
+    assert (rc, out) == (0, "first\n"), err
+    follow = kubectl("logs", "-f", "talker", limit=60)
+    import asyncio
+
+    task = asyncio.ensure_future(follow)
+    kubelet = kubesim.controllers.kubelet
+    assert kubelet is not None
+    run = kubelet._workers[("default", "talker")].runs["main"]  # type: ignore[attr-defined]
+    code, _ = await run.exec(["touch", "/tmp/go"], 10)
+    assert code == 0
+    rc, out, err = await task
+    assert (rc, out) == (0, "first\nsecond\n"), err
+
+
+async def test_deleting_a_pod_removes_it_once_its_processes_are_gone(kubesim: KubeSim) -> None:
+    create(kubesim, pod("short", shell("main", "sleep 1000")))
+    await wait_for(kubesim, lambda: phase(kubesim, "short") == "Running")
+    kubesim.cluster.delete(
+        rt(kubesim, "Pod"), "default", "short", options=DeleteOptions(grace_period_seconds=1)
+    )
+
+    def gone() -> bool:
+        try:
+            get_pod(kubesim, "short")
+        except Exception:
+            return True
+        return False
+
+    await wait_for(kubesim, gone, within=60)
