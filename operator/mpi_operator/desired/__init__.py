@@ -80,7 +80,11 @@ def build(
         config_map=config_map,
         secret=build_secret(job, ssh_keys) if ssh_keys is not None else None,
         launcher_job=launcher.build_launcher_job(
-            job, gang=gang, scheduler_plugins_name=scheduler_plugins_name, extra_env=launcher_extra_env
+            job,
+            gang=gang,
+            scheduler_plugins_name=scheduler_plugins_name,
+            extra_env=launcher_extra_env,
+            cluster_domain=domain,
         ),
         workers={}
         if suspended

@@ -132,6 +132,7 @@ def build_launcher_pod_template(
     gang: GangScheduler | None = None,
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
     extra_env: Sequence[KubeObject] = (),
+    cluster_domain: str = "",
 ) -> KubeObject:
     template = podtemplate.copy_template(job.launcher)
     metadata = template["metadata"]
@@ -141,7 +142,12 @@ def build_launcher_pod_template(
     metadata["labels"] = podtemplate.merged(metadata.get("labels"), labels)
     podgroup.decorate_pod_template(template, job, gang, scheduler_plugins_name)
     spec = template["spec"]
-    podtemplate.set_pod_identity(spec, naming.launcher_name(job), naming.service_name(job))
+    podtemplate.set_pod_identity(
+        spec,
+        naming.launcher_name(job),
+        naming.service_name(job),
+        naming.dns_search_domain(job, cluster_domain),
+    )
     container = spec["containers"][0]
     podtemplate.append_env(container, [*launcher_env(job), *extra_env])
     ssh_auth.setup_ssh_on_pod(spec, job)
@@ -162,6 +168,7 @@ def build_launcher_job(
     gang: GangScheduler | None = None,
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
     extra_env: Sequence[KubeObject] = (),
+    cluster_domain: str = "",
 ) -> KubeObject:
     """The launcher Job; `extra_env` is appended after the operator's variables (elastic bounds)."""
     run_policy = job.spec.run_policy
@@ -173,7 +180,11 @@ def build_launcher_job(
     if run_policy.backoff_limit is not None:
         spec["backoffLimit"] = run_policy.backoff_limit
     spec["template"] = build_launcher_pod_template(
-        job, gang=gang, scheduler_plugins_name=scheduler_plugins_name, extra_env=extra_env
+        job,
+        gang=gang,
+        scheduler_plugins_name=scheduler_plugins_name,
+        extra_env=extra_env,
+        cluster_domain=cluster_domain,
     )
     spec["podReplacementPolicy"] = POD_REPLACEMENT_POLICY
     if run_policy.suspend:

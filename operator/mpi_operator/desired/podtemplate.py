@@ -34,12 +34,22 @@ def merged(base: Any, overlay: Mapping[str, str]) -> dict[str, str]:
     return {**(base if isinstance(base, Mapping) else {}), **overlay}
 
 
-def set_pod_identity(pod_spec: KubeObject, hostname: str, subdomain: str) -> None:
-    """Hostname and subdomain (the headless Service), and host-network DNS that still resolves them."""
+def set_pod_identity(pod_spec: KubeObject, hostname: str, subdomain: str, search_domain: str) -> None:
+    """Hostname and subdomain (the headless Service), host-network DNS that still resolves them, and the
+    Service's domain appended to the DNS search path, so that the job's short host names resolve.
+
+    Upstream gives the search path to the workers only (Intel MPI's and MPICH's proxies dial the launcher
+    by its short name). The launcher needs it as much: upstream's MPICH and Intel images look up
+    `$HOSTNAME` from the launcher before starting and, without it, retry for about 100 s on every job.
+    """
     pod_spec["hostname"] = hostname
     pod_spec["subdomain"] = subdomain
     if pod_spec.get("hostNetwork"):
         pod_spec["dnsPolicy"] = CLUSTER_FIRST_WITH_HOST_NET
+    found = pod_spec.get("dnsConfig")
+    dns_config: KubeObject = found if isinstance(found, dict) else {}
+    dns_config["searches"] = [*(dns_config.get("searches") or []), search_domain]
+    pod_spec["dnsConfig"] = dns_config
 
 
 def append_env(container: KubeObject, env: list[KubeObject]) -> None:

@@ -94,13 +94,9 @@ def build_worker(
         },
     )
     spec = template["spec"]
-    podtemplate.set_pod_identity(spec, hostname or name, naming.service_name(job))
-    dns_config = spec.get("dnsConfig") if isinstance(spec.get("dnsConfig"), dict) else {}
-    dns_config["searches"] = [
-        *(dns_config.get("searches") or []),
-        naming.dns_search_domain(job, cluster_domain),
-    ]
-    spec["dnsConfig"] = dns_config
+    podtemplate.set_pod_identity(
+        spec, hostname or name, naming.service_name(job), naming.dns_search_domain(job, cluster_domain)
+    )
     spec["restartPolicy"] = job.worker.restart_policy
 
     container = spec["containers"][0]

@@ -94,6 +94,7 @@ def test_defaults() -> None:
                     ],
                     "hostname": "foo-launcher",
                     "subdomain": "foo",
+                    "dnsConfig": {"searches": ["foo.bar.svc.cluster.local"]},
                     "restartPolicy": "OnFailure",
                     "volumes": [
                         {
@@ -228,7 +229,8 @@ def test_overrides_host_network_user_volumes_non_root() -> None:
     assert pod_template["metadata"]["annotations"] == {"x": "y"}
     spec = pod_template["spec"]
     assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
-    assert "dnsConfig" not in spec
+    # Like the workers, the launcher resolves the job's short host names (its own included).
+    assert spec["dnsConfig"] == {"searches": ["foo.default.svc.cluster.local"]}
     assert spec["restartPolicy"] == "Never"
     assert [v["name"] for v in spec["volumes"]] == ["foo-vol", "ssh-auth", "ssh-auth-home", "mpi-job-config"]
     assert spec["containers"][0]["volumeMounts"] == [
