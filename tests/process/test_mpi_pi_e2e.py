@@ -6,97 +6,53 @@ kubesim runs the pods as real processes (the process runtime) with the stand-in 
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
-from procrt_helpers import PROCESS_TIME_SCALE
+from mpi_e2e import MANIFESTS, PI, manifest, ranks, run_mpijob
 
-from kubesim.app import KubeSim
-from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl
-from process.mpi_images import catalog, missing
 
-MANIFESTS = Path(__file__).parent / "manifests"
-PI = "pi is approximately 3.1410376000000002"
+pytestmark = [pytest.mark.kubectl, pytest.mark.timeout(300)]
 
 
-@pytest.fixture
-def kubesim_settings(process_runtime: None) -> SimSettings:
-    reason = missing()
-    if reason is not None:
-        pytest.skip(reason)
-    return SimSettings(runtime="process", time_scale=PROCESS_TIME_SCALE, images=catalog())
-
-
-@pytest_asyncio.fixture
-async def operator(kubesim: KubeSim, kubectl: Kubectl, tmp_path: Path) -> AsyncIterator[Path]:
-    """The CRD installed and `mpi-operator run` started; yields the operator's log file."""
-    crd = Path(__file__).parents[2] / "crds" / "kubeflow.org_mpijobs.yaml"
-    rc, _, err = await kubectl("apply", "-f", str(crd))
-    assert rc == 0, err
-    rc, _, err = await kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org")
-    assert rc == 0, err
-    log = tmp_path / "operator.log"
-    with log.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mpi_operator", "run", "--kubeconfig", str(kubesim.kubeconfig_path),
-            "--no-leader-elect", "--metrics-address", "127.0.0.1:0",
-            stdout=asyncio.subprocess.DEVNULL, stderr=sink,
-        )  # fmt: skip
-        try:
-            yield log
-        finally:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-
-
-async def run_pi(kubectl: Kubectl, manifest: Path, *, within: int = 90) -> str:
-    """Applies `manifest`, waits for the MPIJob to succeed, returns the launcher's log."""
-    rc, _, err = await kubectl("apply", "-f", str(manifest))
-    assert rc == 0, err
-    rc, out, err = await kubectl(
-        "wait", "--for=condition=Succeeded", "mpijobs.v2beta1.kubeflow.org/pi", f"--timeout={within}s",
-        limit=within + 30,
-    )  # fmt: skip
-    if rc != 0:
-        _, pods, _ = await kubectl("get", "pods", "-o", "wide")
-        _, logs, _ = await kubectl("logs", "job/pi-launcher")
-        _, job, _ = await kubectl("get", "mpijobs.v2beta1.kubeflow.org/pi", "-o", "yaml")
-        _, workers, _ = await kubectl("logs", "pi-worker-0", "--all-containers")
-        _, worker_pod, _ = await kubectl("get", "pod", "pi-worker-0", "-o", "yaml")
-        raise AssertionError(
-            f"{err}\n{pods}\nlauncher log:\n{logs}\n{job}\nworker-0 log:\n{workers}\n{worker_pod}"
-        )
-    rc, out, err = await kubectl("logs", "job/pi-launcher")
-    assert rc == 0, err
-    return out
-
-
-def ranks(log: str) -> dict[str, str]:
-    """rank -> host, from the pi program's `Rank <r> on host <host>` lines."""
-    found = {}
-    for line in log.splitlines():
-        words = line.split()
-        if len(words) == 5 and words[0] == "Rank" and words[2:4] == ["on", "host"]:
-            found[words[1]] = words[4]
-    return found
-
-
-@pytest.mark.kubectl
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("manifest", ["pi.yaml", "pi-mpich.yaml", "pi-intel.yaml"])
+@pytest.mark.parametrize("name", ["pi.yaml", "pi-mpich.yaml", "pi-intel.yaml"])
 async def test_upstream_pi_succeeds_with_a_rank_on_every_worker(
-    manifest: str, kubesim: KubeSim, kubectl: Kubectl, operator: Path
+    name: str, kubectl: Kubectl, mpi_operator: Path
 ) -> None:
-    log = await run_pi(kubectl, MANIFESTS / manifest)
+    log = await run_mpijob(kubectl, MANIFESTS / name)
     assert PI in log, log
     assert "Workers: 2" in log
     assert sorted(ranks(log).items()) == [("0", "pi-worker-0"), ("1", "pi-worker-1")], log
+
+
+async def test_pi_without_a_declared_ssh_port_warns_once_and_still_runs(
+    kubectl: Kubectl, mpi_operator: Path
+) -> None:
+    # Upstream's pi.yaml declares no port: the operator cannot know sshd's (2222, from the image's
+    # config), so it adds no probe instead of one on a guessed port, and says how to declare it.
+    log = await run_mpijob(kubectl, MANIFESTS / "pi.yaml")
+    assert PI in log
+    rc, out, err = await kubectl(
+        "get", "events", "--field-selector", "reason=SSHPortUnknown", "-o", "jsonpath={.items[*].count}"
+    )
+    assert (rc, out) == (0, "1"), err
+
+
+@pytest.mark.parametrize("name", ["pi.yaml", "pi-mpich.yaml", "pi-intel.yaml"])
+async def test_run_launcher_as_worker_puts_a_rank_on_the_launcher_too(
+    name: str, kubectl: Kubectl, mpi_operator: Path
+) -> None:
+    job = manifest(name)
+    job["spec"]["runLauncherAsWorker"] = True
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    argv = [*(launcher.get("command") or []), *(launcher.get("args") or [])]
+    argv[argv.index("-n") + 1] = "3"
+    launcher["command"], launcher["args"] = argv[:1], argv[1:]
+    if name != "pi.yaml":
+        # Keep the image's entrypoint (the MPICH and Intel images look up the hosts first).
+        launcher.pop("command")
+        launcher["args"] = argv
+    log = await run_mpijob(kubectl, job)
+    assert "Workers: 3" in log, log
+    assert sorted(ranks(log).values()) == ["pi-launcher", "pi-worker-0", "pi-worker-1"], log

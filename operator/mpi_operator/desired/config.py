@@ -36,7 +36,10 @@ def static_hosts(
     `hostnames` overrides a worker's host name by index (elastic jobs: one per pod incarnation)."""
     hosts: list[hostfile.Host] = []
     if job.spec.run_launcher_as_worker:
-        hosts.append((naming.launcher_fqdn(job, cluster_domain), launcher_slots(job)))
+        # By its own host name, not upstream's FQDN: only the launcher reads this file, and Intel MPI's
+        # hydra takes `<job>-launcher.<job>.<ns>.svc` for another host and ssh'es to itself, where no
+        # sshd runs (tests/process/test_mpi_pi_e2e.py); every MPI recognises the plain host name.
+        hosts.append((naming.launcher_name(job), launcher_slots(job)))
     slots = slots_per_worker(job)
     names = hostnames or {}
     hosts.extend(

@@ -17,9 +17,12 @@ volumes and mounts user's, then `ssh-auth`, then `mpi-job-config` at `/etc/mpi` 
 Open MPI 5 replaced ORTE with PRRTE, which ignores every `OMPI_MCA_orte_*` name (kubeflow/mpi-operator
 #842), so a v5 `mpirun` silently ran everything on the launcher. PRRTE reads its parameters from
 `PRTE_MCA_<name>` variables; the names below are those PRRTE registers (`src/runtime/prte_mca_params.c`:
-`prte_default_hostfile`, `prte_set_default_slots`; `src/util/prte_setup_hostname` /
-`prte_keep_fqdn_hostnames`; the `ssh` plm component, renamed from ORTE's `rsh`: `plm_ssh_args`). Open MPI
-4 ignores them, so both sets are always set.
+`prte_default_hostfile`, `prte_set_default_slots`; the `ssh` plm component, renamed from ORTE's `rsh`:
+`plm_ssh_args`). Open MPI 4 ignores them, so both sets are always set. ORTE's `keep_fqdn_hostnames` has
+no PRRTE twin here on purpose: with `prte_keep_fqdn_hostnames` PRRTE no longer recognises the
+launcher's own name in the hostfile (`<job>-launcher.<job>.<ns>.svc`), so with `runLauncherAsWorker` it
+ssh'es to itself, where no sshd runs, and the job fails (seen with Open MPI 5.0.11 in
+tests/process/test_mpi_pi_e2e.py). Without it the workers are still reached by the names written.
 
 MPICH's hydra reads the launcher's (ssh's) extra arguments from `HYDRA_LAUNCHER_EXTRA_ARGS` (the only
 name MPICH 5.0.2's hydra contains); upstream sets `HYDRA_LAUNCH_EXTRA_ARGS`, which only early hydra
@@ -70,7 +73,6 @@ def mpi_env(job: MPIJob) -> list[KubeObject]:
                 ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
                 ("OMPI_MCA_plm_rsh_args", SSH_CONNECTION_ARGS),
                 (OPENMPI_SLOTS_ENV, slots),
-                ("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
                 ("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
                 ("PRTE_MCA_plm_ssh_args", SSH_CONNECTION_ARGS),
                 (PRRTE_SLOTS_ENV, slots),

@@ -76,7 +76,7 @@ async def test_launcher_as_worker_keeps_gpus_visible(kube: Kube, operator: Manag
     assert job["spec"]["template"]["metadata"]["labels"]["training.kubeflow.org/replica-index"] == "0"
     config = await kube.get(resources.CONFIG_MAP, "pi-config", NS)
     assert config["data"]["hostfile"].splitlines() == [
-        "pi-launcher.pi.default.svc slots=2",
+        "pi-launcher slots=2",
         "pi-worker-0.pi.default.svc slots=2",
     ]
     worker = await kube.get(resources.POD, "pi-worker-0", NS)

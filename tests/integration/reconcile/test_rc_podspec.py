@@ -94,7 +94,7 @@ async def test_cluster_domain_reaches_hostfile_and_dns_search(kubesim: KubeSim, 
         await launcher_job(kube)
         config = await kube.get(resources.CONFIG_MAP, "pi-config", NS)
         assert config["data"]["hostfile"].splitlines() == [
-            "pi-launcher.pi.default.svc.corp.example slots=1",
+            "pi-launcher slots=1",
             "pi-worker-0.pi.default.svc.corp.example slots=1",
         ]
         pod = await kube.get(resources.POD, "pi-worker-0", NS)

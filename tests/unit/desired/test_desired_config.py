@@ -34,15 +34,14 @@ from mpi_operator.desired import config
             {"mpiImplementation": "OpenMPI", "slotsPerWorker": 2, "runLauncherAsWorker": True},
             2,
             "",
-            "pi-launcher.pi.default.svc slots=2\n"
-            "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n",
+            "pi-launcher slots=2\npi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n",
         ),
         ({"mpiImplementation": "OpenMPI"}, 0, "", ""),
         (
             {"mpiImplementation": "OpenMPI", "runLauncherAsWorker": True},
             0,
             "",
-            "pi-launcher.pi.default.svc slots=1\n",
+            "pi-launcher slots=1\n",
         ),
         (
             {"mpiImplementation": "Intel", "slotsPerWorker": 10},
@@ -54,7 +53,7 @@ from mpi_operator.desired import config
             {"mpiImplementation": "Intel", "slotsPerWorker": 1, "runLauncherAsWorker": True},
             1,
             "cluster.local",
-            "pi-launcher.pi.default.svc.cluster.local:1\npi-worker-0.pi.default.svc.cluster.local:1\n",
+            "pi-launcher:1\npi-worker-0.pi.default.svc.cluster.local:1\n",
         ),
         (
             {"mpiImplementation": "MPICH", "slotsPerWorker": 3},
@@ -67,7 +66,7 @@ from mpi_operator.desired import config
             {"mpiImplementation": "MPICH", "runLauncherAsWorker": True},
             1,
             "",
-            "pi-launcher.pi.default.svc:1\npi-worker-0.pi.default.svc:1\n",
+            "pi-launcher:1\npi-worker-0.pi.default.svc:1\n",
         ),
     ],
     ids=[

@@ -50,7 +50,6 @@ def _openmpi(slots: str) -> list[dict[str, str]]:
         ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
         ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
         ("OMPI_MCA_orte_set_default_slots", slots),
-        ("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
         ("PRTE_MCA_prte_default_hostfile", "/etc/mpi/hostfile"),
         ("PRTE_MCA_plm_ssh_args", "-o ConnectionAttempts=10"),
         ("PRTE_MCA_prte_set_default_slots", slots),
