@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from kubesim.app import KubeSim
@@ -50,3 +52,23 @@ async def running_operator(
     finally:
         mgr.request_stop()
         await asyncio.wait_for(task, 15)
+
+
+@contextlib.asynccontextmanager
+async def operator_process(kubeconfig: Path, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`mpi-operator run` in its own process, as on a cluster, its output in `log`; stopped on exit."""
+    with log.open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "mpi_operator", "run", "--kubeconfig", str(kubeconfig),
+            "--no-leader-elect", "--metrics-address", "127.0.0.1:0",
+            stdout=asyncio.subprocess.DEVNULL, stderr=sink,
+        )  # fmt: skip
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()

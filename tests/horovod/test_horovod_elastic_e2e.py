@@ -24,7 +24,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -35,7 +34,6 @@ import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
-from hvd_cache import cache_dir
 
 from integration.elastic.ela_harness import (
     elastic_job,
@@ -58,28 +56,9 @@ __all__ = ["http", "kube", "operator"]
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-BUILD = REPO / "scripts" / "build_horovod.sh"
 JOB = "hvd"
 GRACE_SECONDS = 8
 SETTLE_SECONDS = 5
-
-
-@pytest.fixture(scope="session")
-def horovod_venv() -> Path:
-    """The venv with a compiled Horovod (PyTorch + Gloo), built once and cached between runs."""
-    cache = cache_dir()
-    done = subprocess.run(
-        ["bash", str(BUILD), cache],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        env={**os.environ, "PYTHON": sys.executable},
-        check=False,
-    )
-    if done.returncode == 3:
-        pytest.skip(f"cannot download the horovod sdist from PyPI: {done.stderr.strip()[-300:]}")
-    assert done.returncode == 0, f"building Horovod failed:\n{done.stderr[-4000:]}"
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ the operator in its own process (`mpi_operator`).
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from procrt_helpers import PROCESS_TIME_SCALE
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl
+from operator_testing import operator_process
 from process.mpi_images import catalog, missing
 
 CRD = Path(__file__).parents[2] / "crds" / "kubeflow.org_mpijobs.yaml"
@@ -48,18 +47,6 @@ async def mpi_operator(
     rc, _, err = await kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org")
     assert rc == 0, err
     log = tmp_path / "operator.log"
-    with log.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mpi_operator", "run", "--kubeconfig", str(kubesim.kubeconfig_path),
-            "--no-leader-elect", "--metrics-address", "127.0.0.1:0",
-            stdout=asyncio.subprocess.DEVNULL, stderr=sink,
-        )  # fmt: skip
-        try:
-            yield log
-        finally:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+    assert kubesim.kubeconfig_path is not None
+    async with operator_process(kubesim.kubeconfig_path, log):
+        yield log
