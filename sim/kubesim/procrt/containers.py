@@ -174,9 +174,25 @@ class ContainerRun:
             async with asyncio.timeout(time_limit):
                 out, _ = await proc.communicate()
         except BaseException:
-            # Timed out, or the probe that asked was stopped: the command must not outlive the ask.
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            # Timed out, or the probe that asked was stopped: the command must not outlive the ask. It is
+            # killed, not nsenter, which then reaps it and exits: a killed nsenter would leave its child
+            # (in the container's PID namespace) for the machine's init to reap, and until then the
+            # container cannot end, its PID namespace waiting for every process in it.
+            if not _kill_children(proc.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
             await proc.wait()
             raise
         return int(proc.returncode or 0), out
+
+
+def _kill_children(pid: int) -> bool:
+    """SIGKILL to the children of process `pid`; False when it has none (or they cannot be listed)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return False
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(child), signal.SIGKILL)
+    return bool(children)

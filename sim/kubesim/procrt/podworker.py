@@ -233,6 +233,8 @@ class PodWorker:
             for c, rec in zip(spec.get("containers") or [], self.record.containers, strict=True)
         ]
         done: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*supervisors))
+        # Cancelled with the pod worker, the gathering future ends with an error nobody else reads.
+        done.add_done_callback(lambda f: f.cancelled() or f.exception())
         stop: asyncio.Future[Any] = asyncio.ensure_future(self.deleting.wait())
         await asyncio.wait([done, stop], return_when=asyncio.FIRST_COMPLETED)
         if not done.done():

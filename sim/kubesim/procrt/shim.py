@@ -193,10 +193,36 @@ def build_root(spec: dict[str, Any]) -> str:
                 "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777{f',size={size}' if size else ''}"
             )
         else:
+            if m.get("create"):
+                _make_sub_path(m["source"])
             mount(m["source"], target, None, MS_BIND | MS_REC)
         if m.get("read_only"):
             mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
     return root
+
+
+def _make_sub_path(source: str) -> None:
+    """A missing subPath of a memory-backed emptyDir, made as the kubelet's SafeMakeDir would: here,
+    because that tmpfs exists only in the pod's mount namespaces. Each new directory gets the mode of the
+    volume's root (the tmpfs mount point above `source`), as SafeMakeDir copies the volume's."""
+    missing: list[str] = []
+    path = source
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    if not missing:
+        return
+    base = path
+    while not os.path.ismount(base) and base != "/":
+        base = os.path.dirname(base)
+    perm = os.stat(base).st_mode & 0o7777
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            continue  # another container of the pod, starting at the same time, made it
+        # mkdir(2) cuts the mode by the umask and drops the sticky bit.
+        os.chmod(directory, perm)
 
 
 def _copy_owners(src: str, dst: str) -> None:
