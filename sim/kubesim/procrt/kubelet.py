@@ -14,8 +14,9 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from kubesim.procrt import containerspec, hostsfiles, logs, netns, volumefiles
 from kubesim.procrt.containers import BindMount, ContainerRun, RunSpec
 from kubesim.procrt.dns import ClusterDNS, DNSServer
 from kubesim.procrt.podworker import ConfigError, PodWorker, ProbeHandle
-from kubesim.procrt.probes import ContainerProber
+from kubesim.procrt.probes import ContainerProber, ProbeType
 from kubesim.procrt.sandbox import Holder, PodNetwork, SandboxError, StateDir
 from kubesim.procrt.status import ContainerRecord, render
 
@@ -204,18 +205,27 @@ class ProcessKubelet(Kubelet):
                 log.debug("kubesim process runtime: status of %s/%s: %s", *worker.key, err)
 
     async def start_sandbox(self, worker: PodWorker) -> Holder | None:
-        while not self._volumes.can_mount(worker.pod):
-            worker.record.containers[0:0] = []
+        """The pod's sandbox, once its volumes can be set up; retried (ContainerCreating, the reason in the
+        container's waiting message) as the kubelet does, until the pod is deleted."""
+        pod_dir = self.pod_dir(worker)
+        while True:
+            problem = (
+                None if self._volumes.can_mount(worker.pod) else "a ConfigMap or Secret it needs is missing"
+            )
+            if problem is None:
+                try:
+                    (pod_dir / "logs").mkdir(parents=True, exist_ok=True)
+                    volumefiles.setup(worker.pod, pod_dir)
+                    tmpfs = volumefiles.pod_tmpfs(worker.pod, pod_dir / "volumes")
+                    break
+                except (volumefiles.VolumeError, OSError) as err:
+                    problem = str(err)
             for rec in [*worker.record.init_containers, *worker.record.containers]:
-                rec.waiting("ContainerCreating")
+                rec.waiting("ContainerCreating", f"MountVolume.SetUp failed: {problem}")
             self.publish(worker)
             await worker_wait(worker, self._clock.real_delay(MOUNT_RETRY_SECONDS))
             if worker.deleting.is_set():
                 return None
-        pod_dir = self.pod_dir(worker)
-        (pod_dir / "logs").mkdir(parents=True, exist_ok=True)
-        volumefiles.setup(worker.pod, pod_dir)
-        tmpfs = volumefiles.pod_tmpfs(worker.pod, pod_dir / "volumes")
         holder = await Holder.start(hostsfiles.hostname(worker.pod, self._settings.cluster_domain), tmpfs)
         worker.sandbox = holder
         ip = self._ips.allocate()
@@ -324,28 +334,37 @@ class ProcessKubelet(Kubelet):
             worker.notify()
             self.publish(worker)
 
-        def on_liveness_failure(message: str) -> None:
-            log.info("kubesim process runtime: %s/%s %s: %s; restarting", *worker.key, rec.name, message)
-            worker.spawn(_restart(worker, run))
+        def on_failure(kind: ProbeType) -> Callable[[str], None]:
+            def kill(message: str) -> None:
+                log.info("kubesim process runtime: %s/%s %s: %s; restarting", *worker.key, rec.name, message)
+                spec = prober[0].probes.get(kind) if prober else None
+                grace = spec.termination_grace_period_seconds if spec is not None else None
+                worker.spawn(_restart(worker, run, worker.grace_seconds if grace is None else float(grace)))
 
-        return ContainerProber.start(
-            container,
-            pod_ip=worker.record.pod_ip or "",
-            netns_path=self._network.netns,
-            exec_in=run.exec,
-            sleep=lambda s: asyncio.sleep(self._clock.real_delay(s)),
-            on_ready=on_ready,
-            on_started=on_started,
-            on_liveness_failure=on_liveness_failure,
+            return kill
+
+        prober: list[ContainerProber] = []
+        prober.append(
+            ContainerProber.start(
+                container,
+                pod_ip=worker.record.pod_ip or "",
+                netns_path=self._network.netns,
+                exec_in=run.exec,
+                sleep=lambda s: asyncio.sleep(self._clock.real_delay(s)),
+                on_ready=on_ready,
+                on_started=on_started,
+                on_liveness_failure=on_failure(ProbeType.LIVENESS),
+                on_startup_failure=on_failure(ProbeType.STARTUP),
+            )
         )
+        return prober[0]
 
 
-async def _restart(worker: PodWorker, run: ContainerRun) -> None:
-    import signal
-
+async def _restart(worker: PodWorker, run: ContainerRun, grace: float) -> None:
+    """A failed liveness or startup probe: SIGTERM, the grace period, SIGKILL; the supervisor restarts."""
     run.signal(signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(worker.host.clock.real_delay(worker.grace_seconds)):
+        async with asyncio.timeout(worker.host.clock.real_delay(grace)):
             await run.wait()
     run.kill()
 

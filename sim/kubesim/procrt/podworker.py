@@ -32,6 +32,10 @@ DEFAULT_GRACE_SECONDS = 30.0
 class ProbeHandle(Protocol):
     def stop(self) -> None: ...
 
+    def terminating(self) -> None:
+        """The pod is being deleted: no more startup or liveness restarts."""
+        ...
+
 
 class Host(Protocol):
     """What a pod worker needs from its kubelet."""
@@ -95,6 +99,7 @@ class PodWorker:
         self._wake = asyncio.Event()
         self._evicted = False
         self._sidecars: list[asyncio.Task[None]] = []
+        self._probers: dict[str, ProbeHandle] = {}
         self._children: list[asyncio.Task[None]] = []
         self.task: asyncio.Task[None] = asyncio.create_task(
             self._run(), name=f"kubesim-pod-{self.key[0]}/{self.key[1]}"
@@ -103,8 +108,10 @@ class PodWorker:
     # --- what the kubelet calls ------------------------------------------------------------------
     def update(self, pod: dict[str, Any]) -> None:
         self.pod = pod
-        if pod["metadata"].get("deletionTimestamp") is not None:
+        if pod["metadata"].get("deletionTimestamp") is not None and not self.deleting.is_set():
             self.deleting.set()
+            for prober in self._probers.values():
+                prober.terminating()
         self._wake.set()
 
     def kill(self) -> None:
@@ -320,11 +327,15 @@ class PodWorker:
             return code
         rec.running(now)
         prober = self.host.probe(self, container, rec, run)
+        self._probers[rec.name] = prober
+        if self.deleting.is_set():
+            prober.terminating()
         self._set_phase()
         try:
             code = await run.wait()
         finally:
             prober.stop()
+            self._probers.pop(rec.name, None)
         rec.terminated(Ended.of(code, rec.started_at, self.host.clock.now()))
         if self._evicted:
             rec.ended = Ended(code, "Error", rec.started_at, self.host.clock.now())

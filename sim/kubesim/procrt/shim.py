@@ -187,15 +187,9 @@ def build_root(spec: dict[str, Any]) -> str:
     for m in spec.get("mounts") or []:
         target = _inside(root, m["target"])
         _make_target(target, bool(m.get("is_file")))
-        if m.get("tmpfs"):
-            size = m.get("size")
-            mount(
-                "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777{f',size={size}' if size else ''}"
-            )
-        else:
-            if m.get("create"):
-                _make_sub_path(m["source"])
-            mount(m["source"], target, None, MS_BIND | MS_REC)
+        if m.get("create"):
+            _make_sub_path(m["source"])
+        mount(m["source"], target, None, MS_BIND | MS_REC)
         if m.get("read_only"):
             mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
     return root
@@ -287,8 +281,13 @@ def init(spec: dict[str, Any], root: str, out_w: int, err_w: int, status_w: int)
         os.close(fd)
 
     def forward(signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(main, signum)
+        # In a container the main process is pid 1, which the kernel shields from every signal it does
+        # not handle: a SIGTERM to a program without a handler is lost, and only the SIGKILL after the
+        # grace period ends it. This init stands in for that pid 1, so it passes on only what the main
+        # process catches.
+        if catches(main, signum):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(main, signum)
 
     for sig in FORWARDED:
         signal.signal(sig, forward)
@@ -302,6 +301,18 @@ def init(spec: dict[str, Any], root: str, out_w: int, err_w: int, status_w: int)
         if pid == main:
             # Leaving now makes the kernel kill whatever the main process left behind.
             os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler for `signum` (`SigCgt` in /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except OSError:
+        return False
+    return False
 
 
 class LogWriter:

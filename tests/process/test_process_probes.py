@@ -202,11 +202,12 @@ async def test_liveness_failure_kills_and_restarts_the_container(kubesim: KubeSi
         kubesim, lambda: container_status(kubesim, "live")["restartCount"] == 1 and _running(kubesim, "live")
     )
     status = container_status(kubesim, "live")
-    # The kubelet stopped the run with SIGTERM (sleep ends on it: 128 + 15).
-    assert status["lastState"]["terminated"]["exitCode"] == 143
+    # The kubelet stopped the run: SIGTERM, which sleep as the container's pid 1 never sees (it has no
+    # handler), then SIGKILL after the grace period (128 + 9).
+    assert status["lastState"]["terminated"]["exitCode"] == 137
     assert status["lastState"]["terminated"]["reason"] == "Error"
     assert not first.running
-    assert first.exit_code == 143
+    assert first.exit_code == 137
     assert first.pid1 is not None
     assert not _process_exists(first.pid1)
     await wait_for(kubesim, lambda: _inside(kubesim, "live", "/data/runs") == "run\nrun\n")

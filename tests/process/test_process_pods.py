@@ -48,7 +48,14 @@ async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(kubesi
     stubborn = "trap 'echo ignoring TERM' TERM; echo up; while :; do sleep 0.1; done"
     create(kubesim, pod("polite", shell("main", polite)))
     create(kubesim, pod("stubborn", shell("main", stubborn), terminationGracePeriodSeconds=3))
-    for name in ("polite", "stubborn"):
+    # No handler at all: as pid 1 of a container, the process never sees the SIGTERM.
+    plain = {
+        "name": "main",
+        "image": "debian:bookworm",
+        "command": ["python3", "-c", "print('up', flush=True); import time; time.sleep(1000)"],
+    }
+    create(kubesim, pod("plain", plain, terminationGracePeriodSeconds=3))
+    for name in ("polite", "stubborn", "plain"):
         await wait_for(kubesim, lambda n=name: "up" in log_text(kubesim, n))
     seen: dict[str, str] = {}
 
@@ -61,13 +68,13 @@ async def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(kubesi
     kubesim.cluster.add_listener(listener)  # type: ignore[arg-type]
     try:
         pods = rt(kubesim, "Pod")
-        kubesim.cluster.delete(pods, "default", "polite")
-        kubesim.cluster.delete(pods, "default", "stubborn")
-        await wait_for(kubesim, lambda: len(seen) == 2, within=60)
+        for name in ("polite", "stubborn", "plain"):
+            kubesim.cluster.delete(pods, "default", name)
+        await wait_for(kubesim, lambda: len(seen) == 3, within=60)
     finally:
         kubesim.cluster.remove_listener(listener)  # type: ignore[arg-type]
-    # The polite container ended on SIGTERM by itself; the stubborn one was killed after its grace.
-    assert seen == {"polite": "0", "stubborn": "137"}
+    # The polite container ended on SIGTERM by itself; the others were killed after their grace.
+    assert seen == {"polite": "0", "stubborn": "137", "plain": "137"}
 
 
 async def test_kubectl_logs_follows_a_running_container(kubesim: KubeSim, kubectl: Kubectl) -> None:
@@ -87,6 +94,31 @@ async def test_kubectl_logs_follows_a_running_container(kubesim: KubeSim, kubect
     assert code == 0
     rc, out, err = await task
     assert (rc, out) == (0, "first\nsecond\n"), err
+
+
+async def test_a_volume_that_cannot_be_set_up_keeps_the_pod_creating_and_says_why(kubesim: KubeSim) -> None:
+    claim = {"name": "data", "persistentVolumeClaim": {"claimName": "nowhere"}}
+    main = shell("main", "true", volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    create(kubesim, pod("stuck", main, volumes=[claim]))
+
+    def creating() -> str:
+        waiting = container_status(kubesim, "stuck")["state"]["waiting"]
+        assert waiting["reason"] == "ContainerCreating"
+        return str(waiting.get("message", ""))
+
+    message = await wait_for(kubesim, creating)
+    assert "data" in message, message
+    assert phase(kubesim, "stuck") == "Pending"
+    kubesim.cluster.delete(rt(kubesim, "Pod"), "default", "stuck")
+
+    def gone() -> bool:
+        try:
+            get_pod(kubesim, "stuck")
+        except Exception:
+            return True
+        return False
+
+    await wait_for(kubesim, gone, within=60)
 
 
 async def test_deleting_a_pod_removes_it_once_its_processes_are_gone(kubesim: KubeSim) -> None:
