@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim.app import KubeSim
+from kubesim.errors import StatusError
 from kubesim.registry import ResourceType
 
 # Kubelet back-off (10 s) and grace periods run at this scale, so a restart test waits about a second.
@@ -36,6 +37,14 @@ def create(sim: KubeSim, obj: dict[str, Any]) -> dict[str, Any]:
 
 def get_pod(sim: KubeSim, name: str) -> dict[str, Any]:
     return sim.cluster.get(rt(sim, "Pod"), "default", name)
+
+
+def is_gone(sim: KubeSim, name: str) -> bool:
+    try:
+        get_pod(sim, name)
+    except StatusError as err:
+        return err.code == 404
+    return False
 
 
 def phase(sim: KubeSim, name: str) -> str:

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from procrt_helpers import container_status, create, get_pod, log_text, phase, pod, rt, shell, terminated
+from procrt_helpers import (
+    container_status,
+    create,
+    get_pod,
+    is_gone,
+    log_text,
+    phase,
+    pod,
+    rt,
+    shell,
+    terminated,
+)
 
 from kubesim.app import KubeSim
 from kubesim.cluster import DeleteOptions
@@ -111,14 +122,7 @@ async def test_a_volume_that_cannot_be_set_up_keeps_the_pod_creating_and_says_wh
     assert phase(kubesim, "stuck") == "Pending"
     kubesim.cluster.delete(rt(kubesim, "Pod"), "default", "stuck")
 
-    def gone() -> bool:
-        try:
-            get_pod(kubesim, "stuck")
-        except Exception:
-            return True
-        return False
-
-    await wait_for(kubesim, gone, within=60)
+    await wait_for(kubesim, lambda: is_gone(kubesim, "stuck"), within=60)
 
 
 async def test_deleting_a_pod_removes_it_once_its_processes_are_gone(kubesim: KubeSim) -> None:
@@ -128,11 +132,4 @@ async def test_deleting_a_pod_removes_it_once_its_processes_are_gone(kubesim: Ku
         rt(kubesim, "Pod"), "default", "short", options=DeleteOptions(grace_period_seconds=1)
     )
 
-    def gone() -> bool:
-        try:
-            get_pod(kubesim, "short")
-        except Exception:
-            return True
-        return False
-
-    await wait_for(kubesim, gone, within=60)
+    await wait_for(kubesim, lambda: is_gone(kubesim, "short"), within=60)

@@ -192,15 +192,23 @@ class Kubelet:
             self._queue.cancel(key)
             self._volumes.forget(*key)
 
-    def _sync(self, key: PodKey) -> None:
+    def _assigned_pod(self, key: PodKey, known_uid: str | None) -> dict[str, Any] | None:
+        """The pod to sync: None when it is gone (what this kubelet knew of it, `known_uid`, is forgotten)
+        or bound to another node."""
         pod = get_or_none(self._cluster, self._pods_rt, *key)
         if pod is None:
-            entry = self._pods.get(key)
-            if entry is not None:
-                self._forget(key, entry.uid)
-            return
+            if known_uid is not None:
+                self._forget(key, known_uid)
+            return None
         node = (pod.get("spec") or {}).get("nodeName")
         if node and node != self._settings.node_name:
+            return None
+        return pod
+
+    def _sync(self, key: PodKey) -> None:
+        known = self._pods.get(key)
+        pod = self._assigned_pod(key, known.uid if known else None)
+        if pod is None:
             return
         meta = pod["metadata"]
         now = self._clock.now()

@@ -120,14 +120,9 @@ class ProcessKubelet(Kubelet):
 
     # --- the work queue ------------------------------------------------------------------------------
     def _sync(self, key: PodKey) -> None:
-        pod = get_or_none(self._cluster, self._pods_rt, *key)
         worker = self._workers.get(key)
+        pod = self._assigned_pod(key, worker.uid if worker else None)
         if pod is None:
-            if worker is not None:
-                self._forget(key, worker.uid)
-            return
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and node != self._settings.node_name:
             return
         uid = str(pod["metadata"].get("uid", ""))
         if worker is not None and worker.uid != uid:
