@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from procrt_helpers import (
     container_status,
     create,
@@ -133,3 +135,43 @@ async def test_deleting_a_pod_removes_it_once_its_processes_are_gone(kubesim: Ku
     )
 
     await wait_for(kubesim, lambda: is_gone(kubesim, "short"), within=60)
+
+
+async def test_init_containers_run_in_order_and_a_sidecar_serves_the_main_container(kubesim: KubeSim) -> None:
+    # Two init containers write in turn; a sidecar (restartPolicy Always) keeps serving HTTP beside the
+    # main container, which reads from it over the pod's loopback, and is stopped once the main one ends.
+    shared = [{"name": "shared", "mountPath": "/shared"}]
+    first = shell("first", "echo one >> /shared/order", volumeMounts=shared)
+    second = shell("second", "echo two >> /shared/order", volumeMounts=shared)
+    server = {
+        "name": "server",
+        "image": "debian:bookworm",
+        "command": ["python3", "-m", "http.server", "8080", "--directory", "/shared"],
+        "restartPolicy": "Always",
+        "volumeMounts": shared,
+        # The kubelet probes the pod's IP, from outside the pod: the next init container waits for it.
+        "startupProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+    }
+    fetch = "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8080/order').read().decode(), end='')\""  # noqa: E501
+    create(
+        kubesim,
+        pod(
+            "sidecar",
+            shell("main", fetch),
+            initContainers=[first, second, server],
+            restartPolicy="Never",
+            volumes=[{"name": "shared", "emptyDir": {}}],
+        ),
+    )
+    await wait_for(kubesim, lambda: phase(kubesim, "sidecar") == "Succeeded", within=60)
+    assert log_text(kubesim, "sidecar").splitlines() == ["one", "two"]
+
+    def init_statuses() -> dict[str, dict[str, Any]]:
+        return {s["name"]: s for s in get_pod(kubesim, "sidecar")["status"]["initContainerStatuses"]}
+
+    # The phase ignores sidecars (KEP-753); the kubelet stops them after the main container ends.
+    await wait_for(kubesim, lambda: "terminated" in init_statuses()["server"]["state"])
+    statuses = init_statuses()
+    assert [statuses[n]["state"]["terminated"]["exitCode"] for n in ("first", "second")] == [0, 0]
+    assert statuses["first"]["ready"]
+    assert statuses["second"]["ready"]

@@ -100,6 +100,7 @@ class PodWorker:
         self._evicted = False
         self._sidecars: list[asyncio.Task[None]] = []
         self._probers: dict[str, ProbeHandle] = {}
+        self._finishing = False
         self._children: list[asyncio.Task[None]] = []
         self.task: asyncio.Task[None] = asyncio.create_task(
             self._run(), name=f"kubesim-pod-{self.key[0]}/{self.key[1]}"
@@ -255,6 +256,8 @@ class PodWorker:
         await self._terminate(apps)
 
     async def _stop_sidecars(self) -> None:
+        # The app containers are done: sidecars stop now and are not restarted (KEP-753).
+        self._finishing = True
         for rec in reversed(self.record.init_containers):
             run = self.runs.get(rec.name)
             if rec.sidecar and run is not None and run.running:
@@ -286,9 +289,8 @@ class PodWorker:
         while True:
             started = self.host.clock.now()
             code = await self._run_once(container, rec)
-            if not (
-                self._restarts(code) or (rec.sidecar and not self.deleting.is_set() and not self._evicted)
-            ):
+            sidecar_lives = rec.sidecar and not (self.deleting.is_set() or self._evicted or self._finishing)
+            if not (self._restarts(code) or sidecar_lives):
                 self._set_phase()
                 return
             if self.host.clock.now() - started > BACKOFF_RESET_SECONDS:

@@ -96,7 +96,9 @@ def container_status(
     prefix = "init/" if rec.init else ""
     cid = podstatus.container_id(uid, prefix + rec.name, rec.restart_count)
     status = podstatus.base_status(container, rec.restart_count)
-    status.update(ready=rec.ready, started=rec.state == "running" and rec.started)
+    # A completed init container reports ready, as the kubelet does (terminated with exit code 0).
+    done = rec.init and not rec.sidecar and rec.succeeded
+    status.update(ready=rec.ready or done, started=rec.state == "running" and rec.started)
     if rec.last is not None:
         prev = podstatus.container_id(uid, prefix + rec.name, rec.restart_count - 1)
         status["lastState"] = {"terminated": _ended(rec.last, ts, prev)}
