@@ -82,11 +82,20 @@ class ImageCatalog:
     def load(cls, path: str | Path) -> ImageCatalog:
         """Reads `{images: {reference: {...ImageSpec.from_dict...}}}` from a YAML file."""
         path = Path(path)
-        doc = yaml.safe_load(path.read_text()) or {}
+        try:
+            doc = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ValueError(f"{path}: {exc}") from exc
         images = doc.get("images") if isinstance(doc, Mapping) else None
         if not isinstance(images, Mapping):
             raise ValueError(f"{path}: expected a mapping under 'images'")
-        return cls({str(k): ImageSpec.from_dict(v or {}, base=path.parent) for k, v in images.items()})
+        catalog: dict[str, ImageSpec] = {}
+        for reference, spec in images.items():
+            try:
+                catalog[str(reference)] = ImageSpec.from_dict(spec or {}, base=path.parent)
+            except (ValueError, AttributeError) as exc:
+                raise ValueError(f"{path}: images[{reference!r}]: {exc}") from exc
+        return cls(catalog)
 
 
 def _candidates(reference: str) -> list[str]:
