@@ -17,7 +17,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,6 +27,7 @@ from kubesim import errors
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import Clock, WorkQueue, get_or_none, podstatus, process, resource_type
 from kubesim.controllers import podstate as ps
+from kubesim.downward import NODE_ALLOCATABLE
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, EventType
@@ -285,13 +286,8 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-NODE_CAPACITY = {
-    "cpu": "64",
-    "memory": "512Gi",
-    "pods": "1000",
-    "ephemeral-storage": "1Ti",
-    "nvidia.com/gpu": "8",
-}
+NODE_CAPACITY: Mapping[str, str] = NODE_ALLOCATABLE
+"""The node's capacity, reported as its allocatable too: nothing is reserved for the system."""
 
 
 def node_object(name: str) -> dict[str, Any]:

@@ -7,11 +7,12 @@ or, at once, when the pod object itself changes (any metadata or spec change: th
 on every update it receives). A status-only write does not count, as in the kubelet's pod config source.
 `subPath` mounts are copied at start and never refreshed, which is also what a real kubelet does.
 
-Downward API files follow `pkg/fieldpath` and `pkg/api/v1/resource`: a volume serves only `metadata.name`,
-`namespace`, `uid`, `labels` and `annotations` (whole maps as sorted `key="value"` lines, values quoted as
-Go's `%q` does, or one key with `metadata.labels['key']`) and container `resourceFieldRef`s. The API server
-refuses `spec.nodeName`, `status.podIP` and the like in a volume item and a kubelet would fail the mount, so
-they fail here too (`InvalidSource`); `pod_field_value` resolves them for environment variables.
+Downward API files are resolved by `kubesim.downward` as downwardapi.CollectData does: a volume serves only
+`metadata.name`, `namespace`, `uid`, `labels` and `annotations` (whole maps as sorted `key="value"` lines,
+values quoted as Go's `%q` does, or one key with `metadata.labels['key']`) and container
+`resourceFieldRef`s. The API server refuses `spec.nodeName`, `status.podIP` and the like in a volume item
+and a kubelet would fail the mount, so they fail here too (`InvalidSource`, as does anything else the
+downward API cannot resolve); environment variables get them (`procrt.envvars`).
 A projected `serviceAccountToken` is an unsigned JWT-shaped string: kubesim issues and checks no tokens.
 
 `add_sync_listener` lets a runtime that keeps the volumes on disk (the process runtime) follow every
@@ -28,21 +29,18 @@ import binascii
 import hashlib
 import json
 import logging
-import math
 import posixpath
 import random
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from kubesim.admission.quantity import QuantityError, parse_quantity
+from kubesim import downward
 from kubesim.controllers import Clock, WorkQueue, get_or_none, process, resource_type
-from kubesim.controllers.kubelet import NODE_CAPACITY
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, EventType
@@ -54,8 +52,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MODE = 0o644
 # The kubelet's pod workers requeue a pod after wait.Jitter(syncFrequency, 0.5).
 SYNC_JITTER = 0.5
-# What `resourceFieldRef` falls back to for an unset limit: the node's allocatable (all of its capacity here).
-NODE_ALLOCATABLE: Mapping[str, str] = NODE_CAPACITY
 # The kubelet's volume sources that are files it writes (AtomicWriter), refreshed on every pod sync.
 MODELLED_KINDS = ("configMap", "secret", "downwardAPI", "projected")
 TOKEN_EXPIRATION_SECONDS = 3600
@@ -155,129 +151,6 @@ def _source(
 _SOURCES = (("configMap", "ConfigMap", "name"), ("secret", "Secret", "secretName"))
 
 
-# --- downward API (pkg/fieldpath, pkg/api/v1/resource) ---------------------------------------------------
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def go_quote(text: str) -> str:
-    """strconv.Quote, which `%q` uses: printable runes as they are, the rest as Go escapes."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif 0xD800 <= code <= 0xDFFF:
-            # A lone surrogate cannot reach Go: its JSON decoder turns it into U+FFFD, which is printable.
-            out.append("\ufffd")
-        elif ch.isprintable():
-            # Python's printable set is Go's strconv.IsPrint: categories L, M, N, P, S and the ASCII space.
-            out.append(ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-def format_map(values: Mapping[str, Any]) -> str:
-    """fieldpath.FormatMap: `key="value"` lines sorted by key, no trailing newline."""
-    return "\n".join(f"{key}={go_quote(str(values[key]))}" for key in sorted(values))
-
-
-def _split_subscript(field_path: str) -> tuple[str, str] | None:
-    """fieldpath.SplitMaybeSubscriptedPath: `metadata.labels['k']` -> (`metadata.labels`, `k`)."""
-    if not field_path.endswith("']"):
-        return None
-    path, sep, subscript = field_path[: -len("']")].partition("['")
-    if not sep or not path:
-        return None
-    return path, subscript
-
-
-def field_path_value(pod: Mapping[str, Any], field_path: str) -> str:
-    """fieldpath.ExtractFieldPathAsString: the object fields a downward API volume can serve."""
-    meta = pod.get("metadata") or {}
-    split = _split_subscript(field_path)
-    if split is not None:
-        path, subscript = split
-        if path in ("metadata.annotations", "metadata.labels"):
-            values = meta.get(path.removeprefix("metadata.")) or {}
-            return str(values.get(subscript, ""))
-        raise InvalidSource(f'fieldPath "{field_path}" does not support subscript')
-    if field_path in ("metadata.annotations", "metadata.labels"):
-        return format_map(meta.get(field_path.removeprefix("metadata.")) or {})
-    if field_path in ("metadata.name", "metadata.namespace", "metadata.uid"):
-        return str(meta.get(field_path.removeprefix("metadata."), ""))
-    raise InvalidSource(f"unsupported fieldPath: {field_path}")
-
-
-def pod_field_value(pod: Mapping[str, Any], field_path: str) -> str:
-    """The kubelet's podFieldSelectorRuntimeValue: what an env var `fieldRef` resolves to."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    if field_path in ("spec.nodeName", "spec.serviceAccountName"):
-        return str(spec.get(field_path.removeprefix("spec."), ""))
-    if field_path in ("status.podIP", "status.hostIP"):
-        return str(status.get(field_path.removeprefix("status."), ""))
-    if field_path in ("status.podIPs", "status.hostIPs"):
-        return ",".join(str(ip.get("ip", "")) for ip in status.get(field_path.removeprefix("status.")) or [])
-    return field_path_value(pod, field_path)
-
-
-def _quantity(value: Any, what: str) -> Fraction:
-    try:
-        return parse_quantity(value).value
-    except QuantityError as err:
-        raise InvalidSource(f"{what}: {err}") from err
-
-
-def _scaled(value: Fraction) -> int:
-    """Quantity.Value / MilliValue: rounded away from zero."""
-    return math.ceil(value) if value >= 0 else math.floor(value)
-
-
-def _find_container(pod: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    spec = pod.get("spec") or {}
-    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        if container.get("name") == name:
-            return dict(container)
-    raise InvalidSource(f"container {name} not found")
-
-
-def resource_field_value(
-    pod: Mapping[str, Any], ref: Mapping[str, Any], node_allocatable: Mapping[str, str] = NODE_ALLOCATABLE
-) -> str:
-    """resource.ExtractResourceValueByContainerNameAndNodeAllocatable: a container's request or limit
-    in units of `divisor`, rounded up; an unset (or zero) cpu / memory / ephemeral-storage limit is the
-    node's allocatable. Divides in float64 as the kubelet does."""
-    container = _find_container(pod, str(ref.get("containerName", "")))
-    resources = container.get("resources") or {}
-    limits = dict(resources.get("limits") or {})
-    for name in ("cpu", "memory", "ephemeral-storage"):
-        if (name not in limits or _quantity(limits[name], name) == 0) and name in node_allocatable:
-            limits[name] = node_allocatable[name]
-    requests = resources.get("requests") or {}
-    divisor = _quantity(ref.get("divisor") or 0, "divisor")
-    if divisor == 0:
-        divisor = Fraction(1)
-    resource = str(ref.get("resource", ""))
-    kind, _, name = resource.partition(".")
-    values = {"limits": limits, "requests": requests}.get(kind)
-    known = name in ("cpu", "memory", "ephemeral-storage") or name.startswith("hugepages-")
-    if values is None or not known:
-        raise InvalidSource(f"unsupported container resource : {resource}")
-    amount = _quantity(values.get(name) or 0, resource)
-    if name == "cpu":
-        value = math.ceil(float(_scaled(amount * 1000)) / float(_scaled(divisor * 1000)))
-    else:
-        value = math.ceil(float(_scaled(amount)) / float(_scaled(divisor)))
-    return str(value)
-
-
 def _downward_api_files(
     items: list[dict[str, Any]],
     pod: Mapping[str, Any],
@@ -288,12 +161,15 @@ def _downward_api_files(
     out: dict[str, FileContent] = {}
     for item in items:
         mode = int(item.get("mode", default_mode))
-        if item.get("fieldRef"):
-            text = field_path_value(pod, str(item["fieldRef"].get("fieldPath", "")))
-        elif item.get("resourceFieldRef"):
-            text = resource_field_value(pod, item["resourceFieldRef"], node_allocatable)
-        else:
-            text = ""
+        try:
+            if item.get("fieldRef"):
+                text = downward.object_field_value(pod, str(item["fieldRef"].get("fieldPath", "")))
+            elif item.get("resourceFieldRef"):
+                text = downward.volume_resource_value(pod, item["resourceFieldRef"], node_allocatable)
+            else:
+                text = ""
+        except downward.DownwardAPIError as err:
+            raise InvalidSource(str(err)) from err
         out[posixpath.normpath(str(item.get("path", "")))] = FileContent(text.encode(), mode)
     return out
 
@@ -374,7 +250,7 @@ def project_volume(
     lookup: Lookup,
     pod: Mapping[str, Any] | None = None,
     *,
-    node_allocatable: Mapping[str, str] = NODE_ALLOCATABLE,
+    node_allocatable: Mapping[str, str] = downward.NODE_ALLOCATABLE,
 ) -> dict[str, FileContent] | None:
     """The files of one pod volume (path inside the volume -> content), None for kinds not modelled.
 

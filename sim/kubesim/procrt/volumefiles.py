@@ -36,15 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubesim import downward
 from kubesim.admission.quantity import QuantityError, parse_quantity
-from kubesim.controllers.volumes import (
-    NODE_ALLOCATABLE,
-    FileContent,
-    VolumeSourceError,
-    pod_field_value,
-    pod_fs_group,
-    resource_field_value,
-)
+from kubesim.controllers.volumes import FileContent, pod_fs_group
 from kubesim.procrt.atomicwriter import AtomicWriter, PayloadError, set_volume_ownership
 
 VOLUMES_DIR = "volumes"
@@ -468,7 +462,7 @@ def safe_make_dir(base: Path, sub_path: str, volume: str = "", container: str = 
 def tmpfs_size(pod: Mapping[str, Any], empty_dir: Mapping[str, Any]) -> int:
     """calculateEmptyDirMemorySize: the node's allocatable memory, lowered to the pod's memory limit
     (when every container has one) and to the volume's sizeLimit."""
-    size = _bytes(NODE_ALLOCATABLE["memory"])
+    size = _bytes(downward.NODE_ALLOCATABLE["memory"])
     spec = pod.get("spec") or {}
     apps, inits = spec.get("containers") or [], spec.get("initContainers") or []
     limits = [((c.get("resources") or {}).get("limits") or {}).get("memory") for c in [*apps, *inits]]
@@ -502,13 +496,12 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any]) -> dict[
         name, source = str(var.get("name", "")), var.get("valueFrom") or {}
         try:
             if source.get("fieldRef"):
-                env[name] = pod_field_value(pod, str(source["fieldRef"].get("fieldPath", "")))
+                env[name] = downward.pod_field_value(pod, str(source["fieldRef"].get("fieldPath", "")))
             elif source.get("resourceFieldRef"):
-                ref = {"containerName": container.get("name", ""), **source["resourceFieldRef"]}
-                env[name] = resource_field_value(pod, ref)
+                env[name] = downward.env_resource_value(source["resourceFieldRef"], pod, container)
             elif not source:
                 env[name] = expand(str(var.get("value", "")), lambda key: env.get(key, f"$({key})"))
-        except VolumeSourceError:
+        except downward.DownwardAPIError:
             continue
     return env
 

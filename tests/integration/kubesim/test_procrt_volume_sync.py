@@ -19,7 +19,8 @@ import pytest
 from sim_controller_helpers import fast_settings, rt
 
 from kubesim.app import KubeSim
-from kubesim.controllers.volumes import PodKey, VolumeFiles, format_map
+from kubesim.controllers.volumes import PodKey, VolumeFiles
+from kubesim.downward import format_map
 from kubesim.procrt import volumefiles
 from kubesim.settings import SimSettings
 

@@ -3,7 +3,6 @@ downward API contents, subPaths and the mount plan, on real files under tmp_path
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import stat
@@ -12,18 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from kubesim.controllers.volumes import (
-    FileContent,
-    InvalidSource,
-    format_map,
-    go_quote,
-    pod_field_value,
-    project_volume,
-    resource_field_value,
-)
+from kubesim.controllers.volumes import FileContent, InvalidSource, project_volume
 from kubesim.procrt import volumefiles
 from kubesim.procrt.atomicwriter import AtomicWriter, PayloadError
 from kubesim.procrt.volumefiles import Mount, SubPathError, VolumeError
@@ -363,74 +352,45 @@ def test_a_volume_serves_only_metadata_fields(path: str) -> None:
         downward([{"path": "x", "fieldRef": {"fieldPath": path}}])
 
 
-def test_env_fields_the_kubelet_resolves() -> None:
-    assert pod_field_value(DOWNWARD_POD, "spec.nodeName") == "kubesim-node"
-    assert pod_field_value(DOWNWARD_POD, "spec.serviceAccountName") == "runner"
-    assert pod_field_value(DOWNWARD_POD, "status.podIP") == "10.244.0.7"
-    assert pod_field_value(DOWNWARD_POD, "status.hostIP") == "172.18.0.2"
-    assert pod_field_value(DOWNWARD_POD, "status.podIPs") == "10.244.0.7"
-
-
 @pytest.mark.parametrize(
     ("container", "resource", "divisor", "expected"),
     [
-        ("main", "limits.cpu", None, "2"),  # 1.5 cores rounded up
-        ("main", "limits.cpu", "1m", "1500"),
+        # The values themselves are kubesim.downward's (test_sim_downward.py); these show the wiring.
         ("main", "limits.cpu", "100m", "15"),
         ("main", "limits.memory", None, str(512 * 2**30)),  # unset: the node's allocatable
-        ("main", "limits.memory", "1Gi", "512"),
-        ("main", "limits.ephemeral-storage", "1Gi", "1024"),
         ("main", "requests.memory", "1Ki", "2"),  # 1500 bytes, rounded up
-        ("main", "requests.cpu", None, "0"),
-        ("setup", "limits.cpu", None, "64"),
-        ("setup", "requests.cpu", "1m", "250"),
+        ("setup", "limits.cpu", None, "64"),  # a volume defaults an init container's limits too
     ],
 )
 def test_resource_field_ref(container: str, resource: str, divisor: str | None, expected: str) -> None:
     ref: dict[str, Any] = {"containerName": container, "resource": resource}
     if divisor is not None:
         ref["divisor"] = divisor
-    assert resource_field_value(DOWNWARD_POD, ref) == expected
     files = downward([{"path": "v", "resourceFieldRef": ref}])
     assert files["v"].data.decode() == expected
 
 
-def test_resource_field_ref_errors() -> None:
-    with pytest.raises(InvalidSource, match="container other not found"):
-        resource_field_value(DOWNWARD_POD, {"containerName": "other", "resource": "limits.cpu"})
-    with pytest.raises(InvalidSource, match=re.escape("unsupported container resource : limits.gpu")):
-        resource_field_value(DOWNWARD_POD, {"containerName": "main", "resource": "limits.gpu"})
-
-
-def test_go_quote_matches_go() -> None:
-    # Outputs of Go's strconv.Quote for the same strings.
-    assert go_quote("plain") == '"plain"'
-    assert go_quote("tab\there\x00\x7f") == '"tab\\there\\x00\\x7f"'
-    assert go_quote("\u2028 \u00a0 é 日本 😀") == '"\\u2028 \\u00a0 é 日本 😀"'
-    assert go_quote("\U000e0001") == '"\\U000e0001"'
-    assert go_quote('back\\slash "q"') == '"back\\\\slash \\"q\\""'
-
-
-def parse_map(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.split("\n") if text else []:
-        key, _, quoted = line.partition("=")
-        out[key] = ast.literal_eval(quoted)
-    return out
-
-
-KEYS = st.from_regex(
-    r"([a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,30}[A-Za-z0-9])?", fullmatch=True
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        (
+            {"resourceFieldRef": {"containerName": "other", "resource": "limits.cpu"}},
+            "container other not found",
+        ),
+        (
+            {"resourceFieldRef": {"containerName": "main", "resource": "limits.gpu"}},
+            "unsupported container resource : limits.gpu",
+        ),
+        ({"fieldRef": {"fieldPath": "metadata.labels['-bad-']"}}, "invalid key subscript in"),
+        (
+            {"fieldRef": {"fieldPath": "metadata.name['x']"}},
+            "fieldPath \"metadata.name['x']\" does not support",
+        ),
+    ],
 )
-
-
-@given(st.dictionaries(KEYS, st.text(max_size=40), max_size=8))
-def test_label_and_annotation_files_parse_back(values: dict[str, str]) -> None:
-    text = format_map(values)
-    assert not text.endswith("\n")
-    assert [line.partition("=")[0] for line in text.split("\n") if text] == sorted(values)
-    assert parse_map(text) == values
-    assert all(ch.isprintable() or ch == "\n" for ch in text)
+def test_downward_api_items_the_kubelet_cannot_resolve(item: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidSource, match=re.escape(message)):
+        downward([{"path": "x", **item}])
 
 
 # --- subPath and the mount plan --------------------------------------------------------------------------
