@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol, assert_never
 from urllib.parse import quote, urljoin, urlsplit
 
+from kubesim.downward import go_quote
 from kubesim.procrt.netns import socket_in_netns
 from kubesim.procrt.probes import (
     BrokenAction,
@@ -30,7 +31,6 @@ from kubesim.procrt.probes import (
     ProbeResult,
     ProbeSpec,
     TCPSocketAction,
-    go_quote,
 )
 
 USER_AGENT = "kube-probe/1.32"

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from kubesim.downward import go_quote
 
 if TYPE_CHECKING:
     from kubesim.procrt.prober import ExecInContainer, Transport
@@ -235,11 +236,6 @@ def expand_static(arg: str, env: Mapping[str, str]) -> str:
             out.append("$" + follower)
         i += 2
     return "".join(out)
-
-
-def go_quote(text: str) -> str:
-    """Close to Go's %q, which the kubelet's messages use for URLs, commands and port names."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 Attempt = Callable[[ProbeType, ProbeSpec], Awaitable[ProbeResult]]
