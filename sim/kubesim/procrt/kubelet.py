@@ -26,7 +26,8 @@ from kubesim.controllers import get_or_none, resource_type
 from kubesim.controllers.kubelet import HOST_IP, POD_NETWORK, Kubelet, PodKey
 from kubesim.procrt import containerspec, hostsfiles, logs, netns, volumefiles
 from kubesim.procrt.containers import BindMount, ContainerRun, RunSpec
-from kubesim.procrt.dns import ClusterDNS, DNSServer
+from kubesim.procrt.dns import DNSServer
+from kubesim.procrt.dnsrecords import ClusterDNS
 from kubesim.procrt.podworker import ConfigError, PodWorker, ProbeHandle
 from kubesim.procrt.probes import ContainerProber, ProbeType
 from kubesim.procrt.sandbox import Holder, PodNetwork, SandboxError, StateDir

@@ -23,7 +23,8 @@ from sim_controller_helpers import fast_settings
 
 from kubesim.app import KubeSim
 from kubesim.cluster import EventType
-from kubesim.procrt.dns import ClusterDNS, DNSServer
+from kubesim.procrt.dns import DNSServer
+from kubesim.procrt.dnsrecords import ClusterDNS
 from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
 

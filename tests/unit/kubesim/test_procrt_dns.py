@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from kubesim import builtins
 from kubesim.cluster import Cluster
-from kubesim.procrt.dns import ClusterDNS, compute_records, respond
+from kubesim.procrt.dns import respond
+from kubesim.procrt.dnsrecords import ClusterDNS, compute_records
 from kubesim.procrt.hostsfiles import MAX_HOSTNAME, etc_hosts, hostname, resolv_conf
 from kubesim.settings import SimSettings
 
