@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim import downward
-from kubesim.downward import NODE_ALLOCATABLE, go_quote  # also exported: containerspec uses them
+from kubesim.downward import NODE_ALLOCATABLE, go_quote
+from kubesim.expansion import expand  # also exported: containerspec uses them
 
 __all__ = [
     "CREATE_CONTAINER_CONFIG_ERROR",
@@ -58,42 +59,6 @@ class KubeletEnv:
     """Each name once, at the position it was first defined, with the value it was given last."""
     warnings: tuple[tuple[str, str], ...] = ()
     """(reason, message) of the Warning events the kubelet records on the pod."""
-
-
-def expand(text: str, mapping: Mapping[str, str]) -> str:
-    """third_party/forked/golang/expansion.Expand with MappingFuncFor(mapping).
-
-    `$(NAME)` is replaced when NAME is in `mapping` and kept as is otherwise; `$$` is always `$` (so
-    `$$(NAME)` gives a literal `$(NAME)`); any other `$x`, a `$(` without `)`, and a trailing `$` stay.
-    The scan resumes after a replacement, so a value is never expanded twice.
-    """
-    if "$" not in text:
-        return text
-    out: list[str] = []
-    i, end = 0, len(text)
-    while i < end:
-        ch = text[i]
-        if ch != "$" or i + 1 == end:
-            out.append(ch)
-            i += 1
-            continue
-        follower = text[i + 1]
-        if follower == "$":
-            out.append("$")
-            i += 2
-        elif follower == "(":
-            close = text.find(")", i + 2)
-            if close < 0:
-                out.append("$(")
-                i += 2
-            else:
-                name = text[i + 2 : close]
-                out.append(mapping.get(name, f"$({name})"))
-                i = close + 1
-        else:
-            out.append("$" + follower)
-            i += 2
-    return "".join(out)
 
 
 def _config_error(message: str) -> ContainerConfigError:

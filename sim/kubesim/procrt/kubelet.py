@@ -272,7 +272,7 @@ class ProcessKubelet(Kubelet):
                 cluster_domain=self._settings.cluster_domain,
             )
             volumes_root = self.pod_dir(worker) / "volumes"
-            plan = volumefiles.prepare_container(pod, container, volumes_root)
+            plan = volumefiles.prepare_container(pod, container, volumes_root, env=dict(spec.env))
         except containerspec.ContainerConfigError as err:
             raise ConfigError(err.reason, err.message) from err
         except volumefiles.VolumeError as err:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubesim.downward import go_quote
+from kubesim.expansion import expand
 
 if TYPE_CHECKING:
     from kubesim.procrt.prober import ExecInContainer, Transport
@@ -181,7 +182,7 @@ def _action(probe: Mapping[str, Any], container: Mapping[str, Any]) -> ProbeActi
     # The kubelet's order; validation lets a probe have one handler only.
     if isinstance(exec_ := probe.get("exec"), Mapping):
         env = {str(e.get("name")): str(e.get("value") or "") for e in container.get("env") or []}
-        return ExecAction(tuple(expand_static(str(arg), env) for arg in exec_.get("command") or ()))
+        return ExecAction(tuple(expand(str(arg), env) for arg in exec_.get("command") or ()))
     if isinstance(http := probe.get("httpGet"), Mapping):
         return HTTPGetAction(
             port=_resolve_port(http.get("port"), container),
@@ -212,30 +213,6 @@ def _resolve_port(value: Any, container: Mapping[str, Any]) -> int:
     if not 0 < port < 65536:
         raise _Unrunnable(f"invalid port number: {port}")
     return port
-
-
-def expand_static(arg: str, env: Mapping[str, str]) -> str:
-    """Kubernetes `$(VAR)` expansion: `$$` is a `$`, an unknown or unterminated reference stays as is."""
-    out: list[str] = []
-    i = 0
-    while i < len(arg):
-        if arg[i] != "$" or i + 1 == len(arg):
-            out.append(arg[i])
-            i += 1
-            continue
-        follower = arg[i + 1]
-        close = arg.find(")", i + 2) if follower == "(" else -1
-        if follower == "$":
-            out.append("$")
-        elif close != -1:
-            name = arg[i + 2 : close]
-            out.append(env.get(name, f"$({name})"))
-            i = close + 1
-            continue
-        else:
-            out.append("$" + follower)
-        i += 2
-    return "".join(out)
 
 
 Attempt = Callable[[ProbeType, ProbeSpec], Awaitable[ProbeResult]]

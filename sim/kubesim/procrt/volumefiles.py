@@ -31,12 +31,12 @@ import posixpath
 import re
 import shutil
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubesim import downward
+from kubesim import downward, expansion
 from kubesim.admission.quantity import QuantityError, parse_quantity
 from kubesim.controllers.volumes import FileContent, pod_fs_group
 from kubesim.procrt.atomicwriter import AtomicWriter, PayloadError, set_volume_ownership
@@ -303,10 +303,10 @@ def mount_plan(
     container: Mapping[str, Any],
     volumes_root: Path,
     *,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str],
 ) -> list[Mount]:
     """The mounts of `container` (`volumes_root` is `<pod_dir>/volumes`), in mount order. `env` is the
-    container's environment `subPathExpr` expands with (default: `container_env`).
+    container's whole environment as the kubelet resolved it, which `subPathExpr` expands with.
 
     Writes nothing. It reads the disk to resolve subPaths through symlinks and to tell a file from a
     directory, so call it when the container starts; a subPath that does not exist yet gets its lexical
@@ -376,7 +376,7 @@ def prepare_container(
     container: Mapping[str, Any],
     volumes_root: Path,
     *,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str],
 ) -> list[Mount]:
     """What the kubelet does at each container start: creates a missing subPath as a directory (with
     the volume directory's mode, never outside the volume), then returns `mount_plan`."""
@@ -402,12 +402,11 @@ def _sub_path(
     pod: Mapping[str, Any],
     container: Mapping[str, Any],
     mount: Mapping[str, Any],
-    env: Mapping[str, str] | None,
+    env: Mapping[str, str],
 ) -> str:
     sub_path = str(mount.get("subPath") or "")
     if mount.get("subPathExpr"):
-        values = container_env(pod, container) if env is None else env
-        sub_path = expand_sub_path_expr(str(mount["subPathExpr"]), values)
+        sub_path = expand_sub_path_expr(str(mount["subPathExpr"]), env)
     if not sub_path:
         return ""
     if sub_path.startswith("/"):
@@ -487,25 +486,6 @@ def _bytes(quantity: Any) -> int:
 
 
 # --- subPathExpr ---------------------------------------------------------------------------------------
-def container_env(pod: Mapping[str, Any], container: Mapping[str, Any]) -> dict[str, str]:
-    """The part of the container's env `subPathExpr` can use without the API: literal values (with
-    `$(VAR)` of earlier ones expanded), `fieldRef` and `resourceFieldRef`. ConfigMap / Secret refs and
-    `envFrom` are left out; pass the kubelet's whole env to `mount_plan` to have them."""
-    env: dict[str, str] = {}
-    for var in container.get("env") or []:
-        name, source = str(var.get("name", "")), var.get("valueFrom") or {}
-        try:
-            if source.get("fieldRef"):
-                env[name] = downward.pod_field_value(pod, str(source["fieldRef"].get("fieldPath", "")))
-            elif source.get("resourceFieldRef"):
-                env[name] = downward.env_resource_value(source["resourceFieldRef"], pod, container)
-            elif not source:
-                env[name] = expand(str(var.get("value", "")), lambda key: env.get(key, f"$({key})"))
-        except downward.DownwardAPIError:
-            continue
-    return env
-
-
 def expand_sub_path_expr(expr: str, env: Mapping[str, str]) -> str:
     """kubecontainer.ExpandContainerVolumeMounts: every `$(VAR)` must have a non-empty value."""
     missing: set[str] = set()
@@ -515,32 +495,7 @@ def expand_sub_path_expr(expr: str, env: Mapping[str, str]) -> str:
             missing.add(key)
         return env.get(key, "")
 
-    expanded = expand(expr, value)
+    expanded = expansion.expand(expr, value)
     if missing:
         raise VolumeError(f"missing value for {', '.join(sorted(missing))}")
     return expanded
-
-
-def expand(text: str, mapping: Callable[[str], str]) -> str:
-    """third_party/forked/golang/expansion.Expand: `$(VAR)` through `mapping`, `$$` is a literal `$`."""
-    out: list[str] = []
-    checkpoint = cursor = 0
-    while cursor < len(text):
-        if text[cursor] == "$" and cursor + 1 < len(text):
-            out.append(text[checkpoint:cursor])
-            rest = text[cursor + 1 :]
-            if rest[0] == "$":
-                out.append("$")
-                advance = 1
-            elif rest[0] == "(" and ")" in rest:
-                close = rest.index(")")
-                out.append(mapping(rest[1:close]))
-                advance = close + 1
-            else:
-                out.append("$" + rest[0] if rest[0] != "(" else "$(")
-                advance = 1
-            cursor += advance
-            checkpoint = cursor + 1
-        cursor += 1
-    out.append(text[checkpoint:])
-    return "".join(out)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubesim.expansion import expand
 from kubesim.procrt.prober import run_probe
 from kubesim.procrt.probes import (
     BrokenAction,
@@ -25,7 +26,6 @@ from kubesim.procrt.probes import (
     ProbeType,
     TCPSocketAction,
     container_probes,
-    expand_static,
     probe_event,
 )
 
@@ -150,7 +150,7 @@ def test_container_probes_finds_each_declared_probe() -> None:
     ],
 )
 def test_static_expansion_follows_kubernetes(arg: str, expanded: str) -> None:
-    assert expand_static(arg, {"PORT": "2222", "EMPTY": ""}) == expanded
+    assert expand(arg, {"PORT": "2222", "EMPTY": ""}) == expanded
 
 
 async def test_an_unknown_port_name_is_the_kubelets_probe_error() -> None:

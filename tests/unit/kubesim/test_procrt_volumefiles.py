@@ -15,6 +15,7 @@ import pytest
 from kubesim.controllers.volumes import FileContent, InvalidSource, project_volume
 from kubesim.procrt import volumefiles
 from kubesim.procrt.atomicwriter import AtomicWriter, PayloadError
+from kubesim.procrt.envvars import kubelet_env
 from kubesim.procrt.volumefiles import Mount, SubPathError, VolumeError
 
 ROOT = os.geteuid() == 0
@@ -395,7 +396,8 @@ def test_downward_api_items_the_kubelet_cannot_resolve(item: dict[str, Any], mes
 
 # --- subPath and the mount plan --------------------------------------------------------------------------
 def plan(pod: dict[str, Any], root: Path) -> list[Mount]:
-    return volumefiles.mount_plan(pod, pod["spec"]["containers"][0], root)
+    container = pod["spec"]["containers"][0]
+    return volumefiles.mount_plan(pod, container, root, env=container_env(pod, container))
 
 
 @pytest.mark.parametrize(
@@ -423,7 +425,7 @@ def test_a_symlink_out_of_the_volume_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         SubPathError, match='failed to prepare subPath for volumeMount "scratch" of container "main"'
     ) as err:
-        volumefiles.prepare_container(pod, pod["spec"]["containers"][0], root)
+        volumefiles.prepare_container(pod, pod["spec"]["containers"][0], root, env={})
     assert "outside of allowed base" in err.value.detail
 
 
@@ -449,7 +451,7 @@ def test_missing_sub_path_is_made_with_the_volume_mode(
     [lexical] = plan(pod, root)
     assert lexical.source == root / "home" / "ssh" / "keys"
     assert not lexical.source.exists()
-    [mount] = volumefiles.prepare_container(pod, pod["spec"]["containers"][0], root)
+    [mount] = volumefiles.prepare_container(pod, pod["spec"]["containers"][0], root, env={})
     assert mount.source == root / "home" / "ssh" / "keys"
     assert not mount.is_file
     assert mode(root / "home" / "ssh") == mode(root / "home" / "ssh" / "keys") == expected
@@ -516,3 +518,8 @@ def _no_leftover_umask() -> Iterator[None]:
     os.umask(before)
     yield
     assert os.umask(before) == before
+
+
+def container_env(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+    """The environment the kubelet resolves for the container (no ConfigMaps or Secrets here)."""
+    return dict(kubelet_env(pod, container, lookup=lambda _kind, _name: None).env)
