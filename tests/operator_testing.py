@@ -54,6 +54,17 @@ async def running_operator(
         await asyncio.wait_for(task, 15)
 
 
+async def stop_process(proc: asyncio.subprocess.Process, grace: float = 15) -> None:
+    """SIGTERM, `grace` seconds to exit, then SIGKILL; a process already gone is left as it is."""
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
 @contextlib.asynccontextmanager
 async def operator_process(kubeconfig: Path, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
     """`mpi-operator run` in its own process, as on a cluster, its output in `log`; stopped on exit."""
@@ -66,9 +77,42 @@ async def operator_process(kubeconfig: Path, log: Path) -> AsyncIterator[asyncio
         try:
             yield proc
         finally:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+            await stop_process(proc)
+
+
+@contextlib.asynccontextmanager
+async def sim_process(
+    kubeconfig: Path, log: Path, *flags: str, start_within: float = 60
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`mpi-operator sim [flags]` in its own process, yielded once it has written `kubeconfig`.
+
+    Its output goes on to `log` for the whole run (a pipe nobody drained would stall it once full).
+    Stopped on exit unless the caller already ended it (killing it is how the cleanup tests start)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mpi_operator", "sim", "--kubeconfig-out", str(kubeconfig), *flags,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    serving = asyncio.Event()
+    head: list[bytes] = []
+
+    async def copy() -> None:
+        assert proc.stdout is not None
+        with log.open("wb") as sink:
+            while line := await proc.stdout.readline():
+                sink.write(line)
+                sink.flush()
+                if not serving.is_set():
+                    head.append(line)
+                if line.startswith(b"export KUBECONFIG="):
+                    serving.set()
+
+    copier = asyncio.create_task(copy())
+    try:
+        ready = asyncio.create_task(serving.wait())
+        await asyncio.wait({ready, copier}, timeout=start_within, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        assert serving.is_set(), f"mpi-operator sim did not start: {b''.join(head).decode()[-3000:]}"
+        yield proc
+    finally:
+        await stop_process(proc, grace=10)
+        await copier

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import signal
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest_asyncio
 import yaml
 
 from kubesim.testing import Kubectl
+from operator_testing import operator_process, sim_process
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.kubectl
@@ -56,51 +55,21 @@ JOB = {
 }
 
 
-async def stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-
-
 @pytest_asyncio.fixture
 async def sim(tmp_path: Path) -> AsyncIterator[Path]:
-    """`mpi-operator sim` writing to a file (a pipe nobody drains would stall it once full)."""
+    """`mpi-operator sim` in its own process; yields the kubeconfig it wrote."""
     kubeconfig = tmp_path / "sim.kubeconfig"
-    out = tmp_path / "sim.out"
-    with out.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mpi_operator", "sim", "--kubeconfig-out", str(kubeconfig),
-            "--start-seconds", "0.3", "--ready-seconds", "0.3",
-            stdout=sink, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        try:
-            async with asyncio.timeout(20):
-                while b"export KUBECONFIG=" not in out.read_bytes():
-                    assert proc.returncode is None, f"sim exited: {out.read_text()}"
-                    await asyncio.sleep(0.05)
-            yield kubeconfig
-        finally:
-            await stop(proc)
+    flags = ("--start-seconds", "0.3", "--ready-seconds", "0.3")
+    async with sim_process(kubeconfig, tmp_path / "sim.out", *flags):
+        yield kubeconfig
 
 
 @pytest_asyncio.fixture
 async def operator(sim: Path, tmp_path: Path) -> AsyncIterator[Path]:
     """`mpi-operator run` against the sim; yields its log file (shown when a test fails)."""
     log = tmp_path / "operator.log"
-    with log.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mpi_operator", "run", "--kubeconfig", str(sim), "--no-leader-elect",
-            "--metrics-address", "127.0.0.1:0",
-            stdout=asyncio.subprocess.DEVNULL, stderr=sink,
-        )  # fmt: skip
-        try:
-            yield log
-        finally:
-            await stop(proc)
+    async with operator_process(sim, log):
+        yield log
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import yaml
 from mpi_operator import cli
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import MPIJOB, Resource
+from operator_testing import sim_process
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
@@ -52,32 +53,8 @@ async def stop(proc: asyncio.subprocess.Process) -> None:
 async def sim(tmp_path: Path) -> AsyncIterator[Path]:
     """A `mpi-operator sim` subprocess; yields the kubeconfig it wrote."""
     kubeconfig = tmp_path / "sim.kubeconfig"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "mpi_operator",
-        "sim",
-        "--kubeconfig-out",
-        str(kubeconfig),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    assert proc.stdout is not None
-    try:
-        async with asyncio.timeout(20):
-            while True:
-                raw = await proc.stdout.readline()
-                assert raw, "sim exited before writing its kubeconfig"
-                if raw.startswith(b"export KUBECONFIG="):
-                    break
+    async with sim_process(kubeconfig, tmp_path / "sim.out"):
         yield kubeconfig
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            finally:
-                await stop(proc)
 
 
 async def start_operator(kubeconfig: Path) -> asyncio.subprocess.Process:

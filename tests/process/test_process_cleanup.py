@@ -8,10 +8,10 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from kubesim.procrt.sandbox import STATE_BASE_NAME, StateDir
+from operator_testing import sim_process
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -78,23 +78,7 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
     marker = f"kubesim-cleanup-{secrets.token_hex(4)}"
     netns_before, links_before, mounts_before = _netns_in_use(), _host_links(), _host_mounts()
     kubeconfig = tmp_path / "kubeconfig"
-    sim = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "mpi_operator",
-        "sim",
-        "--runtime",
-        "process",
-        "--kubeconfig-out",
-        str(kubeconfig),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert sim.stdout is not None
-        async with asyncio.timeout(60):
-            while b"kubeconfig written" not in await sim.stdout.readline():
-                pass
+    async with sim_process(kubeconfig, tmp_path / "sim.out", "--runtime", "process") as sim:
         # A pod whose container starts a child that ignores SIGTERM, under an emptyDir in memory.
         script = f"(trap '' TERM; exec -a {marker}-child sleep 1000) & exec -a {marker}-main sleep 1000"
         pod = {
@@ -125,7 +109,7 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
             p for p in (Path("/tmp") / STATE_BASE_NAME).iterdir() if p.name.startswith(f"{sim.pid}-")
         ]
         assert len(state_dirs) == 1
-    finally:
+        # Killed, not stopped: nothing of kubesim's own shutdown may take part in the cleanup.
         sim.send_signal(signal.SIGKILL)
         await sim.wait()
     async with asyncio.timeout(30):
