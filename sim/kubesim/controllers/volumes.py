@@ -377,7 +377,7 @@ class VolumeManager:
     def can_mount(self, pod: Mapping[str, Any]) -> bool:
         """False while a non-optional ConfigMap or Secret a volume needs is missing, or a downward API
         item cannot be resolved (ContainerCreating)."""
-        lookup = self._lookup(str(pod["metadata"].get("namespace", "")))
+        lookup = self.lookup(str(pod["metadata"].get("namespace", "")))
         try:
             for volume in (pod.get("spec") or {}).get("volumes") or []:
                 project_volume(volume, lookup, pod)
@@ -453,7 +453,9 @@ class VolumeManager:
             return None
         return MountedFile(data=content.data, mode=content.mode, synced_at=view.synced_at, changed_at=changed)
 
-    def _lookup(self, namespace: str) -> Lookup:
+    def lookup(self, namespace: str) -> Lookup:
+        """ConfigMaps and Secrets of `namespace` by (kind, name), as the kubelet reads them."""
+
         def lookup(kind: str, name: str) -> dict[str, Any] | None:
             rt = self._configmaps_rt if kind == "ConfigMap" else self._secrets_rt
             return get_or_none(self._cluster, rt, namespace, name)
@@ -463,7 +465,7 @@ class VolumeManager:
     def _sync_view(self, key: PodKey, view: PodVolumes) -> frozenset[str]:
         """Re-projects every modelled volume; returns the names of those whose files changed."""
         now = self._clock.now()
-        lookup = self._lookup(key[0])
+        lookup = self.lookup(key[0])
         changed: set[str] = set()
         for volume in (view.pod.get("spec") or {}).get("volumes") or []:
             name = str(volume.get("name", ""))

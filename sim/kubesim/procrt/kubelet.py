@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
 from kubesim.cluster import DeleteOptions
-from kubesim.controllers import get_or_none, resource_type
+from kubesim.controllers import get_or_none
 from kubesim.controllers.kubelet import HOST_IP, POD_NETWORK, Kubelet, PodKey
 from kubesim.procrt import containerspec, hostsfiles, logs, netns, volumefiles
 from kubesim.procrt.containers import BindMount, ContainerRun, RunSpec
 from kubesim.procrt.dns import DNSServer
 from kubesim.procrt.dnsrecords import ClusterDNS
 from kubesim.procrt.podworker import ConfigError, PodWorker, ProbeHandle
-from kubesim.procrt.probes import ContainerProber, ProbeType
+from kubesim.procrt.probes import ContainerProber, ProbeType, container_probes
 from kubesim.procrt.sandbox import Holder, PodNetwork, SandboxError, StateDir
 from kubesim.procrt.status import ContainerRecord, render
 
@@ -45,6 +44,8 @@ log = logging.getLogger(__name__)
 
 MOUNT_RETRY_SECONDS = 1.0
 RESTART_BACKOFF_SECONDS = 10.0
+LOGS = "logs"
+"""The folder of a pod's directory with its containers' CRI log files."""
 
 
 def missing_requirements() -> str | None:
@@ -72,8 +73,6 @@ class ProcessKubelet(Kubelet):
         self._dns_server: DNSServer | None = None
         self._host_passwd = Path("/etc/passwd").read_text()
         self._host_group = Path("/etc/group").read_text()
-        self._configmaps_rt = resource_type(cluster, "v1", "ConfigMap")
-        self._secrets_rt = resource_type(cluster, "v1", "Secret")
         volumes.add_sync_listener(self._volumes_synced)
 
     # --- life of the runtime -----------------------------------------------------------------------
@@ -181,9 +180,10 @@ class ProcessKubelet(Kubelet):
         return self._state.path / "pods" / worker.uid
 
     def log_dir(self, namespace: str, name: str, uid: str) -> Path | None:
+        """The pod's `<container>/<restart>.log` files; None before the runtime runs."""
         if self._state is None:
             return None
-        return self._state.path / "pods" / uid / "logs"
+        return self._state.path / "pods" / uid / LOGS
 
     def publish(self, worker: PodWorker) -> None:
         if self._workers.get(worker.key) is not worker:
@@ -210,7 +210,7 @@ class ProcessKubelet(Kubelet):
             )
             if problem is None:
                 try:
-                    (pod_dir / "logs").mkdir(parents=True, exist_ok=True)
+                    (pod_dir / LOGS).mkdir(parents=True, exist_ok=True)
                     volumefiles.setup(worker.pod, pod_dir)
                     tmpfs = volumefiles.pod_tmpfs(worker.pod, pod_dir / "volumes")
                     break
@@ -219,7 +219,7 @@ class ProcessKubelet(Kubelet):
             for rec in [*worker.record.init_containers, *worker.record.containers]:
                 rec.waiting("ContainerCreating", f"MountVolume.SetUp failed: {problem}")
             self.publish(worker)
-            await worker_wait(worker, self._clock.real_delay(MOUNT_RETRY_SECONDS))
+            await worker.until(MOUNT_RETRY_SECONDS)
             if worker.deleting.is_set():
                 return None
         holder = await Holder.start(hostsfiles.hostname(worker.pod, self._settings.cluster_domain), tmpfs)
@@ -248,13 +248,6 @@ class ProcessKubelet(Kubelet):
         if worker is not None and self._state is not None:
             volumefiles.refresh(pod, self.pod_dir(worker), files)
 
-    def _lookup(self, namespace: str) -> Any:
-        def lookup(kind: str, name: str) -> dict[str, Any] | None:
-            rt = self._configmaps_rt if kind == "ConfigMap" else self._secrets_rt
-            return get_or_none(self._cluster, rt, namespace, name)
-
-        return lookup
-
     def run_spec(self, worker: PodWorker, container: Mapping[str, Any], rec: ContainerRecord) -> RunSpec:
         pod = worker.pod
         image = self._settings.images.get(str(container.get("image", "")))
@@ -265,7 +258,7 @@ class ProcessKubelet(Kubelet):
                 image,
                 host_passwd=self._host_passwd,
                 host_group=self._host_group,
-                lookup=self._lookup(worker.key[0]),
+                lookup=self._volumes.lookup(worker.key[0]),
                 pod_ip=worker.record.pod_ip or "",
                 host_ip=HOST_IP,
                 node_name=self._settings.node_name,
@@ -294,7 +287,7 @@ class ProcessKubelet(Kubelet):
         return RunSpec(
             sandbox_pid=worker.sandbox.pid,
             scratch=run_dir,
-            log=self.pod_dir(worker) / "logs" / rec.name / f"{rec.restart_count}.log",
+            log=self.pod_dir(worker) / LOGS / rec.name / f"{rec.restart_count}.log",
             argv=spec.argv,
             env=spec.env,
             cwd=spec.cwd,
@@ -330,44 +323,27 @@ class ProcessKubelet(Kubelet):
             worker.notify()
             self.publish(worker)
 
+        specs = container_probes(container)
+
         def on_failure(kind: ProbeType) -> Callable[[str], None]:
+            # The probe's own terminationGracePeriodSeconds, when it has one, beats the pod's.
+            spec = specs.get(kind)
+            grace = None if spec is None else spec.termination_grace_period_seconds
+
             def kill(message: str) -> None:
                 log.info("kubesim process runtime: %s/%s %s: %s; restarting", *worker.key, rec.name, message)
-                spec = prober[0].probes.get(kind) if prober else None
-                grace = spec.termination_grace_period_seconds if spec is not None else None
-                worker.spawn(_restart(worker, run, worker.grace_seconds if grace is None else float(grace)))
+                worker.spawn(worker.terminate([run], None if grace is None else float(grace)))
 
             return kill
 
-        prober: list[ContainerProber] = []
-        prober.append(
-            ContainerProber.start(
-                container,
-                pod_ip=worker.record.pod_ip or "",
-                netns_path=self._network.netns,
-                exec_in=run.exec,
-                sleep=lambda s: asyncio.sleep(self._clock.real_delay(s)),
-                on_ready=on_ready,
-                on_started=on_started,
-                on_liveness_failure=on_failure(ProbeType.LIVENESS),
-                on_startup_failure=on_failure(ProbeType.STARTUP),
-            )
+        return ContainerProber.start(
+            container,
+            pod_ip=worker.record.pod_ip or "",
+            netns_path=self._network.netns,
+            exec_in=run.exec,
+            sleep=lambda s: asyncio.sleep(self._clock.real_delay(s)),
+            on_ready=on_ready,
+            on_started=on_started,
+            on_liveness_failure=on_failure(ProbeType.LIVENESS),
+            on_startup_failure=on_failure(ProbeType.STARTUP),
         )
-        return prober[0]
-
-
-async def _restart(worker: PodWorker, run: ContainerRun, grace: float) -> None:
-    """A failed liveness or startup probe: SIGTERM, the grace period, SIGKILL; the supervisor restarts."""
-    run.signal(signal.SIGTERM)
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(worker.host.clock.real_delay(grace)):
-            await run.wait()
-    run.kill()
-
-
-async def worker_wait(worker: PodWorker, seconds: float) -> None:
-    stop = asyncio.ensure_future(worker.deleting.wait())
-    try:
-        await asyncio.wait({stop}, timeout=seconds)
-    finally:
-        stop.cancel()

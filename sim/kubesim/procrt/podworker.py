@@ -178,7 +178,7 @@ class PodWorker:
         self.record.phase = phase(self.record, self.policy, self.deleting.is_set())
         self.host.publish(self)
 
-    async def _until(self, seconds: float) -> None:
+    async def until(self, seconds: float) -> None:
         """Waits `seconds` (simulated) or until the pod is being deleted or evicted."""
         stop = asyncio.ensure_future(self.deleting.wait())
         try:
@@ -215,7 +215,7 @@ class PodWorker:
                     return False
                 rec.waiting("CrashLoopBackOff", self._backoff_message(rec, backoff))
                 self.host.publish(self)
-                await self._until(backoff)
+                await self.until(backoff)
                 rec.restart_count += 1
                 backoff = min(backoff * 2, BACKOFF_MAX_SECONDS)
         return True
@@ -253,7 +253,7 @@ class PodWorker:
 
     async def _stop_all(self) -> None:
         apps = [self.runs[r.name] for r in self.record.containers if r.name in self.runs]
-        await self._terminate(apps)
+        await self.terminate(apps)
 
     async def _stop_sidecars(self) -> None:
         # The app containers are done: sidecars stop now and are not restarted (KEP-753).
@@ -261,18 +261,20 @@ class PodWorker:
         for rec in reversed(self.record.init_containers):
             run = self.runs.get(rec.name)
             if rec.sidecar and run is not None and run.running:
-                await self._terminate([run])
+                await self.terminate([run])
         for task in self._sidecars:
             await task
 
-    async def _terminate(self, runs: list[ContainerRun]) -> None:
+    async def terminate(self, runs: list[ContainerRun], grace: float | None = None) -> None:
+        """SIGTERM, the grace period (default: the pod's), SIGKILL to what still runs."""
         running = [r for r in runs if r.running]
         for run in running:
             run.signal(signal.SIGTERM)
         if not running:
             return
         waits = [asyncio.ensure_future(r.wait()) for r in running]
-        _, pending = await asyncio.wait(waits, timeout=self.host.clock.real_delay(self.grace_seconds))
+        seconds = self.grace_seconds if grace is None else grace
+        _, pending = await asyncio.wait(waits, timeout=self.host.clock.real_delay(seconds))
         for run in running:
             if run.running:
                 run.kill()
@@ -297,7 +299,7 @@ class PodWorker:
                 backoff = self.host.restart_backoff_seconds
             rec.waiting("CrashLoopBackOff", self._backoff_message(rec, backoff))
             self._set_phase()
-            await self._until(backoff)
+            await self.until(backoff)
             if self.deleting.is_set() or self._evicted:
                 return
             rec.restart_count += 1
@@ -316,7 +318,7 @@ class PodWorker:
             except ConfigError as err:
                 rec.waiting(err.reason, err.message)
                 self.host.publish(self)
-                await self._until(1.0)
+                await self.until(1.0)
                 if self.deleting.is_set() or self._evicted:
                     return START_ERROR_EXIT_CODE
         run = await ContainerRun.start(spec)
