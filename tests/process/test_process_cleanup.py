@@ -8,6 +8,7 @@ import os
 import secrets
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 from kubesim.procrt.sandbox import STATE_BASE_NAME, StateDir
@@ -106,7 +107,9 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
         assert len(pids) == 2
         assert len(_netns_in_use() - netns_before) >= 2  # the bridge's and the pod's
         state_dirs = [
-            p for p in (Path("/tmp") / STATE_BASE_NAME).iterdir() if p.name.startswith(f"{sim.pid}-")
+            p
+            for p in (Path(tempfile.gettempdir()) / STATE_BASE_NAME).iterdir()
+            if p.name.startswith(f"{sim.pid}-")
         ]
         assert len(state_dirs) == 1
         # Killed, not stopped: nothing of kubesim's own shutdown may take part in the cleanup.

@@ -39,20 +39,6 @@ class SandboxError(RuntimeError):
     """A namespace, link or process of the runtime could not be set up."""
 
 
-async def run(*argv: str) -> str:
-    """Runs a setup command (ip, nsenter); raises SandboxError with its stderr on failure."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    if proc.returncode != 0:
-        raise SandboxError(f"{' '.join(argv)}: {err.decode(errors='replace').strip()}")
-    return out.decode()
-
-
 @dataclass
 class Holder:
     """A pause process that holds a network, UTS and IPC namespace."""
