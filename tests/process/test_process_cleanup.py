@@ -29,15 +29,20 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def _netns_in_use() -> set[str]:
-    held = set()
+def _netns_holders() -> dict[int, str]:
+    """pid -> the network namespace it is in, for every process of the machine."""
+    held = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                held.add(os.readlink(entry / "ns" / "net"))
+                held[int(entry.name)] = os.readlink(entry / "ns" / "net")
             except OSError:
                 continue
     return held
+
+
+def _netns_in_use() -> set[str]:
+    return set(_netns_holders().values())
 
 
 def _host_links() -> list[str]:
@@ -105,6 +110,9 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
         assert waited[0] == 0, waited[1]
         pids = _processes_with(marker)
         assert len(pids) == 2
+        # Every process of the run in a namespace of its own (sandboxes, shims, containers): the kernel
+        # ends them one after another once kubesim is gone, so the checks below wait for all of them.
+        holders = [pid for pid, ns in _netns_holders().items() if ns not in netns_before]
         assert len(_netns_in_use() - netns_before) >= 2  # the bridge's and the pod's
         state_dirs = [
             p
@@ -116,7 +124,7 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
         sim.send_signal(signal.SIGKILL)
         await sim.wait()
     async with asyncio.timeout(30):
-        await asyncio.gather(*(_exited(pid) for pid in pids))
+        await asyncio.gather(*(_exited(pid) for pid in {*pids, *holders}))
     assert _processes_with(marker) == []
     # Every namespace the run made was held only by its processes: none is held any more.
     assert _netns_in_use() - netns_before == set()
