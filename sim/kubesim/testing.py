@@ -7,7 +7,8 @@ Fixtures:
   `kubectl`        runs the real kubectl with `--kubeconfig` and its own `--cache-dir`; skips when absent.
   `process_runtime` skips the test unless the process runtime can run here (root, iproute2, util-linux);
                    a module that sets `kubesim_settings` with `runtime="process"` asks for it too.
-`wait_for(sim, check)` waits until `check()` is truthy, re-checking on every committed change.
+`eventually(check, within=, what=, sim=)` is the suite's one polling helper; `wait_for(sim, check)` is
+it re-checking on every committed change of `sim`.
 Override `kubesim_settings` (a SimSettings) or `kubesim_run_controllers` (bool) in a test module or
 conftest to change the cluster the fixtures build.
 """
@@ -15,12 +16,13 @@ conftest to change the cluster the fixtures build.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 import pytest_asyncio
@@ -129,36 +131,61 @@ def process_runtime() -> None:
         pytest.skip(problem)
 
 
-async def wait_for(sim: KubeSim, check: Callable[[], T | None], within: float = 60.0) -> T:
-    """Waits until `check()` returns something truthy, re-running it after every committed change of the
-    cluster (and once a second, for state outside the cluster); its last failure is raised at the timeout.
+async def eventually(
+    check: Callable[[], T | Awaitable[T | None] | None],
+    *,
+    within: float = 10.0,
+    what: str = "",
+    sim: KubeSim | None = None,
+) -> T:
+    """The one polling helper of the test suite: waits until `check()` returns something truthy and
+    returns it; at the deadline its last failure is raised, saying `what`.
 
-    `check` may raise AssertionError, KeyError or a 404 StatusError while the state is not there yet.
+    `check` may be a plain or an async callable, and may raise AssertionError, KeyError or a kubesim 404
+    `StatusError` while the state is not there yet. With `sim`, it is re-run after every committed change
+    of that cluster (and once a second, for state outside it), so nothing waits longer than the event it
+    needs; without, it is re-run on a short back-off (a few ms growing to 50 ms), which a loaded machine
+    only stretches. `within` is a ceiling for a broken run, never a speed requirement.
     """
     changed = asyncio.Event()
 
     def listener(*_args: Any) -> None:
         changed.set()
 
-    sim.cluster.add_listener(listener)
+    if sim is not None:
+        sim.cluster.add_listener(listener)
     last: BaseException | None = None
+    pause = 0.002
     try:
         async with asyncio.timeout(within):
             while True:
                 changed.clear()
                 try:
                     result = check()
+                    if inspect.isawaitable(result):
+                        result = await result
                     if result:
-                        return result
+                        return cast(T, result)
                     last = AssertionError(f"still {result!r}")
                 except (AssertionError, KeyError, StatusError) as exc:
                     last = exc
+                if sim is None:
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+                    continue
                 try:
                     async with asyncio.timeout(1.0):
                         await changed.wait()
                 except TimeoutError:
                     pass
     except TimeoutError:
-        raise AssertionError(f"not true after {within} s: {last!r}") from last
+        label = f" waiting for {what}" if what else ""
+        raise AssertionError(f"not true after {within} s{label}: {last!r}") from last
     finally:
-        sim.cluster.remove_listener(listener)
+        if sim is not None:
+            sim.cluster.remove_listener(listener)
+
+
+async def wait_for(sim: KubeSim, check: Callable[[], T | None], within: float = 60.0) -> T:
+    """`eventually(check, sim=sim)`: re-checks on every committed change of `sim`'s cluster."""
+    return await eventually(check, within=within, sim=sim)
