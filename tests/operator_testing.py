@@ -1,7 +1,8 @@
 """The real operator (manager + MPIJob reconciler, no leader election) run inside a test process.
 
 Shared by the reconcile and elastic suites, the install checks, the examples and the docs tests, so
-that every one of them drives the operator the same way `mpi-operator run` would.
+that every one of them drives the operator the same way `mpi-operator run` would. `SteppedClock` lets a
+test move the operator's time forward (pacing, grace periods, timeouts) instead of waiting for it.
 """
 
 from __future__ import annotations
@@ -10,14 +11,30 @@ import asyncio
 import contextlib
 import dataclasses
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from kubesim.app import KubeSim
 from mpi_operator.controller import manager
 from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+from mpi_operator.controller.types import utc_now
+from mpi_operator.flowcontrol import Clock
+from mpi_operator.kube.client import Kube
+from mpi_operator.kube.resources import Resource
 from mpi_operator.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
+TEST_AGENT = "rc-test"
+"""The user agent of the tests' own client: kubesim's request record tells its requests from the
+operator's (`mpi_operator.kube.client.DEFAULT_USER_AGENT`)."""
+RETRY_BACKOFF = {"backoff_base_seconds": 0.05, "backoff_max_seconds": 1.0}
+"""Work-queue retries for tests: a conflict or an injected fault is retried within a second, not 1000 s."""
 
 
 def operator_settings(kubesim: KubeSim, **overrides: Any) -> Settings:
@@ -32,12 +49,124 @@ def operator_settings(kubesim: KubeSim, **overrides: Any) -> Settings:
     return dataclasses.replace(base, **overrides)
 
 
+def quick_settings(kubesim: KubeSim, **overrides: Any) -> Settings:
+    """`operator_settings` with the tests' short retry backoff (`RETRY_BACKOFF`)."""
+    return operator_settings(kubesim, **{**RETRY_BACKOFF, **overrides})
+
+
+async def install_mpijob_crd(kube: Kube) -> None:
+    """Creates the MPIJob CRD of `crds/` and waits until the API server serves it (Established)."""
+    # Imported here: tests/conftest.py imports this module before it registers the kubesim.testing
+    # plugin, which pytest must import first to rewrite its assertions.
+    from kubesim.testing import eventually
+
+    crd = yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
+    await kube.create(CRD, crd)
+
+    async def established() -> bool:
+        got = await kube.get(CRD, crd["metadata"]["name"])
+        return any(c["type"] == "Established" for c in (got.get("status") or {}).get("conditions") or [])
+
+    await eventually(established, what="the MPIJob CRD to be established")
+
+
+@contextlib.asynccontextmanager
+async def mpijob_client(kubesim: KubeSim) -> AsyncIterator[Kube]:
+    """A client of `kubesim` with the user agent `TEST_AGENT` and the MPIJob CRD installed; closed on exit."""
+    client = await Kube.from_kubeconfig(str(kubesim.kubeconfig_path), qps=0, burst=1, user_agent=TEST_AGENT)
+    try:
+        await install_mpijob_crd(client)
+        yield client
+    finally:
+        await client.close()
+
+
+class _SteppedTimer:
+    __slots__ = ("callback", "clock", "deadline", "handle")
+
+    def __init__(self, clock: SteppedClock, deadline: float, callback: Callable[[], None]) -> None:
+        self.clock = clock
+        self.deadline = deadline
+        self.callback = callback
+        self.handle: asyncio.TimerHandle | None = None
+
+    def arm(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+        delay = max(self.deadline - self.clock.now(), 0.0)
+        self.handle = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self.clock._timers.discard(self)
+        self.callback()
+
+    def cancel(self) -> None:
+        self.clock._timers.discard(self)
+        if self.handle is not None:
+            self.handle.cancel()
+
+
+class SteppedClock:
+    """The operator's clock in a test: real time plus every jump the test made with `advance`.
+
+    A `mpi_operator.flowcontrol.Clock` (for the manager's work queue, rate limiters and reflectors) and,
+    through `utc_now`, the wall clock the reconciler stamps and paces with (`ManagerDeps.now`). Time keeps
+    flowing, so retries and backoffs behave as in production; a pacing wait of minutes (a scale-in grace,
+    a below-minReplicas timeout) passes the moment the test advances past it, and a test can tell from
+    the clock which side of a deadline something happened on, however slow the machine. Timers run on
+    the event loop they were created in.
+    """
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+        self._timers: set[_SteppedTimer] = set()
+
+    @property
+    def offset(self) -> float:
+        """Seconds this clock is ahead of real time."""
+        return self._offset
+
+    def now(self) -> float:
+        return time.monotonic() + self._offset
+
+    def utc_now(self) -> datetime:
+        return utc_now() + timedelta(seconds=self._offset)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> _SteppedTimer:
+        timer = _SteppedTimer(self, self.now() + max(delay, 0.0), callback)
+        self._timers.add(timer)
+        timer.arm()
+        return timer
+
+    async def sleep(self, delay: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = self.call_later(delay, lambda: None if future.done() else future.set_result(None))
+        try:
+            await future
+        finally:
+            timer.cancel()
+
+    def advance(self, seconds: float) -> None:
+        """Jumps `seconds` ahead; timers that fall due run on the loop's next iterations, earliest first."""
+        assert seconds >= 0, "a clock only moves forward"
+        self._offset += seconds
+        for timer in sorted(self._timers, key=lambda t: t.deadline):
+            timer.arm()
+
+
 @contextlib.asynccontextmanager
 async def running_operator(
-    settings: Settings, *, start_within: float = 10.0
+    settings: Settings,
+    *,
+    start_within: float = 30.0,
+    clock: Clock | None = None,
+    now: Callable[[], datetime] = utc_now,
 ) -> AsyncIterator[manager.Manager]:
-    """A started Manager with the MPIJob reconciler; stopped (and awaited) on exit."""
-    mgr = manager.Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)
+    """A started Manager with the MPIJob reconciler; stopped (and awaited) on exit. `clock` and `now` are
+    the manager's (None: the real clock), e.g. a `SteppedClock` and its `utc_now`."""
+    mgr = manager.Manager(
+        settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS, clock=clock, now=now
+    )
     task = asyncio.create_task(mgr.run(), name="operator")
     try:
         started = asyncio.create_task(mgr.started.wait())
@@ -45,13 +174,15 @@ async def running_operator(
             {task, started}, timeout=start_within, return_when=asyncio.FIRST_COMPLETED
         )
         started.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await started
         if task in done:
             task.result()
         assert mgr.started.is_set(), f"the operator did not start within {start_within:.0f}s"
         yield mgr
     finally:
         mgr.request_stop()
-        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(task, 30)
 
 
 async def stop_process(proc: asyncio.subprocess.Process, grace: float = 15) -> None:
@@ -111,6 +242,8 @@ async def sim_process(
         ready = asyncio.create_task(serving.wait())
         await asyncio.wait({ready, copier}, timeout=start_within, return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ready
         assert serving.is_set(), f"mpi-operator sim did not start: {b''.join(head).decode()[-3000:]}"
         yield proc
     finally:

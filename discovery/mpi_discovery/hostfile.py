@@ -7,8 +7,8 @@ launcher-side tooling can read them back with the standard library only.
   MPICH write `<host>:<n>`; one line per host, newline-terminated, no header.
 - `discover_hosts.sh` (elastic Horovod): a `#!/bin/sh` script whose stdout is one `<host>:<slots>` line
   per host. Horovod parses it with `line.split(':')` and `int(slots)` and treats every distinct string as a
-  distinct host (`reference/horovod-elastic.md` A2, A9), so a line must never be empty, carry spaces or a
-  second colon. Host names are therefore validated as DNS names before they are written into the
+  distinct host (docs/architecture.md#the-elastic-state-machine), so a line must never be empty, carry
+  spaces or a second colon. Host names are therefore validated as DNS names before they are written into the
   script: nothing that reaches `/bin/sh` is ever quoted, because nothing that needs quoting is accepted.
   A script that prints nothing means "zero hosts", which is what an empty list renders to.
 """

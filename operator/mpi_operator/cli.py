@@ -1,4 +1,4 @@
-"""The `mpi-operator` command line (DESIGN.md §7).
+"""The `mpi-operator` command line: `run`, `sim`, `demo`, `validate`, `generate`, `crds`.
 
 Each subcommand's implementation lives in the module that owns it; this file only parses
 arguments and dispatches, importing lazily so `mpi-operator validate` does not pay for aiohttp.

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.models import MPIJobStatus
 
 Status = dict[str, Any]
 
@@ -21,12 +22,18 @@ def get_condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str
     return next((cond for cond in status.get("conditions", []) if cond.get("type") == condition_type), None)
 
 
-def has_condition(status: Mapping[str, Any], condition_type: str) -> bool:
+def has_condition(status: Mapping[str, Any] | MPIJobStatus | None, condition_type: str) -> bool:
+    """Whether the condition is True, in a status as sent (a mapping) or as parsed (`MPIJob.status`)."""
+    if status is None:
+        return False
+    if isinstance(status, MPIJobStatus):
+        return any(cond.type == condition_type and cond.status == "True" for cond in status.conditions)
     cond = get_condition(status, condition_type)
     return cond is not None and cond.get("status") == "True"
 
 
-def is_finished(status: Mapping[str, Any]) -> bool:
+def is_finished(status: Mapping[str, Any] | MPIJobStatus | None) -> bool:
+    """Upstream `isFinished`: Succeeded=True or Failed=True (`is_finished(job.status)` for a parsed job)."""
     return has_condition(status, c.CONDITION_SUCCEEDED) or has_condition(status, c.CONDITION_FAILED)
 
 

@@ -34,7 +34,7 @@ from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconcile
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.errors import KubeError, NotFound
-from mpi_operator.planning.observed import is_pod_serving
+from mpi_operator.objects import is_pod_ready
 from mpi_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +116,7 @@ class Demo:
 
     async def pods_summary(self) -> str:
         pods = await self.worker_pods()
-        ready = [p for p in pods if is_pod_serving(p)]
+        ready = [p for p in pods if is_pod_ready(p)]
         draining = [p for p in pods if DRAINING_ANNOTATION in (p["metadata"].get("annotations") or {})]
         summary = f"workers {len(ready)}/{len(pods)} ready"
         return f"{summary}, {len(draining)} draining" if draining else summary
@@ -154,7 +154,7 @@ class Demo:
 
         async def check() -> str | None:
             workers = await self.worker_pods()
-            ready = [p for p in workers if is_pod_serving(p)]
+            ready = [p for p in workers if is_pod_ready(p)]
             hosts = await self.launcher_hosts()
             mounted = len(hosts) if hosts is not None else 0
             if len(workers) == want_pods and len(ready) >= count and mounted == count:

@@ -115,7 +115,7 @@ def _non_negative(option: str, value: int) -> int:
 def _quantity(option: str, value: str | None) -> str | None:
     if value is None:
         return None
-    from mpi_operator.api.resources import Quantity
+    from mpi_operator.api.quantities import Quantity
 
     try:
         negative = Quantity.parse(value).value < 0

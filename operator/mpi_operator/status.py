@@ -18,36 +18,41 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from enum import StrEnum
+from typing import Any, Final
 
 from mpi_operator import reasons
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
-from mpi_operator.conditions import get_condition, is_finished, set_condition
+from mpi_operator.conditions import Status, get_condition, is_finished, set_condition
 from mpi_operator.desired import config, naming
-from mpi_operator.planning.observed import (
+from mpi_operator.desired.naming import is_controlled_by
+from mpi_operator.objects import (
     POD_FAILED,
     POD_RUNNING,
     POD_SUCCEEDED,
-    Observed,
-    is_controlled_by,
     is_job_failed,
     is_job_finished,
     is_job_succeeded,
     is_pod_ready,
-    is_terminating,
     job_condition,
-    job_status_field,
-    launcher_pods_of,
+    metadata,
     parse_time,
     pod_phase,
     pod_status_field,
-    workers_by_index,
+    status_field,
 )
+from mpi_operator.planning.observed import Observed, launcher_pods_of, workers_by_index
 from mpi_operator.reasons import Event
 
-Status = dict[str, Any]
-Counter = Literal["created", "succeeded", "failed"]
+
+class JobCounter(StrEnum):
+    """A job transition the job metrics count (`mpi_operator_jobs_{created,successful,failed}_total`)."""
+
+    CREATED = "created"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
 
 _TIME_FIELDS: Final = ("startTime", "completionTime", "lastReconcileTime")
 _COUNT_FIELDS: Final = ("active", "succeeded", "failed", "ready")
@@ -70,7 +75,7 @@ class StatusUpdate:
     status: Status
     changed: bool
     events: tuple[Event, ...] = ()
-    counters: tuple[Counter, ...] = ()
+    counters: tuple[JobCounter, ...] = ()
     """Transitions to count in the job metrics (created / succeeded / failed totals)."""
 
 
@@ -208,7 +213,7 @@ class _Sync:
         self.old = current_status(job)
         self.status: Status = copy.deepcopy(self.old)
         self.events: list[Event] = []
-        self.counters: list[Counter] = []
+        self.counters: list[JobCounter] = []
 
     def result(self) -> StatusUpdate:
         return StatusUpdate(
@@ -233,24 +238,24 @@ class _Sync:
         job, status = self.job, self.status
         running = sum(1 for pod in pods if pod_phase(pod) == POD_RUNNING)
         counts: Status = {}
-        failed = job_status_field(launcher, "failed")
+        failed = status_field(launcher, "failed")
         if isinstance(failed, int) and not isinstance(failed, bool) and failed > 0:
             counts["failed"] = failed
         if is_job_succeeded(launcher):
             counts["succeeded"] = 1
             message = reasons.succeeded_message(job.namespace, job.name)
             if status.get("completionTime") is None:
-                status["completionTime"] = _time(job_status_field(launcher, "completionTime")) or self.now
+                status["completionTime"] = _time(status_field(launcher, "completionTime")) or self.now
             if self.condition(c.CONDITION_SUCCEEDED, "True", reasons.MPIJOB_SUCCEEDED, message):
                 self.event(reasons.NORMAL, reasons.MPIJOB_SUCCEEDED, message)
-                self.counters.append("succeeded")
+                self.counters.append(JobCounter.SUCCEEDED)
         elif is_job_failed(launcher):
             reason, message = failure(job, launcher, pods)
             if status.get("completionTime") is None:
                 status["completionTime"] = self.now
             if self.condition(c.CONDITION_FAILED, "True", reason, message):
                 self.event(reasons.WARNING, reason, message)
-                self.counters.append("failed")
+                self.counters.append(JobCounter.FAILED)
         elif running:
             counts["active"] = running
         self.replica_statuses[c.REPLICA_LAUNCHER] = counts
@@ -269,7 +274,7 @@ class _Sync:
                 counts["succeeded"] += 1
             elif phase == POD_RUNNING:
                 counts["active"] += 1
-                counts["ready"] += is_pod_ready(pod) and not is_terminating(pod)
+                counts["ready"] += is_pod_ready(pod)
         worker: Status = {key: value for key, value in counts.items() if value}
         worker["selector"] = worker_selector(self.job)
         self.replica_statuses[c.REPLICA_WORKER] = worker
@@ -308,7 +313,7 @@ def failure(job: MPIJob, launcher: Mapping[str, Any], pods: Sequence[Mapping[str
         for pod in pods:
             if pod_phase(pod) != POD_FAILED:
                 continue
-            created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+            created = parse_time(metadata(pod).get("creationTimestamp"))
             created = created or datetime.min.replace(tzinfo=UTC)
             if last is None or last_created < created:
                 last, last_created = pod, created
@@ -338,7 +343,7 @@ def compute_status(
         message = reasons.created_message(namespace, name)
         sync.condition(c.CONDITION_CREATED, "True", reasons.MPIJOB_CREATED, message)
         sync.event(reasons.NORMAL, reasons.MPIJOB_CREATED, message)
-        sync.counters.append("created")
+        sync.counters.append(JobCounter.CREATED)
 
     # Second phase of the finish: the plan cleans up; workers are reported as gone.
     if is_finished(status) and status.get("completionTime") is not None:

@@ -1,4 +1,4 @@
-"""`mpi-operator sim`: serve a simulated cluster until SIGINT/SIGTERM (DESIGN.md §7)."""
+"""`mpi-operator sim`: serve a simulated cluster until SIGINT/SIGTERM."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """API discovery documents: `/version`, legacy `/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, aggregated v2.
 
 Built from the registry on every request, so a CRD is discoverable the moment it is created. The shapes
-are those kubectl 1.32 was measured against (reference kube-api-semantics.md §1.3).
+are what kubectl 1.32 reads from a real API server; tests/integration/kubesim/test_sim_kubectl.py runs
+the real kubectl against them.
 """
 
 from __future__ import annotations

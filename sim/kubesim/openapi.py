@@ -4,7 +4,7 @@ kubectl's query-parameter verifier only looks, per group-version-kind, for a `pa
 lists a `fieldValidation` parameter; with it, `kubectl apply/create` skip schema downloads and let the
 server validate. Custom resources also get their structural schema under `components.schemas`, which is
 what `kubectl explain` reads. Every served group-version must appear in the root, or kubectl falls back to
-`/openapi/v2`, which kubesim does not serve (404, as the reference measured is tolerated).
+`/openapi/v2`, which kubesim does not serve (kubectl 1.32 tolerates that 404).
 """
 
 from __future__ import annotations

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kubesim.procrt.images import ImageCatalog
+
+if TYPE_CHECKING:
+    from kubesim.controllers import Clock
 
 
 @dataclass(frozen=True)
@@ -35,3 +38,7 @@ class SimSettings:
     """Stand-in images for the process runtime (image reference -> directory, entrypoint, users...)."""
     cluster_domain: str = "cluster.local"
     """The DNS domain the process runtime's DNS server answers for."""
+    clock: Clock | None = field(default=None, compare=False)
+    """The simulated time every controller timer runs on; None for real time at `time_scale` (what
+    `mpi-operator sim` and the demo use). Tests pass a `kubesim.controllers.FakeClock` and advance it,
+    so nothing they check depends on the machine's speed; `time_scale` is then unused."""

@@ -22,7 +22,7 @@ import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import pytest
 import pytest_asyncio
@@ -129,6 +129,26 @@ def process_runtime() -> None:
     problem = missing_requirements()
     if problem is not None:
         pytest.skip(problem)
+
+
+@overload
+async def eventually(
+    check: Callable[[], Awaitable[T | None]],
+    *,
+    within: float = ...,
+    what: str = ...,
+    sim: KubeSim | None = ...,
+) -> T: ...
+
+
+@overload
+async def eventually(
+    check: Callable[[], T | None],
+    *,
+    within: float = ...,
+    what: str = ...,
+    sim: KubeSim | None = ...,
+) -> T: ...
 
 
 async def eventually(

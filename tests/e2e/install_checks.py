@@ -5,15 +5,13 @@ the real kubectl, and running the operator against kubesim to record the request
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import pytest
 import yaml
 
 import operator_testing
@@ -21,7 +19,7 @@ from kubesim.admission import admit
 from kubesim.admission.schema import builtin_schema
 from kubesim.app import KubeSim
 from kubesim.control import RecordedRequest
-from kubesim.testing import Kubectl
+from kubesim.testing import Kubectl, eventually
 from mpi_operator.controller import manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
@@ -31,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
 WILDCARD = "*"
 Obj = dict[str, Any]
-T = TypeVar("T")
+
 
 REQUIRED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # (apiGroup, resource[/subresource], verbs): what the code sends (see deploy/base/clusterrole.yaml),
@@ -239,23 +237,11 @@ async def apply_and_read_back(
 # --- the operator's real requests -----------------------------------------------------------------
 
 
-async def eventually(check: Callable[[], Awaitable[T]], what: str, limit: float = 15.0) -> T:
-    last: Any = None
-    try:
-        async with asyncio.timeout(limit):
-            while True:
-                last = await check()
-                if last:
-                    return last
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        pytest.fail(f"timed out after {limit}s waiting for {what}; last seen: {last!r}")
-
-
 @contextlib.asynccontextmanager
 async def running_operator(settings: Settings) -> AsyncIterator[manager.Manager]:
-    # Installs render a full Deployment's flags (leader election on), so starting takes longer.
-    async with operator_testing.running_operator(settings, start_within=15) as mgr:
+    # Installs render a full Deployment's flags (leader election on): starting takes longer, within the
+    # default ceiling.
+    async with operator_testing.running_operator(settings) as mgr:
         yield mgr
 
 
@@ -313,7 +299,7 @@ async def operator_requests(kubesim: KubeSim, settings: Settings, namespace: str
             jobs, _ = await kube.list(resources.JOB, namespace)
             return bool(jobs)
 
-        await eventually(launcher, "the launcher Job (after two Ready workers)")
+        await eventually(launcher, sim=kubesim, within=30, what="the launcher Job (after two Ready workers)")
         await kube.patch(
             resources.MPIJOB,
             "pi",
@@ -321,10 +307,12 @@ async def operator_requests(kubesim: KubeSim, settings: Settings, namespace: str
             namespace=namespace,
         )
         await eventually(
-            lambda: _async(
-                bool(kubesim.control.recorded(verb="delete", resource="pods", user_agent="mpi-operator/"))
+            lambda: bool(
+                kubesim.control.recorded(verb="delete", resource="pods", user_agent="mpi-operator/")
             ),
-            "the operator to delete the excess worker",
+            sim=kubesim,
+            within=30,
+            what="the operator to delete the excess worker",
         )
         for suspend in (True, False):
             await kube.patch(
@@ -335,9 +323,7 @@ async def operator_requests(kubesim: KubeSim, settings: Settings, namespace: str
                 job = await kube.get(resources.JOB, "pi-launcher", namespace)
                 return bool(job["spec"].get("suspend")) == value
 
-            await eventually(launcher_suspended, f"the launcher Job to have suspend={suspend}")
+            await eventually(
+                launcher_suspended, sim=kubesim, within=30, what=f"the launcher Job to have suspend={suspend}"
+            )
     return kubesim.control.recorded(user_agent="mpi-operator/")
-
-
-async def _async(value: T) -> T:
-    return value

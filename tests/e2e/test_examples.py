@@ -9,7 +9,6 @@ New examples are picked up from the folder (`EXAMPLES`); new flavours go in `GEN
 
 from __future__ import annotations
 
-import asyncio
 import py_compile
 import re
 import subprocess
@@ -26,7 +25,7 @@ from kubernetes_asyncio.client import ApiClient
 import operator_testing
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
-from kubesim.testing import Kubectl
+from kubesim.testing import Kubectl, eventually
 from mpi_operator import generate
 from mpi_operator.api import parse_and_validate
 from mpi_operator.api.defaults import slots_per_worker
@@ -129,12 +128,12 @@ def test_training_script_compiles(path: str, tmp_path: Path) -> None:
 async def _install_crd(api: ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api)
     await ext.create_custom_resource_definition(body=yaml.safe_load(CRD_FILE.read_text(encoding="utf-8")))
-    for _ in range(100):  # a real API server establishes a CRD asynchronously
+
+    async def established() -> bool:  # a real API server establishes a CRD asynchronously
         crd = await ext.read_custom_resource_definition("mpijobs.kubeflow.org")
-        if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the MPIJob CRD never became Established")
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+
+    await eventually(established, what="the MPIJob CRD Established")
 
 
 def _leaves(value: Any, path: str = "") -> dict[str, Any]:
@@ -230,7 +229,7 @@ async def test_readme_kubectl_commands(
 
 
 async def _runs_on_the_operator(
-    kubesim: KubeSim, kube_api: ApiClient, docs: list[dict[str, Any]], *, limit: float = 15.0
+    kubesim: KubeSim, kube_api: ApiClient, docs: list[dict[str, Any]], *, within: float = 30.0
 ) -> None:
     """Creates the jobs, then waits for Ready workers, discover_hosts.sh listing them and the launcher Job."""
     await _install_crd(kube_api)
@@ -247,9 +246,8 @@ async def _runs_on_the_operator(
             job = parse_and_validate(doc).job
             assert job.worker is not None
             name, workers, slots = job.name, job.worker.replicas, slots_per_worker(job.spec)
-            seen: Any = None
-            deadline = asyncio.get_running_loop().time() + limit
-            while asyncio.get_running_loop().time() < deadline:
+
+            async def started(name: str = name, workers: int = workers) -> list[str]:
                 pods = await core.list_namespaced_pod(
                     "default", label_selector=f"training.kubeflow.org/job-name={name},mpi_role_type=worker"
                 )
@@ -269,11 +267,17 @@ async def _runs_on_the_operator(
                     "default", field_selector=f"metadata.name={name}-launcher"
                 )
                 seen = (sorted(ready), hosts, len(launchers.items))
-                if len(ready) == workers and len(hosts) == workers and launchers.items:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError(f"{name}: {workers} Ready workers, listed, and a launcher; saw {seen}")
+                assert len(ready) == workers, seen
+                assert len(hosts) == workers, seen
+                assert launchers.items, seen
+                return hosts
+
+            hosts = await eventually(
+                started,
+                within=within,
+                sim=kubesim,
+                what=f"{name}: {workers} Ready workers, listed, a launcher",
+            )
             assert hosts == [f"{name}-worker-{i}.{name}.default.svc:{slots}" for i in range(workers)]
 
 

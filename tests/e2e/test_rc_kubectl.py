@@ -6,17 +6,19 @@ the workers' GPU limits and the launcher's blank NVIDIA variables."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 import yaml
 
-from kubesim.testing import Kubectl
-from operator_testing import operator_process, sim_process
+from kubesim.testing import Kubectl, eventually
+from operator_testing import operator_process, sim_process, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.kubectl
@@ -31,8 +33,8 @@ JOB = {
             "Launcher": {
                 "replicas": 1,
                 "template": {
-                    # A slow start keeps the job in Created long enough for any poll to see it.
-                    "metadata": {"annotations": {"kubesim/start-seconds": "2", "kubesim/run-seconds": "4"}},
+                    # Running for seconds: the workers are still there when the test reads them.
+                    "metadata": {"annotations": {"kubesim/start-seconds": "0.5", "kubesim/run-seconds": "4"}},
                     "spec": {"containers": [{"name": "launcher", "image": "mpioperator/mpi-pi:openmpi"}]},
                 },
             },
@@ -101,30 +103,82 @@ def printer_columns() -> str:
 PRINTER_COLUMNS = printer_columns()
 
 
-def columns(table: str) -> dict[str, str]:
-    """The first row of `kubectl get` output by column header (empty cells are blank, not `<none>`)."""
-    lines = table.splitlines()
-    if len(lines) < 2:
-        return {}
-    header, row = lines[0], lines[1].ljust(len(lines[0]))
-    starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
-    bounds = [*starts[1:], len(row)]
-    return {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, bounds, strict=True)}
+class RowWatch:
+    """`kubectl get mpij NAME --watch` with the printer columns: every version of the job kubectl is sent,
+    as a row by column header, in order. Nothing is missed between two looks, unlike a `kubectl get`
+    loop, and a wait for a row is a wait for the event itself."""
 
+    def __init__(self, kubectl: Kubectl, name: str) -> None:
+        self.kubectl = kubectl
+        self.name = name
+        self.header = [
+            column.split(":", 1)[0] for column in PRINTER_COLUMNS.removeprefix("custom-columns=").split(",")
+        ]
+        self.rows: list[dict[str, str]] = []
+        self.proc: asyncio.subprocess.Process | None = None
+        self.reader: asyncio.Task[None] | None = None
+        self.errors: list[str] = []
+        self.error_reader: asyncio.Task[None] | None = None
 
-async def poll(
-    check: Callable[[], Awaitable[str | None]], what: str, log: Path, limit: float = 30, seen: object = None
-) -> str:
-    last: str | None = None
-    try:
-        async with asyncio.timeout(limit):
-            while True:
-                last = await check()
-                if last is not None:
-                    return last
-                await asyncio.sleep(0.2)
-    except TimeoutError:
-        pytest.fail(f"timed out waiting for {what}; seen {seen}; operator log:\n{tail(log)}")
+    async def __aenter__(self) -> RowWatch:
+        args = ("get", "mpij", self.name, "--watch", "--no-headers", "-o", PRINTER_COLUMNS)
+        env = {**os.environ, "HOME": str(self.kubectl.home), "KUBECONFIG": str(self.kubectl.kubeconfig)}
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.kubectl.argv(*args),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        self.reader = asyncio.create_task(self._read(self.proc))
+        self.error_reader = asyncio.create_task(self._read_errors(self.proc))
+        return self
+
+    async def _read_errors(self, proc: asyncio.subprocess.Process) -> None:
+        """kubectl's warnings (a deprecated version) and errors, kept for a failure's message."""
+        assert proc.stderr is not None
+        async for line in proc.stderr:
+            self.errors.append(line.decode())
+
+    async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        async for line in proc.stdout:
+            cells = line.decode().split()
+            # Empty cells print as `<none>`, so a row without spaces in its values splits cleanly.
+            assert len(cells) == len(self.header), f"unexpected kubectl output: {line!r}"
+            self.rows.append(dict(zip(self.header, cells, strict=True)))
+
+    def states(self) -> list[str]:
+        """The STATE column as it changed (`<none>` is before the first status)."""
+        out: list[str] = []
+        for row in self.rows:
+            if not out or out[-1] != row["STATE"]:
+                out.append(row["STATE"])
+        return out
+
+    async def row_in(self, state: str, log: Path) -> dict[str, str]:
+        """The first row in `state`, once kubectl has printed it."""
+
+        def check() -> dict[str, str] | None:
+            assert self.reader is not None
+            if self.reader.done():
+                self.reader.result()
+                raise AssertionError(f"kubectl get --watch ended: {self.rows} {self.errors}")
+            return next((row for row in self.rows if row["STATE"] == state), None)
+
+        try:
+            return await eventually(check, within=60, what=f"kubectl get mpij: {state}")
+        except AssertionError as exc:
+            pytest.fail(f"{exc}; states seen {self.states()} {self.errors}; operator log:\n{tail(log)}")
+
+    async def __aexit__(self, *_exc: object) -> None:
+        assert self.proc is not None
+        assert self.reader is not None
+        assert self.error_reader is not None
+        await stop_process(self.proc, grace=5)
+        with contextlib.suppress(AssertionError):
+            await self.reader
+        await self.error_reader
 
 
 async def test_kubectl_user_journey(kubectl_sim: Kubectl, operator: Path, tmp_path: Path) -> None:
@@ -139,42 +193,29 @@ async def test_kubectl_user_journey(kubectl_sim: Kubectl, operator: Path, tmp_pa
     assert rc == 0, err
     assert "warning" not in err.lower(), err
 
-    states: list[str] = []
-    seen: list[str] = []
+    async with RowWatch(kubectl, "pi") as watch:
+        await watch.row_in("Running", operator)
+        # The workers first: cleanPodPolicy Running deletes them once the launcher succeeds.
+        rc, out, err = await kubectl(
+            "get", "pod", "pi-worker-0", "-o", "jsonpath={.spec.containers[0].resources.limits}"
+        )
+        assert rc == 0, err
+        assert json.loads(out) == {"nvidia.com/gpu": "1"}
+        rc, out, err = await kubectl(
+            "get", "pods", "-l", "mpi_job_name=pi,mpi_role_type=launcher", "-o", "name"
+        )
+        assert rc == 0, err
+        launcher_pods = out.split()
+        assert len(launcher_pods) == 1
+        assert launcher_pods[0].startswith("pod/pi-launcher-")
+        rc, out, err = await kubectl("get", launcher_pods[0], "-o", "jsonpath={.spec.containers[0].env}")
+        assert rc == 0, err
+        env = {e["name"]: e.get("value", "") for e in json.loads(out)}
+        assert env["NVIDIA_VISIBLE_DEVICES"] == ""
+        assert env["NVIDIA_DRIVER_CAPABILITIES"] == ""
+        assert env["OMPI_MCA_orte_set_default_slots"] == "1"
 
-    def watcher(want: str) -> Callable[[], Awaitable[str | None]]:
-        async def check() -> str | None:
-            rc, out, err = await kubectl("get", "mpij", "pi", "-o", PRINTER_COLUMNS)
-            row = columns(out) if rc == 0 else {}
-            seen.append(out + err)
-            del seen[:-3]
-            state = row.get("STATE", "")
-            if state and (not states or states[-1] != state):
-                states.append(state)
-            return row.get("WORKERS") if state == want else None
-
-        return check
-
-    await poll(watcher("Running"), "kubectl get mpij: Running", operator, seen=(states, seen))
-    rc, out, err = await kubectl("get", "pods", "-l", "mpi_job_name=pi,mpi_role_type=launcher", "-o", "name")
-    assert rc == 0, err
-    launcher_pods = out.split()
-    assert len(launcher_pods) == 1
-    assert launcher_pods[0].startswith("pod/pi-launcher-")
-
-    rc, out, err = await kubectl(
-        "get", "pod", "pi-worker-0", "-o", "jsonpath={.spec.containers[0].resources.limits}"
-    )
-    assert rc == 0, err
-    assert json.loads(out) == {"nvidia.com/gpu": "1"}
-    rc, out, err = await kubectl("get", launcher_pods[0], "-o", "jsonpath={.spec.containers[0].env}")
-    assert rc == 0, err
-    env = {e["name"]: e.get("value", "") for e in json.loads(out)}
-    assert env["NVIDIA_VISIBLE_DEVICES"] == ""
-    assert env["NVIDIA_DRIVER_CAPABILITIES"] == ""
-    assert env["OMPI_MCA_orte_set_default_slots"] == "1"
-
-    final = await poll(watcher("Succeeded"), "kubectl get mpij: Succeeded", operator, seen=(states, seen))
-    # Polling may miss a short-lived state, never reorder them; `<none>` is before the first status.
-    assert [s for s in states if s != "<none>"] == ["Created", "Running", "Succeeded"], states
-    assert final == "2"  # the Workers column
+        final = await watch.row_in("Succeeded", operator)
+    # The watch sees every version of the job: each state once, in order.
+    assert [s for s in watch.states() if s != "<none>"] == ["Created", "Running", "Succeeded"], watch.states()
+    assert final["WORKERS"] == "2"

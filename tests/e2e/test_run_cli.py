@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from kubesim.testing import eventually
 from mpi_operator import cli
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import MPIJOB, Resource
@@ -114,11 +115,12 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
                 pass
             url = str(entry["msg"]).rsplit(" ", 1)[-1]
             async with aiohttp.ClientSession() as session:
-                while True:
+
+                async def ready() -> bool:
                     async with session.get(f"{url}/readyz") as response:
-                        if response.status == 200:
-                            break
-                    await asyncio.sleep(0.1)
+                        return response.status == 200
+
+                await eventually(ready, within=30, what="/readyz to answer 200")
                 async with session.get(f"{url}/metrics") as response:
                     assert "mpi_operator_is_leader 1.0" in await response.text()
             kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1)

@@ -3,7 +3,6 @@ own refusals (kubesim.podlog)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -32,18 +31,15 @@ def pod(name: str, *containers: str, restart: str = "Never", **annotations: str)
     )
 
 
-async def wait_phase(kubectl: Kubectl, name: str, phase: str) -> None:
-    async with asyncio.timeout(10):
-        while True:
-            rc, out, _ = await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")
-            if rc == 0 and out == phase:
-                return
-            await asyncio.sleep(0.05)
+async def wait_for(kubectl: Kubectl, name: str, jsonpath: str, value: str) -> None:
+    """`kubectl wait`: kubectl watches the pod until the field has the value."""
+    rc, out, err = await kubectl("wait", f"--for=jsonpath={jsonpath}={value}", f"pod/{name}", "--timeout=60s")
+    assert rc == 0, out + err
 
 
 async def test_a_running_container_tells_it_is_simulated(kubesim: KubeSim, kubectl: Kubectl) -> None:
     assert (await kubectl("apply", "-f", "-", stdin=pod("solo", "main")))[0] == 0
-    await wait_phase(kubectl, "solo", "Running")
+    await wait_for(kubectl, "solo", "{.status.phase}", "Running")
     rc, out, err = await kubectl("logs", "solo")
     assert rc == 0, err
     lines = out.splitlines()
@@ -62,12 +58,9 @@ async def test_an_exited_container_shows_its_exit_and_previous_run(
         "crash", "main", restart="OnFailure", **{"kubesim/run-seconds": "0.2", "kubesim/exit-code": "3"}
     )
     assert (await kubectl("apply", "-f", "-", stdin=body))[0] == 0
-    async with asyncio.timeout(10):
-        while True:
-            rc, out, _ = await kubectl("logs", "crash", "--previous")
-            if rc == 0:
-                break
-            await asyncio.sleep(0.1)
+    await wait_for(kubectl, "crash", "{.status.containerStatuses[0].lastState.terminated.exitCode}", "3")
+    rc, out, err = await kubectl("logs", "crash", "--previous")
+    assert rc == 0, err
     assert "exited with code 3 (Error)" in out, out
     rc, out, err = await kubectl("logs", "crash")
     assert rc == 0, err
@@ -89,7 +82,7 @@ async def test_refusals_are_the_api_servers(
     kubesim: KubeSim, kubectl: Kubectl, args: list[str], message: str
 ) -> None:
     assert (await kubectl("apply", "-f", "-", stdin=pod("duo", "a", "b")))[0] == 0
-    await wait_phase(kubectl, "duo", "Running")
+    await wait_for(kubectl, "duo", "{.status.phase}", "Running")
     rc, out, err = await kubectl(*args)
     assert rc != 0, out
     assert message in err, err
@@ -105,7 +98,7 @@ async def test_a_pod_that_has_not_started_is_waiting(kubesim: KubeSim, kubectl: 
 
 async def test_kubectl_picks_the_first_container_of_several(kubesim: KubeSim, kubectl: Kubectl) -> None:
     assert (await kubectl("apply", "-f", "-", stdin=pod("pair", "a", "b")))[0] == 0
-    await wait_phase(kubectl, "pair", "Running")
+    await wait_for(kubectl, "pair", "{.status.phase}", "Running")
     rc, out, err = await kubectl("logs", "pair")
     assert rc == 0, err
     assert 'container "a"' in out, out

@@ -13,6 +13,7 @@ thread stand-ins for the worker processes.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -241,6 +242,11 @@ def test_rendered_script_runs_through_horovods_shell_exec(horovod: SimpleNamespa
     assert found == {f"hvd-worker-{i}.hvd.ns.svc": 4 for i in range(3)}
 
 
+WAIT_POLLS = 2000
+"""A wait's ceiling in discovery polls (the test polls every 50 ms: 100 s on an idle machine)."""
+STALL_SECONDS = 60.0
+
+
 class DriverRun:
     """Horovod's real `ElasticDriver`, polling a script file, with its real Gloo rendezvous server.
 
@@ -254,6 +260,9 @@ class DriverRun:
         self.started: list[str] = []
         self.exit_codes: dict[str, int] = {}
         self._cond = threading.Condition()
+        self._ticks = 0
+        self._ticked = threading.Condition()
+        """Notified on each discovery poll and each worker start: what a `wait` re-checks on."""
         self.rendezvous = hvd.http_server.RendezvousServer()
         discovery = hvd.discovery.HostDiscoveryScript(str(path), None)
         self.polls = 0
@@ -262,6 +271,7 @@ class DriverRun:
         def counted() -> Any:
             found = poll()
             self.polls += 1  # only counts: the parsing is Horovod's
+            self._tick()
             return found
 
         discovery.find_available_hosts_and_slots = counted
@@ -273,6 +283,8 @@ class DriverRun:
         with self._cond:
             self.started.append(host.split(".", 1)[0])
             self._cond.notify_all()
+        self._tick()
+        with self._cond:
             while host not in self.exit_codes and not any(e.is_set() for e in events):
                 self._cond.wait(0.05)
             return self.exit_codes.pop(host, 0), int(time.time())
@@ -303,11 +315,29 @@ class DriverRun:
         target = self.polls + count
         self.wait(lambda: self.polls >= target, "discovery polls")
 
+    def _moved_since(self, seen: int) -> bool:
+        return self._ticks != seen
+
+    def _tick(self) -> None:
+        with self._ticked:
+            self._ticks += 1
+            self._ticked.notify_all()
+
     def wait(self, predicate: Any, what: str) -> None:
-        deadline = time.monotonic() + 20
-        while not predicate():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.05)
+        """Re-checks `predicate` after each discovery poll or worker start (the driver's state changes
+        only in those threads), outside any lock the driver's threads take. Its ceiling counts polls
+        (`WAIT_POLLS`), not seconds, and a driver that stops polling fails after `STALL_SECONDS`."""
+        for _ in range(WAIT_POLLS):
+            with self._ticked:
+                seen = self._ticks
+            if predicate():
+                return
+            with self._ticked:
+                moved = self._ticked.wait_for(
+                    functools.partial(self._moved_since, seen), timeout=STALL_SECONDS
+                )
+            assert moved, f"no discovery poll for {STALL_SECONDS}s while waiting for {what}"
+        raise AssertionError(f"not true after {WAIT_POLLS} discovery polls: {what}")
 
     def stop(self) -> None:
         self.driver.stop()

@@ -26,7 +26,7 @@ import signal
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +36,25 @@ import pytest_asyncio
 import yaml
 
 from integration.elastic.ela_harness import (
+    JOB_LABEL,
+    ROLE_LABEL,
     elastic_job,
     host,
-    http,
     is_ready,
     launcher_pod,
     mounted_hosts,
     worker_pods,
 )
-from integration.reconcile.rc_harness import NS, eventually, kube, operator, wait_condition
+from integration.reconcile.rc_harness import NS, wait_condition
 from kubesim.app import KubeSim
+from kubesim.cluster import EventType
+from kubesim.controllers import resource_type
+from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
-from kubesim.testing import Kubectl
+from kubesim.testing import Kubectl, eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["http", "kube", "operator"]
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -144,34 +146,36 @@ async def run(tmp_path: Path) -> AsyncIterator[Run]:
                     os.killpg(session["pgid"], signal.SIGKILL)
 
 
-@contextlib.asynccontextmanager
-async def pod_timeline(kube: Kube, path: Path) -> AsyncIterator[None]:
-    """Writes each change of the worker pods (host name, phase, readiness, deletion) to `path`, so that a
-    failure can be read against horovodrun's timestamped output."""
+@contextlib.contextmanager
+def pod_timeline(sim: KubeSim, job: str, path: Path) -> Iterator[None]:
+    """Writes each change of `job`'s worker pods (host name, phase, readiness, deletion) to `path` as kubesim
+    commits it, so that a failure can be read against horovodrun's timestamped output."""
+    pods = resource_type(sim.cluster, "v1", "Pod")
+    seen: dict[str, str] = {}
+    with path.open("w") as out:
 
-    async def record() -> None:
-        seen: dict[str, str] = {}
-        with path.open("w") as out:
-            while True:
-                for name, pod in sorted((await worker_pods(kube, JOB)).items()):
-                    deleting = bool(pod["metadata"].get("deletionTimestamp"))
-                    state = (
-                        f"{pod['spec'].get('hostname')} {pod['status'].get('phase')} "
-                        f"ready={is_ready(pod)} deleting={deleting}"
-                    )
-                    if seen.get(name) != state:
-                        seen[name] = state
-                        out.write(f"{time.time():.2f} {name} {state}\n")
-                        out.flush()
-                await asyncio.sleep(0.1)
+        def record(
+            event: EventType, rt: ResourceType, pod: dict[str, Any], _old: dict[str, Any] | None
+        ) -> None:
+            labels = pod["metadata"].get("labels") or {}
+            if rt != pods or labels.get(JOB_LABEL) != job or labels.get(ROLE_LABEL) != "worker":
+                return
+            name = pod["metadata"]["name"]
+            deleting = event == "DELETED" or bool(pod["metadata"].get("deletionTimestamp"))
+            state = (
+                f"{pod['spec'].get('hostname')} {(pod.get('status') or {}).get('phase')} "
+                f"ready={is_ready(pod)} deleting={deleting}"
+            )
+            if seen.get(name) != state:
+                seen[name] = state
+                out.write(f"{time.time():.2f} {name} {state}\n")
+                out.flush()
 
-    task = asyncio.create_task(record())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        sim.cluster.add_listener(record)
+        try:
+            yield
+        finally:
+            sim.cluster.remove_listener(record)
 
 
 def fqdn(index: int, incarnation: int = 0) -> str:
@@ -226,7 +230,7 @@ async def start_horovodrun(run: Run, venv: Path, sim: KubeSim, launcher: str, co
     run.copier = asyncio.create_task(run.copy_output(run.proc))
 
 
-async def wait_world(run: Run, want: set[str], since: float, limit: float) -> float:
+async def wait_world(run: Run, sim: KubeSim, want: set[str], since: float, limit: float) -> float:
     """Waits until Horovod trains a batch with exactly the hosts `want`; returns when it first did."""
 
     async def check() -> float | None:
@@ -237,7 +241,8 @@ async def wait_world(run: Run, want: set[str], since: float, limit: float) -> fl
         return time.time()
 
     try:
-        return await eventually(check, f"Horovod to train with {sorted(want)}", limit, interval=0.2)
+        # Re-checked on every change of the cluster (the pods Horovod trains on) and once a second.
+        return await eventually(check, sim=sim, what=f"Horovod to train with {sorted(want)}", within=limit)
     except BaseException:
         print(run.tail())
         raise
@@ -256,27 +261,27 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
     manifest = elastic_job(JOB, workers=2, min_replicas=1, max_replicas=3, grace=GRACE_SECONDS)
     manifest["spec"]["elasticPolicy"]["settleSeconds"] = SETTLE_SECONDS
     await kube.create(resources.MPIJOB, manifest)
-    await wait_condition(kube, JOB, "Running", limit=30)
+    await wait_condition(kube, JOB, "Running")
     pod = await launcher_pod(kube, JOB)
     assert pod is not None
 
-    async with pod_timeline(kube, run.pods):
+    with pod_timeline(kubesim, JOB, run.pods):
         # 1. Start: horovodrun -np 2 forms a world of the two workers discovery lists.
         started = time.time()
         await start_horovodrun(run, horovod_venv, kubesim, pod["metadata"]["name"], TRAIN_COMMAND)
-        await wait_world(run, {fqdn(0), fqdn(1)}, started, limit=120)
+        await wait_world(run, kubesim, {fqdn(0), fqdn(1)}, started, limit=120)
 
         # 2. kubectl scale out: the third worker joins Horovod's world.
         t = time.time()
         rc, _, err = await kubectl("scale", f"mpijob.v2beta1.kubeflow.org/{JOB}", "--replicas=3")
         assert rc == 0, err
-        grown = await wait_world(run, {fqdn(0), fqdn(1), fqdn(2)}, t, limit=90)
+        grown = await wait_world(run, kubesim, {fqdn(0), fqdn(1), fqdn(2)}, t, limit=90)
 
         # 3. A worker's container dies: Horovod blacklists its host name, the operator replaces the pod
         #    under a fresh name (-r1), and the replacement rejoins Horovod's world.
         t = time.time()
         kubesim.controllers.kubelet.kill(NS, f"{JOB}-worker-1", exit_code=137)
-        healed = await wait_world(run, {fqdn(0), fqdn(1, 1), fqdn(2)}, t, limit=120)
+        healed = await wait_world(run, kubesim, {fqdn(0), fqdn(1, 1), fqdn(2)}, t, limit=120)
         killed = [s for s in run.sessions() if s["event"] == "end" and s["host"] == fqdn(1)]
         assert killed, "no ended ssh session for the killed worker"
         assert killed[0]["killed"] == "container exited 137", killed
@@ -287,14 +292,19 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
         t = time.time()
         rc, _, err = await kubectl("scale", f"mpijob.v2beta1.kubeflow.org/{JOB}", "--replicas=1")
         assert rc == 0, err
-        shrunk = await wait_world(run, {fqdn(0)}, t, limit=120)
+        shrunk = await wait_world(run, kubesim, {fqdn(0)}, t, limit=120)
         worlds = run.worlds(t)
         assert [size for size, _ in worlds] == [3, 1], f"Horovod went through {worlds}"
 
         async def scaled_in() -> bool:
             return sorted(await worker_pods(kube, JOB)) == [f"{JOB}-worker-0"]
 
-        await eventually(scaled_in, "the scaled-in pods to be deleted after their grace", GRACE_SECONDS * 3)
+        await eventually(
+            scaled_in,
+            sim=kubesim,
+            what="the scaled-in pods to be deleted after their grace",
+            within=GRACE_SECONDS * 3,
+        )
 
         # 5. Out and straight back in, the removal one second after the launcher's script listed the new host:
         #    unpaced, Horovod 0.28.1 loses a removal that lands while it resets for the addition and the host
@@ -307,13 +317,15 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
             hosts = await mounted_hosts(kube, kubesim, http, JOB)
             return hosts[1][0] if hosts and len(hosts) == 2 else None
 
-        rejoined = await eventually(listed_again, "the launcher's script to list a second worker", 30)
+        rejoined = await eventually(
+            listed_again, sim=kubesim, what="the launcher's script to list a second worker", within=30
+        )
         assert rejoined != fqdn(1), "index 1 came back under the host name Horovod blacklisted"
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the scenario's timing (a removal inside settleSeconds), not a wait
         rc, _, err = await kubectl("scale", f"mpijob.v2beta1.kubeflow.org/{JOB}", "--replicas=1")
         assert rc == 0, err
         limit = SETTLE_SECONDS + GRACE_SECONDS * 3
-        await eventually(scaled_in, "the second scale-in's pod to be deleted", limit)
+        await eventually(scaled_in, sim=kubesim, what="the second scale-in's pod to be deleted", within=limit)
         assert run.worlds(t)[-1] == (1, frozenset({fqdn(0)})), run.worlds(t)
 
         # 6. Stop training: every rank returns together and horovodrun exits 0.
@@ -335,7 +347,7 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
 EXAMPLE = REPO / "examples" / "elastic" / "pytorch-synthetic-elastic.yaml"
 
 
-async def wait_output(run: Run, text: str, since: float, limit: float) -> None:
+async def wait_output(run: Run, sim: KubeSim, text: str, since: float, limit: float) -> None:
     """Waits until a line of horovodrun's output written after `since` contains `text`."""
 
     async def check() -> bool:
@@ -345,7 +357,7 @@ async def wait_output(run: Run, text: str, since: float, limit: float) -> None:
         return any(text in line and float(line.split(" ", 1)[0]) >= since for line in lines)
 
     try:
-        await eventually(check, f"horovodrun to print {text!r}", limit, interval=0.2)
+        await eventually(check, sim=sim, what=f"horovodrun to print {text!r}", within=limit)
     except BaseException:
         print(run.tail())
         raise
@@ -360,7 +372,7 @@ async def test_the_pytorch_example_trains_elastically_under_real_horovodrun(
     manifest = yaml.safe_load(EXAMPLE.read_text())
     name = manifest["metadata"]["name"]
     await kube.create(resources.MPIJOB, manifest, namespace=NS)
-    await wait_condition(kube, name, "Running", limit=30)
+    await wait_condition(kube, name, "Running")
     pod = await launcher_pod(kube, name)
     assert pod is not None
     container = pod["spec"]["containers"][0]
@@ -369,16 +381,16 @@ async def test_the_pytorch_example_trains_elastically_under_real_horovodrun(
     tiny = ["--model", "tiny", "--iterations", "1000000", "--batches-per-iteration", "5"]
     tiny += ["--image-size", "32"]
 
-    async with pod_timeline(kube, run.pods):
+    with pod_timeline(kubesim, name, run.pods):
         t = time.time()
         await start_horovodrun(run, horovod_venv, kubesim, pod["metadata"]["name"], [*command, *tiny])
-        await wait_output(run, "on 4 processes", t, limit=120)
+        await wait_output(run, kubesim, "on 4 processes", t, limit=120)
         for replicas, processes in ((3, 6), (1, 2)):
             t = time.time()
             resource = f"mpijob.v2beta1.kubeflow.org/{name}"
             rc, _, err = await kubectl("scale", resource, f"--replicas={replicas}")
             assert rc == 0, err
-            await wait_output(run, f"on {processes} processes", t, limit=120)
+            await wait_output(run, kubesim, f"on {processes} processes", t, limit=120)
 
     sessions = run.sessions()
     hosts = {s["host"] for s in sessions if s["event"] == "start"}

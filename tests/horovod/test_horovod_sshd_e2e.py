@@ -9,7 +9,6 @@ Horovod forms are read from the launcher's log (`on N processes`, printed by ran
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from datetime import UTC, datetime
@@ -24,7 +23,7 @@ from kubesim.app import KubeSim
 from kubesim.procrt import logs
 from kubesim.procrt.images import ImageCatalog
 from kubesim.settings import SimSettings
-from kubesim.testing import Kubectl, wait_for
+from kubesim.testing import Kubectl, eventually, wait_for
 from operator_testing import operator_process
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,14 +92,15 @@ async def ranks_on(sim: KubeSim, pod_name: str, within: float = 240) -> None:
     """Waits until Horovod's training processes run inside the worker pod's container."""
     kubelet = sim.controllers.kubelet
     assert kubelet is not None
-    async with asyncio.timeout(within):
-        while True:
-            run = kubelet._workers[(NS, pod_name)].runs["worker"]  # type: ignore[attr-defined]
-            code, _ = await run.exec(["pgrep", "-f", "pytorch_synthetic_elastic.py"], 10)
-            if code == 0:
-                return
-            # Nothing to wait on: the processes appear inside the container, outside the API.
-            await asyncio.sleep(1)
+
+    async def running() -> bool:
+        run = kubelet._workers[(NS, pod_name)].runs["worker"]  # type: ignore[attr-defined]
+        code, _ = await run.exec(["pgrep", "-f", "pytorch_synthetic_elastic.py"], 10)
+        return bool(code == 0)
+
+    # The processes appear inside the container, outside the API: with `sim`, the check runs after each
+    # change of the cluster and once a second, not in a tight loop of `pgrep` processes.
+    await eventually(running, sim=sim, within=within, what=f"Horovod's ranks in {pod_name}")
 
 
 def now() -> datetime:

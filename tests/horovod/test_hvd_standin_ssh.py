@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from integration.reconcile.rc_harness import NS, eventually, kube
+from integration.reconcile.rc_harness import NS
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
+from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube"]
 
 STANDIN = Path(__file__).resolve().parent / "hvd_standin_ssh.py"
 SSH_OPTIONS = ("-o", "PasswordAuthentication=no", "-o", "StrictHostKeyChecking=no")
@@ -56,7 +55,7 @@ async def ready(kube: Kube, name: str) -> None:
         conditions = (pod.get("status") or {}).get("conditions") or []
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
-    await eventually(check, f"{name} to be Ready")
+    await eventually(check, what=f"{name} to be Ready")
 
 
 async def ssh(sim: KubeSim, log: Path, host: str, command: str) -> asyncio.subprocess.Process:
@@ -74,7 +73,7 @@ async def started(log: Path) -> None:
     async def check() -> bool:
         return any(r["event"] == "start" for r in records(log))
 
-    await eventually(check, "the session to start")
+    await eventually(check, what="the session to start")
 
 
 @pytest.mark.parametrize("fault", ["kill", "delete"])

@@ -1,4 +1,5 @@
-"""The generated MPIJob CRD: drift from the models, apiextensions validity, the contract of DESIGN.md §4."""
+"""The generated MPIJob CRD: drift from the models, apiextensions validity, and its contract (versions,
+subresources, printer columns, CEL rules; docs/api-reference.md)."""
 
 from __future__ import annotations
 

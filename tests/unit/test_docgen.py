@@ -20,7 +20,7 @@ from mpi_operator import elastic, reasons
 from mpi_operator.api import docgen
 from mpi_operator.api.legacy import LEGACY_SPEC_KEYS
 from mpi_operator.api.models import MPIJob
-from mpi_operator.controller import elastic_sync, reconciler
+from mpi_operator.controller import reconciler
 from mpi_operator.controller.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,6 @@ METRICS_AND_EVENTS = ROOT / "docs" / "metrics-and-events.md"
 REASON_MODULES: tuple[ModuleType, ...] = (
     reasons,
     reconciler,
-    elastic_sync,
     *(
         importlib.import_module(info.name)
         for info in pkgutil.iter_modules(elastic.__path__, prefix=f"{elastic.__name__}.")

@@ -291,7 +291,7 @@ def test_elastic_horovodrun_bounds_are_worker_bounds_times_slots(
     assert command[11:] == ["python", generate.DEFAULT_ELASTIC_SCRIPT]
     policy = job["spec"]["elasticPolicy"]
     assert policy == {"minReplicas": kwargs["min_replicas"], "maxReplicas": kwargs["max_replicas"]}
-    # The operator reads the same bounds back from the command (DESIGN.md §6 inference).
+    # The operator reads the same bounds back from the command (the inference for manifests without a policy).
     canonical = parse_and_validate(job).job
     inferred = api_elastic.infer_elastic_policy(canonical)
     assert inferred is not None

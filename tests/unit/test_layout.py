@@ -1,4 +1,4 @@
-"""Guards the source-root layout: `operator/` must never become a package (DESIGN.md §2)."""
+"""Guards the source-root layout: `operator/` must never become a package (docs/architecture.md)."""
 
 import operator
 import sys

@@ -27,7 +27,7 @@ CRD_NAME: Final = f"{PLURAL}.{GROUP}"
 OPERATOR_NAME: Final = "mpi-operator"
 
 # Labels on every child object (upstream `defaultLabels`), plus the pre-v2 pair kept so that old
-# `kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes keep working (DESIGN.md §5).
+# `kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes keep working.
 LABEL_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
 LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"
 LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
@@ -97,7 +97,8 @@ MULTIKUEUE_CONTROLLER_NAME: Final = "kueue.x-k8s.io/multikueue"
 ManagedBy = Literal["kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue"]
 MANAGED_BY_VALUES: Final = (CONTROLLER_NAME, MULTIKUEUE_CONTROLLER_NAME)
 
-# Defaults (upstream `SetDefaults_MPIJob` / CRD structural defaults), except where DESIGN.md §5 improves.
+# Defaults (upstream `SetDefaults_MPIJob` / CRD structural defaults), except where we deviate on purpose
+# (docs/architecture.md#decisions-and-why).
 DEFAULT_SLOTS_PER_WORKER: Final = 1
 DEFAULT_SSH_AUTH_MOUNT_PATH: Final = "/root/.ssh"
 DEFAULT_CLEAN_POD_POLICY: Final = CLEAN_POD_POLICY_NONE

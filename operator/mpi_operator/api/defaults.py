@@ -1,4 +1,4 @@
-"""Defaults that depend on other fields: the effective `slotsPerWorker` (DESIGN.md §5).
+"""Defaults that depend on other fields: the effective slots of the workers and of the launcher.
 
 Static defaults (upstream `SetDefaults_MPIJob`) are pydantic field defaults in `models.py`, applied when
 a manifest is parsed. `slotsPerWorker` is the exception: upstream defaults it to 1, we default it to the
@@ -9,43 +9,9 @@ own slots depend on it); readers ask `slots_per_worker(spec)` for the effective 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJobSpec
-from mpi_operator.api.resources import is_gpu_resource, pod_gpus
-
-__all__ = [
-    "container_resource",
-    "default_slots_per_worker",
-    "is_gpu_resource",
-    "pod_gpus",
-    "slots_per_worker",
-]
-
-
-def whole_quantity(value: Any) -> int | None:
-    """An integer resource quantity (`8`, `"8"`); None for fractions, suffixes and junk."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
-
-
-def container_resource(container: Mapping[str, Any], resource: str) -> int | None:
-    """A container's whole-number limit (else request) for `resource`, None when it names none."""
-    resources = container.get("resources")
-    if not isinstance(resources, Mapping):
-        return None
-    for section in ("limits", "requests"):
-        values = resources.get(section)
-        if isinstance(values, Mapping) and resource in values:
-            return whole_quantity(values[resource])
-    return None
+from mpi_operator.api.quantities import pod_gpus
 
 
 def default_slots_per_worker(spec: MPIJobSpec) -> int:
@@ -56,7 +22,19 @@ def default_slots_per_worker(spec: MPIJobSpec) -> int:
 
 
 def slots_per_worker(spec: MPIJobSpec) -> int:
-    """The effective slots per worker: the field when set, else `default_slots_per_worker`."""
+    """The effective MPI slots of each worker: the field when set, else `default_slots_per_worker`."""
     if spec.slots_per_worker is not None:
         return spec.slots_per_worker
     return default_slots_per_worker(spec)
+
+
+def launcher_slots(spec: MPIJobSpec) -> int:
+    """Slots of the launcher when it runs as a worker.
+
+    Upstream gives it `slotsPerWorker` like every worker, and so do we when the field is set. When it is
+    derived from the workers' GPUs, a launcher without GPUs must not get that many processes: it gets
+    its own GPU count, else 1.
+    """
+    if spec.slots_per_worker is not None:
+        return spec.slots_per_worker
+    return pod_gpus(spec.mpi_replica_specs.launcher.template) or c.DEFAULT_SLOTS_PER_WORKER

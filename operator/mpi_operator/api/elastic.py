@@ -1,7 +1,8 @@
 """Elastic bounds of a job: its elasticPolicy, or bounds inferred from the launcher's horovodrun command.
 
-DESIGN.md §6: a manifest without `elasticPolicy` whose launcher runs `horovodrun ... --host-discovery-script`
-is elastic too, with worker bounds from `--min-np` / `--max-np` and the slots per worker. The inference is
+A manifest without `elasticPolicy` whose launcher runs `horovodrun ... --host-discovery-script` is elastic
+too (manifests written for the upstream operator look like that), with worker bounds from `--min-np` /
+`--max-np` and the slots per worker. The inference is
 not applied by `normalize()` (normalizing a canonical object must stay the identity); callers that need
 the effective policy ask `effective_elastic_policy(job)`.
 """

@@ -18,9 +18,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.defaults import container_resource, is_gpu_resource
 from mpi_operator.api.models import ApiModel, MPIJob, MPIJobSpec, MPIReplicaSpecs, optional_field
-from mpi_operator.api.validation import FieldError, errors_from_pydantic
+from mpi_operator.api.quantities import container_resource, is_gpu_resource
+from mpi_operator.api.validation import FieldError, LegacyNote, errors_from_pydantic
 
 MPIDistribution = Literal["OpenMPI", "IntelMPI", "MPICH", "open_mpi", "intel_mpi", "mpich"]
 MPI_DISTRIBUTIONS: dict[str, c.MPIImplementation] = {
@@ -33,19 +33,6 @@ MPI_DISTRIBUTIONS: dict[str, c.MPIImplementation] = {
 }
 SSHD_COMMAND = ("/usr/sbin/sshd", "-De")
 _MASTER_ROLES = ("node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane")
-
-
-@dataclass(frozen=True)
-class LegacyNote:
-    """A legacy field that was mapped onto its canonical equivalent."""
-
-    legacy_field: str
-    canonical_field: str
-    detail: str = ""
-
-    def __str__(self) -> str:
-        text = f"{self.legacy_field} -> {self.canonical_field}"
-        return f"{text} ({self.detail})" if self.detail else text
 
 
 class LegacySpecFields(ApiModel):

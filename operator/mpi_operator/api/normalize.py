@@ -19,12 +19,12 @@ from pydantic import ValidationError
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import legacy
-from mpi_operator.api.legacy import LegacyNote
 from mpi_operator.api.models import MPIJob
 from mpi_operator.api.validation import (
     ROOT_PATH,
     FieldError,
     InvalidMPIJob,
+    LegacyNote,
     describe,
     format_path,
     is_under,

@@ -11,16 +11,13 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob, ReplicaSpec
-
-if TYPE_CHECKING:  # legacy.py imports this module at run time
-    from mpi_operator.api.legacy import LegacyNote
 
 ROOT_PATH = "<root>"
 """The path of an error about the object as a whole (e.g. it is not a mapping)."""
@@ -41,11 +38,27 @@ class FieldError:
         return f"{self.path}: {self.message}"
 
 
+@dataclass(frozen=True)
+class LegacyNote:
+    """A legacy field that was mapped onto its canonical equivalent (`legacy.convert_legacy_fields`).
+
+    Defined here rather than in `legacy`, which imports this module, so that `InvalidMPIJob` can carry
+    the notes without an import cycle."""
+
+    legacy_field: str
+    canonical_field: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.legacy_field} -> {self.canonical_field}"
+        return f"{text} ({self.detail})" if self.detail else text
+
+
 class InvalidMPIJob(Exception):
     """The object is not a valid MPIJob; `errors` lists every problem found.
 
-    `warnings` and `notes` (legacy mappings, `legacy.LegacyNote`) carry what normalization found
-    besides the errors, so a caller can show everything at once.
+    `warnings` and `notes` (legacy mappings) carry what normalization found besides the errors, so a
+    caller can show everything at once.
     """
 
     def __init__(

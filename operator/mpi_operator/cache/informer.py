@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from mpi_operator.cache.reflector import Backoff, ListerWatcher, Reflector
-from mpi_operator.cache.store import IndexFunc, KubeObject, Store, object_key, resource_version
+from mpi_operator.cache.store import IndexFunc, Store, object_key
 from mpi_operator.flowcontrol import Clock
+from mpi_operator.objects import KubeObject, resource_version
 
 log = logging.getLogger(__name__)
 

@@ -18,16 +18,13 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import AsyncIterator, Callable
-from typing import Any, NoReturn, Protocol
+from typing import NoReturn, Protocol
 
-from mpi_operator.cache.store import KubeObject, resource_version
 from mpi_operator.flowcontrol import Clock, MonotonicClock
 from mpi_operator.kube import errors
+from mpi_operator.objects import KubeObject, WatchEvent, resource_version
 
 log = logging.getLogger(__name__)
-
-WatchEvent = dict[str, Any]
-"""A raw watch event: {"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR", "object": {...}}."""
 
 DEFAULT_MIN_WATCH_TIMEOUT = 300
 """Watches ask the server to end them after 5-10 minutes (randomised, like client-go), which spreads

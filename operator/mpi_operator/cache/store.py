@@ -18,7 +18,8 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-KubeObject = dict[str, Any]
+from mpi_operator.objects import KubeObject, controller_uid, name_of, namespace_of
+
 IndexFunc = Callable[[KubeObject], list[str]]
 
 NAMESPACE_INDEX = "namespace"
@@ -27,10 +28,8 @@ CONTROLLER_UID_INDEX = "controller-uid"
 
 def object_key(obj: Mapping[str, Any]) -> str:
     """client-go's `MetaNamespaceKeyFunc`: "namespace/name", or "name" for cluster-scoped objects."""
-    meta = obj.get("metadata") or {}
-    name = meta.get("name") or ""
-    namespace = meta.get("namespace")
-    return f"{namespace}/{name}" if namespace else str(name)
+    namespace = namespace_of(obj)
+    return f"{namespace}/{name_of(obj)}" if namespace else name_of(obj)
 
 
 def split_key(key: str) -> tuple[str | None, str]:
@@ -39,20 +38,8 @@ def split_key(key: str) -> tuple[str | None, str]:
     return (namespace, name) if sep else (None, namespace)
 
 
-def resource_version(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def controller_uid(obj: Mapping[str, Any]) -> str | None:
-    """The uid of the owner reference marked `controller: true`, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("uid"):
-            return str(ref["uid"])
-    return None
-
-
 def index_by_namespace(obj: KubeObject) -> list[str]:
-    namespace = (obj.get("metadata") or {}).get("namespace")
+    namespace = namespace_of(obj)
     return [namespace] if namespace else []
 
 

@@ -1,6 +1,6 @@
-"""Executes a `planning.Plan` through `Kube`: one API call per action, in the plan's order.
+"""Executes a `planning.Plan` through `Kube`: one API call per action, in the plan's (phase) order.
 
-What each answer means (DESIGN.md §3, §9):
+The only writer of a job's children (`docs/architecture.md`, "The write path"). What each answer means:
   * Create -> 409 AlreadyExists: the cache was stale (names are deterministic), which is success if the
     object there is ours. With label-filtered informers an object *without* our labels is invisible to
     the stores, so the 409 is the first sign of it: GET it; a foreign one becomes a `Conflict` (never
@@ -12,6 +12,9 @@ What each answer means (DESIGN.md §3, §9):
     name) are both success. A uid already deleted successfully is not deleted again while the cache
     still shows it alive (client-go's controller "expectations"): the plan keeps the Delete, so the
     status of the sync is the same either way, but no second DELETE goes out;
+  * Patch -> 404 means nothing is left to patch (a drained pod already gone, a launcher pod replaced by
+    one that mounts the current script): skipped, its events not recorded;
+  * a plan marked `urgent` sends its DISCOVERY and ANNOUNCE actions ahead of the client's queue;
   * anything else propagates (the worker requeues the key with backoff). A failed Pod or launcher Job
     create is reported on the MPIJob first (upstream's `MPIJobFailed` warnings).
 
@@ -22,21 +25,34 @@ the `Kube` client has one `on_warning` callback for every concurrent reconcile.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from mpi_operator import reasons
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import naming
 from mpi_operator.kube import errors, resources
-from mpi_operator.kube.client import Kube, KubeObject
+from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
-from mpi_operator.planning import Action, Conflict, Create, Delete, ObjectRef, Plan, Update, UpdateStatus
+from mpi_operator.objects import KubeObject
+from mpi_operator.planning import (
+    Action,
+    Conflict,
+    Create,
+    Delete,
+    ObjectRef,
+    Patch,
+    Phase,
+    Plan,
+    Update,
+    UpdateStatus,
+)
+from mpi_operator.reasons import Event
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +68,8 @@ _RESOURCES: dict[tuple[str, str], Resource] = {
         resources.SCHEDULER_PLUGINS_POD_GROUP,
     )
 }
+
+_URGENT_PHASES: Final = frozenset({Phase.DISCOVERY, Phase.ANNOUNCE})
 
 _warnings: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("api_warnings", default=None)
 
@@ -78,12 +96,20 @@ class Applied:
     warnings: list[tuple[ObjectRef, str]] = field(default_factory=list)
     written: dict[ObjectRef, KubeObject] = field(default_factory=dict)
     """The objects the API returned for each write (the last one per object)."""
+    events: list[Event] = field(default_factory=list)
+    """The events of the actions that were written (`Patch.events`)."""
+    stopped_in: Phase | None = None
+    """The phase of the action whose conflict stopped the plan; None when every action was sent."""
+
+    def completed(self, phase: Phase) -> bool:
+        """Every action of `phase` (and of the phases before it) was sent."""
+        return self.stopped_in is None or self.stopped_in > phase
 
 
 class DeletedRecently:
     """Uids this process deleted successfully, remembered for `ttl` seconds (see the module docstring)."""
 
-    def __init__(self, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float], ttl: float = 300.0) -> None:
         self.ttl = ttl
         self.clock = clock
         self._deleted: dict[str, float] = {}
@@ -112,28 +138,33 @@ class Applier:
         job: MPIJob,
         watch_labels: Mapping[str, str],
         report: Report,
-        deleted: DeletedRecently | None = None,
+        deleted: DeletedRecently,
     ) -> None:
         self.kube = kube
         self.job = job
         self.watch_labels = dict(watch_labels)
         self.report = report
-        self.deleted = deleted if deleted is not None else DeletedRecently()
+        self.deleted = deleted
 
     async def apply(self, plan: Plan) -> Applied:
         applied = Applied()
         for action in plan.actions:
             sink: list[str] = []
             token = _warnings.set(sink)
+            urgent = plan.urgent and action.phase in _URGENT_PHASES
             try:
-                written = await self._one(action, applied)
+                with self.kube.urgent() if urgent else contextlib.nullcontext():
+                    written = await self._one(action, applied)
             finally:
                 _warnings.reset(token)
             applied.warnings.extend((action.ref, text) for text in sink)
             if applied.conflicts:
+                applied.stopped_in = action.phase
                 break
             if written is not None:
                 applied.written[action.ref] = written
+                if isinstance(action, Patch):
+                    applied.events.extend(action.events)
         return applied
 
     async def _one(self, action: Action, applied: Applied) -> KubeObject | None:
@@ -152,6 +183,12 @@ class Applier:
             return await self.kube.replace(resource, obj)
         if isinstance(action, UpdateStatus):
             return await self.kube.replace(resource, action.obj, subresource="status")
+        if isinstance(action, Patch):
+            try:
+                return await self.kube.patch(resource, ref.name, dict(action.patch), namespace=ref.namespace)
+            except errors.NotFound:
+                log.info("%s: gone, nothing to patch", action.describe())
+                return None
         assert isinstance(action, Delete)
         if action.uid is not None and action.uid in self.deleted:
             return None

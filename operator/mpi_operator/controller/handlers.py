@@ -30,9 +30,10 @@ from typing import Any, Literal, Protocol
 
 from mpi_operator.api import constants
 from mpi_operator.cache.informer import Informer
-from mpi_operator.cache.store import KubeObject, object_key
+from mpi_operator.cache.store import object_key
 from mpi_operator.kube import resources
 from mpi_operator.kube.resources import Resource
+from mpi_operator.objects import KubeObject, controller_ref, is_pod_ready, namespace_of, uid_of
 from mpi_operator.settings import GangScheduler
 
 log = logging.getLogger(__name__)
@@ -42,24 +43,9 @@ class Enqueue(Protocol):
     def __call__(self, key: str, *, urgent: bool = False) -> None: ...
 
 
-def _ready(pod: Mapping[str, Any]) -> bool:
-    # Not planning.observed.is_pod_serving: the runtime may not import the reconcile core (.importlinter).
-    status = pod.get("status")
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    return any(
-        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
-        for c in conditions or ()
-    )
-
-
-def _running(pod: Mapping[str, Any]) -> bool:
-    """Ready and not on its way out."""
-    return _ready(pod) and not _meta(pod).get("deletionTimestamp")
-
-
 def lost_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
     """A pod that could run a Horovod worker before the event and cannot after it (None: no object)."""
-    return old is not None and _running(old) and (new is None or not _running(new))
+    return old is not None and is_pod_ready(old) and (new is None or not is_pod_ready(new))
 
 
 BATCH_GROUP = "batch"
@@ -133,19 +119,6 @@ class ObjectGetter(Protocol):
     def get(self, key: str) -> KubeObject | None: ...
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ownerReference with `controller: true` (at most one is allowed)."""
-    for ref in _meta(obj).get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            return ref
-    return None
-
-
 def _group(api_version: object) -> str:
     group, sep, _ = str(api_version or "").rpartition("/")
     return group if sep else ""
@@ -161,13 +134,13 @@ def mpijob_key(obj: Mapping[str, Any]) -> str:
 
 def owner_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter, jobs: ObjectGetter) -> str | None:
     """The key of the MPIJob that controls `obj` (directly or through its launcher Job), else None."""
-    namespace = _meta(obj).get("namespace")
+    namespace = namespace_of(obj)
     ref = controller_ref(obj)
     if not namespace or ref is None:
         return None
     if is_ref_to(ref, BATCH_GROUP, "Job"):
         job = jobs.get(f"{namespace}/{ref.get('name')}")
-        if job is None or _meta(job).get("uid") != ref.get("uid"):
+        if job is None or uid_of(job) != ref.get("uid"):
             return None
         ref = controller_ref(job)
         if ref is None:
@@ -176,7 +149,7 @@ def owner_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter, jobs: ObjectGett
         return None
     key = f"{namespace}/{ref.get('name')}"
     owner = mpijobs.get(key)
-    if owner is None or _meta(owner).get("uid") != ref.get("uid"):
+    if owner is None or uid_of(owner) != ref.get("uid"):
         return None
     return key
 

@@ -15,12 +15,12 @@
     `leaseDurationSeconds: 1`, so a standby takes over at its next try instead of a lease later.
 
 What losing the lease means for the process is the manager's decision (it exits non-zero, as upstream).
-Timeouts of single tries are real time (`asyncio.timeout`); waits between tries use the injected clock.
+All of its time is the injected clock's: waits between tries and the time limit of each try alike, so a
+limit derived from the renew deadline is measured on the same scale as the deadline itself.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import socket
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from mpi_operator import flowcontrol
 from mpi_operator.controller.types import FatalError
 from mpi_operator.flowcontrol import Clock, MonotonicClock
 from mpi_operator.kube import errors, resources
@@ -211,7 +212,7 @@ class LeaderElector:
     # --- loops -----------------------------------------------------------------------------------
     async def _try(self, limit: float) -> bool:
         try:
-            async with asyncio.timeout(limit):
+            async with flowcontrol.timeout(self._clock, limit):
                 return await self.try_acquire_or_renew()
         except TimeoutError:
             log.warning("lease %s/%s: no answer within %.1fs", self.config.namespace, self.config.name, limit)
@@ -262,7 +263,7 @@ class LeaderElector:
         self._leading = False
         released = False
         try:
-            async with asyncio.timeout(self.config.renew_deadline):
+            async with flowcontrol.timeout(self._clock, self.config.renew_deadline):
                 released = await self._update(self._lease, self._released_record(self._lease))
                 if not released:
                     lease = await self.kube.get(resources.LEASE, self.config.name, self.config.namespace)

@@ -20,6 +20,9 @@ is shut down and in-flight reconciles get `shutdown_grace` seconds to finish (a 
 short), then the rest is cancelled, and only then is the Lease released so a successor takes over at
 once without overlapping our last writes.
 
+Time: every wait, backoff, retry sleep and grace period runs on the injected `clock` (a `FakeClock` in
+tests), and Event timestamps come from the injected `now`.
+
 Losing the Lease is fatal (`LeadershipLost`, exit 1), as upstream: workers are cancelled at once (not
 drained: another leader may already be writing), the Lease is not touched, and the Deployment restarts
 the process, which then waits as a standby. Restarting is simpler and safer than resetting every
@@ -43,12 +46,12 @@ from mpi_operator.cache.workqueue import WorkQueue
 from mpi_operator.controller import handlers, leaderelection, server, workers
 from mpi_operator.controller.metrics import QUEUE_NAME, Metrics
 from mpi_operator.controller.types import FatalError, ManagerDeps, ReconcilerFactory, Stores, utc_now
-from mpi_operator.flowcontrol import Clock, MonotonicClock
+from mpi_operator.flowcontrol import Clock, MonotonicClock, TokenBucket
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import DEFAULT_USER_AGENT, Kube
 from mpi_operator.kube.events import EventRecorder
 from mpi_operator.kube.resources import Resource
-from mpi_operator.kube.retry import NO_RETRY
+from mpi_operator.kube.retry import NO_RETRY, RetryPolicy
 from mpi_operator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -135,8 +138,8 @@ class Manager:
         try:
             kube = await Kube.from_kubeconfig(
                 settings.kubeconfig,
-                qps=settings.qps,
-                burst=settings.burst,
+                limiter=TokenBucket(settings.qps, settings.burst, clock=self.clock),
+                retry=RetryPolicy(sleep=self.clock.sleep),
                 field_manager=settings.field_manager,
             )
         except Exception as exc:
@@ -144,7 +147,7 @@ class Manager:
             raise FatalError(f"cannot configure the Kubernetes client from {source}: {exc}") from exc
         closers: list[Callable[[], Awaitable[None]]] = [kube.close]
         self.metrics.instrument_api_client(kube.api_client)
-        recorder = EventRecorder(kube)
+        recorder = EventRecorder(kube, now=self._epoch_now)
         closers.insert(0, recorder.close)
         tasks: list[asyncio.Task[Any]] = []
         renew: asyncio.Task[None] | None = None
@@ -173,7 +176,11 @@ class Manager:
             assert self.stores is not None
             deps = ManagerDeps(kube, self.stores, recorder, settings, self.clock, self.metrics, self.now)
             self.workers = workers.Workers(
-                self.queue, self.reconciler_factory(deps), count=settings.workers, metrics=self.metrics
+                self.queue,
+                self.reconciler_factory(deps),
+                count=settings.workers,
+                metrics=self.metrics,
+                clock=self.clock,
             )
             self.workers.start()
             self.started.set()
@@ -236,12 +243,11 @@ class Manager:
 
         task = asyncio.create_task(drain(), name="drain")
         force = asyncio.create_task(self._force.wait(), name="force-stop")
-        done, _ = await asyncio.wait(
-            {task, force}, timeout=self.shutdown_grace, return_when=asyncio.FIRST_COMPLETED
-        )
+        grace = asyncio.create_task(self.clock.sleep(self.shutdown_grace), name="shutdown-grace")
+        done, _ = await asyncio.wait({task, force, grace}, return_when=asyncio.FIRST_COMPLETED)
         if task not in done:
             log.warning("in-flight reconciles did not finish within %.1fs; cancelling", self.shutdown_grace)
-        await _cancel([task, force])
+        await _cancel([task, force, grace])
 
     # --- steps ---------------------------------------------------------------------------------
     def _namespaces(self, resource: Resource) -> tuple[str, ...]:
@@ -316,6 +322,10 @@ class Manager:
             elif watch.events == "child":
                 bound.register_children(inf[watch.name])
 
+    def _epoch_now(self) -> float:
+        # EventRecorder stamps and aggregates on epoch seconds; the manager's wall clock is `now`.
+        return self.now().timestamp()
+
     def _enqueue(self, key: str, *, urgent: bool = False) -> None:
         self.metrics.queue_add()
         self.queue.add(key, urgent=urgent)
@@ -347,7 +357,7 @@ class Manager:
             request_timeout=settings.renew_deadline_seconds,
         )
         self.metrics.instrument_api_client(kube.api_client)
-        recorder = EventRecorder(kube, component=LEADER_ELECTION_COMPONENT)
+        recorder = EventRecorder(kube, component=LEADER_ELECTION_COMPONENT, now=self._epoch_now)
         closers.insert(0, kube.close)
         closers.insert(0, recorder.close)
         config = leaderelection.LeaderElectionConfig(
@@ -371,7 +381,12 @@ class Manager:
             self.metrics.set_leader(False)
 
         elector = leaderelection.LeaderElector(
-            kube, config, clock=self.clock, on_started_leading=started, on_stopped_leading=stopped
+            kube,
+            config,
+            clock=self.clock,
+            wall_clock=self.now,
+            on_started_leading=started,
+            on_stopped_leading=stopped,
         )
         return elector
 

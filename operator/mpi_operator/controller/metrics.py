@@ -1,7 +1,7 @@
 """Prometheus metrics of one operator process, in its own `CollectorRegistry` (never the global one, so
 tests can run several managers in one interpreter), and the hooks that update them.
 
-Upstream's job metrics keep their names (`reference/upstream-mpi-operator.md` §3.9):
+Upstream's job metrics keep their names, so existing dashboards and alerts keep working:
 `mpi_operator_jobs_created_total`, `..._successful_total`, `..._failed_total` (counters the reconciler
 bumps on the transition only, unlike upstream which double counts on retries),
 `mpi_operator_job_info{launcher,namespace}` and `mpi_operator_is_leader`. The runtime adds client-go's

@@ -12,11 +12,11 @@ asks to create it and the applier finds it behind the 409 (see `applier`).
 from __future__ import annotations
 
 from mpi_operator.api.models import MPIJob
-from mpi_operator.cache.store import KubeObject, Store
+from mpi_operator.cache.store import Store
 from mpi_operator.controller.types import Stores
 from mpi_operator.desired import config, naming
+from mpi_operator.objects import KubeObject, name_of, uid_of
 from mpi_operator.planning import Observed
-from mpi_operator.planning.observed import uid_of
 
 
 def _get(store: Store | None, namespace: str, name: str) -> KubeObject | None:
@@ -53,8 +53,8 @@ def priority_classes(stores: Stores) -> dict[str, int]:
         return {}
     out: dict[str, int] = {}
     for pc in stores.priority_classes.list():
-        name = (pc.get("metadata") or {}).get("name")
+        name = name_of(pc)
         value = pc.get("value")
-        if isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool):
+        if name and isinstance(value, int) and not isinstance(value, bool):
             out[name] = value
     return out

@@ -1,16 +1,17 @@
-"""The MPIJob reconciler: `reconcile(key)` strings the pure steps together (DESIGN.md §3).
+"""The MPIJob reconciler: `reconcile(key)` strings the pure steps together, in seven steps.
 
-    job      = MPIJobs store -> skip (gone, deleting, managed by another controller)
-                             -> normalize + validate (invalid: explain, create nothing)
-    observed = the child stores, by name and owner index (never a LIST)
-    elastic  = elastic_sync.prepare(job, observed)         elastic jobs: clamp, step, builder inputs
-    desired  = desired.build(job, observed pods, settings, fresh SSH keys only when the Secret needs them)
-    plan     = planning.plan(desired, observed)            conflicts -> ErrResourceExists, retry
-    apply    = applier.Applier(plan)                       the only writes to children (elastic jobs:
-                                                           in the decision's order, `elastic_sync`)
-    status   = status.compute_status(job, observed_after)  merge-patched to /status only when changed
+    1 job      the MPIJobs store -> skip (gone, deleting, managed by another controller)
+               -> normalize + validate (invalid: explain, create nothing)
+    2 observe  the child stores, by name and owner index (never a LIST)
+    3 elastic  `elastic.sync.prepare(job, observed)`: elastic jobs only: clamp, step, the builders'
+               inputs and the plan's elastic writes (drain, launcher touch, graceful delete, stop)
+    4 desired  `desired.build(job, observed pods, settings, elastic inputs, SSH keys only when needed)`
+    5 plan     `planning.plan(desired, observed, elastic writes)`: every write, in phases
+    6 apply    the `Applier` sends the plan: the only writes to children, one error and conflict path
+    7 status   `compute_status(job, observed after the plan)`: merge-patched to /status only when changed
 
-Departures from upstream, each so a user learns more or a converged job writes nothing:
+The write path and the elastic phases are described in `docs/architecture.md`. Departures from upstream,
+each so a user learns more or a converged job writes nothing:
   * an invalid job gets, besides upstream's `ValidationError` Warning, a status condition `Invalid=True`
     (reason `ValidationError`, the errors field by field). It is the latest condition, so
     `kubectl get mpij` shows `Invalid`; fixing the spec removes it and the job starts as a new one. The
@@ -21,39 +22,35 @@ Departures from upstream, each so a user learns more or a converged job writes n
   * API warnings on the children it creates (a typo in a pod template: `unknown field ...`) become a
     Warning `PodTemplateWarning` event on the MPIJob naming the template and the field;
   * Service, ConfigMap, Secret and launcher Job also carry the operator-name and job-name labels, so
-    every child informer can be label-filtered (`WATCH_SELECTORS`);
-  * elastic jobs (DESIGN.md §6) are paced by the pure `mpi_operator.elastic` core: excess workers drain
-    instead of being deleted at once, failed ones are replaced under a fresh host name, an evicted worker
-    does not fail the job (only ready workers below minReplicas for too long do, and then the launcher
-    Job gets an activeDeadlineSeconds that ends it), the launcher pod is touched after each change of
-    `discover_hosts.sh`, and `status.elastic` reports the counts (also while suspended).
+    every child informer can be label-filtered (`WATCH_SELECTORS`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import logging
-import time
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, assert_never
 
 from mpi_operator import desired as desired_state
 from mpi_operator import planning, reasons
 from mpi_operator.api import InvalidMPIJob, MPIJob, parse_and_validate
 from mpi_operator.api import constants as c
-from mpi_operator.cache.store import KubeObject, resource_version
-from mpi_operator.controller import elastic_sync, handlers
-from mpi_operator.controller.applier import Applier, DeletedRecently, Report, collect_warning
+from mpi_operator.controller import handlers
+from mpi_operator.controller.applier import Applied, Applier, DeletedRecently, Report, collect_warning
 from mpi_operator.controller.observe import observe, priority_classes
 from mpi_operator.controller.types import ManagerDeps, Reconciler, Result
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
-from mpi_operator.elastic.launcher_stop import LAUNCHER_STOPPED
+from mpi_operator.elastic import sync as elastic_sync
 from mpi_operator.kube import errors, resources
-from mpi_operator.planning import ObjectRef
+from mpi_operator.objects import KubeObject, resource_version
+from mpi_operator.planning import ObjectRef, Phase
+from mpi_operator.reasons import Event
 from mpi_operator.status import (
+    JobCounter,
+    StatusUpdate,
     compute_status,
     format_time,
     normalize_status,
@@ -141,7 +138,7 @@ class MPIJobReconciler:
         self.settings = deps.settings
         self._invalid_reported: dict[str, tuple[int, str]] = {}
         self._written: dict[str, tuple[str, KubeObject]] = {}
-        self._deleted = DeletedRecently()
+        self._deleted = DeletedRecently(deps.clock.now)
         self._diverged_since: dict[str, float] = {}
         # One client serves every worker: warnings reach the write that caused them through a contextvar.
         deps.kube.on_warning = collect_warning
@@ -167,7 +164,7 @@ class MPIJobReconciler:
             await self._report_invalid(key, raw, [str(e) for e in exc.errors])
             return Result()
         self._invalid_reported.pop(key, None)
-        job = without_invalid(normalized.job)
+        job = without_invalid(normalized.job)  # step 1: the job, valid and canonical
         legacy = "; ".join(str(note) for note in normalized.notes)
         return await self._sync(key, raw, job, legacy)
 
@@ -187,91 +184,91 @@ class MPIJobReconciler:
 
     async def _sync(self, key: str, raw: Mapping[str, Any], job: MPIJob, legacy: str) -> Result:
         settings = self.settings
-        observed = observe(self.stores, job)
+        observed = observe(self.stores, job)  # step 2, then 3: elastic
         sync = elastic_sync.prepare(
             job, observed, now=self.deps.now(), cluster_domain=settings.cluster_domain
         )
+        decision = sync.decision if sync is not None else None
         if sync is not None:
-            job = sync.job  # replicas clamped to the bounds: out-of-bounds values are not acted on
+            job = sync.job
         keys = desired_state.generate_ssh_keys() if planning.secret_needs_keys(observed.secret) else None
-        state = desired_state.build(
+        state = desired_state.build(  # step 4
             job,
             observed_pods=observed.worker_pods,
             settings=settings,
             ssh_keys=keys,
             priority_classes=priority_classes(self.stores),
-            **(sync.build_overrides if sync is not None else {}),
+            elastic=sync.inputs if sync is not None else None,
         )
-        plan = planning.plan(
+        plan = planning.plan(  # step 5
             with_watch_labels(state, job),
             observed,
             job=job,
-            delete_excess_workers=sync is None or sync.decision is None,
-            launcher_ready_workers=sync.policy.min_replicas if sync is not None else None,
+            elastic=sync.writes if sync is not None else None,
             gang=settings.gang_scheduling,
         )
         applier = Applier(self.kube, job, watch_labels(job), self._reporter(raw), self._deleted)
-        decision = sync.decision if sync is not None else None
-        if decision is None:
-            applied = await applier.apply(plan)
-        else:
-            head, tail = elastic_sync.split_plan(plan)
-            await elastic_sync.drain(self.kube, job, decision)
-            with self.kube.urgent() if decision.urgent else contextlib.nullcontext():
-                applied = await applier.apply(head)
-                if not applied.conflicts:
-                    await elastic_sync.touch_launcher(self.kube, job, observed, decision)
-            if not applied.conflicts:
-                if decision.discovery_changed:
-                    self.deps.metrics.discovery_updated()
-                await elastic_sync.delete_pods(self.kube, job, decision, self._deleted)
-                self.deps.metrics.workers_replaced(len(decision.replace))
-                applied = elastic_sync.merge_applied(applied, await applier.apply(tail))
+        applied = await applier.apply(plan)  # step 6
+        self._events(raw, applied.events)
+        if decision is not None:
+            self._count_elastic(decision, applied)
             self._track_convergence(key, job, decision)
-        stop = sync.launcher_stop if sync is not None else None
-        if (
-            stop is not None
-            and not applied.conflicts
-            and await elastic_sync.stop_launcher(self.kube, job, stop)
-        ):
-            self._event(raw, reasons.NORMAL, LAUNCHER_STOPPED, stop.message)
         self._report_warnings(raw, applied.warnings)
         conflicts = [*plan.conflicts, *applied.conflicts]
         if conflicts:
             for conflict in conflicts:
                 self._event(raw, reasons.WARNING, conflict.reason, conflict.message)
             raise ChildConflict("; ".join(conflict.message for conflict in conflicts))
-        for event in plan.events:
-            self._event(raw, event.type, event.reason, event.message)
-        if decision is not None:
-            for event in decision.events:
-                self._event(raw, event.type, event.reason, event.message)
+        self._events(raw, [*plan.events, *(decision.events if decision is not None else [])])
 
-        now = self.deps.now()
-        update = compute_status(
-            job, planning.observed_after(observed, plan), now=now, fail_on_eviction=sync is None
-        )
+        now = self.deps.now()  # step 7
+        after = planning.observed_after(observed, plan)
+        update = compute_status(job, after, now=now, fail_on_eviction=sync is None)
         if decision is not None:
             update = elastic_sync.finish_status(update, decision, now=now)
-        old = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
-        if status_changed(old, update.status):
-            rv = str(_mapping(raw.get("metadata")).get("resourceVersion") or "") or None
-            patch = status_merge_patch(old, update.status, resource_version=rv)
-            written = await self.kube.patch_status(resources.MPIJOB, job.name, patch, namespace=job.namespace)
-            if rv is not None:
-                self._written[key] = (rv, written)
-            if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
-                "observedGeneration"
-            ):
-                # Once per generation, even across restarts: observedGeneration was just written with it.
-                self._event(raw, reasons.NORMAL, LEGACY_FIELDS_MAPPED, f"deprecated fields mapped: {legacy}")
-            for event in update.events:
-                self._event(raw, event.type, event.reason, event.message)
-            for counter in update.counters:
-                getattr(self.deps.metrics, f"job_{counter}")()
+        await self._write_status(key, raw, job, update, legacy)
         if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
             self.deps.metrics.set_job_info(launcher=naming.launcher_name(job), namespace=job.namespace)
         return Result(requeue_after=decision.requeue_after if decision is not None else None)
+
+    async def _write_status(
+        self, key: str, raw: Mapping[str, Any], job: MPIJob, update: StatusUpdate, legacy: str
+    ) -> None:
+        """Step 7: the status merge patch, only when it says something new, with its events and counts."""
+        old = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
+        if not status_changed(old, update.status):
+            return
+        rv = str(_mapping(raw.get("metadata")).get("resourceVersion") or "") or None
+        patch = status_merge_patch(old, update.status, resource_version=rv)
+        written = await self.kube.patch_status(resources.MPIJOB, job.name, patch, namespace=job.namespace)
+        if rv is not None:
+            self._written[key] = (rv, written)
+        if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
+            "observedGeneration"
+        ):
+            # Once per generation, even across restarts: observedGeneration was just written with it.
+            self._event(raw, reasons.NORMAL, LEGACY_FIELDS_MAPPED, f"deprecated fields mapped: {legacy}")
+        self._events(raw, update.events)
+        for counter in update.counters:
+            self._count_job(counter)
+
+    def _count_job(self, counter: JobCounter) -> None:
+        metrics = self.deps.metrics
+        if counter is JobCounter.CREATED:
+            metrics.job_created()
+        elif counter is JobCounter.SUCCEEDED:
+            metrics.job_succeeded()
+        elif counter is JobCounter.FAILED:
+            metrics.job_failed()
+        else:
+            assert_never(counter)
+
+    def _count_elastic(self, decision: ElasticDecision, applied: Applied) -> None:
+        """The script counts as updated once its ConfigMap write went out; replacements once deleted."""
+        if decision.discovery_changed and applied.completed(Phase.DISCOVERY):
+            self.deps.metrics.discovery_updated()
+        if applied.completed(Phase.RELEASE):
+            self.deps.metrics.workers_replaced(len(decision.replace))
 
     def _track_convergence(self, key: str, job: MPIJob, decision: ElasticDecision) -> None:
         """Times how long discovered workers differ from the desired count (process-local, best effort).
@@ -282,11 +279,12 @@ class MPIJobReconciler:
             return
         converged = decision.status.get("discovered") == decision.status.get("desired")
         since = self._diverged_since.get(key)
+        now = self.deps.clock.now()
         if not converged and since is None:
-            self._diverged_since[key] = time.monotonic()
+            self._diverged_since[key] = now
         elif converged and since is not None:
             del self._diverged_since[key]
-            self.deps.metrics.observe_elastic_convergence(time.monotonic() - since)
+            self.deps.metrics.observe_elastic_convergence(now - since)
 
     async def _report_invalid(self, key: str, raw: Mapping[str, Any], problems: list[str]) -> None:
         """Nothing is created; the Invalid condition and a ValidationError Warning say why, field by field."""
@@ -343,6 +341,10 @@ class MPIJobReconciler:
                 self._event(raw, reasons.WARNING, POD_TEMPLATE_WARNING, message)
             else:
                 self._event(raw, reasons.WARNING, API_WARNING, text)
+
+    def _events(self, raw: Mapping[str, Any], events: Sequence[Event]) -> None:
+        for event in events:
+            self._event(raw, event.type, event.reason, event.message)
 
     def _event(self, raw: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
         obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": raw.get("metadata") or {}}

@@ -1,14 +1,12 @@
 """The contract between the runtime and the reconciler: `Reconciler`, `Result`, `PermanentError`, and what
 the manager hands a reconciler factory (`ManagerDeps`, `Stores`).
 
-The runtime (manager, workers) only knows this protocol; the real reconciler (`controller.reconciler`)
-plugs in through a `ReconcilerFactory`. `LoggingReconciler` is the placeholder `mpi-operator run` uses
-until that reconciler exists: it only logs the keys it is given.
+The runtime (manager, workers) only knows this protocol; the reconciler (`controller.reconciler`)
+plugs in through a `ReconcilerFactory`, so runtime tests can plug in their own.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,8 +18,6 @@ from mpi_operator.flowcontrol import Clock
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.events import EventRecorder
 from mpi_operator.settings import Settings
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -92,20 +88,3 @@ class ManagerDeps:
 
 
 ReconcilerFactory = Callable[[ManagerDeps], Reconciler]
-
-
-class LoggingReconciler:
-    """PLACEHOLDER until `controller.reconciler` exists: logs each key (and whether its MPIJob is
-    cached) and changes nothing. `mpi-operator run` uses it through `logging_reconciler_factory`."""
-
-    def __init__(self, deps: ManagerDeps) -> None:
-        self.stores = deps.stores
-
-    async def reconcile(self, key: str) -> Result:
-        present = key in self.stores.mpijobs
-        log.info("reconcile (placeholder: no changes made); MPIJob %s", "cached" if present else "absent")
-        return Result()
-
-
-def logging_reconciler_factory(deps: ManagerDeps) -> Reconciler:
-    return LoggingReconciler(deps)

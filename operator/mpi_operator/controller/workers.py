@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Protocol
 
 from mpi_operator.cache.workqueue import ShutDown
 from mpi_operator.controller import logging as oplog
 from mpi_operator.controller.metrics import Metrics, ReconcileOutcome
 from mpi_operator.controller.types import PermanentError, Reconciler
+from mpi_operator.flowcontrol import Clock, MonotonicClock
 from mpi_operator.kube import errors
 
 log = logging.getLogger(__name__)
@@ -42,18 +42,22 @@ class Queue(Protocol):
     def num_requeues(self, key: str) -> int: ...
 
 
-async def process_next(queue: Queue, reconciler: Reconciler, *, metrics: Metrics) -> None:
-    """Takes one key and reconciles it; raises `ShutDown` when the queue is shut down and empty."""
+async def process_next(
+    queue: Queue, reconciler: Reconciler, *, metrics: Metrics, clock: Clock | None = None
+) -> None:
+    """Takes one key and reconciles it; raises `ShutDown` when the queue is shut down and empty.
+
+    `clock` times the reconcile for the duration metric (None: the real monotonic clock)."""
     key = await queue.get()
     try:
         with oplog.key_context(key):
-            await _reconcile(queue, reconciler, key, metrics)
+            await _reconcile(queue, reconciler, key, metrics, clock or MonotonicClock())
     finally:
         queue.done(key)
 
 
-async def _reconcile(queue: Queue, reconciler: Reconciler, key: str, metrics: Metrics) -> None:
-    started = time.monotonic()
+async def _reconcile(queue: Queue, reconciler: Reconciler, key: str, metrics: Metrics, clock: Clock) -> None:
+    started = clock.now()
     outcome: ReconcileOutcome = "error"
     try:
         result = await reconciler.reconcile(key)
@@ -78,14 +82,17 @@ async def _reconcile(queue: Queue, reconciler: Reconciler, key: str, metrics: Me
         else:
             outcome = "success"
     finally:
-        metrics.observe_reconcile(time.monotonic() - started, outcome)
+        metrics.observe_reconcile(clock.now() - started, outcome)
 
 
-async def worker(queue: Queue, reconciler: Reconciler, *, metrics: Metrics) -> None:
+async def worker(
+    queue: Queue, reconciler: Reconciler, *, metrics: Metrics, clock: Clock | None = None
+) -> None:
     """Reconciles keys until the queue is shut down and drained of queued keys."""
+    clock = clock or MonotonicClock()
     while True:
         try:
-            await process_next(queue, reconciler, metrics=metrics)
+            await process_next(queue, reconciler, metrics=metrics, clock=clock)
         except ShutDown:
             return
 
@@ -93,18 +100,30 @@ async def worker(queue: Queue, reconciler: Reconciler, *, metrics: Metrics) -> N
 class Workers:
     """`count` worker tasks; `stop()` cancels whatever is still running (after the queue drained)."""
 
-    def __init__(self, queue: Queue, reconciler: Reconciler, *, count: int, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        queue: Queue,
+        reconciler: Reconciler,
+        *,
+        count: int,
+        metrics: Metrics,
+        clock: Clock | None = None,  # None for the real clock
+    ) -> None:
         if count < 1:
             raise ValueError(f"need at least one worker, got {count}")
         self.queue = queue
         self.reconciler = reconciler
         self.count = count
         self.metrics = metrics
+        self.clock: Clock = clock or MonotonicClock()
         self.tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         self.tasks = [
-            asyncio.create_task(worker(self.queue, self.reconciler, metrics=self.metrics), name=f"worker-{i}")
+            asyncio.create_task(
+                worker(self.queue, self.reconciler, metrics=self.metrics, clock=self.clock),
+                name=f"worker-{i}",
+            )
             for i in range(self.count)
         ]
 

@@ -1,8 +1,8 @@
 """Pure desired state: an MPIJob (+ its observed worker pods) -> the exact child objects it should own.
 
 Every builder takes data and returns new plain JSON dicts (never mutating its inputs) in upstream
-Kubeflow MPI Operator v2beta1's wire format, plus DESIGN.md §5's improvements. `build()` is the one entry
-point the reconciler calls; the submodules own one object each:
+Kubeflow MPI Operator v2beta1's wire format, plus the improvements `docs/architecture.md` lists. `build()`
+is the one entry point the reconciler calls; the submodules own one object each:
 `naming` (names, labels, owner references, FQDNs), `service`, `config` (hostfile, discover_hosts.sh),
 `secret` (SSH keys), `ssh_auth` (how the keys are mounted), `workers`, `launcher`, `podtemplate` (what
 the two share), `podgroup` (gang scheduling), `resources` (GPUs, slots, quantities).
@@ -10,16 +10,34 @@ the two share), `podgroup` (gang scheduling), `resources` (GPUs, slots, quantiti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import config, launcher, podgroup, service, workers
 from mpi_operator.desired.config import discoverable_workers
-from mpi_operator.desired.naming import KubeObject
 from mpi_operator.desired.secret import SSHKeyPair, build_secret, generate_ssh_keys
+from mpi_operator.objects import KubeObject
 from mpi_operator.settings import Settings
+
+
+@dataclass(frozen=True)
+class ElasticInputs:
+    """What an elastic job's step decides for the builders (`mpi_operator.elastic.sync` makes it; this
+    package never imports the elastic one, so the values come by value)."""
+
+    launcher_env: tuple[KubeObject, ...] = ()
+    """Extra launcher env vars: the bounds for horovodrun."""
+    pod_group_min_member: int | None = None
+    """The gang size: minReplicas + 1 instead of every worker."""
+    discovered: tuple[tuple[str, int], ...] | None = None
+    """The hosts and slots of `discover_hosts.sh` (the pacing decides them); None: the Ready workers."""
+    worker_hostnames: Mapping[int, str] | None = None
+    """A host name per worker index: one per pod incarnation, so a replacement is a new host."""
+    worker_annotations: Mapping[int, Mapping[str, str]] | None = None
+    config_map_annotations: Mapping[str, str] | None = None
+    """The published elastic state, written with the script it describes."""
 
 
 @dataclass(frozen=True)
@@ -47,33 +65,30 @@ def build(
     settings: Settings,
     ssh_keys: SSHKeyPair | None = None,
     priority_classes: Mapping[str, int] | None = None,
-    discovered: Sequence[tuple[str, int]] | None = None,
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
-    worker_hostnames: Mapping[int, str] | None = None,
-    worker_annotations: Mapping[int, Mapping[str, str]] | None = None,
-    config_map_annotations: Mapping[str, str] | None = None,
-    launcher_extra_env: Sequence[KubeObject] = (),
-    pod_group_min_member: int | None = None,
+    elastic: ElasticInputs | None = None,
 ) -> DesiredState:
     """Everything `job` should own, from the job, its observed pods and the operator settings.
 
-    `priority_classes` maps PriorityClass names to values (for PodGroup minResources); `discovered`
-    overrides the hosts of `discover_hosts.sh` (the elastic pacing decides them), which otherwise are
-    the observed workers that are Ready and not terminating. The elastic layer also passes, by value (this
-    package never imports it): `worker_hostnames` / `worker_annotations` per index (a host identity per
-    pod incarnation), `config_map_annotations` (its published state, written with the script),
-    `launcher_extra_env` (the bounds for horovodrun) and `pod_group_min_member` (minReplicas + 1).
+    `priority_classes` maps PriorityClass names to values (for PodGroup minResources); `elastic` is an
+    elastic job's step output (without it, `discover_hosts.sh` lists the observed workers that are Ready
+    and not terminating).
     """
     domain = settings.cluster_domain
     gang = settings.gang_scheduling
     suspended = job.spec.run_policy.suspend
+    inputs = elastic if elastic is not None else ElasticInputs()
     config_map = config.build_config_map(
-        job, observed_pods, cluster_domain=domain, discovered=discovered, hostnames=worker_hostnames
+        job,
+        observed_pods,
+        cluster_domain=domain,
+        discovered=inputs.discovered,
+        hostnames=inputs.worker_hostnames,
     )
-    if config_map_annotations:
+    if inputs.config_map_annotations:
         config_map["metadata"]["annotations"] = {
             **(config_map["metadata"].get("annotations") or {}),
-            **config_map_annotations,
+            **inputs.config_map_annotations,
         }
     return DesiredState(
         service=service.build_service(job),
@@ -83,7 +98,7 @@ def build(
             job,
             gang=gang,
             scheduler_plugins_name=scheduler_plugins_name,
-            extra_env=launcher_extra_env,
+            extra_env=inputs.launcher_env,
             cluster_domain=domain,
         ),
         workers={}
@@ -93,17 +108,20 @@ def build(
             cluster_domain=domain,
             gang=gang,
             scheduler_plugins_name=scheduler_plugins_name,
-            hostnames=worker_hostnames,
-            annotations=worker_annotations,
+            hostnames=inputs.worker_hostnames,
+            annotations=inputs.worker_annotations,
         ),
         pod_group=None
         if suspended or gang is None
-        else podgroup.build_pod_group(job, gang, priority_classes or {}, min_member=pod_group_min_member),
+        else podgroup.build_pod_group(
+            job, gang, priority_classes or {}, min_member=inputs.pod_group_min_member
+        ),
     )
 
 
 __all__ = [
     "DesiredState",
+    "ElasticInputs",
     "SSHKeyPair",
     "build",
     "discoverable_workers",

@@ -4,8 +4,9 @@
 format (the launcher first when it runs as a worker). `discover_hosts.sh` is what elastic Horovod polls
 every second: unlike upstream (every Running pod, bare names, sorted as strings) it lists only workers
 that can take an ssh connection now: Ready, not terminating, within the desired replica count, each as
-`host:slots`, in natural index order (DESIGN.md §5, `reference/horovod-elastic.md` A9). Both formats are
-owned by `mpi_discovery.hostfile`; this module decides which hosts go in.
+`host:slots`, in natural index order, one spelling per host, because Horovod takes every distinct string
+for a distinct host. Both formats are owned by `mpi_discovery.hostfile`; this module decides which hosts
+go in.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from mpi_discovery import hostfile
+from mpi_operator import objects
+from mpi_operator.api.defaults import launcher_slots, slots_per_worker
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import naming
-from mpi_operator.desired.naming import KubeObject
-from mpi_operator.desired.resources import launcher_slots, slots_per_worker
+from mpi_operator.objects import KubeObject
 
 HOSTFILE_KEY: Final = "hostfile"
 DISCOVER_HOSTS_KEY: Final = "discover_hosts.sh"
@@ -39,8 +41,8 @@ def static_hosts(
         # By its own host name, not upstream's FQDN: only the launcher reads this file, and Intel MPI's
         # hydra takes `<job>-launcher.<job>.<ns>.svc` for another host and ssh'es to itself, where no
         # sshd runs (tests/process/test_mpi_pi_e2e.py); every MPI recognises the plain host name.
-        hosts.append((naming.launcher_name(job), launcher_slots(job)))
-    slots = slots_per_worker(job)
+        hosts.append((naming.launcher_name(job), launcher_slots(job.spec)))
+    slots = slots_per_worker(job.spec)
     names = hostnames or {}
     hosts.extend(
         (naming.host_fqdn(job, names.get(i) or naming.worker_name(job, i), cluster_domain), slots)
@@ -54,46 +56,21 @@ def render_hostfile(job: MPIJob, cluster_domain: str = "", hostnames: Mapping[in
     return hostfile.render_hostfile(static_hosts(job, cluster_domain, hostnames), job.spec.mpi_implementation)
 
 
-def is_pod_ready(pod: Mapping[str, Any]) -> bool:
-    """Phase Running with condition Ready=True: the kubelet's word that sshd answers (its readiness probe)."""
-    status = pod.get("status")
-    if not isinstance(status, Mapping) or status.get("phase") != "Running":
-        return False
-    conditions = status.get("conditions")
-    if not isinstance(conditions, list):
-        return False
-    return any(
-        isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True"
-        for cond in conditions
-    )
-
-
-def is_terminating(pod: Mapping[str, Any]) -> bool:
-    metadata = pod.get("metadata")
-    return isinstance(metadata, Mapping) and metadata.get("deletionTimestamp") is not None
-
-
 def observed_worker_index(job: MPIJob, pod: Mapping[str, Any]) -> int | None:
     """The index of one of this job's worker pods, None for any other pod.
 
     A worker is named `<job>-worker-<i>`, carries the worker labels and, when the job has a uid, is
     controlled by it; the index comes from the name, which `runLauncherAsWorker` does not shift.
     """
-    metadata = pod.get("metadata")
-    if not isinstance(metadata, Mapping):
+    labels = objects.metadata(pod).get("labels")
+    if not isinstance(labels, Mapping) or any(
+        labels.get(k) != v for k, v in naming.worker_selector(job).items()
+    ):
         return None
-    labels = metadata.get("labels")
-    if not isinstance(labels, Mapping):
+    controller = objects.controller_ref(pod)
+    if job.uid and controller is not None and controller.get("uid") != job.uid:
         return None
-    if any(labels.get(k) != v for k, v in naming.worker_selector(job).items()):
-        return None
-    if job.uid:
-        refs = metadata.get("ownerReferences") or []
-        controllers = [r for r in refs if isinstance(r, Mapping) and r.get("controller") is True]
-        if controllers and controllers[0].get("uid") != job.uid:
-            return None
-    name = metadata.get("name")
-    return naming.worker_index(job, name) if isinstance(name, str) else None
+    return naming.worker_index(job, objects.name_of(pod))
 
 
 def discoverable_workers(
@@ -108,15 +85,15 @@ def discoverable_workers(
     """
     replicas = worker_replicas(job)
     ready: dict[int, hostfile.Host] = {}
-    slots = slots_per_worker(job)
+    slots = slots_per_worker(job.spec)
     for pod in pods:
         index = observed_worker_index(job, pod)
-        if index is None or index >= replicas or is_terminating(pod) or not is_pod_ready(pod):
+        if index is None or index >= replicas or not objects.is_pod_ready(pod):
             continue
         ready[index] = (naming.worker_fqdn(job, index, cluster_domain), slots)
     hosts: list[hostfile.Host] = []
     if job.spec.run_launcher_as_worker:
-        hosts.append((naming.launcher_fqdn(job, cluster_domain), launcher_slots(job)))
+        hosts.append((naming.launcher_fqdn(job, cluster_domain), launcher_slots(job.spec)))
     hosts.extend(ready[i] for i in sorted(ready))
     return hosts
 
@@ -140,12 +117,8 @@ def build_config_map(
         if discovered is not None
         else discoverable_workers(job, pods, cluster_domain=cluster_domain)
     )
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": naming.object_meta(job, naming.config_map_name(job), naming.app_labels(job)),
-        "data": {
-            HOSTFILE_KEY: render_hostfile(job, cluster_domain, hostnames),
-            DISCOVER_HOSTS_KEY: hostfile.render_discover_hosts(hosts),
-        },
+    data = {
+        HOSTFILE_KEY: render_hostfile(job, cluster_domain, hostnames),
+        DISCOVER_HOSTS_KEY: hostfile.render_discover_hosts(hosts),
     }
+    return naming.owned_object(job, "v1", "ConfigMap", naming.config_map_name(job), data=data)

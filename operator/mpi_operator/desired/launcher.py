@@ -33,15 +33,16 @@ first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, TypedDict, Unpack
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.defaults import slots_per_worker
 from mpi_operator.api.models import MPIJob
+from mpi_operator.api.quantities import pod_gpus
 from mpi_operator.desired import naming, podgroup, podtemplate, ssh_auth
 from mpi_operator.desired.config import DISCOVER_HOSTS_KEY, HOSTFILE_KEY
-from mpi_operator.desired.naming import KubeObject
-from mpi_operator.desired.resources import requests_gpus, slots_per_worker
 from mpi_operator.desired.workers import ROLE_ENV
+from mpi_operator.objects import KubeObject
 from mpi_operator.settings import GangScheduler
 
 CONFIG_VOLUME: Final = "mpi-job-config"
@@ -64,7 +65,7 @@ def _env(pairs: list[tuple[str, str]]) -> list[KubeObject]:
 
 def mpi_env(job: MPIJob) -> list[KubeObject]:
     """The implementation's variables, in upstream's order (PRRTE's after ORTE's for Open MPI)."""
-    slots = str(slots_per_worker(job))
+    slots = str(slots_per_worker(job.spec))
     implementation = job.spec.mpi_implementation
     if implementation == c.MPI_IMPLEMENTATION_OPENMPI:
         return _env(
@@ -98,7 +99,7 @@ def mpi_env(job: MPIJob) -> list[KubeObject]:
 
 def hides_gpus(job: MPIJob) -> bool:
     """Whether the launcher's NVIDIA variables are blanked: it neither asks for GPUs nor runs ranks."""
-    return not job.spec.run_launcher_as_worker and not requests_gpus(job.launcher.template)
+    return not job.spec.run_launcher_as_worker and pod_gpus(job.launcher.template) == 0
 
 
 def launcher_env(job: MPIJob) -> list[KubeObject]:
@@ -126,6 +127,15 @@ def template_sets_restart_policy(job: MPIJob) -> bool:
     """Upstream warns (event `SetPodTemplateRestartPolicy`) when the template names a restartPolicy."""
     spec = job.launcher.template.get("spec")
     return isinstance(spec, dict) and bool(spec.get("restartPolicy"))
+
+
+class LauncherOptions(TypedDict, total=False):
+    """`build_launcher_job`'s options, passed on to `build_launcher_pod_template` (whose defaults apply)."""
+
+    gang: GangScheduler | None
+    scheduler_plugins_name: str
+    extra_env: Sequence[KubeObject]
+    cluster_domain: str
 
 
 def build_launcher_pod_template(
@@ -164,14 +174,7 @@ def build_launcher_pod_template(
     return {"metadata": out_metadata, "spec": spec}
 
 
-def build_launcher_job(
-    job: MPIJob,
-    *,
-    gang: GangScheduler | None = None,
-    scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
-    extra_env: Sequence[KubeObject] = (),
-    cluster_domain: str = "",
-) -> KubeObject:
+def build_launcher_job(job: MPIJob, **options: Unpack[LauncherOptions]) -> KubeObject:
     """The launcher Job; `extra_env` is appended after the operator's variables (elastic bounds)."""
     run_policy = job.spec.run_policy
     spec: KubeObject = {}
@@ -181,19 +184,8 @@ def build_launcher_job(
         spec["activeDeadlineSeconds"] = run_policy.active_deadline_seconds
     if run_policy.backoff_limit is not None:
         spec["backoffLimit"] = run_policy.backoff_limit
-    spec["template"] = build_launcher_pod_template(
-        job,
-        gang=gang,
-        scheduler_plugins_name=scheduler_plugins_name,
-        extra_env=extra_env,
-        cluster_domain=cluster_domain,
-    )
+    spec["template"] = build_launcher_pod_template(job, **options)
     spec["podReplacementPolicy"] = POD_REPLACEMENT_POLICY
     if run_policy.suspend:
         spec["suspend"] = True
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": naming.object_meta(job, naming.launcher_name(job), naming.app_labels(job)),
-        "spec": spec,
-    }
+    return naming.owned_object(job, "batch/v1", "Job", naming.launcher_name(job), spec=spec)

@@ -3,19 +3,19 @@
 Child names are deterministic (`<job>`, `<job>-config`, `<job>-ssh`, `<job>-worker-<i>`,
 `<job>-launcher`), so a reconcile can find its children by name and a crash loses nothing. Pods carry
 upstream's `training.kubeflow.org/*` labels plus the pre-v2 `mpi_job_name` / `mpi_role_type` pair, so old
-`kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes still work (DESIGN.md §5).
+`kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes still work.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
+from mpi_operator import objects
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
-
-KubeObject = dict[str, Any]
-"""A Kubernetes object (or part of one) as plain JSON data."""
+from mpi_operator.objects import KubeObject
 
 LAUNCHER_SUFFIX: Final = "-launcher"
 WORKER_SUFFIX: Final = "-worker"
@@ -116,12 +116,20 @@ def owner_reference(job: MPIJob) -> KubeObject:
     }
 
 
-def is_controlled_by(obj: KubeObject, job: MPIJob) -> bool:
+def is_controlled_by(obj: Mapping[str, Any], job: MPIJob) -> bool:
     """Whether `obj`'s controller reference points at this MPIJob (by uid, as `metav1.IsControlledBy`)."""
-    refs = obj.get("metadata", {}).get("ownerReferences") or []
-    return any(
-        isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") == job.uid for ref in refs
-    )
+    return objects.is_controlled_by(obj, job.uid)
+
+
+def owned_object(job: MPIJob, api_version: str, kind: str, name: str, **fields: Any) -> KubeObject:
+    """A child labelled `app: <job>` and controlled by the job, with `fields` (spec, data...) after its
+    metadata: the shape of the Service, ConfigMap, Secret and launcher Job."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": object_meta(job, name, app_labels(job)),
+        **fields,
+    }
 
 
 def object_meta(job: MPIJob, name: str, labels: dict[str, str]) -> KubeObject:
@@ -156,6 +164,7 @@ def launcher_fqdn(job: MPIJob, cluster_domain: str = "") -> str:
 def dns_search_domain(job: MPIJob, cluster_domain: str = "") -> str:
     """The workers' extra DNS search path `<job>.<ns>.svc.<domain>`.
 
-    Upstream hard-codes `cluster.local`; we honour the configured cluster domain (reference §8).
+    Upstream hard-codes `cluster.local`, which is wrong on a cluster with another domain; we honour the
+    configured one.
     """
     return f"{service_name(job)}.{job.namespace}.svc.{cluster_domain or DEFAULT_CLUSTER_DOMAIN}"

@@ -23,15 +23,15 @@ from typing import Any, Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
-from mpi_operator.desired import naming
-from mpi_operator.desired.naming import KubeObject
-from mpi_operator.desired.resources import (
+from mpi_operator.api.quantities import (
     Quantity,
     ResourceList,
     add_resources,
     pod_containers,
     render_resource_list,
 )
+from mpi_operator.desired import naming
+from mpi_operator.objects import KubeObject
 from mpi_operator.settings import GangScheduler
 
 VOLCANO: Final = "volcano"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from mpi_operator.api.models import ReplicaSpec
-from mpi_operator.desired.naming import KubeObject
+from mpi_operator.objects import KubeObject
 
 CLUSTER_FIRST_WITH_HOST_NET: Final = "ClusterFirstWithHostNet"
 

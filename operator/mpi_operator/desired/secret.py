@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import naming
-from mpi_operator.desired.naming import KubeObject
+from mpi_operator.objects import KubeObject
 
 SECRET_TYPE: Final = "kubernetes.io/ssh-auth"
 PRIVATE_KEY: Final = "ssh-privatekey"
@@ -52,16 +52,11 @@ def generate_ssh_keys() -> SSHKeyPair:
 
 def build_secret(job: MPIJob, keys: SSHKeyPair) -> KubeObject:
     """The Secret `<job>-ssh` holding `keys` (base64 `data`, as the API server stores it)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": naming.object_meta(job, naming.ssh_secret_name(job), naming.app_labels(job)),
-        "type": SECRET_TYPE,
-        "data": {
-            PRIVATE_KEY: base64.b64encode(keys.private_key_pem).decode("ascii"),
-            PUBLIC_KEY: base64.b64encode(keys.public_key).decode("ascii"),
-        },
+    data = {
+        PRIVATE_KEY: base64.b64encode(keys.private_key_pem).decode("ascii"),
+        PUBLIC_KEY: base64.b64encode(keys.public_key).decode("ascii"),
     }
+    return naming.owned_object(job, "v1", "Secret", naming.ssh_secret_name(job), type=SECRET_TYPE, data=data)
 
 
 def has_expected_keys(secret: Mapping[str, Any]) -> bool:

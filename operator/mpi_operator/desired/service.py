@@ -9,16 +9,11 @@ from __future__ import annotations
 
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import naming
-from mpi_operator.desired.naming import KubeObject
+from mpi_operator.objects import KubeObject
 
 
 def build_service(job: MPIJob) -> KubeObject:
     spec: KubeObject = {"clusterIP": "None", "selector": naming.service_selector(job)}
     if job.spec.run_launcher_as_worker:
         spec["publishNotReadyAddresses"] = True
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": naming.object_meta(job, naming.service_name(job), naming.app_labels(job)),
-        "spec": spec,
-    }
+    return naming.owned_object(job, "v1", "Service", naming.service_name(job), spec=spec)

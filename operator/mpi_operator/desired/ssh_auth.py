@@ -35,10 +35,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from mpi_operator.api.models import MPIJob
+from mpi_operator.api.quantities import cpu_and_memory
 from mpi_operator.desired import naming
-from mpi_operator.desired.naming import KubeObject
-from mpi_operator.desired.resources import cpu_and_memory
 from mpi_operator.desired.secret import PRIVATE_KEY, PUBLIC_KEY
+from mpi_operator.objects import KubeObject
 
 ROOT_SSH_PATH: Final = "/root/.ssh"
 SSH_AUTH_VOLUME: Final = "ssh-auth"

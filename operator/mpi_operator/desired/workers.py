@@ -25,7 +25,7 @@ from typing import Any, Final
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import naming, podgroup, podtemplate, ssh_auth, sshd
-from mpi_operator.desired.naming import KubeObject
+from mpi_operator.objects import KubeObject
 from mpi_operator.settings import GangScheduler
 
 SSHD_COMMAND: Final = ("/usr/sbin/sshd", "-De")

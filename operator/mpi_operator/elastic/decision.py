@@ -1,14 +1,14 @@
-"""What one elastic step decides: `ElasticDecision` and the pod writes it asks the reconciler to make.
+"""What one elastic step decides: `ElasticDecision` and the pod writes it asks for.
 
-The reconciler applies a decision in this order, each write only after the previous one succeeded
-(every order-dependent crash window is then harmless, see `step.py`):
+`sync.py` turns a decision into plan actions, each in its phase (`planning.Phase`), so each write goes
+out only after the ones before it succeeded and every crash window between two is harmless (`step.py`):
 
-1. `drain` patches (merge-patch the pod annotations; a None value deletes the key);
-2. the ConfigMap: `discover_hosts.sh` rendered from `discovered`, plus `state.state_annotations(publish)`;
-3. when `discovered` changed: touch the launcher pod (`launcher_env.discovery_revision_annotation`);
-4. `replace` and `delete`: delete those pods, preconditioned on their uid;
-5. create missing worker pods with `identity.worker_hostname(job, i, publish.incarnation(i))`;
-6. `status` into the MPIJob status, `events` recorded, and `fail` set as the Failed condition.
+1. DRAIN: the `drain` patches (merge-patch the pod annotations; a None value deletes the key);
+2. DISCOVERY: the ConfigMap: `discover_hosts.sh` rendered from `discovered`, plus the published state;
+3. ANNOUNCE: the launcher pod touched (`launcher_env.discovery_revision_annotation`) when it lags;
+4. RELEASE: `replace` and `delete`: those pods deleted, preconditioned on their uid;
+5. WORKLOAD: missing worker pods created with `identity.worker_hostname(job, i, incarnation)`;
+6. then `status` into the MPIJob status, `events` recorded, and `fail` set as the Failed condition.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 A worker may be listed by `discover_hosts.sh` only when Horovod can use it now and the operator wants
 it: Ready (the kubelet's word that sshd answers), not terminating, not finished, not draining, its
 index below the desired replica count, and it is the *current* incarnation of its index (an older one is
-a pod being replaced). The list is in natural index order (`reference/horovod-elastic.md` A9, DESIGN.md
-§5). Pure: observed JSON in, frozen values out.
+a pod being replaced). The list is in natural index order (`worker-2` before `worker-10`), each host in
+one spelling only: Horovod takes every distinct string for a distinct host. Pure: observed JSON in, frozen
+values out.
 """
 
 from __future__ import annotations
@@ -14,19 +15,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from mpi_operator.api.defaults import launcher_slots, slots_per_worker
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import config
-from mpi_operator.desired.naming import launcher_fqdn
-from mpi_operator.desired.resources import launcher_slots, slots_per_worker
+from mpi_operator.desired.naming import is_controlled_by, launcher_fqdn
 from mpi_operator.elastic.identity import pod_incarnation, worker_host
 from mpi_operator.elastic.state import Member
-from mpi_operator.planning.observed import (
+from mpi_operator.objects import (
     POD_FAILED,
     POD_SUCCEEDED,
-    is_controlled_by,
+    is_pod_ready,
+    is_terminating,
     name_of,
     parse_time,
     pod_phase,
+    pod_status_field,
     uid_of,
 )
 
@@ -98,9 +101,8 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
     since = parse_time(since_text)
     phase = pod_phase(pod)
     reason, exit_code, restarted = _terminated_state(pod)
-    status = pod.get("status")
-    pod_reason = status.get("reason") if isinstance(status, Mapping) else None
-    if phase == POD_FAILED and isinstance(pod_reason, str) and pod_reason:
+    pod_reason = pod_status_field(pod, "reason")
+    if phase == POD_FAILED and pod_reason:
         reason = pod_reason  # Evicted, DeadlineExceeded, NodeLost... say more than the container
     elif not reason:
         reason = {POD_FAILED: "Failed", POD_SUCCEEDED: "Completed"}.get(phase, "")
@@ -111,8 +113,8 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
         name=name_of(pod),
         uid=uid_of(pod),
         incarnation=pod_incarnation(job, index, pod),
-        ready=config.is_pod_ready(pod),
-        terminating=config.is_terminating(pod),
+        ready=is_pod_ready(pod),
+        terminating=is_terminating(pod),
         finished=phase in (POD_FAILED, POD_SUCCEEDED),
         restarted=restarted,
         draining_since=since.timestamp() if isinstance(since, datetime) else None,
@@ -169,7 +171,7 @@ def discovered_hosts(
     """`(fqdn, slots)` lines of `discover_hosts.sh` for `members` (the launcher first when it is a worker)."""
     hosts: list[tuple[str, int]] = []
     if job.spec.run_launcher_as_worker:
-        hosts.append((launcher_fqdn(job, cluster_domain), launcher_slots(job)))
-    slots = slots_per_worker(job)
+        hosts.append((launcher_fqdn(job, cluster_domain), launcher_slots(job.spec)))
+    slots = slots_per_worker(job.spec)
     hosts.extend((worker_host(job, i, n, cluster_domain), slots) for i, n in sorted(members))
     return hosts

@@ -1,39 +1,15 @@
 """Host identity of a worker pod incarnation: the blacklist-safe naming of elastic workers.
 
-Horovod keys everything on the exact string the discovery script prints (`reference/horovod-elastic.md`
-A9) and blacklists the host name of a failed worker for the rest of the job when `horovodrun` runs without
-`--blacklist-cooldown-range` (A8, upstream's default). A replacement listed under the same name is silently
-ignored forever, which is how the Kubeflow operator's stable `<job>-worker-<i>` hostnames lose workers.
-
-Design: **a fresh host identity per pod incarnation**. The pod *name* stays `<job>-worker-<i>` (labels,
-`kubectl` recipes, planning by name are all unchanged); the pod's `spec.hostname`, and therefore its DNS
-name `<hostname>.<job>.<ns>.svc[.<domain>]` and the string `discover_hosts.sh` prints, is
-`worker_hostname(job, i, n)`: exactly upstream's `<job>-worker-<i>` for incarnation 0 and
-`<job>-worker-<i>-r<n>` for the n-th later pod of the same index. The incarnation counter of each index
-lives in the API (the elastic state annotation on the ConfigMap, `state.py`, and the annotation
-`INCARNATION_ANNOTATION` on the pod), and an identity that Horovod may have seen is never given to a
-second pod: every pod of index i that fails, is evicted, is deleted or is deleted after a graceful
-scale-in retires its identity, so the next pod of that index starts under n + 1.
-
-Why not the alternatives:
-- pod IPs: change per pod too, but an IP of a dead pod can be reassigned to a later pod of the same job
-  (then blacklisted), Horovod cannot use IPv6 literals (A2), and ssh/MPI users expect names;
-- an operator-arranged cooldown (`--blacklist-cooldown-range`): needs the user's horovodrun flags, makes a
-  replacement wait 2L..3L seconds (growing exponentially with repeated failures, capped at an hour), and
-  the operator cannot add flags to a user's command line reliably.
-
-Trade-offs of the chosen design:
-- ssh `known_hosts`: a new name never meets a stale host key for the same name (Horovod's ssh uses
-  `StrictHostKeyChecking=no` anyway); a user-managed known_hosts gets one entry per incarnation;
-- static MPI: static jobs never bump incarnations (replacement is elastic-only), so their hostfile and
-  names stay upstream's byte for byte; an elastic job's static `hostfile` names incarnation 0 until the
-  desired builders pass the incarnations (see the report);
-- DNS: the new name resolves once the headless Service publishes the Ready pod (publishNotReadyAddresses
-  is false); discovery lists a pod only when Ready, so the record exists then, modulo DNS caching;
-- upstream compatibility: incarnation 0 is upstream's hostname, pod names never change; only replaced or
-  re-created workers of elastic jobs carry the `-r<n>` suffix;
-- length: a hostname is a DNS-1035 label (≤ 63); when the suffix would not fit, the base is shortened and
-  a short hash of it keeps identities distinct.
+Horovod keys everything on the exact string the discovery script prints and, without
+`--blacklist-cooldown-range` (upstream's default), blacklists a failed worker's host name for the rest of
+the job: a replacement listed under the same name is ignored forever. So every pod incarnation gets a
+fresh host identity. The pod *name* stays `<job>-worker-<i>`; its `spec.hostname` (and so its DNS name
+and the line `discover_hosts.sh` prints) is `worker_hostname(job, i, n)`: upstream's `<job>-worker-<i>`
+for incarnation 0, `<job>-worker-<i>-r<n>` for the n-th later pod of that index, shortened with a hash
+when the suffix would not fit a DNS-1035 label. The counter of each index lives in the API (the elastic
+state, `state.py`, and `INCARNATION_ANNOTATION` on the pod); `replacement.py` and `scalein.py` retire
+identities. Why fresh names rather than pod IPs or a cooldown, and what they cost:
+docs/architecture.md#the-elastic-state-machine.
 """
 
 from __future__ import annotations

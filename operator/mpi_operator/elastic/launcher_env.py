@@ -1,9 +1,9 @@
 """The launcher's view of the elastic bounds, the PodGroup's gang size, and the discovery refresh marker.
 
-`horovodrun` needs `--min-np`/`--max-np` in *processes* while the MPIJob speaks in workers, and users have
-got the arithmetic wrong (`reference/user-pains.md` §3). The launcher therefore gets the computed values
-(DESIGN.md §6), so a command reads `horovodrun -np $MPIJOB_MIN_NP --min-np $MPIJOB_MIN_NP
---max-np $MPIJOB_MAX_NP --host-discovery-script $MPIJOB_DISCOVERY_SCRIPT ...`:
+`horovodrun` needs `--min-np`/`--max-np` in *processes* while the MPIJob speaks in workers, and users of
+elastic operators get that arithmetic wrong by hand. The launcher therefore gets the computed values, so
+a command reads `horovodrun -np $MPIJOB_MIN_NP --min-np $MPIJOB_MIN_NP --max-np $MPIJOB_MAX_NP
+--host-discovery-script $MPIJOB_DISCOVERY_SCRIPT ...`:
 
 - `MPIJOB_MIN_NP` / `MPIJOB_MAX_NP`: minReplicas / maxReplicas times the slots per worker, plus the
   launcher's own slots when it runs as a worker (it is listed by the script too);
@@ -13,7 +13,7 @@ got the arithmetic wrong (`reference/user-pains.md` §3). The launcher therefore
 The gang (PodGroup `minMember`) is minReplicas + the launcher: an elastic job can start, and keep its
 reservation, with its minimum. `discovery_revision_annotation` is what the reconciler puts on the
 launcher pod after each change of `discover_hosts.sh`: updating the pod makes the kubelet refresh its
-ConfigMap volumes at once instead of at its next periodic sync (DESIGN.md §6).
+ConfigMap volumes at once instead of at its next periodic sync, one to two minutes later.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from typing import Final
 
 from mpi_discovery import hostfile
+from mpi_operator.api.defaults import launcher_slots, slots_per_worker
 from mpi_operator.api.models import ElasticPolicy, MPIJob
 from mpi_operator.desired.config import DISCOVER_HOSTS_KEY
 from mpi_operator.desired.launcher import CONFIG_MOUNT_PATH
-from mpi_operator.desired.naming import KubeObject
-from mpi_operator.desired.resources import launcher_slots, slots_per_worker
+from mpi_operator.objects import KubeObject
 
 MIN_NP_ENV: Final = "MPIJOB_MIN_NP"
 MAX_NP_ENV: Final = "MPIJOB_MAX_NP"
@@ -42,8 +42,8 @@ DISCOVERY_REVISION_ANNOTATION: Final = "mpi-operator.kubeflow.org/discovery-revi
 
 def process_bounds(job: MPIJob, policy: ElasticPolicy) -> tuple[int, int]:
     """`(min_np, max_np)` in processes for the policy's worker bounds."""
-    slots = slots_per_worker(job)
-    extra = launcher_slots(job) if job.spec.run_launcher_as_worker else 0
+    slots = slots_per_worker(job.spec)
+    extra = launcher_slots(job.spec) if job.spec.run_launcher_as_worker else 0
     return policy.min_replicas * slots + extra, policy.max_replicas * slots + extra
 
 
@@ -55,7 +55,7 @@ def launcher_env(job: MPIJob, policy: ElasticPolicy) -> list[KubeObject]:
         (MAX_NP_ENV, max_np),
         (MIN_REPLICAS_ENV, policy.min_replicas),
         (MAX_REPLICAS_ENV, policy.max_replicas),
-        (SLOTS_ENV, slots_per_worker(job)),
+        (SLOTS_ENV, slots_per_worker(job.spec)),
         (DISCOVERY_SCRIPT_ENV, DISCOVERY_SCRIPT_PATH),
     ]
     return [{"name": name, "value": str(value)} for name, value in pairs]

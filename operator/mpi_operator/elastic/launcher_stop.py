@@ -25,8 +25,9 @@ from typing import Any, Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
+from mpi_operator.desired.naming import is_controlled_by
 from mpi_operator.elastic.replacement import BELOW_MIN_REPLICAS
-from mpi_operator.planning.observed import is_controlled_by, is_job_finished, parse_time
+from mpi_operator.objects import is_job_finished, is_terminating, name_of, parse_time, status_field
 
 LAUNCHER_STOPPED: Final = "LauncherStopped"
 """The Event recorded on the MPIJob when its launcher Job is given its deadline."""
@@ -64,12 +65,9 @@ def launcher_stop(job: MPIJob, launcher: Mapping[str, Any] | None, *, now: datet
     left alone, which makes the write happen once."""
     if launcher is None or not _failed_below_min(job) or not is_controlled_by(launcher, job):
         return None
-    metadata = launcher.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    if is_job_finished(launcher) or metadata.get("deletionTimestamp"):
+    if is_job_finished(launcher) or is_terminating(launcher):
         return None
-    status = launcher.get("status")
-    started = parse_time(status.get("startTime")) if isinstance(status, Mapping) else None
+    started = parse_time(status_field(launcher, "startTime"))
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
     if started is not None and started.tzinfo is None:
@@ -80,6 +78,4 @@ def launcher_stop(job: MPIJob, launcher: Mapping[str, Any] | None, *, now: datet
     current = spec.get("activeDeadlineSeconds") if isinstance(spec, Mapping) else None
     if isinstance(current, int) and not isinstance(current, bool) and current <= deadline:
         return None
-    return LauncherStop(
-        name=str(metadata.get("name") or ""), patch={"spec": {"activeDeadlineSeconds": deadline}}
-    )
+    return LauncherStop(name=name_of(launcher), patch={"spec": {"activeDeadlineSeconds": deadline}})

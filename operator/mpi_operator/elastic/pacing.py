@@ -2,7 +2,8 @@
 
 Horovod 0.28.1 loses a host removal that reaches rank 0 while it is still resetting for the previous
 change, and deadlocks when a graceful removal takes the job below `--min-np` and a *different* host then
-arrives (`reference/horovod-elastic.md` A10, horovod#3494). So one change is published at a time:
+arrives (horovod#3494; docs/architecture.md#the-elastic-state-machine). So one change is published at
+a time:
 
 1. a listed host that can no longer run (failed, evicted, not Ready, terminating, replaced) leaves at
    once, whatever the settle clock says: Horovod must never be told to use it (and it is the failure

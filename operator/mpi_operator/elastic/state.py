@@ -1,9 +1,9 @@
 """The elastic layer's memory, stored in the API: `PublishedState` in an annotation of `<job>-config`.
 
-All state lives in the API (DESIGN.md §9), so a restarted operator (or another leader) continues where
-the last one stopped. The ConfigMap is the natural home: it already carries `discover_hosts.sh`, and
-writing the state in the same object as the script makes "what is published" and "what we remember
-publishing" one atomic write. The state records:
+All state lives in the API (docs/architecture.md#where-state-lives), so a restarted operator (or another
+leader) continues where the last one stopped. The ConfigMap is the natural home: it already carries
+`discover_hosts.sh`, and writing the state in the same object as the script makes "what is published" and
+"what we remember publishing" one atomic write. The state records:
 
 - `members`: the workers `discover_hosts.sh` lists, as `(index, incarnation)` in index order;
 - `changed_at`: when that list last changed (the settle interval counts from it);

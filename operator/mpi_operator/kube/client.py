@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypedDict, Unpack
 
 import aiohttp
 from kubernetes_asyncio import config as kube_config
@@ -32,14 +32,14 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 from mpi_operator import __version__
 from mpi_operator.flowcontrol import TokenBucket
-from mpi_operator.kube import errors, listwatch
+from mpi_operator.kube import errors
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import RetryPolicy
+from mpi_operator.objects import KubeObject, WatchEvent, metadata, resource_version
 
-KubeObject = dict[str, Any]
-WatchEvent = dict[str, Any]
-"""{"type": "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR", "object": {...}}"""
 PatchType = Literal["merge", "json", "strategic", "apply"]
+PatchBody = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+"""An object (merge, strategic, apply) or a list of operations (json-patch)."""
 PropagationPolicy = Literal["Background", "Foreground", "Orphan"]
 
 CONTENT_TYPES: Mapping[PatchType, str] = {
@@ -62,6 +62,26 @@ def parse_warning(header: str) -> str:
 
 
 _URGENT: contextvars.ContextVar[bool] = contextvars.ContextVar("mpi_operator_urgent_requests", default=False)
+
+
+class ClientOptions(TypedDict, total=False):
+    """What `Kube.from_kubeconfig` passes on to the constructor (whose defaults apply to what is left out)."""
+
+    qps: float
+    burst: int
+    limiter: TokenBucket | None
+    retry: RetryPolicy | None
+    field_manager: str | None
+    user_agent: str
+    request_timeout: float
+    on_warning: Callable[[str], None] | None
+
+
+class StatusPatchOptions(TypedDict, total=False):
+    """`Kube.patch`'s options that apply to the status subresource."""
+
+    namespace: str | None
+    patch_type: PatchType
 
 
 class Kube:
@@ -102,20 +122,10 @@ class Kube:
 
     @classmethod
     async def from_kubeconfig(
-        cls,
-        path: str | None = None,
-        *,
-        context: str | None = None,
-        qps: float = 5.0,
-        burst: int = 10,
-        retry: RetryPolicy | None = None,
-        field_manager: str | None = "mpi-operator",
-        user_agent: str = DEFAULT_USER_AGENT,
-        request_timeout: float = 30.0,
-        on_warning: Callable[[str], None] | None = None,
+        cls, path: str | None = None, *, context: str | None = None, **options: Unpack[ClientOptions]
     ) -> Kube:
         """Config from `path`, else $KUBECONFIG, else in-cluster, else ~/.kube/config (controller-runtime's
-        order); the other arguments are the constructor's."""
+        order); `options` are the constructor's."""
         configuration = Configuration()
         path = path or os.environ.get("KUBECONFIG") or None
         if path is None:
@@ -127,16 +137,7 @@ class Kube:
             await kube_config.load_kube_config(
                 config_file=path, client_configuration=configuration, context=context
             )
-        return cls(
-            ApiClient(configuration),
-            qps=qps,
-            burst=burst,
-            retry=retry,
-            field_manager=field_manager,
-            user_agent=user_agent,
-            request_timeout=request_timeout,
-            on_warning=on_warning,
-        )
+        return cls(ApiClient(configuration), **options)
 
     async def close(self) -> None:
         await self.api_client.close()
@@ -188,10 +189,9 @@ class Kube:
                 item.setdefault("kind", resource.kind)
                 item.setdefault("apiVersion", resource.api_version)
                 items.append(item)
-            meta = body.get("metadata") or {}
-            token = meta.get("continue") or None
+            token = metadata(body).get("continue") or None
             if not token:
-                return items, str(meta.get("resourceVersion") or "")
+                return items, resource_version(body)
 
     async def watch(
         self,
@@ -258,7 +258,7 @@ class Kube:
         self,
         resource: Resource,
         name: str,
-        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        patch: PatchBody,
         *,
         namespace: str | None = None,
         patch_type: PatchType = "merge",
@@ -285,17 +285,10 @@ class Kube:
         )
 
     async def patch_status(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = "merge",
+        self, resource: Resource, name: str, patch: PatchBody, **options: Unpack[StatusPatchOptions]
     ) -> KubeObject:
-        return await self.patch(
-            resource, name, patch, namespace=namespace, patch_type=patch_type, subresource="status"
-        )
+        """`patch` on the status subresource."""
+        return await self.patch(resource, name, patch, subresource="status", **options)
 
     async def delete(
         self,
@@ -320,11 +313,9 @@ class Kube:
             options["preconditions"] = preconditions
         return await self._call("DELETE", resource.path(namespace, name), body=options)
 
-    def lister_watcher(
-        self, resource: Resource, *, allow_bookmarks: bool = True
-    ) -> listwatch.ResourceListerWatcher:
+    def lister_watcher(self, resource: Resource, *, allow_bookmarks: bool = True) -> ResourceListerWatcher:
         """This client bound to one resource, as the reflector's `ListerWatcher`."""
-        return listwatch.ResourceListerWatcher(self, resource, allow_bookmarks=allow_bookmarks)
+        return ResourceListerWatcher(self, resource, allow_bookmarks=allow_bookmarks)
 
     # --- plumbing ------------------------------------------------------------------------------
     def _write_query(self) -> builtins.list[tuple[str, str]]:
@@ -399,6 +390,39 @@ class Kube:
         except (aiohttp.ClientError, TimeoutError):
             data = b""
         return errors.from_status(response.status, data, response.headers, http_reason=response.reason or "")
+
+
+class ResourceListerWatcher:
+    """A `Kube` bound to one resource: client-go's `NewListWatchFromClient`.
+
+    It satisfies `cache.reflector.ListerWatcher` structurally, so `cache` never imports this module or
+    the HTTP stack. Watches ask for bookmarks unless told not to.
+    """
+
+    def __init__(self, kube: Kube, resource: Resource, *, allow_bookmarks: bool = True) -> None:
+        self.kube = kube
+        self.resource = resource
+        self.allow_bookmarks = allow_bookmarks
+
+    async def list(self, namespace: str | None, label_selector: str | None) -> tuple[list[KubeObject], str]:
+        return await self.kube.list(self.resource, namespace, label_selector=label_selector)
+
+    def watch(
+        self,
+        namespace: str | None,
+        label_selector: str | None,
+        resource_version: str,
+        *,
+        timeout_seconds: int | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        return self.kube.watch(
+            self.resource,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            timeout_seconds=timeout_seconds,
+            allow_bookmarks=self.allow_bookmarks,
+        )
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""The API resources the operator reads or writes, and how their URLs are built (no I/O here)."""
+"""The REST resources the operator reads or writes (what `kubectl api-resources` lists), and how their
+URLs are built (no I/O here)."""
 
 from __future__ import annotations
 

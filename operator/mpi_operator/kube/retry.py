@@ -37,7 +37,8 @@ class RetryPolicy:
     max_retry_after: float = 60.0
     """A larger Retry-After is clamped to this so one call cannot hang for minutes."""
     sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep)
-    """Test seam: tests pass a sleep that records the delays instead of waiting."""
+    """How the waits between attempts pass: the manager gives its `Clock.sleep` (so they run on a
+    `FakeClock` in tests); a test may also pass a sleep that only records the delays."""
 
     def wait_seconds(self, retry_state: RetryCallState) -> float:
         """Retry-After when the server gave one, else exponential backoff with jitter."""

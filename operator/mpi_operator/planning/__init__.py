@@ -10,7 +10,10 @@ from mpi_operator.planning.actions import (
     Conflict,
     Create,
     Delete,
+    ElasticWrites,
     ObjectRef,
+    Patch,
+    Phase,
     Plan,
     PropagationPolicy,
     Update,
@@ -18,21 +21,23 @@ from mpi_operator.planning.actions import (
 )
 from mpi_operator.planning.observed import Observed, observed_after
 from mpi_operator.planning.owned import secret_needs_keys
-from mpi_operator.planning.planner import is_completed, is_finished, plan
+from mpi_operator.planning.planner import is_completed, plan
 
 __all__ = [
     "Action",
     "Conflict",
     "Create",
     "Delete",
+    "ElasticWrites",
     "ObjectRef",
     "Observed",
+    "Patch",
+    "Phase",
     "Plan",
     "PropagationPolicy",
     "Update",
     "UpdateStatus",
     "is_completed",
-    "is_finished",
     "observed_after",
     "plan",
     "secret_needs_keys",

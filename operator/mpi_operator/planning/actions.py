@@ -1,20 +1,44 @@
-"""The vocabulary of a plan: typed write actions on one job's children, conflicts, and the Plan itself.
+"""The vocabulary of a plan: typed write actions on one job's children, their phases, and the Plan.
 
-Actions say *what* to send, never how (lightkube's split): the applier in the controller maps `ref` to a
-REST resource and performs the call. Objects inside actions may hold Secret data, so no action shows
-its object in a repr or in `describe()`; log `describe()`.
+Every write of a sync is an action here, and the one `controller.applier.Applier` sends them; actions
+say *what* to send, never how. Objects inside actions may hold Secret data, so no action shows its
+object in a repr or in `describe()`; log `describe()`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, Literal
 
 from mpi_operator import reasons
-from mpi_operator.desired.naming import KubeObject
+from mpi_operator.objects import KubeObject
 
 PropagationPolicy = Literal["Background", "Foreground", "Orphan"]
+
+
+class Phase(IntEnum):
+    """When an action is sent within its sync: a plan holds its actions in phase order.
+
+    Elastic writes are only safe after the ones before them succeeded: Horovod must stop using a host
+    (drain) before the script drops it, the script must be live (and the launcher told) before a worker
+    it no longer lists is deleted, and new workers come last. Stopping at any point (a conflict, an
+    error, a crash) leaves a state the next sync continues from.
+    """
+
+    DRAIN = 1
+    """Elastic: drain annotations on worker pods the script is about to drop (or re-add)."""
+    DISCOVERY = 2
+    """Service, ConfigMap (hostfile, discover_hosts.sh, the published elastic state), Secret, PodGroup."""
+    ANNOUNCE = 3
+    """Elastic: the launcher pod annotated with the script's revision, so the kubelet refreshes it now."""
+    RELEASE = 4
+    """Elastic: workers Horovod has let go (scaled in, or replaced) deleted with a uid precondition."""
+    WORKLOAD = 5
+    """Worker pods (excess deleted, missing created), the launcher Job, suspend/resume, clean-up."""
+    STOP = 6
+    """Elastic: a failed job's launcher Job given its deadline, once the clean-up is sent."""
 
 
 @dataclass(frozen=True)
@@ -47,10 +71,11 @@ class Create:
 
     obj: KubeObject = field(repr=False, compare=False)
     ref: ObjectRef
+    phase: Phase = Phase.WORKLOAD
 
     @classmethod
-    def of(cls, obj: KubeObject) -> Create:
-        return cls(obj=obj, ref=ObjectRef.of(obj))
+    def of(cls, obj: KubeObject, phase: Phase = Phase.WORKLOAD) -> Create:
+        return cls(obj=obj, ref=ObjectRef.of(obj), phase=phase)
 
     def describe(self) -> str:
         return f"create {self.ref}"
@@ -72,6 +97,7 @@ class Update:
     fields: tuple[str, ...] = ()
     """The owned fields that differ (for logs and tests)."""
     after_previous_write: bool = False
+    phase: Phase = Phase.WORKLOAD
 
     @classmethod
     def of(cls, obj: KubeObject, *fields: str, after_previous_write: bool = False) -> Update:
@@ -88,6 +114,7 @@ class UpdateStatus:
     obj: KubeObject = field(repr=False, compare=False)
     ref: ObjectRef
     fields: tuple[str, ...] = ()
+    phase: Phase = Phase.WORKLOAD
 
     @classmethod
     def of(cls, obj: KubeObject, *fields: str) -> UpdateStatus:
@@ -107,12 +134,33 @@ class Delete:
     ref: ObjectRef
     uid: str | None
     propagation_policy: PropagationPolicy = "Background"
+    phase: Phase = Phase.WORKLOAD
+    why: str = ""
+    """For the log line: what made the pod go (an elastic scale-in or replacement)."""
 
     def describe(self) -> str:
-        return f"delete {self.ref}"
+        return f"delete {self.ref}" + (f" ({self.why})" if self.why else "")
 
 
-Action = Create | Update | UpdateStatus | Delete
+@dataclass(frozen=True)
+class Patch:
+    """JSON merge patch of a few fields of an object the job does not template (a pod's annotations,
+    the launcher Job's deadline). No resourceVersion: the fields are ours alone, so a concurrent change
+    elsewhere in the object must not make it fail. 404 NotFound means there is nothing left to patch:
+    skipped, and its `events` are not recorded."""
+
+    ref: ObjectRef
+    patch: Mapping[str, Any] = field(compare=False)
+    phase: Phase
+    why: str
+    events: tuple[reasons.Event, ...] = ()
+    """Recorded on the MPIJob when the patch was written."""
+
+    def describe(self) -> str:
+        return f"patch {self.ref} ({self.why})"
+
+
+Action = Create | Update | UpdateStatus | Delete | Patch
 
 
 @dataclass(frozen=True)
@@ -133,7 +181,7 @@ class Conflict:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one reconcile should write, in order.
+    """What one reconcile should write, in phase order.
 
     As upstream stops at the first foreign object, `actions` holds only the steps before it; a plan with
     conflicts is a failed sync (Warning `ErrResourceExists`, requeue with backoff, no status write).
@@ -149,6 +197,14 @@ class Plan:
     events: tuple[reasons.Event, ...] = ()
     """Events to record once the actions succeed (upstream's SetPodTemplateRestartPolicy warning, and
     SSHPortUnknown; both come with the launcher Job's creation, so once per job)."""
+    urgent: bool = False
+    """The DISCOVERY and ANNOUNCE writes skip the client's request queue: the script drops hosts that
+    can no longer run, and Horovod keeps trying them until it sees the new script."""
+
+    def __post_init__(self) -> None:
+        phases = [action.phase for action in self.actions]
+        if phases != sorted(phases):
+            raise ValueError(f"plan actions out of phase order: {self.describe()}")
 
     @property
     def empty(self) -> bool:
@@ -157,3 +213,17 @@ class Plan:
 
     def describe(self) -> list[str]:
         return [action.describe() for action in self.actions]
+
+
+@dataclass(frozen=True)
+class ElasticWrites:
+    """What an elastic job's sync adds to its plan (built by the pure `mpi_operator.elastic.sync`)."""
+
+    actions: tuple[Action, ...] = ()
+    """DRAIN, ANNOUNCE, RELEASE and STOP actions: the planner places them among its own."""
+    paces_scale_in: bool = False
+    """The elastic step deletes excess workers (drained first, RELEASE); the planner only lists them."""
+    launcher_ready_workers: int | None = None
+    """How many Ready workers `WaitForWorkersReady` waits for (minReplicas), instead of every one."""
+    urgent: bool = False
+    """See `Plan.urgent`."""

@@ -1,8 +1,8 @@
-"""What the stores hold for one MPIJob (`Observed`), how to read those objects, and what they will hold
-once a plan has been applied (`observed_after`).
+"""What the stores hold for one MPIJob (`Observed`), which of those objects are the job's own, and what
+they will hold once a plan has been applied (`observed_after`).
 
-Everything is read defensively: objects come from the API server (or a test) as plain JSON, fields may
-be absent, and nothing here ever mutates them.
+How to read one object (name, phase, readiness, conditions) is `mpi_operator.objects`; nothing here
+ever mutates what the stores hold.
 """
 
 from __future__ import annotations
@@ -11,18 +11,12 @@ import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import config, naming
-from mpi_operator.desired.naming import KubeObject
-from mpi_operator.planning.actions import Delete, Plan, Update, UpdateStatus
-
-POD_RUNNING = "Running"
-POD_PENDING = "Pending"
-POD_SUCCEEDED = "Succeeded"
-POD_FAILED = "Failed"
+from mpi_operator.objects import KubeObject, is_controlled_by, name_of, uid_of
+from mpi_operator.planning.actions import Delete, Patch, Plan, Update, UpdateStatus
 
 
 @dataclass(frozen=True)
@@ -44,99 +38,6 @@ class Observed:
     pod_group: KubeObject | None = None
 
 
-def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def name_of(obj: Mapping[str, Any]) -> str:
-    return str(metadata(obj).get("name") or "")
-
-
-def uid_of(obj: Mapping[str, Any]) -> str | None:
-    uid = metadata(obj).get("uid")
-    return uid if isinstance(uid, str) and uid else None
-
-
-def is_terminating(obj: Mapping[str, Any]) -> bool:
-    return config.is_terminating(obj)
-
-
-def is_controlled_by(obj: Mapping[str, Any], job: MPIJob) -> bool:
-    """`metav1.IsControlledBy`: the object's controller reference carries the job's uid."""
-    return naming.is_controlled_by(dict(obj), job)
-
-
-def pod_phase(pod: Mapping[str, Any]) -> str:
-    status = pod.get("status")
-    phase = status.get("phase") if isinstance(status, Mapping) else None
-    return phase if isinstance(phase, str) else ""
-
-
-def pod_status_field(pod: Mapping[str, Any], key: str) -> str:
-    status = pod.get("status")
-    value = status.get(key) if isinstance(status, Mapping) else None
-    return value if isinstance(value, str) else ""
-
-
-def is_pod_ready(pod: Mapping[str, Any]) -> bool:
-    """Running with condition Ready=True (the kubelet's word that sshd answers)."""
-    return config.is_pod_ready(pod)
-
-
-def is_pod_serving(pod: Mapping[str, Any]) -> bool:
-    """Ready and not being deleted: a worker Horovod may use now."""
-    return is_pod_ready(pod) and not is_terminating(pod)
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as the API server writes it, or None."""
-    if isinstance(value, datetime):
-        return value
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-# --- the launcher batch/v1 Job -------------------------------------------------------------------
-
-
-def job_condition(launcher: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
-    """The launcher Job's condition of `condition_type` when its status is True."""
-    status = launcher.get("status")
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    for cond in conditions if isinstance(conditions, list) else []:
-        if isinstance(cond, Mapping) and cond.get("type") == condition_type and cond.get("status") == "True":
-            return cond
-    return None
-
-
-def is_job_succeeded(launcher: Mapping[str, Any]) -> bool:
-    return job_condition(launcher, "Complete") is not None
-
-
-def is_job_failed(launcher: Mapping[str, Any]) -> bool:
-    return job_condition(launcher, "Failed") is not None
-
-
-def is_job_finished(launcher: Mapping[str, Any]) -> bool:
-    """Upstream `isJobFinished`: Complete=True or Failed=True."""
-    return is_job_succeeded(launcher) or is_job_failed(launcher)
-
-
-def is_job_suspended(launcher: Mapping[str, Any]) -> bool:
-    spec = launcher.get("spec")
-    return isinstance(spec, Mapping) and spec.get("suspend") is True
-
-
-def job_status_field(launcher: Mapping[str, Any], key: str) -> Any:
-    status = launcher.get("status")
-    return status.get(key) if isinstance(status, Mapping) else None
-
-
 def launcher_pods_of(
     launcher: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
 ) -> list[Mapping[str, Any]]:
@@ -144,13 +45,7 @@ def launcher_pods_of(
     uid = uid_of(launcher)
     if uid is None:
         return list(pods)
-    out = []
-    for pod in pods:
-        refs = metadata(pod).get("ownerReferences") or []
-        controller = next((r for r in refs if isinstance(r, Mapping) and r.get("controller") is True), None)
-        if controller is not None and controller.get("uid") == uid:
-            out.append(pod)
-    return out
+    return [pod for pod in pods if is_controlled_by(pod, uid)]
 
 
 # --- workers -------------------------------------------------------------------------------------
@@ -161,7 +56,7 @@ def workers_by_index(job: MPIJob, observed: Observed) -> dict[int, Mapping[str, 
     out: dict[int, Mapping[str, Any]] = {}
     for pod in observed.worker_pods:
         index = config.observed_worker_index(job, pod)
-        if index is not None and is_controlled_by(pod, job):
+        if index is not None and naming.is_controlled_by(pod, job):
             out[index] = pod
     return out
 
@@ -173,6 +68,20 @@ def pods_by_name(observed: Observed) -> dict[str, Mapping[str, Any]]:
 # --- simulation ----------------------------------------------------------------------------------
 
 _SLOTS = {"Service": "service", "ConfigMap": "config_map", "Secret": "secret", "Job": "launcher_job"}
+
+
+def merge_patched(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> KubeObject:
+    """`obj` after a JSON merge patch (RFC 7386: maps merge, None removes a key, the rest replaces)."""
+    out = copy.deepcopy(dict(obj))
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping):
+            current = out.get(key)
+            out[key] = merge_patched(current if isinstance(current, Mapping) else {}, value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def observed_after(observed: Observed, plan: Plan) -> Observed:
@@ -194,6 +103,10 @@ def observed_after(observed: Observed, plan: Plan) -> Observed:
         new: KubeObject | None
         if isinstance(action, Delete):
             new = None
+        elif isinstance(action, Patch):
+            if current is None:
+                continue  # 404: the applier skips it
+            new = merge_patched(current, action.patch)
         else:
             new = copy.deepcopy(action.obj)
             # The main resource ignores status and the status subresource ignores everything else.

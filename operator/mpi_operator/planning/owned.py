@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from mpi_operator.desired import secret as ssh_secret
-from mpi_operator.desired.naming import KubeObject
+from mpi_operator.objects import KubeObject
 from mpi_operator.planning.actions import Update
 
 POD_GROUP_SPEC_FIELDS: Final = (

@@ -13,48 +13,55 @@ leaves behind (`observed_after`) yields nothing new. The order is upstream's:
    scheduling directives);
 4. a suspended job's workers and PodGroup deleted.
 
+Each action is placed in a `Phase` (Service, ConfigMap, Secret, PodGroup: DISCOVERY; the rest:
+WORKLOAD), and an elastic job's own writes (`ElasticWrites`: drains, the launcher touch, graceful
+deletes, the launcher stop) go in theirs; the plan holds them in phase order, upstream's order kept
+within a phase.
+
 Objects with our names that this job does not control stop the plan there (upstream returns an error at
 the first one): they are reported in `Plan.conflicts`, never adopted or overwritten.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from mpi_operator import reasons
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
+from mpi_operator.conditions import is_finished
 from mpi_operator.desired import DesiredState, config, naming, podgroup
 from mpi_operator.desired import launcher as launcher_builder
 from mpi_operator.desired import workers as worker_builder
-from mpi_operator.desired.naming import KubeObject
-from mpi_operator.planning import owned
-from mpi_operator.planning.actions import (
-    Action,
-    Conflict,
-    Create,
-    Delete,
-    ObjectRef,
-    Plan,
-    Update,
-    UpdateStatus,
-)
-from mpi_operator.planning.observed import (
+from mpi_operator.desired.naming import is_controlled_by
+from mpi_operator.objects import (
     POD_PENDING,
     POD_RUNNING,
-    Observed,
-    is_controlled_by,
+    KubeObject,
     is_job_finished,
     is_job_suspended,
     is_pod_ready,
     is_terminating,
     name_of,
     pod_phase,
-    pods_by_name,
     uid_of,
-    workers_by_index,
 )
+from mpi_operator.planning import owned
+from mpi_operator.planning.actions import (
+    Action,
+    Conflict,
+    Create,
+    Delete,
+    ElasticWrites,
+    ObjectRef,
+    Phase,
+    Plan,
+    Update,
+    UpdateStatus,
+)
+from mpi_operator.planning.observed import Observed, pods_by_name, workers_by_index
 from mpi_operator.settings import GangScheduler
 
 
@@ -64,6 +71,8 @@ class _Stop(Exception):
 
 _Compare = Callable[[Mapping[str, Any], Mapping[str, Any]], Update | None]
 """An `owned.*_update` function: observed, desired -> the Update of our fields, or None."""
+
+_ELASTIC_PHASES = frozenset({Phase.DRAIN, Phase.ANNOUNCE, Phase.RELEASE, Phase.STOP})
 
 
 class _Planner:
@@ -82,8 +91,24 @@ class _Planner:
         self.waiting = False
         self.events: list[reasons.Event] = []
 
-    def result(self) -> Plan:
-        return Plan(tuple(self.actions), tuple(self.conflicts), self.excess, self.waiting, tuple(self.events))
+    def add(self, phase: Phase, action: Action) -> None:
+        self.actions.append(action if action.phase == phase else dataclasses.replace(action, phase=phase))
+
+    def result(self, elastic: ElasticWrites | None = None) -> Plan:
+        actions = self.actions
+        if elastic is not None:
+            stray = [a.describe() for a in elastic.actions if a.phase not in _ELASTIC_PHASES]
+            if stray:
+                raise ValueError(f"elastic writes outside the elastic phases: {stray}")
+            actions = [*actions, *elastic.actions]
+        return Plan(
+            actions=tuple(sorted(actions, key=lambda action: action.phase)),  # stable: upstream order kept
+            conflicts=tuple(self.conflicts),
+            excess_workers=self.excess,
+            waiting_for_workers=self.waiting,
+            events=tuple(self.events),
+            urgent=elastic is not None and elastic.urgent,
+        )
 
     def launcher_template_built(self) -> None:
         """Upstream warns each time it builds the launcher template over a template restartPolicy."""
@@ -110,18 +135,18 @@ class _Planner:
             raise _Stop
 
     def get_or_create(self, observed: KubeObject | None, desired: KubeObject, compare: _Compare) -> None:
-        """Upstream's get-or-create-or-update of a singleton child."""
+        """Upstream's get-or-create-or-update of a singleton child (all of them DISCOVERY)."""
         if observed is None:
-            self.actions.append(Create.of(desired))
+            self.add(Phase.DISCOVERY, Create.of(desired))
             return
         self.owned_or_stop(observed, desired["apiVersion"], desired["kind"])
         update = compare(observed, desired)
         if update is not None:
-            self.actions.append(update)
+            self.add(Phase.DISCOVERY, update)
 
     def delete(self, obj: Mapping[str, Any], api_version: str, kind: str) -> None:
         ref = ObjectRef.of(obj, api_version=api_version, kind=kind)
-        self.actions.append(Delete(ref=ref, uid=uid_of(obj)))
+        self.add(Phase.WORKLOAD, Delete(ref=ref, uid=uid_of(obj)))
 
     # --- steps -----------------------------------------------------------------------------------
 
@@ -149,11 +174,11 @@ class _Planner:
                 "with ssh_keys when planning.secret_needs_keys(observed.secret)"
             )
         if observed is None:
-            self.actions.append(Create.of(self.desired.secret))
+            self.add(Phase.DISCOVERY, Create.of(self.desired.secret))
         else:
             update = owned.secret_update(observed, self.desired.secret)
             if update is not None:
-                self.actions.append(update)
+                self.add(Phase.DISCOVERY, update)
 
     def workers(self, *, delete_excess: bool) -> None:
         """Upstream `getOrCreateWorker`: remove excess pods, then create the missing ones in index order."""
@@ -170,7 +195,7 @@ class _Planner:
             pod = self.desired.workers[index]
             existing = by_name.get(name_of(pod))
             if existing is None:
-                self.actions.append(Create.of(pod))
+                self.add(Phase.WORKLOAD, Create.of(pod))
             else:
                 self.owned_or_stop(existing, "v1", "Pod")
 
@@ -182,7 +207,7 @@ class _Planner:
             ready = sum(
                 1
                 for index, pod in workers_by_index(job, self.observed).items()
-                if index < replicas and is_pod_ready(pod) and not is_terminating(pod)
+                if index < replicas and is_pod_ready(pod)
             )
             # Upstream counts against the workers of this sync, none while suspended: a suspended
             # launcher is created at once.
@@ -195,7 +220,7 @@ class _Planner:
             if ready < needed:
                 self.waiting = True
                 return
-        self.actions.append(Create.of(self.desired.launcher_job))
+        self.add(Phase.WORKLOAD, Create.of(self.desired.launcher_job))
         self.launcher_template_built()
         self.worker_probe_checked()
 
@@ -204,15 +229,16 @@ class _Planner:
         if suspended == is_job_suspended(launcher):
             return
         if suspended:
-            self.actions.append(owned.suspend_launcher(launcher, self.desired.launcher_job))
+            self.add(Phase.WORKLOAD, owned.suspend_launcher(launcher, self.desired.launcher_job))
             return
         cleared = owned.clear_launcher_start_time(launcher)
         if cleared is not None:
-            self.actions.append(UpdateStatus.of(cleared, "status.startTime"))
-        self.actions.append(
+            self.add(Phase.WORKLOAD, UpdateStatus.of(cleared, "status.startTime"))
+        self.add(
+            Phase.WORKLOAD,
             owned.resume_launcher(
                 launcher, self.desired.launcher_job, after_previous_write=cleared is not None
-            )
+            ),
         )
 
     def clean_up_workers(self, *, running_only: bool) -> None:
@@ -252,18 +278,9 @@ class _Planner:
                 self.delete(pod_group, api_version, "PodGroup")
 
 
-def is_finished(job: MPIJob) -> bool:
-    """Succeeded=True or Failed=True in the stored status (upstream `isFinished`)."""
-    status = job.status
-    return status is not None and any(
-        cond.type in (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED) and cond.status == "True"
-        for cond in status.conditions
-    )
-
-
 def is_completed(job: MPIJob) -> bool:
     """Finished *and* completionTime set: the second phase of upstream's two-phase finish."""
-    return is_finished(job) and job.status is not None and job.status.completion_time is not None
+    return is_finished(job.status) and job.status is not None and job.status.completion_time is not None
 
 
 def plan(
@@ -271,16 +288,15 @@ def plan(
     observed: Observed,
     *,
     job: MPIJob,
-    delete_excess_workers: bool = True,
-    launcher_ready_workers: int | None = None,
+    elastic: ElasticWrites | None = None,
     gang: GangScheduler | None = None,
 ) -> Plan:
     """The writes that bring `observed` to `desired` for `job` (canonical, defaulted, valid).
 
-    `delete_excess_workers=False` leaves workers at or above the desired count alone (they are still
-    listed in `Plan.excess_workers`) for a caller that paces scale-in; `launcher_ready_workers` is how
-    many Ready workers `WaitForWorkersReady` waits for (default: every desired worker); `gang` is the
-    operator's `--gang-scheduling` (which PodGroup API a PodGroup read without apiVersion belongs to).
+    `elastic`: an elastic job's own writes, and how it changes the planner's (with `paces_scale_in`
+    excess workers are only listed in `Plan.excess_workers`; `launcher_ready_workers` is how many Ready
+    workers `WaitForWorkersReady` waits for instead of every desired one). `gang` is the operator's
+    `--gang-scheduling` (which PodGroup API a PodGroup read without apiVersion belongs to).
     """
     planner = _Planner(job, desired, observed, gang)
     if job.metadata.get("deletionTimestamp") is not None:
@@ -290,13 +306,14 @@ def plan(
         if is_completed(job):
             if policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
                 planner.clean_up_workers(running_only=policy == c.CLEAN_POD_POLICY_RUNNING)
-            return planner.result()
+            return planner.result(elastic)
         launcher = observed.launcher_job
         if launcher is not None:
             planner.owned_or_stop(launcher, "batch/v1", "Job")
         if launcher is None or not is_job_finished(launcher):
             planner.children(
-                delete_excess_workers=delete_excess_workers, launcher_ready_workers=launcher_ready_workers
+                delete_excess_workers=elastic is None or not elastic.paces_scale_in,
+                launcher_ready_workers=elastic.launcher_ready_workers if elastic is not None else None,
             )
         if launcher is not None:
             planner.align_launcher_suspension(launcher)
@@ -304,4 +321,4 @@ def plan(
             planner.clean_up_workers(running_only=policy == c.CLEAN_POD_POLICY_RUNNING)
     except _Stop:
         pass
-    return planner.result()
+    return planner.result(elastic)

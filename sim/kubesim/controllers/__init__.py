@@ -1,9 +1,10 @@
 """The controllers a cluster runs, simulated: kubelet, Job controller, garbage collector, namespaces.
 
-This package module owns what they share: the simulated `Clock` (a time scale, so tests run the cluster
-faster than real time), the client-go style `WorkQueue` (deduplicated keys, delayed re-adds on the event
-loop's timer heap, per-key error back-off) and `build_controllers`, which the composition root calls once;
-it then runs every `Controller.run()` as a task for the life of the cluster and serves `routes`.
+This package module owns what they share: the simulated `Clock` (a time scale, so a cluster can run
+faster than real time) and `FakeClock` (simulated time that moves only when a test advances it), the
+client-go style `WorkQueue` (deduplicated keys, delayed re-adds on the clock's timers, per-key error
+back-off) and `build_controllers`, which the composition root calls once; it then runs every
+`Controller.run()` as a task for the life of the cluster and serves `routes`.
 
 The controllers learn about changes through one `Cluster.add_listener` callback that fans out to their
 `on_change` (synchronous and cheap: they only record and enqueue keys) and act from one asyncio task
@@ -13,10 +14,12 @@ each; no threads, no polling.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sized
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -92,17 +95,120 @@ class Clock:
     def micro_timestamp(self, at: float | None = None) -> str:
         return self.wall(at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
+    def call_later(self, sim_delay: float, callback: Callable[[], None]) -> Timer:
+        """Runs `callback` once `sim_delay` simulated seconds have passed (on the running loop's timers)."""
+        return asyncio.get_running_loop().call_later(self.real_delay(sim_delay), callback)
+
+    def track(self, queue: Sized) -> None:
+        """Learns about a controller's work queue; real time has no use for it (`FakeClock` has)."""
+
+
+class Timer(Protocol):
+    """A pending `Clock.call_later` callback (`asyncio.TimerHandle` is one)."""
+
+    def cancel(self) -> None: ...
+
+
+class _FakeTimer:
+    __slots__ = ("callback", "cancelled", "due")
+
+    def __init__(self, due: float, callback: Callable[[], None]) -> None:
+        self.due = due
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock(Clock):
+    """Simulated time that moves only when told to: `await clock.advance(seconds)`.
+
+    For tests of the timer runtime (`SimSettings(clock=FakeClock())`): start delays, restart back-offs,
+    termination grace, Job back-offs, deadlines and TTLs, volume sync periods all wait on this clock, so a
+    test decides what has elapsed and a slow or loaded machine changes nothing. `advance` fires the timers
+    that fall due in order of due time, each at its own time, and after each lets the controllers work off
+    what it queued (`settle`), so every intermediate state a real run goes through happens here too.
+    Timestamps written into objects are `wall_start` plus the simulated seconds (one real second each).
+
+    Error retries (`WorkQueue.add_rate_limited`) stay on the event loop's real timers: they are not
+    simulated behaviour. The process runtime runs real programs in real time and does not take it.
+    """
+
+    SETTLE_TURNS = 10_000
+    """Loop turns `settle` grants the controllers before it declares them stuck (a crashed worker task)."""
+
+    def __init__(self, *, wall_start: float | None = None) -> None:
+        start = time.time() if wall_start is None else wall_start
+        super().__init__(1.0, monotonic=lambda: 0.0, wall=lambda: start)
+        self._now = 0.0
+        self._heap: list[tuple[float, int, _FakeTimer]] = []
+        self._seq = itertools.count()
+        self._queues: list[Sized] = []
+
+    def now(self) -> float:
+        return self._now
+
+    def call_later(self, sim_delay: float, callback: Callable[[], None]) -> Timer:
+        timer = _FakeTimer(self._now + max(0.0, sim_delay), callback)
+        heapq.heappush(self._heap, (timer.due, next(self._seq), timer))
+        return timer
+
+    def track(self, queue: Sized) -> None:
+        self._queues.append(queue)
+
+    @property
+    def pending_timers(self) -> int:
+        return sum(1 for _, _, timer in self._heap if not timer.cancelled)
+
+    def next_due(self) -> float | None:
+        """When the earliest pending timer fires (simulated seconds), None when none is pending."""
+        self._drop_cancelled()
+        return self._heap[0][0] if self._heap else None
+
+    async def settle(self) -> None:
+        """Returns once every controller has worked off its queued keys, without moving time."""
+        idle = 0
+        for _ in range(self.SETTLE_TURNS):
+            # Two idle turns in a row: a worker woken on the last turn has had its turn to queue more.
+            await asyncio.sleep(0)
+            idle = 0 if any(len(q) for q in self._queues) else idle + 1
+            if idle >= 2:
+                return
+        raise RuntimeError(f"kubesim controllers still busy after {self.SETTLE_TURNS} loop turns")
+
+    async def advance(self, seconds: float) -> None:
+        """Moves simulated time `seconds` forward, firing each timer due by then at its own due time."""
+        if seconds < 0:
+            raise ValueError("time only moves forward")
+        target = self._now + seconds
+        await self.settle()
+        while (due := self.next_due()) is not None and due <= target:
+            self._now = max(self._now, due)
+            # Timers due at the same moment fire together, as they would in one turn of a real loop.
+            while self._heap and self._heap[0][0] <= self._now:
+                _, _, timer = heapq.heappop(self._heap)
+                if not timer.cancelled:
+                    timer.callback()
+            await self.settle()
+        self._now = max(self._now, target)
+
+    def _drop_cancelled(self) -> None:
+        while self._heap and self._heap[0][2].cancelled:
+            heapq.heappop(self._heap)
+
 
 class WorkQueue(Generic[K]):
-    """Keys to reconcile: a key queued twice is processed once; `add_after` uses the loop's timer heap."""
+    """Keys to reconcile: a key queued twice is processed once; `add_after` uses the clock's timers."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._items: deque[K] = deque()
         self._queued: set[K] = set()
         self._wakeup = asyncio.Event()
-        self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self._timers: dict[K, tuple[float, Timer]] = {}
         self._failures: dict[K, int] = {}
+        clock.track(self)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -124,8 +230,7 @@ class WorkQueue(Generic[K]):
             if pending[0] <= due and not replace:
                 return
             pending[1].cancel()
-        handle = asyncio.get_running_loop().call_later(self._clock.real_delay(sim_delay), self._fire, key)
-        self._timers[key] = (due, handle)
+        self._timers[key] = (due, self._clock.call_later(sim_delay, lambda: self._fire(key)))
 
     def add_rate_limited(self, key: K) -> None:
         """Re-queues after an error: 5 ms doubling per consecutive failure, at most 1 s (real time)."""
@@ -216,6 +321,7 @@ class Controllers:
     all: list[Controller] = field(default_factory=list)
     routes: list[web.RouteDef] = field(default_factory=list)
     clock: Clock | None = None
+    """`settings.clock` when one was given, else a real `Clock` at `settings.time_scale`."""
     kubelet: Kubelet | None = None
     volumes: VolumeManager | None = None
     jobs: JobController | None = None
@@ -231,7 +337,9 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     from kubesim.controllers.namespaces import NamespaceController
     from kubesim.controllers.volumes import VolumeManager
 
-    clock = Clock(settings.time_scale)
+    clock = settings.clock if settings.clock is not None else Clock(settings.time_scale)
+    if isinstance(clock, FakeClock) and settings.runtime == "process":
+        raise ValueError("the process runtime runs real programs in real time: it cannot take a FakeClock")
     volumes = VolumeManager(cluster, settings, clock)
     kubelet: Kubelet
     if settings.runtime == "process":

@@ -244,11 +244,13 @@ class PodWorker:
         # Cancelled with the pod worker, the gathering future ends with an error nobody else reads.
         done.add_done_callback(lambda f: f.cancelled() or f.exception())
         stop: asyncio.Future[Any] = asyncio.ensure_future(self.deleting.wait())
-        await asyncio.wait([done, stop], return_when=asyncio.FIRST_COMPLETED)
-        if not done.done():
-            await self._stop_all()
-            await done
-        stop.cancel()
+        try:
+            await asyncio.wait([done, stop], return_when=asyncio.FIRST_COMPLETED)
+            if not done.done():
+                await self._stop_all()
+                await done
+        finally:  # also when the worker is cancelled (kubelet shutdown): the wait must not outlive it
+            stop.cancel()
         await self._stop_sidecars()
 
     async def _stop_all(self) -> None:

@@ -21,7 +21,8 @@ its checks runs inside kubesim's commit, where an exception would only be logged
   a violation at once.
 - `on_change` (a kubesim cluster listener) sees each worker pod the moment it starts terminating; when
   the last DELETE request for it came from the operator, the launcher's mounted script at that very
-  moment must not list it: the operator deletes only what it took out of discovery first (DESIGN §6).
+  moment must not list it: the operator deletes only what it took out of discovery first
+  (docs/architecture.md#the-write-path).
 """
 
 from __future__ import annotations

@@ -1,48 +1,37 @@
-"""Shared harness of the elastic reconciler tests (a helper module, not a test module).
+"""Shared helpers of the elastic reconciler tests (a helper module, not a test module).
 
-Reuses the reconciler suite's harness (`rc_harness`: the real Manager against kubesim over HTTP) and adds
+Reuses the reconciler suite's helpers (`rc_harness`: the real Manager against kubesim over HTTP) and adds
 elastic manifests, the launcher's *mounted* `discover_hosts.sh` read through kubesim's file endpoint
 (`GET /kubesim/v1/namespaces/{ns}/pods/{pod}/files/etc/mpi/discover_hosts.sh`), and scaling through
-each path a user has. kubesim keeps its default 60 s volume sync: a mounted script that changes within
-seconds proves the operator's launcher touch, since nothing else refreshes it that soon.
+each path a user has. This tier's kubesim (its conftest.py) syncs volumes only every
+`VOLUME_SYNC_SECONDS`, far beyond any wait of a test: a mounted script that changes during a test proves
+the operator's launcher touch, since nothing else refreshes it.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import aiohttp
-import pytest
-import pytest_asyncio
 
-from integration.reconcile.rc_harness import NS, eventually, get_job, mpijob
+from integration.reconcile.rc_harness import NS, WITHIN, get_job, mpijob
 from kubesim.app import KubeSim
-from kubesim.settings import SimSettings
+from kubesim.cluster import EventType
+from kubesim.controllers import resource_type
+from kubesim.registry import ResourceType
+from kubesim.testing import eventually
 from mpi_discovery import hostfile
+from mpi_operator.elastic import DRAINING_ANNOTATION
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from operator_testing import SteppedClock
 
-VOLUME_SYNC_SECONDS = 60.0
+VOLUME_SYNC_SECONDS = 3600.0
+"""kubesim's periodic volume sync in this tier: longer than any test may run (pytest-timeout: 120 s)."""
 SCRIPT = "etc/mpi/discover_hosts.sh"
-
-
-@pytest.fixture
-def kubesim_settings() -> SimSettings:
-    return SimSettings(
-        start_seconds=0.1,
-        ready_seconds=0.1,
-        job_backoff_seconds=0.1,
-        bookmark_seconds=0.5,
-        volume_sync_seconds=VOLUME_SYNC_SECONDS,
-    )
-
-
-@pytest_asyncio.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
+JOB_LABEL = "training.kubeflow.org/job-name"
+ROLE_LABEL = "training.kubeflow.org/job-role"
 
 
 def elastic_job(
@@ -109,9 +98,11 @@ async def mounted_hosts(
 
 
 async def wait_mounted(
-    kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, job: str, want: list[str], limit: float = 10.0
-) -> float:
-    """Waits until the launcher's mounted script lists exactly `want` (in order); returns when it did."""
+    kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, job: str, want: list[str], within: float = WITHIN
+) -> None:
+    """Waits until the launcher's mounted script lists exactly `want` (in order); `within` stays far below
+    `VOLUME_SYNC_SECONDS`, so only the operator's launcher touch can have refreshed the file."""
+    assert within < VOLUME_SYNC_SECONDS / 10
 
     async def check() -> bool:
         hosts = await mounted_hosts(kube, sim, http, job)
@@ -119,8 +110,7 @@ async def wait_mounted(
         assert [h for h, _ in hosts] == want, f"mounted hosts {hosts}"
         return True
 
-    await eventually(check, f"the launcher's mounted discover_hosts.sh to list {want}", limit)
-    return time.monotonic()
+    await eventually(check, within=within, what=f"the launcher's mounted discover_hosts.sh to list {want}")
 
 
 async def scale(kube: Kube, job: str, replicas: int, via: str) -> None:
@@ -160,18 +150,38 @@ async def elastic_status(kube: Kube, job: str) -> dict[str, Any]:
     return dict(((await get_job(kube, job)).get("status") or {}).get("elastic") or {})
 
 
-__all__ = [
-    "VOLUME_SYNC_SECONDS",
-    "elastic_job",
-    "elastic_status",
-    "host",
-    "http",
-    "is_ready",
-    "kubesim_settings",
-    "launcher_pod",
-    "mounted_hosts",
-    "mounted_script",
-    "scale",
-    "wait_mounted",
-    "worker_pods",
-]
+def draining_since(pod: dict[str, Any]) -> datetime | None:
+    """The drain stamp the operator put on a worker pod (its clock's time), None when not draining."""
+    stamp = (pod["metadata"].get("annotations") or {}).get(DRAINING_ANNOTATION)
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+
+
+class Terminations:
+    """When, on the operator's clock, each worker pod of a job started terminating (pod name -> time).
+
+    Recorded from inside kubesim's commit (a cluster listener), so the time is that of the deletion
+    itself, not of a later poll; a context manager that listens while open."""
+
+    def __init__(self, sim: KubeSim, clock: SteppedClock, job: str) -> None:
+        self.sim = sim
+        self.clock = clock
+        self.job = job
+        self.at: dict[str, datetime] = {}
+        self.pods = resource_type(sim.cluster, "v1", "Pod")
+
+    def __enter__(self) -> Terminations:
+        self.sim.cluster.add_listener(self._on_change)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.sim.cluster.remove_listener(self._on_change)
+
+    def _on_change(
+        self, event: EventType, rt: ResourceType, obj: dict[str, Any], _old: dict[str, Any] | None
+    ) -> None:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if rt != self.pods or labels.get(JOB_LABEL) != self.job or labels.get(ROLE_LABEL) != "worker":
+            return
+        if event == "DELETED" or meta.get("deletionTimestamp"):
+            self.at.setdefault(str(meta["name"]), self.clock.utc_now())

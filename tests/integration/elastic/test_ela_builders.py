@@ -1,6 +1,7 @@
 """The elastic inputs of the pure builders and planner (no cluster): host names and annotations per
 worker incarnation, the launcher's bound variables, the gang size, the ConfigMap's state annotation,
-and `elastic_sync.prepare` / `split_plan`. Static jobs must build exactly what they built before."""
+and `elastic.sync.prepare`, whose writes the planner places in their phases. Static jobs must build
+exactly what they built before."""
 
 from __future__ import annotations
 
@@ -12,10 +13,18 @@ import pytest
 
 from mpi_operator import desired, planning
 from mpi_operator.api.models import MPIJob
-from mpi_operator.controller import elastic_sync
-from mpi_operator.desired import config, podgroup, workers
-from mpi_operator.elastic import STATE_ANNOTATION
-from mpi_operator.planning import Observed, owned
+from mpi_operator.desired import ElasticInputs, config, podgroup, workers
+from mpi_operator.elastic import (
+    STATE_ANNOTATION,
+    ElasticDecision,
+    PodAnnotationPatch,
+    PodDeletion,
+    discovery_revision_annotation,
+    published_state,
+)
+from mpi_operator.elastic import sync as elastic_sync
+from mpi_operator.elastic.launcher_env import DISCOVERY_REVISION_ANNOTATION
+from mpi_operator.planning import Delete, ElasticWrites, Observed, Patch, Phase, owned
 from mpi_operator.settings import Settings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -61,11 +70,13 @@ def test_a_static_job_builds_the_same_with_and_without_empty_elastic_inputs() ->
     after = desired.build(
         j,
         settings=settings,
-        worker_hostnames={},
-        worker_annotations={},
-        config_map_annotations={},
-        launcher_extra_env=(),
-        pod_group_min_member=None,
+        elastic=ElasticInputs(
+            worker_hostnames={},
+            worker_annotations={},
+            config_map_annotations={},
+            launcher_env=(),
+            pod_group_min_member=None,
+        ),
     )
     assert after == before
 
@@ -76,11 +87,13 @@ def test_elastic_inputs_reach_every_child() -> None:
     state = desired.build(
         j,
         settings=Settings(gang_scheduling="volcano"),
-        worker_hostnames={1: "pi-worker-1-r1"},
-        worker_annotations={1: {"mpi-operator.kubeflow.org/incarnation": "1"}},
-        config_map_annotations={STATE_ANNOTATION: "{}"},
-        launcher_extra_env=extra,
-        pod_group_min_member=3,
+        elastic=ElasticInputs(
+            worker_hostnames={1: "pi-worker-1-r1"},
+            worker_annotations={1: {"mpi-operator.kubeflow.org/incarnation": "1"}},
+            config_map_annotations={STATE_ANNOTATION: "{}"},
+            launcher_env=tuple(extra),
+            pod_group_min_member=3,
+        ),
     )
     assert state.workers[1]["spec"]["hostname"] == "pi-worker-1-r1"
     assert state.workers[0]["spec"]["hostname"] == "pi-worker-0"
@@ -157,10 +170,12 @@ def test_prepare_is_none_for_a_static_job_and_clamps_an_elastic_one() -> None:
     assert config.worker_replicas(sync.job) == 4
     assert sync.decision.status["desired"] == 4
     assert [e.reason for e in sync.decision.events] == ["ReplicasOutOfBounds"]
-    env = {e["name"]: e["value"] for e in sync.build_overrides["launcher_extra_env"]}
+    env = {e["name"]: e["value"] for e in sync.inputs.launcher_env}
     assert (env["MPIJOB_MIN_NP"], env["MPIJOB_MAX_NP"]) == ("2", "4")
-    assert sync.build_overrides["pod_group_min_member"] == 3
-    assert set(sync.build_overrides["worker_hostnames"]) == {0, 1, 2, 3}
+    assert sync.inputs.pod_group_min_member == 3
+    assert set(sync.inputs.worker_hostnames or {}) == {0, 1, 2, 3}
+    assert sync.writes.paces_scale_in
+    assert sync.writes.launcher_ready_workers == 2
 
 
 def test_prepare_lists_no_host_while_suspended() -> None:
@@ -169,9 +184,9 @@ def test_prepare_lists_no_host_while_suspended() -> None:
     )
     assert sync is not None
     assert sync.decision is not None
-    assert sync.build_overrides["discovered"] == []
+    assert sync.inputs.discovered == ()
     assert sync.decision.status["discovered"] == 0
-    assert sync.launcher_stop is None
+    assert not any(a.phase is Phase.STOP for a in sync.writes.actions)
 
 
 def test_prepare_runs_no_step_once_finished() -> None:
@@ -182,14 +197,134 @@ def test_prepare_runs_no_step_once_finished() -> None:
     sync = elastic_sync.prepare(finished, Observed(), now=NOW, cluster_domain="")
     assert sync is not None
     assert sync.decision is None
-    assert "discovered" not in sync.build_overrides
+    assert sync.inputs.discovered is None
+    assert not sync.writes.paces_scale_in, "a finished job's excess workers are the planner's to delete"
 
 
-def test_split_plan_puts_the_script_before_pods_and_the_launcher() -> None:
-    j = job(2, launcherCreationPolicy="AtStartup", **ELASTIC)
+def test_the_plan_of_a_static_job_sends_discovery_before_the_workload() -> None:
+    j = job(2, launcherCreationPolicy="AtStartup")
     state = desired.build(j, settings=Settings(), ssh_keys=desired.generate_ssh_keys())
     plan = planning.plan(state, Observed(), job=j)
-    head, tail = elastic_sync.split_plan(plan)
-    assert [a.ref.kind for a in head.actions] == ["Service", "ConfigMap", "Secret"]
-    assert [a.ref.kind for a in tail.actions] == ["Pod", "Pod", "Job"]
-    assert head.actions + tail.actions == plan.actions
+    assert [(a.phase, a.ref.kind) for a in plan.actions] == [
+        (Phase.DISCOVERY, "Service"),
+        (Phase.DISCOVERY, "ConfigMap"),
+        (Phase.DISCOVERY, "Secret"),
+        (Phase.WORKLOAD, "Pod"),
+        (Phase.WORKLOAD, "Pod"),
+        (Phase.WORKLOAD, "Job"),
+    ]
+    assert not plan.urgent
+
+
+def launcher_pod(name: str, revision: str | None = None, **status: Any) -> dict[str, Any]:
+    annotations = {DISCOVERY_REVISION_ANNOTATION: revision} if revision is not None else {}
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "annotations": annotations},
+        "status": status or {"phase": "Running"},
+    }
+
+
+def decision(**fields: Any) -> ElasticDecision:
+    published = published_state(job(2, **ELASTIC), None, cluster_domain="")
+    return ElasticDecision(discovered=[("pi-worker-0.pi.default.svc", 1)], publish=published, **fields)
+
+
+def test_a_decision_becomes_drain_announce_and_release_writes() -> None:
+    the_decision = decision(
+        drain=[PodAnnotationPatch("pi-worker-3", "u3", {"drain": "now"})],
+        delete=[PodDeletion("pi-worker-3", "u3", 3, "scaled in")],
+        replace=[PodDeletion("pi-worker-1", "u1", 1, "failed")],
+    )
+    current = discovery_revision_annotation(the_decision.discovered)[DISCOVERY_REVISION_ANNOTATION]
+    pods = [
+        launcher_pod("pi-launcher-a"),
+        launcher_pod("pi-launcher-b", revision=current),
+        launcher_pod("pi-launcher-c", phase="Failed"),
+    ]
+    actions = elastic_sync.decision_actions(job(2, **ELASTIC), the_decision, pods)
+    assert [(a.phase, type(a).__name__, a.ref.name) for a in actions] == [
+        (Phase.DRAIN, "Patch", "pi-worker-3"),
+        (Phase.ANNOUNCE, "Patch", "pi-launcher-a"),
+        (Phase.RELEASE, "Delete", "pi-worker-1"),
+        (Phase.RELEASE, "Delete", "pi-worker-3"),
+    ], "only a live launcher pod without the current revision is touched; replacements go first"
+    drain, touch = actions[0], actions[1]
+    assert isinstance(drain, Patch)
+    assert drain.patch == {"metadata": {"annotations": {"drain": "now"}}}
+    assert isinstance(touch, Patch)
+    assert touch.patch == {"metadata": {"annotations": {DISCOVERY_REVISION_ANNOTATION: current}}}
+    assert [a.uid for a in actions if isinstance(a, Delete)] == ["u1", "u3"]
+
+
+def test_the_planner_places_elastic_writes_in_their_phases() -> None:
+    j = job(2, launcherCreationPolicy="AtStartup", **ELASTIC)
+    state = desired.build(j, settings=Settings(), ssh_keys=desired.generate_ssh_keys())
+    the_decision = decision(
+        drain=[PodAnnotationPatch("pi-worker-3", "u3", {"drain": "now"})],
+        delete=[PodDeletion("pi-worker-3", "u3", 3, "scaled in")],
+    )
+    writes = ElasticWrites(
+        actions=tuple(reversed(elastic_sync.decision_actions(j, the_decision, [launcher_pod("pi-l")]))),
+        paces_scale_in=True,
+        launcher_ready_workers=1,
+        urgent=True,
+    )
+    plan = planning.plan(state, Observed(), job=j, elastic=writes)
+    assert [(a.phase, a.ref.kind) for a in plan.actions] == [
+        (Phase.DRAIN, "Pod"),
+        (Phase.DISCOVERY, "Service"),
+        (Phase.DISCOVERY, "ConfigMap"),
+        (Phase.DISCOVERY, "Secret"),
+        (Phase.ANNOUNCE, "Pod"),
+        (Phase.RELEASE, "Pod"),
+        (Phase.WORKLOAD, "Pod"),
+        (Phase.WORKLOAD, "Pod"),
+        (Phase.WORKLOAD, "Job"),
+    ]
+    assert plan.urgent
+
+
+def test_the_planner_refuses_elastic_writes_outside_the_elastic_phases() -> None:
+    j = job(2, **ELASTIC)
+    state = desired.build(j, settings=Settings(), ssh_keys=desired.generate_ssh_keys())
+    stray = Delete(ref=planning.ObjectRef("v1", "Pod", "default", "pi-worker-1"), uid="u1")
+    with pytest.raises(ValueError, match="outside the elastic phases"):
+        planning.plan(state, Observed(), job=j, elastic=ElasticWrites(actions=(stray,)))
+
+
+def test_a_plan_holds_its_actions_in_phase_order() -> None:
+    ref = planning.ObjectRef("v1", "Pod", "default", "pi-worker-1")
+    early = Patch(ref=ref, patch={}, phase=Phase.DRAIN, why="x")
+    late = Delete(ref=ref, uid="u1", phase=Phase.RELEASE)
+    assert planning.Plan(actions=(early, late)).actions == (early, late)
+    with pytest.raises(ValueError, match="out of phase order"):
+        planning.Plan(actions=(late, early))
+
+
+def test_a_failed_elastic_job_stops_its_launcher_last() -> None:
+    raw = job(2, **ELASTIC).model_dump(by_alias=True, exclude_none=True, mode="json")
+    reason = "BelowMinReplicas"
+    conditions = [{"type": "Failed", "status": "True", "reason": reason}]
+    failed = MPIJob.model_validate(
+        {**raw, "status": {"conditions": conditions, "completionTime": "2026-01-01T00:00:00Z"}}
+    )
+    launcher = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "pi-launcher",
+            "namespace": "default",
+            "uid": "u-l",
+            "ownerReferences": [{"uid": "u-1", "controller": True}],
+        },
+        "spec": {},
+        "status": {"startTime": "2025-12-31T23:59:00Z", "active": 1},
+    }
+    sync = elastic_sync.prepare(failed, Observed(launcher_job=launcher), now=NOW, cluster_domain="")
+    assert sync is not None
+    assert sync.decision is None
+    (stop,) = sync.writes.actions
+    assert isinstance(stop, Patch)
+    assert stop.phase is Phase.STOP
+    assert stop.patch == {"spec": {"activeDeadlineSeconds": 60}}
+    assert [e.reason for e in stop.events] == ["LauncherStopped"]

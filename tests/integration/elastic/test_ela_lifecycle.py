@@ -5,44 +5,31 @@ stopped through its deadline while the MPIJob keeps the below-minReplicas reason
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
-from ela_harness import (
-    elastic_job,
-    elastic_status,
-    host,
-    http,
-    kubesim_settings,
-    launcher_pod,
-    scale,
-    wait_mounted,
-    worker_pods,
-)
+from ela_harness import elastic_job, elastic_status, host, launcher_pod, scale, wait_mounted, worker_pods
 
 from integration.reconcile.rc_harness import (
     NS,
+    WITHIN,
     conditions,
     container,
     events_for,
-    eventually,
     get_job,
-    kube,
     mpijob,
-    operator,
     operator_writes,
     quiet,
     running_operator,
+    settle,
     wait_condition,
     wait_event,
 )
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["http", "kube", "kubesim_settings", "operator"]
 
 OOB = "ReplicasOutOfBounds"
 
@@ -61,29 +48,14 @@ async def out_of_bounds_events(kube: Kube, name: str) -> dict[str, int]:
     }
 
 
-def reconciles(mgr: Manager) -> float:
-    """Reconciles that ran to the end (a pending settle makes one end in `requeue_after`)."""
-    registry = mgr.metrics.registry
-    return sum(
-        registry.get_sample_value("mpi_operator_reconcile_total", {"result": result}) or 0
-        for result in ("success", "requeue_after")
-    )
-
-
 async def resync(kube: Kube, kubesim: KubeSim, mgr: Manager, name: str, times: int) -> list[str]:
-    """Makes the operator reconcile `name` `times` more times (an annotation change each); returns the
-    operator's writes to ReplicasOutOfBounds Events meanwhile and over a quiet window after them."""
+    """Makes the operator reconcile `name` `times` more times (an annotation change each, `settle`);
+    returns the operator's writes to ReplicasOutOfBounds Events meanwhile, Event writes included (the
+    recorder writes in the background; `settle` waits for it too)."""
+    await settle(kube, mgr, name)
     kubesim.control.clear_requests()
-    for i in range(times):
-        before = reconciles(mgr)
-        patch = {"metadata": {"annotations": {"test/poke": str(i)}}}
-        await kube.patch(resources.MPIJOB, name, patch, namespace=NS)
-
-        async def reconciled(before: float = before) -> bool:
-            return reconciles(mgr) > before
-
-        await eventually(reconciled, f"reconcile #{i + 1} of {name}")
-    await asyncio.sleep(0.5)  # a window of observation: the recorder writes in the background
+    for _ in range(times):
+        await settle(kube, mgr, name)
     names = {e["metadata"]["name"] for e in await events_for(kube, name) if e.get("reason") == OOB}
     return [w for w in operator_writes(kubesim) if w.split("/", 1)[-1] in names]
 
@@ -109,7 +81,7 @@ async def test_out_of_bounds_replicas_are_reported_once_per_value_across_restart
         async def reported() -> dict[str, int]:
             return {m: n for m, n in (await out_of_bounds_events(kube, "oob")).items() if "replicas 5" in m}
 
-        assert list((await eventually(reported, "the new value reported")).values()) == [1]
+        assert list((await eventually(reported, what="the new value reported")).values()) == [1]
         assert await resync(kube, kubesim, mgr, "oob", 2) == []
         assert sorted((await out_of_bounds_events(kube, "oob")).values()) == [1, 1]
 
@@ -132,7 +104,9 @@ async def test_status_elastic_follows_a_suspend_and_the_resume_brings_the_hosts_
         assert "sus-worker" not in cm["data"]["discover_hosts.sh"], cm["data"]
         return True
 
-    await eventually(suspended, "status.elastic of a suspended job: nothing discovered, ready or draining")
+    await eventually(
+        suspended, what="status.elastic of a suspended job: nothing discovered, ready or draining"
+    )
     assert await launcher_pod(kube, "sus") is None
     assert (await elastic_status(kube, "sus"))["desired"] == 2
 
@@ -147,7 +121,7 @@ async def test_status_elastic_follows_a_suspend_and_the_resume_brings_the_hosts_
         )
         return True
 
-    await eventually(resumed, "status.elastic of the resumed job")
+    await eventually(resumed, what="status.elastic of the resumed job")
     reasons = [e["reason"] for e in await events_for(kube, "sus")]
     assert "WorkerFailed" not in reasons, "the suspend's deletions are no worker failures"
 
@@ -162,7 +136,7 @@ async def test_below_min_failure_stops_the_launcher_and_keeps_its_reason(
     await wait_mounted(kube, kubesim, http, "stop", [host("stop", 0), host("stop", 1)])
 
     kubesim.controllers.kubelet.kill("default", "stop-worker-1", exit_code=3)
-    failed = conditions(await wait_condition(kube, "stop", "Failed", limit=8))["Failed"]
+    failed = conditions(await wait_condition(kube, "stop", "Failed"))["Failed"]
     assert failed["reason"] == "BelowMinReplicas"
 
     async def launcher_failed() -> dict[str, Any] | None:
@@ -170,13 +144,12 @@ async def test_below_min_failure_stops_the_launcher_and_keeps_its_reason(
         done = conditions(launcher).get("Failed", {})
         return launcher if done.get("status") == "True" else None
 
-    launcher = await eventually(launcher_failed, "the launcher Job to fail", limit=8)
+    launcher = await eventually(launcher_failed, what="the launcher Job to fail", within=WITHIN)
     assert conditions(launcher)["Failed"]["reason"] == "DeadlineExceeded"
     assert launcher["spec"]["activeDeadlineSeconds"] >= 1
     assert await launcher_pod(kube, "stop") is None, "horovodrun still runs"
 
-    await quiet(kubesim, 0.5)
-    writes = await quiet(kubesim, 1.0)
+    writes = await quiet(kubesim, kube, operator, "stop")
     assert writes == [], f"a stopped job's steady state wrote: {writes}"
     job = await get_job(kube, "stop")
     assert conditions(job)["Failed"] == failed, "the launcher's failure replaced the below-min reason"

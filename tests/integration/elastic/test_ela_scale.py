@@ -2,86 +2,98 @@
 
 Each step is made through a different path (merge patch, JSON patch, the scale subresource), and each
 is checked where Horovod looks: the launcher pod's *mounted* `discover_hosts.sh`, read through kubesim's
-file endpoint, with the kubelet's volume sync at 60 s, so only the operator's launcher touch can make the
-file change within the two seconds asserted here.
+file endpoint. The kubelet's periodic volume sync never comes within the test, so a file that changes
+shows the operator's launcher touch (recorded too). The scale-in grace is ten minutes on the operator's
+`SteppedClock`: scaled-in pods outlive it until the test moves the clock past it, and each deletion's
+time on that clock shows it came no earlier than the grace.
 """
 
 from __future__ import annotations
 
-import time
+from datetime import timedelta
 
 import aiohttp
 from ela_harness import (
-    VOLUME_SYNC_SECONDS,
+    Terminations,
+    draining_since,
     elastic_job,
     elastic_status,
     host,
-    http,
     is_ready,
-    kubesim_settings,
+    launcher_pod,
     scale,
     wait_mounted,
     worker_pods,
 )
 
-from integration.reconcile.rc_harness import eventually, get_job, kube, operator, quiet, wait_condition
+from integration.reconcile.rc_harness import OPERATOR_AGENT, get_job, quiet, settle, wait_condition
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from operator_testing import SteppedClock
 
-__all__ = ["http", "kube", "kubesim_settings", "operator"]
-
-PROPAGATION_LIMIT = 2.0
-"""Worker Ready -> listed in the launcher's mounted script, at most (the volume sync is 60 s)."""
+GRACE = 600
+"""scaleInGracePeriodSeconds: far beyond the test's own duration, so only the clock's jump ends it."""
 
 
-async def ready_at(kube: Kube, job: str, pod: str) -> float:
-    """Waits for worker pod `pod` to be Ready; returns when it was first seen Ready."""
-
-    async def check() -> bool:
-        got = (await worker_pods(kube, job)).get(pod)
-        return got is not None and is_ready(got)
-
-    await eventually(check, f"worker pod {pod} Ready", interval=0.02)
-    return time.monotonic()
+def launcher_touches(kubesim: KubeSim, launcher: str) -> int:
+    """The operator's patches of the launcher pod (what makes the kubelet refresh its volumes now)."""
+    return sum(
+        1
+        for r in kubesim.control.recorded(user_agent=OPERATOR_AGENT)
+        if (r.verb, r.resource, r.name) == ("patch", "pods", launcher)
+    )
 
 
 async def test_scale_out_in_out_through_every_path(
-    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager
+    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, clock: SteppedClock
 ) -> None:
-    assert VOLUME_SYNC_SECONDS >= 30 * PROPAGATION_LIMIT
-    await kube.create(resources.MPIJOB, elastic_job("el", workers=2, grace=2))
+    await kube.create(resources.MPIJOB, elastic_job("el", workers=2, grace=GRACE))
     await wait_condition(kube, "el", "Running")
     await wait_mounted(kube, kubesim, http, "el", [host("el", 0), host("el", 1)])
+    launcher = await launcher_pod(kube, "el")
+    assert launcher is not None
+    touches = launcher_touches(kubesim, launcher["metadata"]["name"])
 
-    # 2 -> 3 by merge patch: the new worker enters the mounted script within seconds of being Ready.
+    # 2 -> 3 by merge patch: the new worker enters the mounted script once Ready, through a touch.
     await scale(kube, "el", 3, "merge")
-    ready = await ready_at(kube, "el", "el-worker-2")
-    listed = await wait_mounted(kube, kubesim, http, "el", [host("el", i) for i in range(3)], limit=5)
-    assert listed - ready < PROPAGATION_LIMIT, f"took {listed - ready:.2f}s after Ready"
+    await wait_mounted(kube, kubesim, http, "el", [host("el", i) for i in range(3)])
+    assert is_ready((await worker_pods(kube, "el"))["el-worker-2"])
+    assert launcher_touches(kubesim, launcher["metadata"]["name"]) > touches
 
     # 3 -> 1 by JSON patch: hosts leave discovery at once, highest index first; pods wait for the grace.
-    scaled_in = time.monotonic()
-    await scale(kube, "el", 1, "json")
-    await wait_mounted(kube, kubesim, http, "el", [host("el", 0)], limit=5)
-    assert time.monotonic() - scaled_in < PROPAGATION_LIMIT + 1
-    pods = await worker_pods(kube, "el")
-    assert {"el-worker-1", "el-worker-2"} <= set(pods), "scaled-in pods must outlive the grace period"
-    assert all(not p["metadata"].get("deletionTimestamp") for p in pods.values())
+    with Terminations(kubesim, clock, "el") as terminations:
+        await scale(kube, "el", 1, "json")
+        await wait_mounted(kube, kubesim, http, "el", [host("el", 0)])
+        await settle(kube, operator, "el")
+        pods = await worker_pods(kube, "el")
+        assert {"el-worker-1", "el-worker-2"} <= set(pods), "scaled-in pods must outlive the grace period"
+        assert all(not p["metadata"].get("deletionTimestamp") for p in pods.values())
+        stamps = {name: draining_since(pods[name]) for name in ("el-worker-1", "el-worker-2")}
+        assert all(stamps.values()), f"drain stamps {stamps}"
 
-    async def drained() -> bool:
-        assert set(await worker_pods(kube, "el")) == {"el-worker-0"}
-        return True
+        clock.advance(GRACE / 2)  # half-way: a look at the job must leave the draining pods alone
+        await settle(kube, operator, "el")
+        assert terminations.at == {}, "deleted half-way through scaleInGracePeriodSeconds"
 
-    await eventually(drained, "the scaled-in pods deleted after their grace", limit=10)
-    assert time.monotonic() - scaled_in >= 2, "deleted before scaleInGracePeriodSeconds"
+        clock.advance(GRACE / 2)
+
+        async def drained() -> bool:
+            assert set(await worker_pods(kube, "el")) == {"el-worker-0"}
+            return True
+
+        await eventually(drained, what="the scaled-in pods deleted after their grace")
+    for name, stamp in stamps.items():
+        assert stamp is not None
+        assert terminations.at[name] - stamp >= timedelta(seconds=GRACE), f"{name} deleted before its grace"
     assert (await elastic_status(kube, "el"))["discovered"] == 1
 
     # 1 -> 3 by the scale subresource: retired identities come back under fresh host names.
     await scale(kube, "el", 3, "scale")
     want = [host("el", 0), host("el", 1, 1), host("el", 2, 1)]
-    await wait_mounted(kube, kubesim, http, "el", want, limit=10)
+    await wait_mounted(kube, kubesim, http, "el", want)
     pods = await worker_pods(kube, "el")
     assert pods["el-worker-1"]["spec"]["hostname"] == "el-worker-1-r1"
 
@@ -96,8 +108,8 @@ async def test_scale_out_in_out_through_every_path(
         assert worker.get("selector"), worker
         return True
 
-    await eventually(status_settled, "status: 3 desired and discovered at the latest generation")
-    assert await quiet(kubesim, 1.5) == [], "a converged elastic job writes nothing"
+    await eventually(status_settled, what="status: 3 desired and discovered at the latest generation")
+    assert await quiet(kubesim, kube, operator, "el") == [], "a converged elastic job writes nothing"
     registry = operator.metrics.registry
     # Published changes: the first hosts, then 3, 1 and 3 hosts; one timed convergence per scale.
     assert (registry.get_sample_value("mpi_operator_elastic_discovery_updates_total") or 0) >= 4

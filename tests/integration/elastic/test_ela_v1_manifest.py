@@ -1,7 +1,8 @@
 """The classic `kubeflow.org/v1` elastic Horovod manifest (no elasticPolicy, `horovodrun -np 2 --min-np 1
 --max-np 3 --host-discovery-script ...`) is elastic: bounds inferred from horovodrun, the launcher env
 carries them, it scales within them, and replicas beyond them (admission cannot know inferred bounds)
-are not acted on but reported. Its pacing is the default (settleSeconds 5), hence the test's length."""
+are not acted on but reported. Its pacing is the default (settleSeconds 5), which the test skips by moving
+the operator's `SteppedClock`."""
 
 from __future__ import annotations
 
@@ -11,28 +12,20 @@ from typing import Any
 
 import aiohttp
 import yaml
-from ela_harness import elastic_status, host, http, kubesim_settings, scale, wait_mounted, worker_pods
+from ela_harness import elastic_status, host, is_ready, scale, wait_mounted, worker_pods
 
-from integration.reconcile.rc_harness import (
-    FAST_PODS,
-    NS,
-    eventually,
-    get_job,
-    kube,
-    operator,
-    quiet,
-    wait_condition,
-    wait_event,
-)
+from integration.reconcile.rc_harness import FAST_PODS, NS, get_job, settle, wait_condition, wait_event
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["http", "kube", "kubesim_settings", "operator"]
+from operator_testing import SteppedClock
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "valid" / "v1-horovod-elastic.yaml"
 NAME = "tensorflow-mnist-elastic"
+DEFAULT_SETTLE = 5
+"""settleSeconds when elasticPolicy does not set it (docs/elastic.md)."""
 
 
 def v1_manifest() -> dict[str, Any]:
@@ -43,16 +36,25 @@ def v1_manifest() -> dict[str, Any]:
     return body
 
 
+async def ready_workers(kube: Kube, count: int) -> None:
+    async def check() -> bool:
+        pods = await worker_pods(kube, NAME)
+        return len(pods) == count and all(is_ready(p) for p in pods.values())
+
+    await eventually(check, what=f"{count} Ready workers")
+
+
 def env_of(launcher_job: dict[str, Any]) -> dict[str, str]:
     container = launcher_job["spec"]["template"]["spec"]["containers"][0]
     return {e["name"]: e.get("value", "") for e in container.get("env") or []}
 
 
 async def test_v1_horovodrun_manifest_is_elastic_with_inferred_bounds(
-    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager
+    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, clock: SteppedClock
 ) -> None:
-
     await kube.create(dataclasses.replace(resources.MPIJOB, version="v1"), v1_manifest())
+    await ready_workers(kube, 2)
+    clock.advance(DEFAULT_SETTLE)  # hosts that turned Ready apart are published settleSeconds apart
     await wait_mounted(kube, kubesim, http, NAME, [host(NAME, 0), host(NAME, 1)])
     launcher = await kube.get(resources.JOB, f"{NAME}-launcher", NS)
     env = env_of(launcher)
@@ -64,9 +66,11 @@ async def test_v1_horovodrun_manifest_is_elastic_with_inferred_bounds(
         assert (status.get("minReplicas"), status.get("maxReplicas")) == (1, 3), status
         return True
 
-    await eventually(bounds, "status.elastic with the inferred bounds 1..3")
+    await eventually(bounds, what="status.elastic with the inferred bounds 1..3")
 
     await scale(kube, NAME, 3, "merge")
+    await ready_workers(kube, 3)
+    clock.advance(DEFAULT_SETTLE)
     await wait_mounted(kube, kubesim, http, NAME, [host(NAME, i) for i in range(3)])
 
     # 5 gets past admission (the bounds are inferred, CEL cannot see them); the operator keeps 3.
@@ -74,7 +78,7 @@ async def test_v1_horovodrun_manifest_is_elastic_with_inferred_bounds(
     event = await wait_event(kube, NAME, "ReplicasOutOfBounds")
     assert "replicas 5 outside" in event["message"], event["message"]
     assert "[1, 3]" in event["message"], event["message"]
-    await quiet(kubesim, 1.0)
+    await settle(kube, operator, NAME)
     assert sorted(await worker_pods(kube, NAME)) == [f"{NAME}-worker-{i}" for i in range(3)]
     job = await get_job(kube, NAME)
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 5

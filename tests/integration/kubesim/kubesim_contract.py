@@ -5,8 +5,8 @@ Everything here talks to the API over HTTP only, so the suite can be pointed at 
 
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,29 +15,38 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from kubesim.testing import eventually
+
 CRD_PATH = Path(__file__).with_name("widget_crd.yaml")
 GROUP, VERSION, PLURAL = "test.kubesim.io", "v1", "widgets"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+AS_MERGE_PATCH: dict[str, Any] = {"_content_type": MERGE}
+"""`**AS_MERGE_PATCH` sends a client patch call as a merge patch (a keyword the client's annotations omit)."""
+
+# The object builders below are typed Any: the client accepts plain dicts, though its annotations name
+# the V1 models.
 
 
-def widget_crd() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(CRD_PATH.read_text())
-    return loaded
+def widget_crd() -> Any:
+    return yaml.safe_load(CRD_PATH.read_text())
 
 
 async def install_widget_crd(api: ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api)
     await ext.create_custom_resource_definition(body=widget_crd())
-    for _ in range(100):  # a real apiserver establishes a CRD asynchronously
+
+    async def established() -> bool:
         crd = await ext.read_custom_resource_definition("widgets.test.kubesim.io")
-        if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("CRD never became Established")
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+
+    # Annotated as `eventually`'s own parameter type: mypy cannot solve it from an async function alone.
+    check: Callable[[], bool | Awaitable[bool | None] | None] = established
+    # A real apiserver establishes a CRD asynchronously; only HTTP is used, so no `sim=` to wake on.
+    await eventually(check, what="the widgets CRD Established")
 
 
-def widget(name: str, replicas: int = 1, **labels: str) -> dict[str, Any]:
+def widget(name: str, replicas: int = 1, **labels: str) -> Any:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Widget",
@@ -46,7 +55,7 @@ def widget(name: str, replicas: int = 1, **labels: str) -> dict[str, Any]:
     }
 
 
-def configmap(name: str, **labels: str) -> dict[str, Any]:
+def configmap(name: str, **labels: str) -> Any:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -55,7 +64,7 @@ def configmap(name: str, **labels: str) -> dict[str, Any]:
     }
 
 
-def pod(name: str, *, grace: int | None = None, **labels: str) -> dict[str, Any]:
+def pod(name: str, *, grace: int | None = None, **labels: str) -> Any:
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox"}]}
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
@@ -64,7 +73,7 @@ def pod(name: str, *, grace: int | None = None, **labels: str) -> dict[str, Any]
 
 def status_of(exc: ApiException) -> dict[str, Any]:
     """The `kind: Status` body of an API error."""
-    body: dict[str, Any] = json.loads(exc.body)
+    body: dict[str, Any] = json.loads(exc.body or b"")
     assert body["kind"] == "Status", body
     return body
 
@@ -86,5 +95,5 @@ async def get_widget(api: ApiClient, name: str) -> dict[str, Any]:
 async def merge_patch_widget(api: ApiClient, name: str, body: Any, *, status: bool = False) -> dict[str, Any]:
     objects = client.CustomObjectsApi(api)
     call = objects.patch_namespaced_custom_object_status if status else objects.patch_namespaced_custom_object
-    patched: dict[str, Any] = await call(GROUP, VERSION, "default", PLURAL, name, body, _content_type=MERGE)
+    patched: dict[str, Any] = await call(GROUP, VERSION, "default", PLURAL, name, body, **AS_MERGE_PATCH)
     return patched

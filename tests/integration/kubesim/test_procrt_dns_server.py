@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +19,11 @@ import pytest_asyncio
 from dnslib import QTYPE, RCODE, DNSRecord
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
-from sim_controller_helpers import fast_settings
 
 from kubesim.app import KubeSim
-from kubesim.cluster import EventType
+from kubesim.controllers import FakeClock
 from kubesim.procrt.dns import DNSServer
 from kubesim.procrt.dnsrecords import ClusterDNS
-from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
 
 WORKER = "w-0.workers.default.svc.cluster.local"
@@ -33,8 +31,8 @@ QUERY_TIMEOUT = 5.0
 
 
 @pytest.fixture
-def kubesim_settings() -> SimSettings:
-    return fast_settings()
+def kubesim_settings(clock: FakeClock) -> SimSettings:
+    return SimSettings(clock=clock, start_seconds=1.0, ready_seconds=1.0)
 
 
 @pytest.fixture
@@ -152,33 +150,17 @@ async def test_malformed_datagrams_do_not_stop_the_server(served: Served) -> Non
     assert (await query(served, "cluster.local", "SOA")).rr[0].rtype == QTYPE.SOA
 
 
-def ready_watch(kubesim: KubeSim, pod_name: str) -> tuple[asyncio.Event, asyncio.Event, Callable[..., None]]:
-    """Events set when the pod first reports Ready and when it is gone, from a cluster listener."""
-    became_ready, gone = asyncio.Event(), asyncio.Event()
-
-    def listener(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if rt.kind != "Pod" or obj["metadata"]["name"] != pod_name:
-            return
-        if event == "DELETED":
-            gone.set()
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-            became_ready.set()
-
-    return became_ready, gone, listener
-
-
 @pytest.mark.parametrize("kubesim_run_controllers", [True])
 async def test_kubelet_readiness_reaches_dns_built_after_the_objects(
-    kube_api: ApiClient, kubesim: KubeSim
+    kube_api: ApiClient, kubesim: KubeSim, clock: FakeClock
 ) -> None:
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_service("default", HEADLESS)
-    became_ready, gone, listener = ready_watch(kubesim, "job-worker-0")
-    kubesim.cluster.add_listener(listener)
     await core.create_namespaced_pod("default", worker_pod())
-    async with asyncio.timeout(30):
-        await became_ready.wait()
+    # The kubelet starts the pod after 1 simulated second and reports it Ready 1 s later.
+    await clock.advance(2)
+    pod = await core.read_namespaced_pod("job-worker-0", "default")
+    assert any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions)
     # Built only now: it must pick up the service and the Ready pod from the cluster's state.
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
@@ -186,14 +168,12 @@ async def test_kubelet_readiness_reaches_dns_built_after_the_objects(
     kubesim.cluster.add_listener(dns.on_change)
     served = Served(dns, udp.getsockname()[1], 0)
     async with DNSServer(dns, udp):
-        pod = await core.read_namespaced_pod("job-worker-0", "default")
         assert addresses(await query(served, WORKER)) == [pod.status.pod_ip]
         await core.delete_namespaced_pod("job-worker-0", "default", grace_period_seconds=0)
-        async with asyncio.timeout(30):
-            await gone.wait()
+        await clock.settle()
+        assert not (await core.list_namespaced_pod("default")).items
         assert (await query(served, WORKER)).header.rcode == RCODE.NXDOMAIN
     kubesim.cluster.remove_listener(dns.on_change)
-    kubesim.cluster.remove_listener(listener)
 
 
 async def test_dig_if_installed(kube_api: ApiClient, served: Served) -> None:

@@ -1,4 +1,4 @@
-"""The real kubectl 1.32 against kubesim: the user flows of reference kube-api-semantics.md §1.2."""
+"""The real kubectl 1.32 against kubesim: apply, get, patch, scale, label selectors, wait, delete, watch."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubesim_contract import CRD_PATH, get_widget, merge_patch_widget
 
 from kubesim.app import KubeSim
-from kubesim.testing import Kubectl
+from kubesim.testing import Kubectl, eventually
 
 pytestmark = pytest.mark.kubectl
 
@@ -108,10 +108,15 @@ async def test_create_pods_and_select_by_label(kubectl: Kubectl) -> None:
     assert [line.split()[0] for line in not_web[1:]] == ["p3"]
 
 
-async def test_wait_for_condition_set_through_the_api(kubectl: Kubectl, kube_api: ApiClient) -> None:
+async def test_wait_for_condition_set_through_the_api(
+    kubectl: Kubectl, kube_api: ApiClient, kubesim: KubeSim
+) -> None:
     await _setup_widget(kubectl)
     waiter = asyncio.create_task(kubectl("wait", "--for=condition=Ready", "widget/w1", "--timeout=20s"))
-    await asyncio.sleep(0.5)
+    # Set the condition once kubectl watches for it, so that it is the watch that sees it.
+    await eventually(
+        lambda: kubesim.control.recorded(verb="watch", resource="widgets"), what="kubectl's watch"
+    )
     ready = {"type": "Ready", "status": "True", "reason": "Test", "message": ""}
     await merge_patch_widget(kube_api, "w1", {"status": {"conditions": [ready]}}, status=True)
     rc, out, err = await asyncio.wait_for(waiter, 25)
@@ -123,10 +128,9 @@ async def test_delete_waits_for_finalizers(kubectl: Kubectl, kube_api: ApiClient
     await _setup_widget(kubectl)
     await merge_patch_widget(kube_api, "w1", {"metadata": {"finalizers": ["test.kubesim.io/hold"]}})
     deleter = asyncio.create_task(kubectl("delete", "widget", "w1", "--timeout=20s"))
-    for _ in range(100):
-        if kubesim.control.recorded(verb="watch", resource="widgets"):
-            break
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: kubesim.control.recorded(verb="watch", resource="widgets"), what="kubectl's watch"
+    )
     assert not deleter.done()
     assert (await get_widget(kube_api, "w1"))["metadata"]["deletionTimestamp"]
     await merge_patch_widget(kube_api, "w1", {"metadata": {"finalizers": None}})
@@ -150,10 +154,9 @@ async def test_get_watch_prints_table_rows_for_changes(
 ) -> None:
     await _setup_widget(kubectl)
     watcher = asyncio.create_task(kubectl("get", "widgets", "-w", "--request-timeout=3s"))
-    for _ in range(100):
-        if kubesim.control.recorded(verb="watch", resource="widgets"):
-            break
-        await asyncio.sleep(0.02)
+    await eventually(
+        lambda: kubesim.control.recorded(verb="watch", resource="widgets"), what="kubectl's watch"
+    )
     await merge_patch_widget(kube_api, "w1", {"spec": {"replicas": 4}})
     rc, out, err = await asyncio.wait_for(watcher, 10)
     rows = [line.split() for line in out.splitlines()]

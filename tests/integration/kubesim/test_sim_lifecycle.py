@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubesim_contract import MERGE, configmap, status_of
+from kubesim_contract import AS_MERGE_PATCH, configmap, status_of
 
 
 @pytest.fixture
@@ -34,7 +35,10 @@ async def test_delete_with_finalizer_marks_the_object_and_keeps_it(kube_api: Api
     assert int(marked.metadata.resource_version) > int(created.metadata.resource_version)
 
 
-async def test_removing_the_last_finalizer_deletes_with_a_fresh_resource_version(kube_api: ApiClient) -> None:
+@pytest.mark.kubesim_control
+async def test_removing_the_last_finalizer_deletes_with_a_fresh_resource_version(
+    kube_api: ApiClient, open_watches: Callable[[int], Awaitable[None]]
+) -> None:
     core = client.CoreV1Api(kube_api)
     await _with_finalizer(core)
     await core.delete_namespaced_config_map("f", "default")
@@ -55,9 +59,9 @@ async def test_removing_the_last_finalizer_deletes_with_a_fresh_resource_version
                     return
 
     task = asyncio.create_task(collect())
-    await asyncio.sleep(0.1)
+    await open_watches(1)
     await core.patch_namespaced_config_map(
-        "f", "default", {"metadata": {"finalizers": None}}, _content_type=MERGE
+        "f", "default", {"metadata": {"finalizers": None}}, **AS_MERGE_PATCH
     )
     await asyncio.wait_for(task, 5)
     deleted = events[-1]["raw_object"]
@@ -87,7 +91,7 @@ async def test_no_new_finalizers_once_deleting(kube_api: ApiClient) -> None:
             "f",
             "default",
             {"metadata": {"finalizers": ["test.kubesim.io/hold", "late"]}},
-            _content_type=MERGE,
+            **AS_MERGE_PATCH,
         )
     assert err.value.status == 422
 

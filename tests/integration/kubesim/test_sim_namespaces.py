@@ -5,22 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sim_controller_helpers import eventually, fast_settings, rt
+from sim_controller_helpers import rt
 
 from kubesim.app import KubeSim
+from kubesim.controllers import FakeClock
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
 
 
 @pytest.fixture
-def kubesim_settings() -> SimSettings:
-    return fast_settings()
-
-
-@pytest.fixture
-def sim(kubesim: KubeSim) -> KubeSim:
-    """The `kubesim` fixture's cluster, running with the settings above."""
-    return kubesim
+def kubesim_settings(clock: FakeClock) -> SimSettings:
+    return SimSettings(clock=clock, start_seconds=1.0, ready_seconds=1.0)
 
 
 def namespace(sim: KubeSim, name: str) -> dict[str, Any] | None:
@@ -59,22 +54,27 @@ def count(sim: KubeSim, ns: str) -> int:
     return total
 
 
-async def test_deleted_namespace_is_emptied_then_removed(sim: KubeSim) -> None:
+async def test_deleted_namespace_is_emptied_then_removed(sim: KubeSim, clock: FakeClock) -> None:
     populate(sim, "team")
-    await eventually(lambda: count(sim, "team") == 5)
-    await eventually(
-        lambda: sim.cluster.list(rt(sim, "v1", "Pod"), "team")["items"][0]["status"]["phase"] == "Running"
-    )
+    await clock.advance(1)
+    assert count(sim, "team") == 5
+    assert {p["status"]["phase"] for p in sim.cluster.list(rt(sim, "v1", "Pod"), "team")["items"]} == {
+        "Running"
+    }
     sim.cluster.delete(rt(sim, "v1", "Namespace"), None, "team")
     terminating = namespace(sim, "team")
     assert terminating is not None
     assert terminating["status"]["phase"] == "Terminating"
-    await eventually(lambda: namespace(sim, "team") is None)
+    # The namespace waits for its pods, which take their 20 simulated seconds to stop.
+    await clock.advance(19.9)
+    assert namespace(sim, "team") is not None
+    await clock.advance(0.1)
+    assert namespace(sim, "team") is None
     assert count(sim, "team") == 0
     assert namespace(sim, "default") is not None
 
 
-async def test_namespace_waits_for_finalized_content(sim: KubeSim) -> None:
+async def test_namespace_waits_for_finalized_content(sim: KubeSim, clock: FakeClock) -> None:
     sim.cluster.create(rt(sim, "v1", "Namespace"), None, {"metadata": {"name": "held"}})
     cms = rt(sim, "v1", "ConfigMap")
     sim.cluster.create(cms, "held", {"metadata": {"name": "cfg", "finalizers": ["example.com/hold"]}})
@@ -87,11 +87,13 @@ async def test_namespace_waits_for_finalized_content(sim: KubeSim) -> None:
         found: dict[str, Any] = conds.get("NamespaceContentRemaining", {})
         return found
 
-    cond = await eventually(remaining)
+    await clock.settle()
+    cond = remaining()
     assert cond["status"] == "True"
     assert cond["message"] == "Some resources are remaining: configmaps has 1 resource instances"
     assert "kubernetes" in (namespace(sim, "held") or {}).get("spec", {}).get("finalizers", [])
     cm = sim.cluster.get(cms, "held", "cfg")
     assert cm["metadata"]["deletionTimestamp"]
     sim.cluster.update(cms, "held", "cfg", {**cm, "metadata": {**cm["metadata"], "finalizers": []}})
-    await eventually(lambda: namespace(sim, "held") is None)
+    await clock.settle()
+    assert namespace(sim, "held") is None

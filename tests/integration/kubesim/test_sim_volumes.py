@@ -1,40 +1,30 @@
-"""Mounted ConfigMap volumes as a kubelet serves them, and the file endpoint over HTTP."""
+"""Mounted ConfigMap volumes as a kubelet serves them, and the file endpoint over HTTP.
+
+The cluster runs on the fake clock (conftest.py): a periodic sync happens only when a test advances time
+past it, so "not refreshed yet" and "refreshed without waiting for a sync" are exact checks.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
-from sim_controller_helpers import eventually, fast_settings, rt
+from sim_controller_helpers import rt
 
 from kubesim.app import KubeSim
-from kubesim.controllers.volumes import VolumeManager
+from kubesim.controllers import FakeClock
+from kubesim.controllers.volumes import SYNC_JITTER, VolumeManager
 from kubesim.settings import SimSettings
 
-
-@pytest.fixture
-def sim(kubesim: KubeSim) -> KubeSim:
-    """The `kubesim` fixture's cluster, running with the settings above."""
-    return kubesim
-
-
-SYNC_SECONDS = 30.0  # simulated: the periodic sync lands 0.30-0.45 s (real) after the last one
+SYNC_SECONDS = 30.0
+"""Simulated: a periodic sync lands one to 1 + SYNC_JITTER periods after the previous one."""
 
 
 @pytest.fixture
-def kubesim_settings() -> SimSettings:
-    return fast_settings(volume_sync_seconds=SYNC_SECONDS)
-
-
-@pytest.fixture
-async def http(sim: KubeSim) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(sim.url) as session:
-        yield session
+def kubesim_settings(clock: FakeClock) -> SimSettings:
+    return SimSettings(clock=clock, volume_sync_seconds=SYNC_SECONDS)
 
 
 def volumes(sim: KubeSim) -> VolumeManager:
@@ -68,13 +58,14 @@ def set_hosts(sim: KubeSim, hosts: str) -> None:
     sim.cluster.update(cms, "default", "job-config", cm)
 
 
-def make_pod(
+async def make_pod(
     sim: KubeSim,
     *,
     volume: dict[str, Any] = LAUNCHER_VOLUME,
     mounts: list[dict[str, Any]] | None = None,
     start: str = "0",
 ) -> None:
+    """Creates the launcher pod and lets the kubelet start it (`start` simulated seconds: 0, at once)."""
     mounts = mounts if mounts is not None else [{"name": volume["name"], "mountPath": "/etc/mpi"}]
     body = {
         "metadata": {"name": "launcher", "annotations": {"kubesim/start-seconds": start}},
@@ -84,6 +75,12 @@ def make_pod(
         },
     }
     sim.cluster.create(rt(sim, "v1", "Pod"), "default", body)
+    await fake_clock(sim).settle()
+
+
+def fake_clock(sim: KubeSim) -> FakeClock:
+    assert isinstance(sim.controllers.clock, FakeClock)
+    return sim.controllers.clock
 
 
 def seen(sim: KubeSim, path: str = "/etc/mpi/discover_hosts.sh") -> str | None:
@@ -98,11 +95,11 @@ def touch_pod(sim: KubeSim, value: str) -> None:
     sim.cluster.update(pods, "default", "launcher", pod)
 
 
-async def test_file_endpoint_serves_the_mounted_file(sim: KubeSim, http: aiohttp.ClientSession) -> None:
+async def test_file_endpoint_serves_the_mounted_file(sim: KubeSim, sim_http: aiohttp.ClientSession) -> None:
     make_configmap(sim, "echo w-0:1\n")
-    make_pod(sim)
-    await eventually(lambda: seen(sim))
-    async with http.get(
+    await make_pod(sim)
+    assert seen(sim)
+    async with sim_http.get(
         "/kubesim/v1/namespaces/default/pods/launcher/files/etc/mpi/discover_hosts.sh"
     ) as resp:
         assert resp.status == 200
@@ -111,7 +108,7 @@ async def test_file_endpoint_serves_the_mounted_file(sim: KubeSim, http: aiohttp
         assert resp.headers["X-Kubesim-File-Mode"] == "0555"
         assert resp.headers["X-Kubesim-Synced-At"].endswith("Z")
         assert resp.headers["Last-Modified"].endswith("GMT")
-    async with http.get("/kubesim/v1/namespaces/default/pods/launcher/files/etc/mpi/hostfile") as resp:
+    async with sim_http.get("/kubesim/v1/namespaces/default/pods/launcher/files/etc/mpi/hostfile") as resp:
         assert resp.headers["X-Kubesim-File-Mode"] == "0444"
         assert await resp.text() == "w-0 slots=1\n"
 
@@ -127,12 +124,11 @@ async def test_file_endpoint_serves_the_mounted_file(sim: KubeSim, http: aiohttp
     ids=["unknown-pod", "unknown-file", "unmounted-path", "pod-not-running-yet"],
 )
 async def test_file_endpoint_404(
-    sim: KubeSim, http: aiohttp.ClientSession, pod: str, path: str, start: str
+    sim: KubeSim, sim_http: aiohttp.ClientSession, pod: str, path: str, start: str
 ) -> None:
     make_configmap(sim, "")
-    make_pod(sim, start=start)
-    await asyncio.sleep(0.05)
-    async with http.get(f"/kubesim/v1/namespaces/default/pods/{pod}/files/{path}") as resp:
+    await make_pod(sim, start=start)
+    async with sim_http.get(f"/kubesim/v1/namespaces/default/pods/{pod}/files/{path}") as resp:
         assert resp.status == 404
         body = await resp.json()
     assert (body["kind"], body["code"], body["reason"]) == ("Status", 404, "NotFound")
@@ -146,62 +142,62 @@ async def served(http: aiohttp.ClientSession) -> str | None:
         return await resp.text() if resp.status == 200 else None
 
 
-async def served_eventually(http: aiohttp.ClientSession, expected: str, within: float) -> None:
-    deadline = time.monotonic() + within
-    while (text := await served(http)) != expected:
-        assert time.monotonic() < deadline, f"still {text!r}"
-        await asyncio.sleep(0.002)
-
-
 async def test_configmap_change_reaches_the_pod_at_the_sync_period(
-    sim: KubeSim, http: aiohttp.ClientSession
+    sim: KubeSim, clock: FakeClock, sim_http: aiohttp.ClientSession
 ) -> None:
     make_configmap(sim, "echo w-0:1\n")
-    make_pod(sim)
-    await served_eventually(http, "#!/bin/sh\necho w-0:1\n", within=2.0)
-    changed_at = time.monotonic()
+    await make_pod(sim)
+    assert await served(sim_http) == "#!/bin/sh\necho w-0:1\n"
     set_hosts(sim, "echo w-0:1\necho w-1:1\n")
-    await asyncio.sleep(0.15)
-    assert await served(http) == "#!/bin/sh\necho w-0:1\n"
-    await served_eventually(http, "#!/bin/sh\necho w-0:1\necho w-1:1\n", within=2.0)
-    # The first periodic sync comes one jittered period (0.30-0.45 s here) after the pod started.
-    assert time.monotonic() - changed_at > 0.2
+    # Nothing touches the pod: the change waits for the first periodic sync, one jittered period after
+    # the pod started (at 0).
+    await clock.advance(SYNC_SECONDS - 0.01)
+    assert await served(sim_http) == "#!/bin/sh\necho w-0:1\n"
+    await clock.advance(SYNC_SECONDS * SYNC_JITTER + 0.01)
+    assert await served(sim_http) == "#!/bin/sh\necho w-0:1\necho w-1:1\n"
+    synced = volumes(sim).read_file("default", "launcher", "/etc/mpi/discover_hosts.sh")
+    assert synced is not None
+    assert SYNC_SECONDS <= synced.changed_at <= SYNC_SECONDS * (1 + SYNC_JITTER)
 
 
-async def test_pod_update_refreshes_the_view_within_100ms(sim: KubeSim, http: aiohttp.ClientSession) -> None:
+async def test_pod_update_refreshes_the_view_at_once(
+    sim: KubeSim, clock: FakeClock, sim_http: aiohttp.ClientSession
+) -> None:
     make_configmap(sim, "echo w-0:1\n")
-    make_pod(sim)
-    await served_eventually(http, "#!/bin/sh\necho w-0:1\n", within=2.0)
-    await asyncio.sleep(0.05)
+    await make_pod(sim)
+    assert await served(sim_http) == "#!/bin/sh\necho w-0:1\n"
+    await clock.advance(1)
     set_hosts(sim, "echo w-1:1\n")
-    started = time.monotonic()
     # What the operator does after changing discover_hosts.sh: touch an annotation on the launcher pod.
     touch = {"metadata": {"annotations": {"example.com/hosts-version": "2"}}}
     headers = {"Content-Type": "application/merge-patch+json"}
-    async with http.patch("/api/v1/namespaces/default/pods/launcher", json=touch, headers=headers) as resp:
+    async with sim_http.patch(
+        "/api/v1/namespaces/default/pods/launcher", json=touch, headers=headers
+    ) as resp:
         assert resp.status == 200
-    await served_eventually(http, "#!/bin/sh\necho w-1:1\n", within=1.0)
-    assert time.monotonic() - started < 0.1
+    await clock.settle()
+    assert await served(sim_http) == "#!/bin/sh\necho w-1:1\n"
     synced = volumes(sim).read_file("default", "launcher", "/etc/mpi/discover_hosts.sh")
     assert synced is not None
-    assert synced.changed_at == synced.synced_at
+    # Refreshed by the pod event itself, at the moment of the touch, long before a periodic sync.
+    assert synced.changed_at == synced.synced_at == clock.now() == 1.0
 
 
-async def test_status_only_write_does_not_refresh(sim: KubeSim) -> None:
+async def test_status_only_write_does_not_refresh(sim: KubeSim, clock: FakeClock) -> None:
     make_configmap(sim, "echo w-0:1\n")
-    make_pod(sim)
+    await make_pod(sim)
     pods = rt(sim, "v1", "Pod")
-    await eventually(lambda: seen(sim))
+    assert seen(sim)
     set_hosts(sim, "echo w-1:1\n")
     pod = sim.cluster.get(pods, "default", "launcher")
     extra = {"type": "example.com/Checked", "status": "True"}
     pod["status"]["conditions"] = [*pod["status"]["conditions"], extra]
     sim.cluster.update(pods, "default", "launcher", pod, subresource="status")
-    await asyncio.sleep(0.1)
+    await clock.advance(SYNC_SECONDS - 0.01)
     assert seen(sim) == "#!/bin/sh\necho w-0:1\n"
 
 
-async def test_projected_sources_and_subpath(sim: KubeSim) -> None:
+async def test_projected_sources_and_subpath(sim: KubeSim, clock: FakeClock) -> None:
     make_configmap(sim, "echo w-0:1\n")
     secret = {"metadata": {"name": "ssh"}, "data": {"id_rsa": base64.b64encode(b"KEY").decode()}}
     sim.cluster.create(rt(sim, "v1", "Secret"), "default", secret)
@@ -219,8 +215,8 @@ async def test_projected_sources_and_subpath(sim: KubeSim) -> None:
         {"name": "both", "mountPath": "/etc/both"},
         {"name": "both", "mountPath": "/root/hostfile", "subPath": "hostfile"},
     ]
-    make_pod(sim, volume=volume, mounts=mounts)
-    await eventually(lambda: seen(sim, "/etc/both/hostfile"))
+    await make_pod(sim, volume=volume, mounts=mounts)
+    assert seen(sim, "/etc/both/hostfile")
     key = volumes(sim).read_file("default", "launcher", "/etc/both/id_rsa")
     assert key is not None
     assert (key.data, key.mode) == (b"KEY", 0o600)
@@ -230,15 +226,16 @@ async def test_projected_sources_and_subpath(sim: KubeSim) -> None:
     cm["data"]["hostfile"] = "w-9 slots=1\n"
     sim.cluster.update(cms, "default", "job-config", cm)
     touch_pod(sim, "1")
-    await eventually(lambda: seen(sim, "/etc/both/hostfile") == "w-9 slots=1\n")
+    await clock.settle()
+    assert seen(sim, "/etc/both/hostfile") == "w-9 slots=1\n"
     # A subPath mount is a copy made at container start: it never sees updates.
     assert seen(sim, "/root/hostfile") == "w-0 slots=1\n"
 
 
 async def test_view_disappears_when_the_pod_stops(sim: KubeSim) -> None:
     make_configmap(sim, "")
-    make_pod(sim)
-    await eventually(lambda: seen(sim) is not None)
+    await make_pod(sim)
+    assert seen(sim) is not None
     assert sim.controllers.kubelet is not None
     sim.controllers.kubelet.evict("default", "launcher")
     assert seen(sim) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubesim_contract import MERGE, configmap
+from kubesim_contract import AS_MERGE_PATCH, configmap
 
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
@@ -157,13 +157,19 @@ async def test_invalid_boolean_is_400(kubesim: KubeSim) -> None:
         assert (await resp.json())["reason"] == "BadRequest"
 
 
-async def test_label_selector_transitions_add_and_delete(kube_api: ApiClient) -> None:
+OpenWatches = Callable[[int], Awaitable[None]]
+
+
+@pytest.mark.kubesim_control
+async def test_label_selector_transitions_add_and_delete(
+    kube_api: ApiClient, open_watches: OpenWatches
+) -> None:
     core = client.CoreV1Api(kube_api)
     created = await core.create_namespaced_config_map("default", configmap("a", tier="cold"))
     task = asyncio.create_task(
         _events(core, 2, resource_version=created.metadata.resource_version, label_selector="tier=hot")
     )
-    await asyncio.sleep(0.1)
+    await open_watches(1)
     heated = await core.patch_namespaced_config_map("a", "default", {"metadata": {"labels": {"tier": "hot"}}})
     cooled = await core.patch_namespaced_config_map(
         "a", "default", {"metadata": {"labels": {"tier": "cold"}}}
@@ -175,41 +181,42 @@ async def test_label_selector_transitions_add_and_delete(kube_api: ApiClient) ->
     ]
 
 
-async def test_field_selector_filters_watch_by_name(kube_api: ApiClient) -> None:
+@pytest.mark.kubesim_control
+async def test_field_selector_filters_watch_by_name(kube_api: ApiClient, open_watches: OpenWatches) -> None:
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_config_map("default", configmap("a"))
     await core.create_namespaced_config_map("default", configmap("b"))
     events = await _events(core, 1, resource_version="0", field_selector="metadata.name=b")
+    # The first watch must be gone, or it could be the one counted as open below.
+    await open_watches(0)
     task = asyncio.create_task(_events(core, 1, resource_version="0", field_selector="metadata.name=c"))
-    await asyncio.sleep(0.1)
+    await open_watches(1)
     await core.patch_namespaced_config_map("b", "default", {"data": {"k": "x"}})
     await core.create_namespaced_config_map("default", configmap("c"))
     assert [(t, n) for t, n, _ in events] == [("ADDED", "b")]
     assert [(t, n) for t, n, _ in await asyncio.wait_for(task, 5)] == [("ADDED", "c")]
 
 
-async def test_noop_write_emits_no_event(kube_api: ApiClient) -> None:
+@pytest.mark.kubesim_control
+async def test_noop_write_emits_no_event(kube_api: ApiClient, open_watches: OpenWatches) -> None:
     core = client.CoreV1Api(kube_api)
     created = await core.create_namespaced_config_map("default", configmap("a"))
     task = asyncio.create_task(_events(core, 1, resource_version=created.metadata.resource_version))
-    await asyncio.sleep(0.1)
-    await core.patch_namespaced_config_map("a", "default", {"data": {"k": "v"}}, _content_type=MERGE)
-    await core.patch_namespaced_config_map("a", "default", {"data": {"k": "changed"}}, _content_type=MERGE)
+    await open_watches(1)
+    await core.patch_namespaced_config_map("a", "default", {"data": {"k": "v"}}, **AS_MERGE_PATCH)
+    await core.patch_namespaced_config_map("a", "default", {"data": {"k": "changed"}}, **AS_MERGE_PATCH)
     events = await asyncio.wait_for(task, 5)
     assert [(t, n) for t, n, _ in events] == [("MODIFIED", "a")]
     assert int(events[0][2]) == int(created.metadata.resource_version) + 1
 
 
 @pytest.mark.kubesim_control
-async def test_drop_watches_ends_open_streams(kubesim: KubeSim) -> None:
+async def test_drop_watches_ends_open_streams(kubesim: KubeSim, open_watches: OpenWatches) -> None:
     async def read_all() -> list[dict[str, Any]]:
         return await _raw_lines(kubesim.url, "/api/v1/namespaces/default/configmaps?watch=1", limit=99)
 
     task = asyncio.create_task(read_all())
-    for _ in range(50):
-        if kubesim.control.open_watches():
-            break
-        await asyncio.sleep(0.02)
+    await open_watches(1)
     assert kubesim.control.drop_watches() == 1
     assert await asyncio.wait_for(task, 2) == []
     assert kubesim.control.open_watches() == 0

@@ -1,9 +1,10 @@
-"""Shared harness of the reconciler conformance suite (a helper module, not a test module).
+"""Shared helpers of the reconciler conformance suite (a helper module, not a test module).
 
 The real `Manager` (no leader election) with the real reconciler against the `kubesim` fixture over
-HTTP, a test client with its own user agent (so the operator's requests can be told apart in kubesim's
-request record), MPIJob manifests, and bounded polling helpers that fail with a message saying what was
-awaited and what was seen last. Test modules import the fixtures they use from here.
+HTTP, driven by a test client with its own user agent (so the operator's requests can be told apart in
+kubesim's request record), MPIJob manifests, and waits that fail saying what was awaited and what was
+seen last. The fixtures (`kube`, `operator`) are in tests/conftest.py, this tier's `kubesim_settings` in
+its conftest.py.
 """
 
 from __future__ import annotations
@@ -11,97 +12,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any, TypeVar
-
-import pytest
-import pytest_asyncio
-import yaml
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
 
 import operator_testing
 from kubesim.app import KubeSim
-from kubesim.settings import SimSettings
+from kubesim.testing import eventually
 from mpi_operator.controller import manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import DEFAULT_USER_AGENT, Kube
 from mpi_operator.kube.resources import Resource
-from mpi_operator.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[3]
-CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
+CRD = operator_testing.CRD
 NS = "default"
 IMAGE = "mpioperator/mpi-pi:openmpi"
 OPERATOR_AGENT = DEFAULT_USER_AGENT
-"""The operator's requests carry this user agent; the test client's carry `rc-test`."""
-T = TypeVar("T")
+"""The operator's requests carry this user agent; the test client's carry `operator_testing.TEST_AGENT`."""
+WITHIN = 30.0
+"""The ceiling of this suite's waits: what a broken run waits before failing, not a speed requirement."""
 
 FAST_PODS = {"kubesim/start-seconds": "0.1", "kubesim/ready-seconds": "0.1"}
 
 
-@pytest.fixture
-def kubesim_settings() -> SimSettings:
-    return SimSettings(start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5)
-
-
-@pytest_asyncio.fixture
-async def kube(kubesim: KubeSim) -> AsyncIterator[Kube]:
-    client = await Kube.from_kubeconfig(str(kubesim.kubeconfig_path), qps=0, burst=1, user_agent="rc-test")
-    try:
-        await install_crd(client)
-        yield client
-    finally:
-        await client.close()
-
-
-async def install_crd(kube: Kube) -> None:
-    crd = yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
-    await kube.create(CRD, crd)
-
-    async def established() -> bool:
-        got = await kube.get(CRD, crd["metadata"]["name"])
-        return any(c["type"] == "Established" for c in (got.get("status") or {}).get("conditions") or [])
-
-    await eventually(established, "the MPIJob CRD to be established")
-
-
-def settings_for(kubesim: KubeSim, **overrides: Any) -> Settings:
-    return operator_testing.operator_settings(
-        kubesim, **{"backoff_base_seconds": 0.05, "backoff_max_seconds": 1.0, **overrides}
-    )
-
-
 @contextlib.asynccontextmanager
 async def running_operator(kubesim: KubeSim, **overrides: Any) -> AsyncIterator[manager.Manager]:
-    """A started Manager with the MPIJob reconciler; stopped (and awaited) on exit."""
-    async with operator_testing.running_operator(settings_for(kubesim, **overrides)) as mgr:
+    """A started Manager with the MPIJob reconciler (`overrides`: Settings fields); stopped on exit."""
+    settings = operator_testing.quick_settings(kubesim, **overrides)
+    async with operator_testing.running_operator(settings) as mgr:
         yield mgr
-
-
-@pytest_asyncio.fixture
-async def operator(kubesim: KubeSim, kube: Kube) -> AsyncIterator[manager.Manager]:
-    async with running_operator(kubesim) as mgr:
-        yield mgr
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T]], what: str, limit: float = 10.0, interval: float = 0.05
-) -> T:
-    """Polls `check` until it returns something truthy; fails after `limit` seconds saying `what`."""
-    last: Any = None
-    try:
-        async with asyncio.timeout(limit):
-            while True:
-                try:
-                    last = await check()
-                except AssertionError as exc:
-                    last = exc
-                else:
-                    if last:
-                        return last
-                await asyncio.sleep(interval)
-    except TimeoutError:
-        pytest.fail(f"timed out after {limit}s waiting for {what}; last seen: {last!r}")
 
 
 def container(name: str = "main", **fields: Any) -> dict[str, Any]:
@@ -155,12 +94,12 @@ def condition_true(job: dict[str, Any], kind: str) -> bool:
     return conditions(job).get(kind, {}).get("status") == "True"
 
 
-async def wait_condition(kube: Kube, name: str, kind: str, limit: float = 10.0) -> dict[str, Any]:
+async def wait_condition(kube: Kube, name: str, kind: str, within: float = WITHIN) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
         job = await get_job(kube, name)
         return job if condition_true(job, kind) else None
 
-    return await eventually(check, f"MPIJob {name} condition {kind}=True", limit)
+    return await eventually(check, within=within, what=f"MPIJob {name} condition {kind}=True")
 
 
 async def list_names(kube: Kube, resource: Resource, selector: str | None = None) -> list[str]:
@@ -182,11 +121,11 @@ async def events_for(kube: Kube, name: str) -> list[dict[str, Any]]:
     return items
 
 
-async def wait_event(kube: Kube, name: str, reason: str, limit: float = 10.0) -> dict[str, Any]:
+async def wait_event(kube: Kube, name: str, reason: str, within: float = WITHIN) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
         return next((e for e in await events_for(kube, name) if e.get("reason") == reason), None)
 
-    return await eventually(check, f"an event {reason} on {name}", limit)
+    return await eventually(check, within=within, what=f"an event {reason} on {name}")
 
 
 def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -202,8 +141,50 @@ def operator_writes(kubesim: KubeSim) -> list[str]:
     ]
 
 
-async def quiet(kubesim: KubeSim, seconds: float = 1.0) -> list[str]:
-    """The operator's writes over a window of `seconds` starting now."""
+def reconciles(mgr: manager.Manager) -> float:
+    """Reconciles that ran to the end, whatever their result."""
+    registry = mgr.metrics.registry
+    return sum(
+        registry.get_sample_value("mpi_operator_reconcile_total", {"result": result}) or 0.0
+        for result in ("success", "requeue_after", "error", "permanent_error")
+    )
+
+
+def idle(mgr: manager.Manager) -> bool:
+    """Nothing queued or being reconciled, and no Event write pending (the recorder writes in the
+    background, in a task of that name)."""
+    recording = any(t.get_name() == "event-recorder" and not t.done() for t in asyncio.all_tasks())
+    return len(mgr.queue) == 0 and not mgr.queue.processing and not recording
+
+
+_pokes = itertools.count()
+
+
+async def settle(kube: Kube, mgr: manager.Manager, name: str) -> None:
+    """Returns once `mgr` has reconciled MPIJob `name` as it is now and has nothing left to do.
+
+    Instead of waiting "long enough" for the operator to finish, this makes it look at the job once more
+    (an annotation change, which the operator owns nothing of), waits until its informer has seen that
+    change (its event handlers run in the same step as the cache update, so the job is queued by then),
+    and then until the operator is idle (`idle`)."""
+    before = reconciles(mgr)
+    patch = {"metadata": {"annotations": {"test.mpi-operator/poke": str(next(_pokes))}}}
+    poked = await kube.patch(resources.MPIJOB, name, patch, namespace=NS)
+    version = poked["metadata"]["resourceVersion"]
+
+    def seen_and_idle() -> bool:
+        cached = mgr.stores.mpijobs.get(f"{NS}/{name}") if mgr.stores is not None else None
+        assert cached is not None, f"MPIJob {name} not in the operator's cache"
+        assert int(cached["metadata"]["resourceVersion"]) >= int(version), "the poke not seen yet"
+        return reconciles(mgr) > before and idle(mgr)
+
+    await eventually(seen_and_idle, within=WITHIN, what=f"the operator to reconcile {name} and go idle")
+
+
+async def quiet(kubesim: KubeSim, kube: Kube, mgr: manager.Manager, name: str) -> list[str]:
+    """The operator's writes while it settles (`settle`) MPIJob `name` once more, starting from an idle
+    operator: what a converged job's reconcile writes, which should be nothing."""
+    await settle(kube, mgr, name)
     kubesim.control.clear_requests()
-    await asyncio.sleep(seconds)  # a window of observation, not a wait for a condition
+    await settle(kube, mgr, name)
     return operator_writes(kubesim)

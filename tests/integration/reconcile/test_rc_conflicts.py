@@ -11,26 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rc_harness import (
-    NS,
-    OPERATOR_AGENT,
-    condition_true,
-    eventually,
-    get_job,
-    kube,
-    kubesim_settings,
-    mpijob,
-    operator,
-    wait_event,
-)
+from rc_harness import NS, OPERATOR_AGENT, condition_true, get_job, mpijob, wait_event
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 POD_SPEC = {"containers": [{"name": "c", "image": "busybox"}]}
 STRANGERS: dict[str, tuple[Resource, str, dict[str, Any]]] = {
@@ -74,7 +62,7 @@ async def test_foreign_child_is_reported_never_adopted_and_the_job_recovers(
         events = [e for e in await _events(kube) if e.get("reason") == "ErrResourceExists"]
         return sum(e.get("count", 1) for e in events) >= 2
 
-    await eventually(retried, "a retry reporting the conflict again")
+    await eventually(retried, what="a retry reporting the conflict again")
     now = await kube.get(resource, name, NS)
     writes = [
         r.verb
@@ -97,7 +85,7 @@ async def test_foreign_child_is_reported_never_adopted_and_the_job_recovers(
         refs = obj["metadata"].get("ownerReferences") or []
         return any(r.get("kind") == "MPIJob" and r.get("controller") for r in refs)
 
-    await eventually(recovered, f"the job to create its own {name}", limit=15)
+    await eventually(recovered, what=f"the job to create its own {name}", within=15)
 
 
 async def _events(kube: Kube) -> list[dict[str, Any]]:

@@ -6,26 +6,13 @@ half, `TestNewLauncherAndWorker`, `TestNewConfigMap` through the API)."""
 from __future__ import annotations
 
 import pytest
-from rc_harness import (
-    NS,
-    OPERATOR_AGENT,
-    controller_of,
-    eventually,
-    get_job,
-    kube,
-    kubesim_settings,
-    list_names,
-    mpijob,
-    operator,
-    wait_event,
-)
+from rc_harness import NS, OPERATOR_AGENT, controller_of, get_job, list_names, mpijob, wait_event
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 HOSTFILES = {
     "OpenMPI": "".join(f"pi-worker-{i}.pi.default.svc slots=1\n" for i in range(5)),
@@ -48,7 +35,7 @@ async def test_all_resources_created_in_upstream_order(
     async def launcher_created() -> bool:
         return "pi-launcher" in await list_names(kube, resources.JOB)
 
-    await eventually(launcher_created, "the launcher Job")
+    await eventually(launcher_created, what="the launcher Job")
     creates = [
         r.resource
         for r in kubesim.control.recorded(verb="create", user_agent=OPERATOR_AGENT)
@@ -120,7 +107,7 @@ async def test_all_resources_created_in_upstream_order(
         job = await get_job(kube, "pi")
         return job if "replicaStatuses" in (job.get("status") or {}) else None
 
-    job = await eventually(status_written, "the first status write")
+    job = await eventually(status_written, what="the first status write")
     status = job["status"]
     assert [(c["type"], c["status"], c["reason"], c["message"]) for c in status["conditions"]] == [
         ("Created", "True", "MPIJobCreated", "MPIJob default/pi is created.")

@@ -1,28 +1,17 @@
-"""API failures during reconciles (DESIGN.md §9; upstream
+"""API failures during reconciles (docs/architecture.md#where-state-lives; upstream
 `TestUnsuspendLauncherUpdateFailureDoesNotPoisonCache`): 5xx answers and dropped watches delay
 convergence but lose nothing and duplicate nothing; a failed launcher update on resume leaves the
 informer cache untouched and succeeds on retry."""
 
 from __future__ import annotations
 
-from rc_harness import (
-    NS,
-    eventually,
-    get_job,
-    kube,
-    kubesim_settings,
-    list_names,
-    mpijob,
-    operator,
-    wait_condition,
-)
+from rc_harness import NS, get_job, list_names, mpijob, wait_condition
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 
 async def test_server_errors_and_dropped_watches_converge_without_duplicates(
@@ -36,9 +25,9 @@ async def test_server_errors_and_dropped_watches_converge_without_duplicates(
     async def service_exists() -> bool:
         return await list_names(kube, resources.SERVICE) == ["pi"]
 
-    await eventually(service_exists, "the Service")
+    await eventually(service_exists, what="the Service")
     assert control.drop_watches() > 0  # mid-convergence: the informers must re-watch and catch up
-    await wait_condition(kube, "pi", "Running", limit=20)
+    await wait_condition(kube, "pi", "Running")
     assert await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker") == [
         "pi-worker-0",
         "pi-worker-1",
@@ -59,12 +48,12 @@ async def test_failed_resume_does_not_poison_the_cache(
     async def failed_twice() -> bool:
         return rule.hits >= 2
 
-    await eventually(failed_twice, "two failed launcher updates", limit=15)
+    await eventually(failed_twice, what="two failed launcher updates", within=15)
     assert operator.stores is not None
     cached = operator.stores.jobs.get(f"{NS}/pi-launcher")
     assert cached is not None
     assert cached["spec"]["suspend"] is True, "a failed update changed the informer's copy"
     assert (await get_job(kube, "pi"))["spec"]["runPolicy"]["suspend"] is False
     kubesim.control.clear_faults()
-    await wait_condition(kube, "pi", "Running", limit=15)
+    await wait_condition(kube, "pi", "Running")
     assert not (await kube.get(resources.JOB, "pi-launcher", NS))["spec"].get("suspend")

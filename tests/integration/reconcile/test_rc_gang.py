@@ -8,26 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rc_harness import (
-    CRD,
-    NS,
-    OPERATOR_AGENT,
-    container,
-    eventually,
-    kube,
-    kubesim_settings,
-    list_names,
-    mpijob,
-    running_operator,
-)
+from rc_harness import CRD, NS, OPERATOR_AGENT, container, list_names, mpijob, running_operator
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller import handlers
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
-
-__all__ = ["kube", "kubesim_settings"]
 
 GANGS: dict[str, tuple[Resource, str]] = {
     "scheduler-plugins": (resources.SCHEDULER_PLUGINS_POD_GROUP, "scheduler-plugins-scheduler"),
@@ -76,7 +64,7 @@ async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: 
             return False
         return True
 
-    await eventually(served, f"{resource.plural}.{resource.group} to be served")
+    await eventually(served, what=f"{resource.plural}.{resource.group} to be served")
     policy = {"schedulingPolicy": {"scheduleTimeoutSeconds": 900, "queue": "q1"}}
     async with running_operator(kubesim, gang_scheduling=gang):
         await kube.create(resources.MPIJOB, mpijob("pi", runPolicy=policy))
@@ -87,19 +75,20 @@ async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: 
             except Exception:
                 return None
 
-        group = await eventually(pod_group, "the PodGroup")
+        group = await eventually(pod_group, what="the PodGroup")
         assert group["spec"]["minMember"] == 3
+
+        async def two_workers() -> bool:
+            return len(await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker")) == 2
+
+        await eventually(two_workers, what="two workers")
+        # In the request record, once both exist: the PodGroup was created before any pod.
         creates = [
             r.resource
             for r in kubesim.control.recorded(verb="create", user_agent=OPERATOR_AGENT)
             if r.resource != "events"
         ]
         assert creates.index("podgroups") < creates.index("pods")
-
-        async def two_workers() -> bool:
-            return len(await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker")) == 2
-
-        await eventually(two_workers, "two workers")
         worker = await kube.get(resources.POD, "pi-worker-0", NS)
         assert worker["spec"]["schedulerName"] == scheduler
         if gang == "volcano":
@@ -118,7 +107,7 @@ async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: 
             spec = (await kube.get(resource, "pi", NS))["spec"]
             return spec["minMember"] == 2 and (gang == "volcano" or spec["scheduleTimeoutSeconds"] == 10)
 
-        await eventually(updated, "the schedulingPolicy change on the PodGroup")
+        await eventually(updated, what="the schedulingPolicy change on the PodGroup")
 
 
 @pytest.mark.parametrize("with_class", [True, False], ids=["class-served", "no-such-class"])
@@ -142,7 +131,7 @@ async def test_pod_group_min_resources_follow_the_priority_classes_kubesim_serve
             return False
         return True
 
-    await eventually(served, f"{resource.plural}.{resource.group} to be served")
+    await eventually(served, what=f"{resource.plural}.{resource.group} to be served")
     job = mpijob(
         "prio",
         workers=3,
@@ -160,5 +149,5 @@ async def test_pod_group_min_resources_follow_the_priority_classes_kubesim_serve
             except Exception:
                 return None
 
-        got = await eventually(min_resources, "the PodGroup's minResources")
+        got = await eventually(min_resources, what="the PodGroup's minResources")
     assert got == {"cpu": "7" if with_class else "3"}, got

@@ -1,4 +1,4 @@
-"""GPU pass-through through the API (upstream §5, `TestNewLauncherAndWorker` launcher-as-worker): worker
+"""GPU pass-through through the API (upstream `TestNewLauncherAndWorker` launcher-as-worker): worker
 template resources reach the pods untouched, slots default to the per-worker GPU count when
 slotsPerWorker is unset, the launcher gets blank NVIDIA variables and no GPUs, unless it runs as a
 worker (then no blanking, and it is the first hostfile entry)."""
@@ -8,14 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rc_harness import NS, eventually, kube, kubesim_settings, list_names, mpijob, operator, pods_of
+from rc_harness import NS, list_names, mpijob, pods_of
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 GPU_WORKER = {
     "name": "main",
@@ -33,7 +32,7 @@ async def launcher_job(kube: Kube) -> dict[str, Any]:
         items, _ = await kube.list(resources.JOB, NS)
         return items[0] if items else None
 
-    return await eventually(get, "the launcher Job")
+    return await eventually(get, what="the launcher Job")
 
 
 @pytest.mark.parametrize(

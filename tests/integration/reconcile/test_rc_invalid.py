@@ -13,25 +13,21 @@ from rc_harness import (
     OPERATOR_AGENT,
     conditions,
     events_for,
-    eventually,
     get_job,
-    kube,
-    kubesim_settings,
     list_names,
     mpijob,
-    operator,
-    quiet,
+    operator_writes,
+    settle,
     wait_condition,
     wait_event,
 )
 
 from kubesim.app import KubeSim
 from kubesim.store import clone
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 
 async def all_children(kube: Kube) -> list[str]:
@@ -63,8 +59,11 @@ async def test_invalid_job_creates_nothing_explains_itself_and_recovers_when_fix
     assert (event["type"], event["message"]) == ("Warning", cond["message"])
 
     # Nothing created, and further syncs (an unrelated update) repeat neither the event nor the write.
+    await settle(kube, operator, "pi")
+    kubesim.control.clear_requests()
     await kube.patch(resources.MPIJOB, "pi", {"metadata": {"labels": {"x": "y"}}}, namespace=NS)
-    writes = await quiet(kubesim, 0.8)
+    await settle(kube, operator, "pi")
+    writes = operator_writes(kubesim)
     assert writes == [], writes
     assert await all_children(kube) == []
     events = [e for e in await events_for(kube, "pi") if e["reason"] == "ValidationError"]
@@ -127,6 +126,6 @@ async def test_pod_template_typo_is_reported_and_the_job_still_runs(
     async def one_event() -> bool:
         return len([e for e in await events_for(kube, "pi") if e["reason"] == "PodTemplateWarning"]) == 1
 
-    await eventually(one_event, "a single PodTemplateWarning event (both workers aggregated)")
+    await eventually(one_event, what="a single PodTemplateWarning event (both workers aggregated)")
     job = await get_job(kube, "pi")
     assert "Invalid" not in conditions(job)

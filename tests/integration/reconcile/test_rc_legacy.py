@@ -13,23 +13,20 @@ from rc_harness import (
     NS,
     condition_true,
     events_for,
-    eventually,
     get_job,
-    kube,
-    kubesim_settings,
     list_names,
     pods_of,
     running_operator,
+    settle,
     wait_condition,
     wait_event,
 )
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
-
-__all__ = ["kube", "kubesim_settings"]
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "valid"
 FAST = {"kubesim/start-seconds": "0.1", "kubesim/ready-seconds": "0.1"}
@@ -62,7 +59,7 @@ async def test_v1alpha1_gpus_split_by_gpus_per_node(kubesim: KubeSim, kube: Kube
             pods = await pods_of(kube, name, "worker")
             return pods if len(pods) == 2 else None
 
-        workers = await eventually(two_workers, "two workers")
+        workers = await eventually(two_workers, what="two workers")
         for pod in workers:
             assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
         config = await kube.get(resources.CONFIG_MAP, f"{name}-config", NS)
@@ -73,7 +70,7 @@ async def test_v1alpha1_gpus_split_by_gpus_per_node(kubesim: KubeSim, kube: Kube
             return items[0] if items else None
 
         # WaitForWorkersReady (our default): the launcher follows once both workers are Ready.
-        job = await eventually(launcher, "the launcher Job")
+        job = await eventually(launcher, what="the launcher Job")
         assert job["spec"]["backoffLimit"] == 2
         assert await list_names(kube, resources.POD, f"mpi_job_name={name},mpi_role_type=worker") == [
             f"{name}-worker-0",
@@ -96,14 +93,7 @@ async def test_v1_job_runs_like_canonical_with_one_event_per_generation(kubesim:
 
     # Restart: the generation was already reported, so no second event.
     async with running_operator(kubesim) as mgr:
-        registry = mgr.metrics.registry
-
-        async def reconciled() -> bool:
-            return (
-                registry.get_sample_value("mpi_operator_reconcile_total", {"result": "success"}) or 0
-            ) >= 1
-
-        await eventually(reconciled, "a reconcile by the new operator")
+        await settle(kube, mgr, name)  # a reconcile by the new operator, its Event writes included
         events = [e for e in await events_for(kube, name) if e["reason"] == "LegacyFieldsMapped"]
         assert [e.get("count", 1) for e in events] == [1]
         assert condition_true(await get_job(kube, name), "Running")

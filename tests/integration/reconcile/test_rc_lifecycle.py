@@ -11,23 +11,18 @@ from rc_harness import (
     NS,
     condition_true,
     conditions,
-    eventually,
     get_job,
-    kube,
-    kubesim_settings,
     list_names,
     mpijob,
-    operator,
     pods_of,
     wait_condition,
     wait_event,
 )
 
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
@@ -49,7 +44,7 @@ async def test_success_wait_for_workers_then_run_then_clean_up(kube: Kube, opera
         items, _ = await kube.list(resources.JOB, NS)
         return items[0] if items else None
 
-    job = await eventually(launcher_job, "the launcher Job")
+    job = await eventually(launcher_job, what="the launcher Job")
     # WaitForWorkersReady: the Job appears only after every worker is Ready.
     workers = await pods_of(kube, "pi", "worker")
     assert len(workers) == 2
@@ -80,12 +75,12 @@ async def test_success_wait_for_workers_then_run_then_clean_up(kube: Kube, opera
     async def workers_gone() -> bool:
         return await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker") == []
 
-    await eventually(workers_gone, "the workers to be deleted (cleanPodPolicy Running)")
+    await eventually(workers_gone, what="the workers to be deleted (cleanPodPolicy Running)")
 
     async def worker_status_cleared() -> bool:
         return (await get_job(kube, "pi"))["status"]["replicaStatuses"].get("Worker") == {}
 
-    await eventually(worker_status_cleared, "replicaStatuses.Worker to become {}")
+    await eventually(worker_status_cleared, what="replicaStatuses.Worker to become {}")
     # The launcher Job and its pod are left alone (logs stay readable).
     assert await list_names(kube, resources.JOB) == ["pi-launcher"]
     assert len(await pods_of(kube, "pi", "launcher")) == 1
@@ -102,7 +97,7 @@ async def test_wait_for_workers_ready_holds_the_launcher_back(kube: Kube, operat
         workers = ((job.get("status") or {}).get("replicaStatuses") or {}).get("Worker") or {}
         return job if workers.get("active") == 2 else None
 
-    job = await eventually(workers_running, "Worker.active == 2")
+    job = await eventually(workers_running, what="Worker.active == 2")
     assert "Launcher" not in job["status"]["replicaStatuses"]
     assert await list_names(kube, resources.JOB) == []
 
@@ -113,7 +108,7 @@ async def test_wait_for_workers_ready_holds_the_launcher_back(kube: Kube, operat
     async def launcher_exists() -> bool:
         return await list_names(kube, resources.JOB) == ["pi-launcher"]
 
-    await eventually(launcher_exists, "the launcher Job once the workers are Ready")
+    await eventually(launcher_exists, what="the launcher Job once the workers are Ready")
     await wait_condition(kube, "pi", "Running")
     assert (await wait_event(kube, "pi", "MPIJobRunning"))["type"] == "Normal"
 
@@ -136,10 +131,10 @@ async def test_failing_launcher_retries_then_fails_with_upstream_reason(
         return job if launcher.get("failed") == 1 else None
 
     # TestMPIJobFailure, first half: a failed launcher pod alone does not fail the MPIJob.
-    job = await eventually(launcher_failed_once, "Launcher.failed == 1", limit=15)
+    job = await eventually(launcher_failed_once, what="Launcher.failed == 1", within=15)
     assert not condition_true(job, "Failed")
 
-    failed = await wait_condition(kube, "pi", "Failed", limit=20)
+    failed = await wait_condition(kube, "pi", "Failed")
     cond = conditions(failed)["Failed"]
     launcher_job = await kube.get(resources.JOB, "pi-launcher", NS)
     job_failed = next(c for c in launcher_job["status"]["conditions"] if c["type"] == "Failed")
@@ -160,4 +155,4 @@ async def test_failing_launcher_retries_then_fails_with_upstream_reason(
     async def workers_gone() -> bool:
         return await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker") == []
 
-    await eventually(workers_gone, "the workers to be deleted (cleanPodPolicy All)")
+    await eventually(workers_gone, what="the workers to be deleted (cleanPodPolicy All)")

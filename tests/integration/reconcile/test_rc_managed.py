@@ -5,25 +5,13 @@ names this operator explicitly runs as usual."""
 
 from __future__ import annotations
 
-from rc_harness import (
-    OPERATOR_AGENT,
-    events_for,
-    eventually,
-    get_job,
-    kube,
-    kubesim_settings,
-    list_names,
-    mpijob,
-    operator,
-    wait_condition,
-)
+from rc_harness import OPERATOR_AGENT, events_for, get_job, list_names, mpijob, wait_condition
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 
 async def test_job_managed_elsewhere_is_left_alone(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:
@@ -36,7 +24,7 @@ async def test_job_managed_elsewhere_is_left_alone(kubesim: KubeSim, kube: Kube,
     async def both_reconciled() -> bool:
         return (registry.get_sample_value("mpi_operator_reconcile_total", {"result": "success"}) or 0) >= 2
 
-    await eventually(both_reconciled, "reconciles of both jobs")
+    await eventually(both_reconciled, what="reconciles of both jobs")
     other = await get_job(kube, "other")
     assert "status" not in other or not other["status"]
     assert await events_for(kube, "other") == []

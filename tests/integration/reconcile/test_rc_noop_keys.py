@@ -6,14 +6,13 @@ error (so no requeue), and the operator keeps serving other jobs.
 
 from __future__ import annotations
 
-from rc_harness import kube, kubesim_settings, mpijob, operator, operator_writes, quiet, wait_condition
+from rc_harness import idle, mpijob, operator_writes, reconciles, wait_condition
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 
 def _errors(mgr: Manager) -> float:
@@ -24,9 +23,14 @@ def _errors(mgr: Manager) -> float:
 async def test_invalid_key_and_nonexistent_job_do_nothing(
     kubesim: KubeSim, kube: Kube, operator: Manager
 ) -> None:
+    kubesim.control.clear_requests()
+    before = reconciles(operator)
     operator.queue.add("foo/bar/baz")
     operator.queue.add("default/no-such-job")
-    assert await quiet(kubesim, 0.5) == []
+    await eventually(
+        lambda: reconciles(operator) >= before + 2 and idle(operator), what="both keys reconciled"
+    )
+    assert operator_writes(kubesim) == []
     assert _errors(operator) == 0
     assert operator.queue.num_requeues("foo/bar/baz") == 0
     assert operator.queue.num_requeues("default/no-such-job") == 0

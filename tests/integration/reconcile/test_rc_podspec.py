@@ -14,23 +14,18 @@ from rc_harness import (
     OPERATOR_AGENT,
     container,
     events_for,
-    eventually,
-    kube,
-    kubesim_settings,
     mpijob,
-    operator,
-    quiet,
     running_operator,
+    settle,
     wait_condition,
     wait_event,
 )
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 
 async def launcher_job(kube: Kube) -> dict[str, Any]:
@@ -38,7 +33,7 @@ async def launcher_job(kube: Kube) -> dict[str, Any]:
         items, _ = await kube.list(resources.JOB, NS)
         return items[0] if items else None
 
-    return await eventually(get, "the launcher Job")
+    return await eventually(get, what="the launcher Job")
 
 
 async def test_defaults_and_overrides(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:
@@ -128,7 +123,7 @@ async def test_worker_ssh_port_unknown_gets_no_probe_and_one_warning(
         pod = await kube.get(resources.POD, f"pi-worker-{index}", NS)
         assert "readinessProbe" not in pod["spec"]["containers"][0]
     await wait_condition(kube, "pi", "Running")
-    await quiet(kubesim, 0.5)  # later syncs (pods turning Ready and Running) must not repeat it
+    await settle(kube, operator, "pi")  # later syncs (pods turning Ready, a poke) must not repeat it
     events = [e for e in await events_for(kube, "pi") if e["reason"] == "SSHPortUnknown"]
     assert len(events) == 1
     assert int(events[0].get("count") or 1) == 1

@@ -7,23 +7,20 @@ from __future__ import annotations
 
 from rc_harness import (
     OPERATOR_AGENT,
-    eventually,
-    kube,
-    kubesim_settings,
     list_names,
     mpijob,
     operator_writes,
     quiet,
     running_operator,
+    settle,
     wait_condition,
     wait_event,
 )
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings"]
 
 
 async def child_names(kube: Kube) -> dict[str, list[str]]:
@@ -38,9 +35,15 @@ async def child_names(kube: Kube) -> dict[str, list[str]]:
 
 async def test_restart_of_a_converged_job_writes_nothing(kubesim: KubeSim, kube: Kube) -> None:
     await kube.create(resources.MPIJOB, mpijob("pi"))
-    async with running_operator(kubesim):
+    async with running_operator(kubesim) as mgr:
         await wait_condition(kube, "pi", "Running")
-        await quiet(kubesim, 0.5)
+
+        async def workers_ready() -> bool:  # the last change: Ready workers enter discover_hosts.sh
+            job = await kube.get(resources.MPIJOB, "pi", "default")
+            return bool(job["status"]["replicaStatuses"]["Worker"].get("ready") == 2)
+
+        await eventually(workers_ready, what="Worker.ready == 2")
+        await settle(kube, mgr, "pi")
     before = await child_names(kube)
     secret = await kube.get(resources.SECRET, "pi-ssh", "default")
     status = (await kube.get(resources.MPIJOB, "pi", "default"))["status"]
@@ -54,8 +57,8 @@ async def test_restart_of_a_converged_job_writes_nothing(kubesim: KubeSim, kube:
                 registry.get_sample_value("mpi_operator_reconcile_total", {"result": "success"}) or 0
             ) >= 1
 
-        await eventually(reconciled, "the new operator's first reconcile")
-        await quiet(kubesim, 1.0)
+        await eventually(reconciled, what="the new operator's first reconcile")
+        await settle(kube, mgr, "pi")
         writes = operator_writes(kubesim)
     assert writes == [], f"the restarted operator wrote: {writes}"
     assert await child_names(kube) == before
@@ -122,7 +125,7 @@ async def test_children_of_an_older_version_without_the_watch_label_are_relabell
         "data": {"hostfile": "stale\n", "discover_hosts.sh": "#!/bin/sh\n"},
     }
     await kube.create(resources.CONFIG_MAP, old)
-    async with running_operator(kubesim):
+    async with running_operator(kubesim) as mgr:
         await wait_condition(kube, "pi", "Running")
 
         async def relabelled_and_updated() -> bool:
@@ -132,14 +135,13 @@ async def test_children_of_an_older_version_without_the_watch_label_are_relabell
                 cm["data"]
             )
 
-        await eventually(relabelled_and_updated, "the old ConfigMap labelled, then kept up to date")
+        await eventually(relabelled_and_updated, what="the old ConfigMap labelled, then kept up to date")
         assert await list_names(kube, resources.CONFIG_MAP) == ["pi-config"]
 
         async def converged() -> bool:
             cm = await kube.get(resources.CONFIG_MAP, "pi-config", "default")
             return cm["data"]["discover_hosts.sh"].count("pi-worker-") == 2
 
-        await eventually(converged, "both Ready workers in discover_hosts.sh")
-        await quiet(kubesim, 0.5)
-        writes = await quiet(kubesim, 0.8)
+        await eventually(converged, what="both Ready workers in discover_hosts.sh")
+        writes = await quiet(kubesim, kube, mgr, "pi")
     assert writes == [], f"steady state after relabelling wrote: {writes}"

@@ -1,27 +1,16 @@
-"""Upstream's simple scaling of Worker.replicas (reference §4): scale up creates the missing indices and
+"""Upstream's simple scaling of Worker.replicas (static jobs): scale up creates the missing indices and
 grows the hostfile, scale down deletes every pod at or above the new count; through a spec patch and
 through the scale subresource (`kubectl scale`, an autoscaler), which reads back the worker selector."""
 
 from __future__ import annotations
 
 import pytest
-from rc_harness import (
-    NS,
-    eventually,
-    get_job,
-    kube,
-    kubesim_settings,
-    list_names,
-    mpijob,
-    operator,
-    wait_condition,
-)
+from rc_harness import NS, get_job, list_names, mpijob, wait_condition
 
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 WORKERS = "mpi_job_name=pi,mpi_role_type=worker"
 
@@ -42,7 +31,7 @@ async def workers_are(kube: Kube, count: int) -> None:
     async def check() -> bool:
         return await list_names(kube, resources.POD, WORKERS) == expected
 
-    await eventually(check, f"worker pods {expected}")
+    await eventually(check, what=f"worker pods {expected}")
 
 
 @pytest.mark.parametrize("via", ["spec", "scale-subresource"])
@@ -57,17 +46,17 @@ async def test_scale_up_then_down(kube: Kube, operator: Manager, via: str) -> No
         config = await kube.get(resources.CONFIG_MAP, "pi-config", NS)
         return config["data"]["hostfile"].count("\n") == count
 
-    await eventually(lambda: hostfile_lines(4), "a 4-line hostfile")
+    await eventually(lambda: hostfile_lines(4), what="a 4-line hostfile")
 
     async def four_active() -> bool:
         status = (await get_job(kube, "pi"))["status"]
         return status["replicaStatuses"]["Worker"].get("active") == 4
 
-    await eventually(four_active, "Worker.active == 4")
+    await eventually(four_active, what="Worker.active == 4")
 
     await scale(kube, 1, via)
     await workers_are(kube, 1)
-    await eventually(lambda: hostfile_lines(1), "a 1-line hostfile")
+    await eventually(lambda: hostfile_lines(1), what="a 1-line hostfile")
     # The scale subresource answers with the selector the status publishes (what an HPA needs).
     scale_view = await kube.patch(
         resources.MPIJOB, "pi", {"spec": {"replicas": 1}}, namespace=NS, subresource="scale"

@@ -1,32 +1,18 @@
-"""Status details through the API (upstream `TestLauncherActiveWorkerNotReady`, `TestMPIJobFailure`,
-§3.7 failure handling, §3.6 run policies): counts per replica type, eviction, failed workers, a launcher
+"""Status details through the API (upstream `TestLauncherActiveWorkerNotReady`, `TestMPIJobFailure`, its
+failure handling and run policies): counts per replica type, eviction, failed workers, a launcher
 Job deleted behind the operator's back, activeDeadlineSeconds, and the job metrics counted once."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rc_harness import (
-    NS,
-    condition_true,
-    conditions,
-    eventually,
-    get_job,
-    kube,
-    kubesim_settings,
-    list_names,
-    mpijob,
-    operator,
-    wait_condition,
-    wait_event,
-)
+from rc_harness import NS, condition_true, conditions, get_job, list_names, mpijob, wait_condition, wait_event
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 
 def replica_status(job: dict[str, Any], role: str) -> dict[str, Any] | None:
@@ -34,11 +20,11 @@ def replica_status(job: dict[str, Any], role: str) -> dict[str, Any] | None:
 
 
 async def wait_status(kube: Kube, what: str, check: Any, limit: float = 10.0) -> dict[str, Any]:
-    async def poll() -> dict[str, Any] | None:
+    async def matching_job() -> dict[str, Any] | None:
         job = await get_job(kube, "pi")
         return job if check(job) else None
 
-    return await eventually(poll, what, limit)
+    return await eventually(matching_job, what=what, within=limit)
 
 
 async def test_launcher_active_while_workers_pending(kube: Kube, operator: Manager) -> None:
@@ -89,14 +75,14 @@ async def test_launcher_job_deleted_externally_is_recreated(kube: Kube, operator
             return False
         return job["metadata"]["uid"] != first["metadata"]["uid"]
 
-    await eventually(recreated, "a new launcher Job")
+    await eventually(recreated, what="a new launcher Job")
     assert await list_names(kube, resources.JOB) == ["pi-launcher"]
 
 
 async def test_active_deadline_fails_the_job_with_the_job_reason(kube: Kube, operator: Manager) -> None:
     policy = {"activeDeadlineSeconds": 1, "ttlSecondsAfterFinished": 600, "backoffLimit": 3}
     await kube.create(resources.MPIJOB, mpijob("pi", runPolicy=policy))
-    job = await wait_condition(kube, "pi", "Failed", limit=15)
+    job = await wait_condition(kube, "pi", "Failed")
     cond = conditions(job)["Failed"]
     assert cond["reason"] == "DeadlineExceeded"
     launcher = await kube.get(resources.JOB, "pi-launcher", NS)
@@ -121,7 +107,7 @@ async def test_job_metrics_count_transitions_once(kube: Kube, operator: Manager)
     async def counted() -> bool:
         return registry.get_sample_value("mpi_operator_jobs_successful_total") == 1
 
-    await eventually(counted, "one success counted")
+    await eventually(counted, what="one success counted")
     assert registry.get_sample_value("mpi_operator_jobs_created_total") == 1
     assert (
         registry.get_sample_value("mpi_operator_job_info", {"launcher": "pi-launcher", "namespace": NS}) == 1

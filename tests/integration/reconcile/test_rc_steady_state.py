@@ -1,36 +1,17 @@
-"""A converged job's reconcile makes ZERO writes (DESIGN.md §3), asserted from kubesim's request record
-filtered by the operator's user agent over a window after convergence, while reconciles demonstrably
-run (MPIJob and pod updates that change nothing the operator owns); running and finished jobs alike."""
+"""A converged job's reconcile makes ZERO writes (docs/architecture.md#decisions-and-why), asserted from
+kubesim's request record filtered by the operator's user agent, while reconciles demonstrably run
+(MPIJob and pod updates that change nothing the operator owns) until the operator is idle again; running
+and finished jobs alike."""
 
 from __future__ import annotations
 
-from rc_harness import (
-    NS,
-    eventually,
-    get_job,
-    kube,
-    kubesim_settings,
-    list_names,
-    mpijob,
-    operator,
-    quiet,
-    wait_condition,
-)
+from rc_harness import NS, get_job, list_names, mpijob, operator_writes, reconciles, settle, wait_condition
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
-
-
-def reconciles(mgr: Manager) -> float:
-    registry = mgr.metrics.registry
-    return sum(
-        registry.get_sample_value("mpi_operator_reconcile_total", {"result": r}) or 0.0
-        for r in ("success", "requeue_after", "error", "permanent_error")
-    )
 
 
 async def touch(kube: Kube, i: int) -> None:
@@ -47,8 +28,8 @@ async def test_running_job_reconciles_without_writes(kubesim: KubeSim, kube: Kub
     async def workers_ready() -> bool:  # the last change: Ready workers enter discover_hosts.sh
         return (await get_job(kube, "pi"))["status"]["replicaStatuses"]["Worker"].get("ready") == 2
 
-    await eventually(workers_ready, "Worker.ready == 2")
-    await quiet(kubesim, 0.5)  # let the trailing events of the convergence settle
+    await eventually(workers_ready, what="Worker.ready == 2")
+    await settle(kube, operator, "pi")  # the trailing events of the convergence handled
     before = reconciles(operator)
     kubesim.control.clear_requests()
     for i in range(3):
@@ -57,8 +38,9 @@ async def test_running_job_reconciles_without_writes(kubesim: KubeSim, kube: Kub
     async def reconciled() -> bool:
         return reconciles(operator) >= before + 3
 
-    await eventually(reconciled, "reconciles triggered by the updates")
-    writes = await quiet(kubesim, 1.0)
+    await eventually(reconciled, what="reconciles triggered by the updates")
+    await settle(kube, operator, "pi")
+    writes = operator_writes(kubesim)
     assert writes == [], f"a converged job's reconcile wrote: {writes}"
 
 
@@ -74,8 +56,9 @@ async def test_finished_job_reconciles_without_writes(
     async def cleaned() -> bool:
         return await list_names(kube, resources.POD, "mpi_role_type=worker") == []
 
-    await eventually(cleaned, "the workers to be cleaned up")
-    await quiet(kubesim, 0.5)
+    await eventually(cleaned, what="the workers to be cleaned up")
+    await settle(kube, operator, "pi")
+    kubesim.control.clear_requests()
     before = reconciles(operator)
     for i in range(3):
         patch = {"metadata": {"annotations": {"touched": str(i)}}}
@@ -84,6 +67,7 @@ async def test_finished_job_reconciles_without_writes(
     async def reconciled() -> bool:
         return reconciles(operator) >= before + 1
 
-    await eventually(reconciled, "reconciles triggered by the updates")
-    writes = await quiet(kubesim, 1.0)
+    await eventually(reconciled, what="reconciles triggered by the updates")
+    await settle(kube, operator, "pi")
+    writes = operator_writes(kubesim)
     assert writes == [], f"a finished job's reconcile wrote: {writes}"

@@ -6,26 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rc_harness import (
-    NS,
-    condition_true,
-    conditions,
-    eventually,
-    get_job,
-    kube,
-    kubesim_settings,
-    list_names,
-    mpijob,
-    operator,
-    wait_condition,
-    wait_event,
-)
+from rc_harness import NS, condition_true, conditions, get_job, list_names, mpijob, wait_condition, wait_event
 
+from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-__all__ = ["kube", "kubesim_settings", "operator"]
 
 WORKERS = "mpi_job_name=pi,mpi_role_type=worker"
 
@@ -80,13 +66,13 @@ async def test_suspend_resume_life_cycle(kube: Kube, operator: Manager) -> None:
         cond = conditions(job).get("Suspended", {})
         return job if cond.get("status") == "False" and "startTime" in job["status"] else None
 
-    job = await eventually(resumed, "Suspended=False and a startTime")
+    job = await eventually(resumed, what="Suspended=False and a startTime")
     assert conditions(job)["Suspended"]["reason"] == "MPIJobResumed"
 
     async def workers(count: int) -> bool:
         return len(await list_names(kube, resources.POD, WORKERS)) == count
 
-    await eventually(lambda: workers(2), "two worker pods after resume")
+    await eventually(lambda: workers(2), what="two worker pods after resume")
     launcher = await kube.get(resources.JOB, "pi-launcher", NS)
     assert not launcher["spec"].get("suspend")
     assert launcher["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "gpu"}
@@ -100,12 +86,12 @@ async def test_suspend_resume_life_cycle(kube: Kube, operator: Manager) -> None:
         job = await get_job(kube, "pi")
         return job if condition_true(job, "Suspended") and not condition_true(job, "Running") else None
 
-    job = await eventually(suspended_again, "Suspended=True and Running=False")
-    await eventually(lambda: workers(0), "the workers to be deleted on suspend")
+    job = await eventually(suspended_again, what="Suspended=True and Running=False")
+    await eventually(lambda: workers(0), what="the workers to be deleted on suspend")
     assert (await kube.get(resources.JOB, "pi-launcher", NS))["spec"]["suspend"] is True
     assert job["status"]["replicaStatuses"]["Worker"] == {}
 
     # Resume again: runs to completion.
     await set_suspend(kube, False)
-    done = await wait_condition(kube, "pi", "Succeeded", limit=15)
+    done = await wait_condition(kube, "pi", "Succeeded")
     assert done["status"]["replicaStatuses"]["Launcher"] == {"succeeded": 1}

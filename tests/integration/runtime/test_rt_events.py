@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,21 +12,6 @@ from kubesim.app import KubeSim
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.events import MAX_MESSAGE_LENGTH, EventRecorder
-from mpi_operator.kube.retry import RetryPolicy
-
-
-@pytest.fixture
-def kubesim_run_controllers() -> bool:
-    return False
-
-
-@pytest_asyncio.fixture
-async def kube(kubesim: KubeSim) -> AsyncIterator[Kube]:
-    client = await Kube.from_kubeconfig(str(kubesim.kubeconfig_path), qps=0, retry=RetryPolicy(attempts=1))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 class Clock:

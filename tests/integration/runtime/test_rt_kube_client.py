@@ -1,26 +1,29 @@
-"""`Kube` over real HTTP against kubesim: dicts in and out, typed errors, retries, content types, limiter."""
+"""`Kube` over real HTTP against kubesim: dicts in and out, typed errors, retries, content types, limiter.
+
+Retry waits are recorded, not slept; the client-side limiter runs on a `FakeClock`, so its pacing is
+asserted request by request in exact fake time."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
+from kubernetes_asyncio import config as kube_config
 
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
+from kubesim.testing import eventually
+from mpi_operator.flowcontrol import FakeClock, TokenBucket
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
-from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import RetryPolicy
 
-ROOT = Path(__file__).resolve().parents[3]
-CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -33,12 +36,6 @@ class RecordingSleep:
 
     async def __call__(self, delay: float) -> None:
         self.delays.append(delay)
-        await asyncio.sleep(0)
-
-
-@pytest.fixture
-def kubesim_run_controllers() -> bool:
-    return False
 
 
 @pytest.fixture
@@ -60,6 +57,14 @@ async def kube(kubesim: KubeSim, sleeps: RecordingSleep) -> AsyncIterator[Kube]:
         yield client
     finally:
         await client.close()
+
+
+@contextlib.asynccontextmanager
+async def paced_kube(kubesim: KubeSim, clock: FakeClock, qps: float, burst: int) -> AsyncIterator[Kube]:
+    """A client whose QPS/burst limiter runs on `clock`."""
+    api = await kube_config.new_client_from_config(config_file=str(kubesim.kubeconfig_path))
+    async with Kube(api, limiter=TokenBucket(qps, burst, clock=clock), retry=RetryPolicy(attempts=1)) as kube:
+        yield kube
 
 
 def configmap(name: str, **data: str) -> dict[str, Any]:
@@ -86,18 +91,6 @@ def mpijob(name: str, **spec_extra: Any) -> dict[str, Any]:
             **spec_extra,
         },
     }
-
-
-async def install_mpijob_crd(kube: Kube) -> None:
-    crd = yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
-    await kube.create(CRD, crd)
-    async with asyncio.timeout(5):
-        while True:
-            got = await kube.get(CRD, crd["metadata"]["name"])
-            conditions = (got.get("status") or {}).get("conditions") or []
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                return
-            await asyncio.sleep(0.02)
 
 
 async def test_crud_round_trip_with_plain_dicts(kube: Kube, kubesim: KubeSim) -> None:
@@ -146,22 +139,24 @@ async def test_list_follows_continue_pages(kube: Kube, kubesim: KubeSim) -> None
 
 
 async def test_list_restarts_unpaginated_when_its_continue_token_expires(
-    kube: Kube, kubesim: KubeSim
+    kube: Kube, kubesim: KubeSim, fake_clock: FakeClock
 ) -> None:
     for i in range(4):
         await kube.create(resources.CONFIG_MAP, configmap(f"page-{i}"))
-    kubesim.control.inject_latency(0.2, method="GET", path="/configmaps$")
-    listing = asyncio.create_task(kube.list(resources.CONFIG_MAP, "default", page_size=3))
-    await asyncio.sleep(0.3)  # the first page is served, the second is on its way
-    await kube.create(resources.CONFIG_MAP, configmap("late"))
-    kubesim.control.compact()  # ... so its continue token is now too old: 410
-    items, rv = await asyncio.wait_for(listing, 5)
+    async with paced_kube(kubesim, fake_clock, qps=1, burst=1) as paced:
+        # One token: the first page goes at once, the second waits for the next token on the clock.
+        listing = asyncio.create_task(paced.list(resources.CONFIG_MAP, "default", page_size=3))
+        await fake_clock.parked()
+        assert [r.status for r in kubesim.control.recorded(verb="list", resource="configmaps")] == [200]
+        await kube.create(resources.CONFIG_MAP, configmap("late"))
+        kubesim.control.compact()  # ... so the first page's continue token is now too old: 410
+        items, rv = await fake_clock.run_until(listing)
     assert sorted(i["metadata"]["name"] for i in items) == ["late", *(f"page-{i}" for i in range(4))]
     assert int(rv) == kubesim.control.resource_version
-    queries = [r.query for r in kubesim.control.recorded(verb="list", resource="configmaps")]
-    assert len(queries) == 3
-    assert "continue=" in queries[1]
-    assert "limit=" not in queries[2]
+    answered = kubesim.control.recorded(verb="list", resource="configmaps")
+    assert [r.status for r in answered] == [200, 410, 200]
+    assert "continue=" in answered[1].query
+    assert "limit=" not in answered[2].query
 
 
 @pytest.mark.parametrize(
@@ -244,7 +239,9 @@ async def test_connection_refused_is_transient_and_retried(sleeps: RecordingSlee
         await kube.close()
 
 
-async def test_patches_to_custom_resources_send_explicit_content_types(kube: Kube, kubesim: KubeSim) -> None:
+async def test_patches_to_custom_resources_send_explicit_content_types(
+    kube: Kube, kubesim: KubeSim, install_mpijob_crd: Callable[[Kube], Awaitable[None]]
+) -> None:
     await install_mpijob_crd(kube)
     await kube.create(resources.MPIJOB, mpijob("pi"))
     patched = await kube.patch(resources.MPIJOB, "pi", {"spec": {"slotsPerWorker": 2}}, namespace="default")
@@ -264,7 +261,10 @@ async def test_patches_to_custom_resources_send_explicit_content_types(kube: Kub
 
 
 async def test_warning_headers_are_logged_and_handed_to_the_callback(
-    kube: Kube, kubesim: KubeSim, caplog: pytest.LogCaptureFixture
+    kube: Kube,
+    kubesim: KubeSim,
+    install_mpijob_crd: Callable[[Kube], Awaitable[None]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     await install_mpijob_crd(kube)
     seen: list[str] = []
@@ -291,9 +291,9 @@ async def test_watch_streams_events_and_bookmarks_until_the_server_timeout(
             seen.append((event["type"], event["object"]["metadata"].get("name", "")))
 
     watcher = asyncio.create_task(consume())
-    await asyncio.sleep(0.05)
+    # Created whether or not the stream is open yet: a watch from `rv` replays what came after it.
     await kube.create(resources.CONFIG_MAP, configmap("w"))
-    await asyncio.wait_for(watcher, 5)  # ends by itself: timeoutSeconds
+    await asyncio.wait_for(watcher, 30)  # ends by itself: timeoutSeconds
     assert ("ADDED", "w") in seen
     assert any(kind == "BOOKMARK" for kind, _ in seen)
     [request] = kubesim.control.recorded(verb="watch", resource="configmaps")
@@ -321,34 +321,54 @@ async def test_kubeconfig_comes_from_the_environment_when_no_path_is_given(
     assert namespace["metadata"]["name"] == "default"
 
 
-async def test_the_client_side_limiter_holds_qps(kubesim: KubeSim) -> None:
-    async with await Kube.from_kubeconfig(str(kubesim.kubeconfig_path), qps=20, burst=2) as kube:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        await asyncio.gather(*(kube.list(resources.CONFIG_MAP, "default") for _ in range(12)))
-        elapsed = loop.time() - start
-    # 2 from the burst, then 10 more at 20 per second.
-    assert 0.45 <= elapsed < 2.0
-    assert len(kubesim.control.recorded(verb="list", resource="configmaps")) == 12
+async def release_one_at_a_time(clock: FakeClock, finished: Callable[[], int], waiting: int) -> None:
+    """Moves `clock` to each waiting request's token in turn, letting each finish before the next, so
+    every request is stamped with the fake time its token came due."""
+    await clock.parked(sleepers=waiting)
+    for done in range(finished() + 1, finished() + waiting + 1):
+        clock.advance_to_next()
+        await eventually(functools.partial(count_is, finished, done), what="the request just let go")
 
 
-async def test_an_urgent_request_does_not_queue_behind_the_others(kubesim: KubeSim) -> None:
-    async with await Kube.from_kubeconfig(str(kubesim.kubeconfig_path), qps=4, burst=1) as kube:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
+def count_is(count: Callable[[], int], expected: int) -> bool:
+    return count() == expected
+
+
+async def test_the_client_side_limiter_holds_qps(kubesim: KubeSim, fake_clock: FakeClock) -> None:
+    async with paced_kube(kubesim, fake_clock, qps=20, burst=2) as kube:
+        sent_at: list[float] = []
+
+        async def get() -> None:
+            await kube.get(resources.NAMESPACE, "default")
+            sent_at.append(fake_clock.now())
+
+        requests = [asyncio.create_task(get()) for _ in range(12)]
+        await eventually(lambda: len(sent_at) == 2)
+        await release_one_at_a_time(fake_clock, lambda: len(sent_at), waiting=10)
+        await asyncio.gather(*requests)
+    # 2 from the burst at once, then 10 more at 20 per second: one every 50 ms of fake time.
+    assert sent_at == pytest.approx([0.0, 0.0, *(k / 20 for k in range(1, 11))])
+    assert len(kubesim.control.recorded(verb="get", resource="namespaces")) == 12
+
+
+async def test_an_urgent_request_does_not_queue_behind_the_others(
+    kubesim: KubeSim, fake_clock: FakeClock
+) -> None:
+    async with paced_kube(kubesim, fake_clock, qps=4, burst=1) as kube:
         done: dict[str, float] = {}
 
         async def get(tag: str) -> None:
             await kube.get(resources.NAMESPACE, "default")
-            done[tag] = loop.time() - start
+            done[tag] = fake_clock.now()
 
-        async def urgent() -> None:
-            with kube.urgent():
-                await get("urgent")
-
-        queued = [asyncio.create_task(get(f"normal-{i}")) for i in range(6)]  # 0, .25, ... 1.25 s
-        await asyncio.sleep(0.05)
-        await urgent()
-        await asyncio.gather(*queued)
-    assert done["urgent"] < 0.5, done
-    assert max(v for k, v in done.items() if k != "urgent") >= 1.25, "the others keep the rate"
+        queued = [asyncio.create_task(get(f"normal-{i}")) for i in range(6)]  # at 0, .25, ... 1.25 s
+        await fake_clock.parked(sleepers=5)  # every reservation but the burst's waits on the clock
+        with kube.urgent():  # the clock stands still: a request queued for a token would never finish
+            await asyncio.wait_for(get("urgent"), 30)
+        assert done["urgent"] == 0.0, "went at once, ahead of the five reserved before it"
+        later = asyncio.create_task(get("after-urgent"))
+        await eventually(lambda: "normal-0" in done)
+        await release_one_at_a_time(fake_clock, lambda: len(done), waiting=6)
+        await asyncio.gather(*queued, later)
+    assert [done[f"normal-{i}"] for i in range(6)] == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0, 1.25])
+    assert done["after-urgent"] == pytest.approx(1.75), "the borrowed token is paid back by the next one"

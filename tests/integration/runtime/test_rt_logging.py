@@ -16,6 +16,7 @@ from mpi_operator.controller import logging as oplog
 from mpi_operator.controller import workers
 from mpi_operator.controller.metrics import Metrics
 from mpi_operator.controller.types import PermanentError, Result
+from mpi_operator.flowcontrol import FakeClock
 
 KEYS = ["ns-a/job-1", "ns-b/job-2", "ns-a/job-3"]
 
@@ -37,8 +38,7 @@ class ChattyReconciler:
 
     async def reconcile(self, key: str) -> Result:
         logging.getLogger("mpi_operator.controller.reconciler").info("planning", extra={"creates": 2})
-        await asyncio.sleep(0)
-        await asyncio.create_task(self._child())
+        await asyncio.create_task(self._child())  # suspends this reconcile: the key must survive that
         logging.getLogger("kubernetes_asyncio.client").warning("slow answer")
         if key.endswith("2"):
             raise RuntimeError("apply failed")
@@ -53,13 +53,13 @@ class ChattyReconciler:
 async def reconcile_all(log_format: oplog.LogFormat, stream: io.StringIO) -> list[str]:
     oplog.setup(log_format, stream=stream)
     logging.getLogger("mpi_operator.controller.manager").info("before any reconcile")
-    queue: WorkQueue[str] = WorkQueue(name="t")
+    queue: WorkQueue[str] = WorkQueue(name="t", clock=FakeClock())  # no real timer, whatever fails
     for key in KEYS:
         queue.add(key)
     tasks = [
         asyncio.create_task(workers.worker(queue, ChattyReconciler(), metrics=Metrics())) for _ in range(2)
     ]
-    await asyncio.sleep(0.05)
+    # Keys already queued are still handed out after the shutdown; the workers return once all are done.
     await queue.shut_down_with_drain()
     await asyncio.gather(*tasks)
     logging.getLogger("mpi_operator.controller.manager").info("after")

@@ -1,42 +1,40 @@
 """The manager against kubesim over HTTP with a recording reconciler: cache sync then keys (MPIJobs, owned
 children, launcher pods via their Job), one reconcile per key at a time, error backoff, PermanentError,
-requeue_after, graceful and forced shutdown, leader election, and /healthz, /readyz, /metrics."""
+requeue_after, graceful and forced shutdown, leader election, and /healthz, /readyz, /metrics.
+
+The manager runs on a `FakeClock`: backoffs, requeues, grace periods and lease timing are asserted in
+exact fake seconds, and "nothing more happens" is shown by moving fake time far ahead, not by waiting."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import os
 import signal
-import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import aiohttp
 import pytest
 import pytest_asyncio
-import yaml
 
 from kubesim.app import KubeSim
+from kubesim.testing import eventually
 from mpi_operator.controller import leaderelection, manager
 from mpi_operator.controller.types import ManagerDeps, PermanentError, Result
+from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-from mpi_operator.kube.resources import Resource
 from mpi_operator.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[3]
-CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
 OWNED = {"training.kubeflow.org/operator-name": "mpi-operator"}
 NS = "default"
-
-
-@pytest.fixture
-def kubesim_run_controllers() -> bool:
-    return False
+RETRY_PERIOD = 2.0
+RENEW_DEADLINE = 10.0
 
 
 @pytest_asyncio.fixture
@@ -48,20 +46,9 @@ async def kube(kubesim: KubeSim) -> AsyncIterator[Kube]:
         await client.close()
 
 
-async def install_crd(kube: Kube) -> None:
-    crd = yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
-    await kube.create(CRD, crd)
-    async with asyncio.timeout(5):
-        while True:
-            got = await kube.get(CRD, crd["metadata"]["name"])
-            if any(c["type"] == "Established" for c in (got.get("status") or {}).get("conditions") or []):
-                return
-            await asyncio.sleep(0.02)
-
-
 @pytest_asyncio.fixture
-async def crd(kube: Kube) -> None:
-    await install_crd(kube)
+async def crd(kube: Kube, install_mpijob_crd: Callable[[Kube], Awaitable[None]]) -> None:
+    await install_mpijob_crd(kube)
 
 
 def mpijob_body(name: str) -> dict[str, Any]:
@@ -103,10 +90,12 @@ def pod_body(name: str, owner: dict[str, Any] | None, labels: dict[str, str] | N
 
 
 class RecordingReconciler:
-    """Records calls, checks that no key is reconciled twice at once, and misbehaves on demand."""
+    """Records calls (with the manager's clock time), checks that no key is reconciled twice at once,
+    holds every reconcile while `gate` is closed, and misbehaves on demand."""
 
-    def __init__(self, delay: float = 0.0) -> None:
-        self.delay = delay
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.gate.set()
         self.calls: list[tuple[str, float]] = []
         self.finished: list[str] = []
         self.active: set[str] = set()
@@ -123,14 +112,14 @@ class RecordingReconciler:
         return [k for k, _ in self.calls]
 
     async def reconcile(self, key: str) -> Result:
+        assert self.deps is not None
         if key in self.active:
             self.overlaps.append(key)
         self.active.add(key)
         self.max_parallel = max(self.max_parallel, len(self.active))
-        self.calls.append((key, time.monotonic()))
+        self.calls.append((key, self.deps.clock.now()))
         try:
-            if self.delay:
-                await asyncio.sleep(self.delay)
+            await self.gate.wait()
             step = self.script.get(key, [])
             outcome = step.pop(0) if step else Result()
             if isinstance(outcome, BaseException):
@@ -141,10 +130,8 @@ class RecordingReconciler:
             self.active.discard(key)
 
 
-async def eventually(check: Callable[[], object], limit: float = 5.0) -> None:
-    async with asyncio.timeout(limit):
-        while not check():  # noqa: ASYNC110 (polls state owned by other tasks and processes)
-            await asyncio.sleep(0.01)
+def calls_made(rec: RecordingReconciler, count: int) -> bool:
+    return len(rec.calls) == count
 
 
 def settings_for(kubesim: KubeSim, **overrides: Any) -> Settings:
@@ -156,11 +143,27 @@ def settings_for(kubesim: KubeSim, **overrides: Any) -> Settings:
         metrics_address="127.0.0.1:0",
         backoff_base_seconds=0.05,
         lease_namespace=NS,
-        lease_duration_seconds=1.0,
-        renew_deadline_seconds=0.6,
-        retry_period_seconds=0.15,
+        lease_duration_seconds=15.0,
+        renew_deadline_seconds=RENEW_DEADLINE,
+        retry_period_seconds=RETRY_PERIOD,
     )
     return dataclasses.replace(base, **overrides)
+
+
+@pytest.fixture
+def new_manager(
+    kubesim: KubeSim, fake_clock: FakeClock, fake_wall: Callable[[], datetime]
+) -> Callable[..., manager.Manager]:
+    """A Manager on the fake clock and wall clock; keyword arguments go to `Settings` except the
+    Manager's own (`shutdown_grace`, `identity`)."""
+
+    def build(rec: RecordingReconciler, **overrides: Any) -> manager.Manager:
+        options = {k: overrides.pop(k) for k in ("shutdown_grace", "identity") if k in overrides}
+        return manager.Manager(
+            settings_for(kubesim, **overrides), rec.factory, clock=fake_clock, now=fake_wall, **options
+        )
+
+    return build
 
 
 @contextlib.asynccontextmanager
@@ -169,8 +172,10 @@ async def running(mgr: manager.Manager, *, wait_started: bool = True) -> AsyncIt
     try:
         if wait_started:
             started = asyncio.create_task(mgr.started.wait())
-            done, _ = await asyncio.wait({task, started}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({task, started}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
             started.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await started
             if task in done:
                 task.result()
             assert mgr.started.is_set()
@@ -178,7 +183,7 @@ async def running(mgr: manager.Manager, *, wait_started: bool = True) -> AsyncIt
     finally:
         mgr.request_stop()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 10)
+            await asyncio.wait_for(task, 30)
 
 
 async def http_get(mgr: manager.Manager, path: str) -> tuple[int, str]:
@@ -188,11 +193,11 @@ async def http_get(mgr: manager.Manager, path: str) -> tuple[int, str]:
 
 @pytest.mark.usefixtures("crd")
 async def test_keys_for_mpijobs_and_owned_children_arrive_after_cache_sync(
-    kubesim: KubeSim, kube: Kube
+    kube: Kube, new_manager: Callable[..., manager.Manager]
 ) -> None:
     before = await kube.create(resources.MPIJOB, mpijob_body("before"))
     rec = RecordingReconciler()
-    mgr = manager.Manager(settings_for(kubesim), rec.factory)
+    mgr = new_manager(rec)
     async with running(mgr):
         assert mgr.readiness.caches_synced
         await eventually(lambda: rec.called_keys() == ["default/before"])
@@ -239,112 +244,152 @@ async def test_keys_for_mpijobs_and_owned_children_arrive_after_cache_sync(
 
 
 @pytest.mark.usefixtures("crd")
-async def test_one_key_is_never_reconciled_concurrently(kubesim: KubeSim, kube: Kube) -> None:
-    rec = RecordingReconciler(delay=0.05)
-    mgr = manager.Manager(settings_for(kubesim, workers=4), rec.factory)
+async def test_one_key_is_never_reconciled_concurrently(
+    kube: Kube, new_manager: Callable[..., manager.Manager]
+) -> None:
+    rec = RecordingReconciler()
+    rec.gate.clear()  # every reconcile is held in flight until the gate opens
+    mgr = new_manager(rec, workers=4)
     async with running(mgr):
         for name in ("a", "b", "c"):
             await kube.create(resources.MPIJOB, mpijob_body(name))
+        await eventually(lambda: rec.active == {"default/a", "default/b", "default/c"})
         for i in range(8):
             for name in ("a", "b", "c"):
                 patch = {"metadata": {"annotations": {"n": str(i)}}}
                 await kube.patch(resources.MPIJOB, name, patch, namespace=NS)
-        await eventually(lambda: len(mgr.queue) == 0 and not mgr.queue.processing and len(rec.calls) >= 6)
+
+        def all_patches_seen() -> bool:
+            cached = [mgr.informers["mpijobs"].store.get(f"default/{name}") for name in "abc"]
+            return all(o is not None and o["metadata"]["annotations"]["n"] == "7" for o in cached)
+
+        await eventually(all_patches_seen)
+        assert len(mgr.queue) == 0, "a key being reconciled is not queued for a second worker"
+        rec.gate.set()
+        await eventually(lambda: len(rec.finished) == 6 and not mgr.queue.processing and len(mgr.queue) == 0)
     assert rec.overlaps == []
-    assert rec.max_parallel > 1  # different keys do run in parallel
-    assert set(rec.called_keys()) == {"default/a", "default/b", "default/c"}
-    assert len(rec.calls) < 3 * 9  # events that arrive while a key waits are coalesced
+    assert rec.max_parallel == 3  # different keys do run in parallel
+    # The 24 events that arrived while a key was in flight collapsed into one more reconcile per key.
+    assert sorted(rec.called_keys()) == sorted(["default/a", "default/b", "default/c"] * 2)
 
 
 @pytest.mark.usefixtures("crd")
-async def test_errors_requeue_with_growing_backoff_until_success(kubesim: KubeSim, kube: Kube) -> None:
+async def test_errors_requeue_with_growing_backoff_until_success(
+    kube: Kube, fake_clock: FakeClock, new_manager: Callable[..., manager.Manager]
+) -> None:
     rec = RecordingReconciler()
     rec.script["default/flaky"] = [RuntimeError("boom"), RuntimeError("boom"), RuntimeError("boom")]
-    mgr = manager.Manager(settings_for(kubesim), rec.factory)
+    mgr = new_manager(rec)
     async with running(mgr):
         await kube.create(resources.MPIJOB, mpijob_body("flaky"))
+        for failures in range(1, 4):
+            await eventually(functools.partial(calls_made, rec, failures))
+            await fake_clock.step(sleepers=0, timers=1)  # the key's retry timer: nothing else runs then
         await eventually(lambda: rec.finished == ["default/flaky"])
-        await asyncio.sleep(0.3)
+        await eventually(lambda: not mgr.queue.processing)
         times = [t for k, t in rec.calls if k == "default/flaky"]
-        assert len(times) == 4  # three failures, one success, then quiet
-        gaps = [b - a for a, b in itertools.pairwise(times)]
-        # 50 ms, 100 ms, 200 ms: exponential per-key backoff (timers never fire early, so lower bounds hold)
-        assert gaps[0] >= 0.045
-        assert gaps[1] >= 0.095
-        assert gaps[2] >= 0.195
+        # 50 ms, 100 ms, 200 ms of fake time: exponential per-key backoff from backoff_base_seconds.
+        assert [b - a for a, b in itertools.pairwise(times)] == pytest.approx([0.05, 0.1, 0.2])
         assert mgr.queue.num_requeues("default/flaky") == 0  # forgotten after the success
+        assert fake_clock.pending_timers == 0, "then quiet: no retry is scheduled any more"
         status, text = await http_get(mgr, "/metrics")
+    assert len(rec.calls) == 4  # three failures, one success
     assert status == 200
     assert 'workqueue_retries_total{name="mpijobs"} 3.0' in text
     assert "mpi_operator_reconcile_errors_total 3.0" in text
     assert 'mpi_operator_reconcile_total{result="error"} 3.0' in text
     assert 'mpi_operator_reconcile_total{result="success"} 1.0' in text
+    # Reconcile durations are taken on the manager's clock: none of these took any fake time.
+    assert "mpi_operator_reconcile_duration_seconds_sum 0.0" in text
 
 
 @pytest.mark.usefixtures("crd")
-async def test_permanent_error_is_not_requeued_until_the_next_event(kubesim: KubeSim, kube: Kube) -> None:
+async def test_permanent_error_is_not_requeued_until_the_next_event(
+    kube: Kube, fake_clock: FakeClock, new_manager: Callable[..., manager.Manager]
+) -> None:
     rec = RecordingReconciler()
     rec.script["default/bad"] = [PermanentError("spec.mpiReplicaSpecs: invalid")]
-    mgr = manager.Manager(settings_for(kubesim), rec.factory)
+    mgr = new_manager(rec)
     async with running(mgr):
         await kube.create(resources.MPIJOB, mpijob_body("bad"))
-        await eventually(lambda: rec.called_keys() == ["default/bad"])
-        await asyncio.sleep(0.4)
-        assert rec.called_keys() == ["default/bad"]
+        await eventually(lambda: rec.called_keys() == ["default/bad"] and not mgr.queue.processing)
         assert mgr.queue.waiting == 0
+        assert fake_clock.pending_timers == 0, "no retry of any kind is scheduled"
+        fake_clock.advance(3600.0)  # an hour later, still nothing queued
+        assert len(mgr.queue) == 0
+        assert rec.called_keys() == ["default/bad"]
         await kube.patch(resources.MPIJOB, "bad", {"metadata": {"labels": {"fixed": "yes"}}}, namespace=NS)
         await eventually(lambda: rec.finished == ["default/bad"])
 
 
 @pytest.mark.usefixtures("crd")
-async def test_requeue_after_brings_the_key_back(kubesim: KubeSim, kube: Kube) -> None:
+async def test_requeue_after_brings_the_key_back(
+    kube: Kube, fake_clock: FakeClock, new_manager: Callable[..., manager.Manager]
+) -> None:
     rec = RecordingReconciler()
-    rec.script["default/timer"] = [Result(requeue_after=0.3)]
-    mgr = manager.Manager(settings_for(kubesim), rec.factory)
+    rec.script["default/timer"] = [Result(requeue_after=30.0)]
+    mgr = new_manager(rec)
     async with running(mgr):
         await kube.create(resources.MPIJOB, mpijob_body("timer"))
+        await eventually(lambda: len(rec.calls) == 1 and not mgr.queue.processing)
+        await fake_clock.parked(sleepers=0, timers=1)
+        fake_clock.advance(29.0)
+        assert len(mgr.queue) == 0, "not before its time"
+        fake_clock.advance(1.0)
         await eventually(lambda: len(rec.calls) == 2)
     first, second = (t for _, t in rec.calls)
-    assert 0.25 < second - first < 1.0
+    assert second - first == pytest.approx(30.0)
 
 
 @pytest.mark.usefixtures("crd")
 @pytest.mark.parametrize(
-    ("grace", "stops", "finishes"),
-    [(5.0, 1, True), (0.1, 1, False), (5.0, 2, False)],
+    ("stops", "advance_past_grace", "finishes"),
+    [(1, False, True), (1, True, False), (2, False, False)],
     ids=["drains-in-flight", "cancels-after-grace", "second-stop-cancels-at-once"],
 )
 async def test_stop_drains_in_flight_reconciles_within_the_grace_period(
-    kubesim: KubeSim, kube: Kube, grace: float, stops: int, finishes: bool
+    kube: Kube,
+    fake_clock: FakeClock,
+    new_manager: Callable[..., manager.Manager],
+    stops: int,
+    advance_past_grace: bool,
+    finishes: bool,
 ) -> None:
-    rec = RecordingReconciler(delay=0.5)
-    mgr = manager.Manager(settings_for(kubesim), rec.factory, shutdown_grace=grace)
-    task = asyncio.create_task(mgr.run())
-    try:
-        await asyncio.wait_for(mgr.started.wait(), 10)
+    grace = 20.0
+    rec = RecordingReconciler()
+    rec.gate.clear()
+    mgr = new_manager(rec, shutdown_grace=grace)
+    async with running(mgr) as task:
         await kube.create(resources.MPIJOB, mpijob_body("slow"))
         await eventually(lambda: rec.active == {"default/slow"})
         for _ in range(stops):
             mgr.request_stop()
         status, text = await http_get(mgr, "/readyz")
         assert (status, text) == (503, "not ready: shutting down\n")
-        await asyncio.wait_for(task, 5)
-    finally:
-        task.cancel()
+        if stops == 1:
+            await fake_clock.parked()  # the drain is waiting, its grace period running on the clock
+            assert not task.done()
+            if advance_past_grace:
+                fake_clock.advance(grace - 1.0)
+                assert fake_clock.sleepers == 1, "a second before the grace period ends, still draining"
+                fake_clock.advance(1.0)
+            else:
+                rec.gate.set()  # the in-flight reconcile finishes within the grace period
+        await asyncio.wait_for(task, 30)
     assert rec.finished == (["default/slow"] if finishes else [])
     assert rec.active == set()
     assert mgr.queue.processing == frozenset()
 
 
 @pytest.mark.usefixtures("crd")
-async def test_sigterm_stops_run_gracefully(kubesim: KubeSim, kube: Kube) -> None:
+async def test_sigterm_stops_run_gracefully(kubesim: KubeSim, kube: Kube, fake_clock: FakeClock) -> None:
     rec = RecordingReconciler()
     await kube.create(resources.MPIJOB, mpijob_body("pi"))
-    task = asyncio.create_task(manager.run(settings_for(kubesim), rec.factory))
-    await eventually(lambda: rec.finished == ["default/pi"], limit=10)  # handlers are installed by now
+    task = asyncio.create_task(manager.run(settings_for(kubesim), rec.factory, clock=fake_clock))
+    await eventually(lambda: rec.finished == ["default/pi"])  # handlers are installed by now
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
     os.kill(os.getpid(), signal.SIGTERM)
-    await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(task, 30)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers removed again
 
 
@@ -357,55 +402,72 @@ async def test_sigterm_stops_run_gracefully(kubesim: KubeSim, kube: Kube) -> Non
     ids=["no-mpijob-crd", "gang-scheduling-without-podgroup-crd"],
 )
 async def test_missing_crd_is_fatal_with_a_clear_message(
-    kubesim: KubeSim, kube: Kube, install: bool, overrides: dict[str, Any], message: str
+    kube: Kube,
+    install_mpijob_crd: Callable[[Kube], Awaitable[None]],
+    new_manager: Callable[..., manager.Manager],
+    install: bool,
+    overrides: dict[str, Any],
+    message: str,
 ) -> None:
     if install:
-        await install_crd(kube)
-    mgr = manager.Manager(settings_for(kubesim, **overrides), RecordingReconciler().factory)
+        await install_mpijob_crd(kube)
+    mgr = new_manager(RecordingReconciler(), **overrides)
     with pytest.raises(manager.CRDNotInstalled, match=message):
-        await asyncio.wait_for(mgr.run(), 10)
+        await asyncio.wait_for(mgr.run(), 30)
     with pytest.raises(aiohttp.ClientConnectionError):  # the health server is closed again
         await http_get(mgr, "/healthz")
 
 
 @pytest.mark.usefixtures("crd")
-async def test_namespace_scoping_watches_only_the_given_namespaces(kubesim: KubeSim, kube: Kube) -> None:
+async def test_namespace_scoping_watches_only_the_given_namespaces(
+    kubesim: KubeSim, kube: Kube, new_manager: Callable[..., manager.Manager]
+) -> None:
     for name in ("team-a", "team-b"):
         await kube.create(
             resources.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         )
     rec = RecordingReconciler()
-    mgr = manager.Manager(settings_for(kubesim, namespaces=("team-a", "team-b")), rec.factory)
+    mgr = new_manager(rec, namespaces=("team-a", "team-b"))
     async with running(mgr):
         for namespace in ("default", "team-b", "team-a"):
             await kube.create(
                 resources.MPIJOB, {**mpijob_body("pi"), "metadata": {"name": "pi", "namespace": namespace}}
             )
         await eventually(lambda: sorted(rec.called_keys()) == ["team-a/pi", "team-b/pi"])
-        await asyncio.sleep(0.2)
-        assert "default/pi" not in rec.called_keys()
-    watches = kubesim.control.recorded(verb="watch", resource="mpijobs")
-    assert {r.namespace for r in watches} == {"team-a", "team-b"}
+        assert mgr.informers["mpijobs"].store.get("default/pi") is None
+    # Nothing outside the two namespaces was ever listed or watched, so default/pi could not reach the
+    # operator however long it ran (no need to wait and see that it does not).
+    for verb in ("list", "watch"):
+        requests = kubesim.control.recorded(verb=verb, resource="mpijobs", user_agent="mpi-operator")
+        assert {r.namespace for r in requests} == {"team-a", "team-b"}, verb
+    assert rec.called_keys().count("default/pi") == 0
 
 
 @pytest.mark.usefixtures("crd")
-async def test_readyz_waits_for_cache_sync(kubesim: KubeSim) -> None:
+async def test_readyz_waits_for_cache_sync(
+    kubesim: KubeSim, fake_clock: FakeClock, new_manager: Callable[..., manager.Manager]
+) -> None:
     kubesim.control.inject_error(500, method="GET", path="/api/v1/secrets$", count=None)
     rec = RecordingReconciler()
-    mgr = manager.Manager(settings_for(kubesim), rec.factory)
+    mgr = new_manager(rec)
     async with running(mgr, wait_started=False):
-        await eventually(lambda: mgr.server.port != 0 and mgr.informers, limit=10)
+        # The preflight LIST of secrets and the informer's are retried on the clock: let it run.
+        await fake_clock.run_until(eventually(lambda: mgr.readiness.unsynced() == ["secrets"]))
         assert await http_get(mgr, "/healthz") == (200, "ok\n")
-        await eventually(lambda: mgr.readiness.unsynced() == ["secrets"], limit=10)
+        # The secrets LIST waits for its next retry on the clock: time stands still, it stays unsynced.
+        await fake_clock.parked()
         status, text = await http_get(mgr, "/readyz")
         assert (status, text) == (503, "not ready: informer caches not synced: secrets\n")
+        assert not mgr.started.is_set()
         kubesim.control.clear_faults()
-        await asyncio.wait_for(mgr.started.wait(), 10)
+        await fake_clock.run_until(mgr.started.wait())
         assert await http_get(mgr, "/readyz") == (200, "ok\n")
 
 
 @pytest.mark.usefixtures("crd")
-async def test_leader_election_gates_workers_readiness_and_is_leader(kubesim: KubeSim, kube: Kube) -> None:
+async def test_leader_election_gates_workers_readiness_and_is_leader(
+    kube: Kube, fake_clock: FakeClock, new_manager: Callable[..., manager.Manager]
+) -> None:
     await kube.create(resources.MPIJOB, mpijob_body("pi"))
     held = {
         "apiVersion": "coordination.k8s.io/v1",
@@ -415,16 +477,19 @@ async def test_leader_election_gates_workers_readiness_and_is_leader(kubesim: Ku
     }
     lease = await kube.create(resources.LEASE, held)
     rec = RecordingReconciler()
-    mgr = manager.Manager(settings_for(kubesim, leader_elect=True), rec.factory, identity="me")
+    mgr = new_manager(rec, leader_elect=True, identity="me")
     async with running(mgr, wait_started=False):
-        await eventually(lambda: mgr.readiness.caches_synced, limit=10)
-        await asyncio.sleep(0.3)
+        # The elector has read the lease, found it held, and waits for its next try on the clock.
+        await eventually(lambda: mgr.elector is not None and mgr.elector.observed_holder == "other")
+        await fake_clock.parked()
+        assert mgr.readiness.caches_synced
         assert await http_get(mgr, "/readyz") == (503, "not ready: not the leader\n")
         assert "mpi_operator_is_leader 0.0" in (await http_get(mgr, "/metrics"))[1]
         assert rec.calls == []  # a standby keeps its caches warm but reconciles nothing
         assert len(mgr.queue) == 1  # ... and its queue already knows what to do
         await kube.replace(resources.LEASE, {**lease, "spec": {**lease["spec"], "holderIdentity": ""}})
-        await asyncio.wait_for(mgr.started.wait(), 5)
+        await fake_clock.run_until(mgr.started.wait())
+        assert RETRY_PERIOD <= fake_clock.now() <= RETRY_PERIOD * (1 + leaderelection.JITTER_FACTOR)
         await eventually(lambda: rec.called_keys() == ["default/pi"])
         assert await http_get(mgr, "/readyz") == (200, "ok\n")
         metrics = (await http_get(mgr, "/metrics"))[1]
@@ -438,19 +503,26 @@ async def test_leader_election_gates_workers_readiness_and_is_leader(kubesim: Ku
 
 
 @pytest.mark.usefixtures("crd")
-async def test_losing_the_lease_is_fatal_and_stops_workers_at_once(kubesim: KubeSim, kube: Kube) -> None:
-    rec = RecordingReconciler(delay=5.0)
-    mgr = manager.Manager(settings_for(kubesim, leader_elect=True), rec.factory, identity="me")
+async def test_losing_the_lease_is_fatal_and_stops_workers_at_once(
+    kubesim: KubeSim, kube: Kube, fake_clock: FakeClock, new_manager: Callable[..., manager.Manager]
+) -> None:
+    rec = RecordingReconciler()
+    rec.gate.clear()  # the reconcile would never finish by itself
+    mgr = new_manager(rec, leader_elect=True, identity="me")
     task = asyncio.create_task(mgr.run())
     try:
-        await asyncio.wait_for(mgr.started.wait(), 10)
+        await asyncio.wait_for(mgr.started.wait(), 30)
         await kube.create(resources.MPIJOB, mpijob_body("pi"))
         await eventually(lambda: rec.active == {"default/pi"})
         kubesim.control.inject_error(500, method="PUT", path="/leases/mpi-operator$", count=None)
         with pytest.raises(leaderelection.LeadershipLost, match="lost the lease default/mpi-operator"):
-            await asyncio.wait_for(task, 5)
+            await fake_clock.run_until(task)
     finally:
         task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+    # Renewals fail from the first one (one retry period in) until the renew deadline has passed.
+    assert fake_clock.now() == pytest.approx(RETRY_PERIOD + RENEW_DEADLINE)
     assert rec.finished == []  # cancelled, not drained: a new leader may already be writing
     assert rec.active == set()
     got = await kube.get(resources.LEASE, "mpi-operator", NS)
@@ -458,9 +530,11 @@ async def test_losing_the_lease_is_fatal_and_stops_workers_at_once(kubesim: Kube
 
 
 @pytest.mark.usefixtures("crd")
-async def test_metrics_exposition_has_upstream_and_runtime_series(kubesim: KubeSim, kube: Kube) -> None:
+async def test_metrics_exposition_has_upstream_and_runtime_series(
+    kube: Kube, new_manager: Callable[..., manager.Manager]
+) -> None:
     rec = RecordingReconciler()
-    mgr = manager.Manager(settings_for(kubesim), rec.factory)
+    mgr = new_manager(rec)
     async with running(mgr):
         await kube.create(resources.MPIJOB, mpijob_body("pi"))
         await eventually(lambda: rec.finished == ["default/pi"])

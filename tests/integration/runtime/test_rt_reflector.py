@@ -1,5 +1,7 @@
 """Reflector + informer over real HTTP against kubesim: relist on 410, resume after dropped watches,
-bookmarks, and a store that stays equal to the server's state under churn."""
+bookmarks, and a store that stays equal to the server's state under churn.
+
+The reflectors' backoffs run on a `FakeClock`: a test that needs a backoff to pass moves the clock."""
 
 from __future__ import annotations
 
@@ -13,35 +15,19 @@ import pytest_asyncio
 
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
+from kubesim.testing import eventually
 from mpi_operator.cache.informer import Informer
-from mpi_operator.cache.reflector import Backoff
 from mpi_operator.cache.store import object_key
+from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
-from mpi_operator.kube.retry import RetryPolicy
 
 SELECTOR = "app=rt"
 
 
 @pytest.fixture
-def kubesim_run_controllers() -> bool:
-    return False
-
-
-@pytest.fixture
 def kubesim_settings() -> SimSettings:
     return SimSettings(bookmark_seconds=0.2)
-
-
-@pytest_asyncio.fixture
-async def kube(kubesim: KubeSim) -> AsyncIterator[Kube]:
-    client = await Kube.from_kubeconfig(
-        str(kubesim.kubeconfig_path), qps=0, burst=1, retry=RetryPolicy(attempts=1)
-    )
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 class Events:
@@ -57,19 +43,19 @@ class Events:
 
 
 @pytest_asyncio.fixture
-async def informer(kube: Kube) -> AsyncIterator[tuple[Informer, Events]]:
+async def informer(kube: Kube, fake_clock: FakeClock) -> AsyncIterator[tuple[Informer, Events]]:
     inf = Informer(
         kube.lister_watcher(resources.CONFIG_MAP),
         namespaces=["default"],
         label_selector=SELECTOR,
         name="configmaps",
-        backoff_factory=lambda: Backoff(0.01, 0.05),
+        clock=fake_clock,
     )
     events = Events()
     inf.add_event_handler(**events.handlers())
     task = asyncio.create_task(inf.run())
     try:
-        await asyncio.wait_for(inf.wait_for_sync(), 5)
+        await asyncio.wait_for(inf.wait_for_sync(), 30)
         yield inf, events
     finally:
         task.cancel()
@@ -86,12 +72,6 @@ def configmap(name: str, *, labelled: bool = True, **data: str) -> dict[str, Any
     }
 
 
-async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    async with asyncio.timeout(within):
-        while not predicate():  # noqa: ASYNC110 (polls a plain predicate; nothing to wait on)
-            await asyncio.sleep(0.005)
-
-
 async def server_state(kube: Kube) -> dict[str, str]:
     items, _ = await kube.list(resources.CONFIG_MAP, "default", label_selector=SELECTOR)
     return {object_key(o): o["metadata"]["resourceVersion"] for o in items}
@@ -101,10 +81,13 @@ def store_state(inf: Informer) -> dict[str, str]:
     return {object_key(o): o["metadata"]["resourceVersion"] for o in inf.store.list()}
 
 
-async def until_in_step(kube: Kube, inf: Informer, within: float = 5.0) -> None:
-    async with asyncio.timeout(within):
-        while store_state(inf) != await server_state(kube):  # noqa: ASYNC110 (compares with a fresh LIST)
-            await asyncio.sleep(0.01)
+async def until_in_step(kube: Kube, inf: Informer) -> None:
+    async def in_step() -> bool:
+        assert store_state(inf) == await server_state(kube)  # a fresh LIST each time
+        return True
+
+    caught_up: bool = await eventually(in_step, what="the store to equal the server's state")
+    assert caught_up
 
 
 async def test_initial_list_and_watch_only_see_labelled_objects(
@@ -121,24 +104,26 @@ async def test_initial_list_and_watch_only_see_labelled_objects(
 
 
 async def test_gone_relists_and_the_store_catches_up_with_missed_changes(
-    kube: Kube, kubesim: KubeSim, informer: tuple[Informer, Events]
+    kube: Kube, kubesim: KubeSim, fake_clock: FakeClock, informer: tuple[Informer, Events]
 ) -> None:
     inf, events = informer
     for name in ("a", "b"):
         await kube.create(resources.CONFIG_MAP, configmap(name))
     await until_in_step(kube, inf)
     events.log.clear()
-    # Keep the reflector from re-watching while the world changes and history is compacted.
+    # Keep the reflector from re-watching while the world changes and history is compacted: its
+    # re-watch fails and it backs off, on the clock, until the test moves time on.
     kubesim.control.inject_error(500, method="GET", path="/configmaps$", count=None)
     kubesim.control.drop_watches()
+    await fake_clock.parked()
     await kube.delete(resources.CONFIG_MAP, "a", namespace="default")
     await kube.patch(resources.CONFIG_MAP, "b", {"data": {"k": "v"}}, namespace="default")
     await kube.create(resources.CONFIG_MAP, configmap("c"))
     kubesim.control.compact()
-    await asyncio.sleep(0.1)
     kubesim.control.clear_faults()
     reflector = inf.reflectors[0]
-    await eventually(lambda: reflector.lists == 2)
+    assert reflector.lists == 1
+    await fake_clock.run_until(eventually(lambda: reflector.lists == 2))
     await until_in_step(kube, inf)
     assert sorted(events.log) == [("add", "default/c"), ("delete", "default/a"), ("update", "default/b")]
 
@@ -180,16 +165,30 @@ async def test_bookmarks_keep_the_resource_version_fresh_so_compaction_needs_no_
     kubesim.control.drop_watches()
     watches = reflector.watches
     await eventually(lambda: reflector.watches > watches and kubesim.control.open_watches() > 0)
-    await asyncio.sleep(0.05)
+    # A fence: had the re-watch from `target` been refused (410), the reflector would have relisted
+    # before anything created now could reach its store.
+    await kube.create(resources.CONFIG_MAP, configmap("fence"))
+    await eventually(lambda: "default/fence" in store_state(inf))
     assert reflector.lists == 1
+    last_watch = kubesim.control.recorded(verb="watch", resource="configmaps")[-1]
+    assert f"resourceVersion={target}" in last_watch.query
 
 
 async def test_store_equals_the_server_under_churn_drops_and_compaction(
-    kube: Kube, kubesim: KubeSim, informer: tuple[Informer, Events]
+    kube: Kube, kubesim: KubeSim, fake_clock: FakeClock, informer: tuple[Informer, Events]
 ) -> None:
     inf, _ = informer
     rng = random.Random(7)
     names = [f"churn-{i}" for i in range(12)]
+    async with fake_clock.flowing():  # a stream dropped before it delivered anything backs off: let it
+        await churn(kube, kubesim, rng, names)
+        await until_in_step(kube, inf)
+    assert store_state(inf), "the churn left some labelled objects behind"
+    assert inf.reflectors[0].lists >= 2, "compaction forced at least one relist"
+    assert inf.reflectors[0].watches >= 5
+
+
+async def churn(kube: Kube, kubesim: KubeSim, rng: random.Random, names: list[str]) -> None:
     for step in range(150):
         name = rng.choice(names)
         try:
@@ -215,9 +214,3 @@ async def test_store_equals_the_server_under_churn_drops_and_compaction(
             await kube.create(resources.CONFIG_MAP, configmap(f"invisible-{step}", labelled=False))
             kubesim.control.compact()
             kubesim.control.drop_watches()
-        if step % 10 == 0:
-            await asyncio.sleep(0)
-    await until_in_step(kube, inf)
-    assert store_state(inf), "the churn left some labelled objects behind"
-    assert inf.reflectors[0].lists >= 2, "compaction forced at least one relist"
-    assert inf.reflectors[0].watches >= 5

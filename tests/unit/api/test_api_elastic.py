@@ -1,4 +1,4 @@
-"""Elastic bounds: elasticPolicy, or inferred from the launcher's horovodrun --min-np/--max-np (DESIGN §6)."""
+"""Elastic bounds: elasticPolicy, or inferred from the launcher's horovodrun --min-np/--max-np."""
 
 from __future__ import annotations
 

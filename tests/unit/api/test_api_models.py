@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from mpi_operator.api import MPIJob, ServedMPIJob, normalize, to_canonical_dict
 from mpi_operator.api import constants as c
-from mpi_operator.api.defaults import pod_gpus, slots_per_worker
+from mpi_operator.api.defaults import slots_per_worker
+from mpi_operator.api.quantities import pod_gpus
 
 
 def _job(spec: dict[str, Any]) -> MPIJob:
@@ -23,7 +24,7 @@ def _spec_after_defaults(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-# Differences from upstream's SetDefaults_MPIJob, both from DESIGN.md §5:
+# Differences from upstream's SetDefaults_MPIJob, both on purpose (docs/architecture.md#decisions-and-why):
 # - launcherCreationPolicy defaults to WaitForWorkersReady (upstream: AtStartup);
 # - slotsPerWorker stays unset in the object (upstream writes 1); its effective value,
 #   defaults.slots_per_worker(), is 1, or the GPUs each worker requests.
@@ -32,7 +33,7 @@ BASE_DEFAULTS: dict[str, Any] = {
     "runPolicy": {"cleanPodPolicy": "None", "suspend": False},
     "sshAuthMountPath": "/root/.ssh",
     "mpiImplementation": "OpenMPI",
-    # Upstream defaults to AtStartup; DESIGN.md §5 makes WaitForWorkersReady our default.
+    # Upstream defaults to AtStartup; ours waits for Ready workers, so mpirun never meets a mute one.
     "launcherCreationPolicy": "WaitForWorkersReady",
 }
 UPSTREAM_SLOTS = 1
@@ -80,7 +81,7 @@ DEFAULT_CASES: dict[str, tuple[dict[str, Any], dict[str, Any], int]] = {
         BASE_DEFAULTS | {"mpiReplicaSpecs": {"Launcher": LAUNCHER_DEFAULTS, "Worker": WORKER_DEFAULTS}},
         UPSTREAM_SLOTS,
     ),
-    # ours: slots follow the GPUs each worker requests when slotsPerWorker is unset (DESIGN.md §5)
+    # ours: slots follow the GPUs each worker requests when slotsPerWorker is unset
     "slots from worker GPUs": (
         {
             "mpiReplicaSpecs": {

@@ -1,4 +1,5 @@
-"""Validation rejects every invalid manifest with exact field paths, all problems at once (upstream §6.4+)."""
+"""Validation rejects every invalid manifest with exact field paths, all problems at once (upstream's
+validation tests, and more)."""
 
 from __future__ import annotations
 

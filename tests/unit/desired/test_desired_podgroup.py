@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from desired_factory import JOB_UID, container, make_job, template
 
+from mpi_operator.api.quantities import render_resource_list
 from mpi_operator.desired import podgroup
-from mpi_operator.desired.resources import render_resource_list
 
 OWNER = {
     "apiVersion": "kubeflow.org/v2beta1",

@@ -1,4 +1,5 @@
-"""desired.resources: quantities in Go's canonical form, GPUs per pod and the slots derived from them."""
+"""api.quantities and api.defaults: quantities in Go's canonical form, GPUs per pod and the slots derived
+from them."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from desired_factory import container, make_job, template
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mpi_operator.api import defaults
-from mpi_operator.desired import resources
-from mpi_operator.desired.resources import Quantity
+from mpi_operator.api import defaults, quantities
+from mpi_operator.api.quantities import Quantity
 
 
 @pytest.mark.parametrize(
@@ -74,9 +74,9 @@ def test_sum_keeps_the_first_non_zero_format(first: str, second: str, total: str
     ids=["requests", "limits-only", "requests-win-limit-only-names-kept", "empty"],
 )
 def test_add_resources(requirements: dict[str, Any], replicas: int, expected: dict[str, str]) -> None:
-    start: resources.ResourceList = {}
-    total = resources.add_resources(start, requirements, replicas)
-    assert resources.render_resource_list(total) == expected
+    start: quantities.ResourceList = {}
+    total = quantities.add_resources(start, requirements, replicas)
+    assert quantities.render_resource_list(total) == expected
     assert start == {}
 
 
@@ -112,12 +112,12 @@ def _gpu(section: str, name: str, amount: Any) -> dict[str, Any]:
     ],
 )
 def test_pod_gpus(containers: list[dict[str, Any]], gpus: int) -> None:
-    assert resources.pod_gpus(template(*containers)) == gpus
+    assert quantities.pod_gpus(template(*containers)) == gpus
 
 
 def test_init_containers_do_not_count() -> None:
     tmpl = template(container(), initContainers=[_gpu("limits", "nvidia.com/gpu", 8)])
-    assert resources.pod_gpus(tmpl) == 0
+    assert quantities.pod_gpus(tmpl) == 0
 
 
 @pytest.mark.parametrize(
@@ -140,18 +140,8 @@ def test_slots(
         runLauncherAsWorker=True,
         **spec,
     )
-    assert resources.slots_per_worker(job) == slots
-    assert resources.launcher_slots(job) == launcher_slots
-
-
-@given(
-    st.integers(min_value=0, max_value=16), st.sampled_from(["nvidia.com/gpu", "amd.com/gpu"]), st.booleans()
-)
-def test_slots_agree_with_the_api_default(gpus: int, name: str, in_requests: bool) -> None:
-    """One definition of "slots default to the GPUs per worker", whoever asks."""
-    section = "requests" if in_requests else "limits"
-    job = make_job(worker_template=template(_gpu(section, name, gpus)))
-    assert resources.slots_per_worker(job) == defaults.slots_per_worker(job.spec)
+    assert defaults.slots_per_worker(job.spec) == slots
+    assert defaults.launcher_slots(job.spec) == launcher_slots
 
 
 def test_cpu_and_memory_drops_everything_else() -> None:
@@ -159,8 +149,8 @@ def test_cpu_and_memory_drops_everything_else() -> None:
         "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": 1},
         "limits": {"nvidia.com/gpu": 1},
     }
-    assert resources.cpu_and_memory(requirements) == {"requests": {"cpu": "1", "memory": "1Gi"}}
-    assert resources.cpu_and_memory(None) == {}
+    assert quantities.cpu_and_memory(requirements) == {"requests": {"cpu": "1", "memory": "1Gi"}}
+    assert quantities.cpu_and_memory(None) == {}
 
 
 @given(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mpi_operator.desired import config
 from mpi_operator.elastic import DRAINING_ANNOTATION, elastic_step, published_state
+from mpi_operator.objects import is_pod_ready, is_terminating
 
 MIN, MAX, SETTLE = 2, 5, 5
 
@@ -43,7 +44,7 @@ def act(cluster: ElasticCluster, op: str, arg: int) -> None:
 
 
 def usable(pod: dict[str, Any]) -> bool:
-    return config.is_pod_ready(pod) and not config.is_terminating(pod) and pod["status"]["phase"] == "Running"
+    return is_pod_ready(pod) and not is_terminating(pod) and pod["status"]["phase"] == "Running"
 
 
 def draining(pod: dict[str, Any]) -> bool:

@@ -17,7 +17,7 @@ from reconcile_factory import (
 )
 
 from mpi_operator import planning
-from mpi_operator.planning import Create, Observed
+from mpi_operator.planning import Create, ElasticWrites, Observed
 
 
 @pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])
@@ -111,7 +111,8 @@ def test_launcher_ready_threshold(threshold: int | None, ready: int, creates: bo
     job = make_job(workers=4)
     pods = [worker(job, i, ready=i < ready) for i in range(4)]
     observed = Observed(worker_pods=tuple(pods))
-    the_plan = plan_for(job, observed, launcher_ready_workers=threshold)
+    elastic = ElasticWrites(launcher_ready_workers=threshold) if threshold is not None else None
+    the_plan = plan_for(job, observed, elastic=elastic)
     assert ("create Job default/test-launcher" in steps(the_plan)) is creates
     assert the_plan.waiting_for_workers is not creates
 

@@ -17,7 +17,7 @@ from reconcile_factory import (
     workers,
 )
 
-from mpi_operator import planning
+from mpi_operator import conditions, planning
 from mpi_operator.planning import Delete
 
 SUCCEEDED = {
@@ -121,7 +121,7 @@ def test_finished_without_completion_time_keeps_reconciling() -> None:
         "startTime": EARLIER,
     }
     job = make_job(workers=2, runPolicy={"cleanPodPolicy": "All"}, status=evicted)
-    assert planning.is_finished(job)
+    assert conditions.is_finished(job.status)
     assert not planning.is_completed(job)
     observed = converged(job, worker_pods=[worker(job, 0)])
     assert steps(plan_for(job, observed)) == ["create Pod default/test-worker-1"]

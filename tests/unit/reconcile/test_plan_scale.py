@@ -6,7 +6,7 @@ import pytest
 from reconcile_factory import converged, make_job, plan_for, steps, with_spec, worker, workers
 
 from mpi_operator import planning
-from mpi_operator.planning import Create, Delete, Observed
+from mpi_operator.planning import Create, Delete, ElasticWrites, Observed
 
 
 def _observed(job, pods):  # type: ignore[no-untyped-def]
@@ -46,7 +46,7 @@ def test_scale_down_can_leave_pacing_to_the_caller() -> None:
     """The elastic pacing deletes excess workers itself, after their grace period."""
     job = make_job(workers=4)
     observed = _observed(job, workers(job, 4))
-    the_plan = plan_for(with_spec(job, workers=2), observed, delete_excess_workers=False)
+    the_plan = plan_for(with_spec(job, workers=2), observed, elastic=ElasticWrites(paces_scale_in=True))
     assert the_plan.excess_workers == (3, 2)
     assert not any(isinstance(a, Delete) for a in the_plan.actions)
 

@@ -170,6 +170,7 @@ def pod(*, ready: bool = True, deleting: bool = False, phase: str = "Running") -
 POD_EVENTS = [
     ("became-not-ready", pod(), pod(ready=False), True),
     ("failed", pod(), pod(ready=False, phase="Failed"), True),
+    ("failed-with-stale-ready", pod(), pod(phase="Failed"), True),
     ("terminating", pod(), pod(deleting=True), True),
     ("deleted", pod(), None, True),
     ("became-ready", pod(ready=False), pod(), False),

@@ -4,6 +4,9 @@
 (list with a resourceVersion, watch with history replay, compaction -> 410, dropped streams), so the
 generic cache machinery can be tested without HTTP. The same behaviours are tested over real HTTP
 against kubesim in tests/integration/runtime/test_rt_reflector.py.
+
+Reflectors run on a `FakeClock`: the backoff test steps it deadline by deadline; elsewhere it flows
+(`FakeClock.flowing`), so a backoff that a dropped stream causes passes without any real waiting.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from typing import Any, Literal
 
 import pytest
 
+from kubesim.testing import eventually
 from mpi_operator.cache.informer import Informer
 from mpi_operator.cache.reflector import Backoff, Reflector
 from mpi_operator.cache.store import object_key
@@ -161,29 +166,24 @@ class Recorder:
         return calls
 
 
-async def eventually(predicate: Callable[[], bool], within: float = 2.0) -> None:
-    async with asyncio.timeout(within):
-        while not predicate():  # noqa: ASYNC110 (polls a plain predicate; nothing to wait on)
-            await asyncio.sleep(0.001)
-
-
-def fast_backoff() -> Backoff:
-    return Backoff(0.001, 0.005)
-
-
 class Running:
+    """An informer over `api` on a flowing fake clock, with a recorder of its handler calls."""
+
     def __init__(self, api: MemoryApi, **kwargs: Any) -> None:
         self.api = api
-        self.informer = Informer(api, backoff_factory=fast_backoff, **kwargs)
+        self.clock = FakeClock()
+        self.informer = Informer(api, clock=self.clock, **kwargs)
         self.recorder = Recorder()
         self.informer.add_event_handler(
             on_add=self.recorder.on_add, on_update=self.recorder.on_update, on_delete=self.recorder.on_delete
         )
         self.task: asyncio.Task[Any] | None = None
+        self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> Running:
+        await self._stack.enter_async_context(self.clock.flowing())
         self.task = asyncio.create_task(self.informer.run())
-        await asyncio.wait_for(self.informer.wait_for_sync(), 2)
+        await asyncio.wait_for(self.informer.wait_for_sync(), 30)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -191,6 +191,7 @@ class Running:
         self.task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await self.task
+        await self._stack.aclose()
 
     def keys(self) -> list[str]:
         return sorted(self.informer.store.list_keys())
@@ -283,10 +284,12 @@ async def test_bookmarks_advance_the_resource_version_so_a_resume_needs_no_relis
         api.compact()
         api.drop_watches()
         await eventually(lambda: len(api.watch_calls) == 2)
-        await asyncio.sleep(0.01)
         assert api.watch_calls[1] == ("ns", None, "6")
+        # A fence: had the resumed watch been refused (410), a relist would come before the fence.
+        api.create("fence", "ns")
+        await eventually(lambda: run.informer.store.get("ns/fence") is not None)
         assert run.informer.reflectors[0].lists == 1
-        assert run.recorder.take() == [("add", "ns/a")]
+        assert run.recorder.take() == [("add", "ns/a"), ("add", "ns/fence")]
 
 
 async def test_failed_lists_are_retried_with_backoff() -> None:
@@ -296,6 +299,8 @@ async def test_failed_lists_are_retried_with_backoff() -> None:
     async with Running(api) as run:
         assert len(api.list_calls) == 3
         assert run.keys() == ["ns/a"]
+        # Two waits of 0.8 s and 1.6 s, each stretched by up to half again (jitter), on the fake clock.
+        assert 0.8 + 1.6 <= run.clock.now() <= 1.5 * (0.8 + 1.6)
 
 
 async def test_same_resource_version_updates_are_dropped_on_relist() -> None:
@@ -347,7 +352,7 @@ async def test_label_selector_is_passed_to_list_and_watch() -> None:
 
 async def test_a_failing_handler_is_logged_and_the_others_still_run(caplog: pytest.LogCaptureFixture) -> None:
     api = MemoryApi()
-    informer = Informer(api, backoff_factory=fast_backoff, name="things")
+    informer = Informer(api, clock=FakeClock(), name="things")
     seen: list[str] = []
 
     def broken(o: Obj) -> None:
@@ -358,7 +363,7 @@ async def test_a_failing_handler_is_logged_and_the_others_still_run(caplog: pyte
     api.create("a")
     task = asyncio.create_task(informer.run())
     try:
-        await asyncio.wait_for(informer.wait_for_sync(), 2)
+        await asyncio.wait_for(informer.wait_for_sync(), 30)
         with caplog.at_level(logging.ERROR):
             api.create("b")
             await eventually(lambda: seen == ["ns/a", "ns/b"])
@@ -413,13 +418,8 @@ class CountingStore:
     def delete(self, obj: Obj) -> None: ...
 
 
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
-
-
 @pytest.mark.parametrize(
-    ("failures", "lists_after_each_step", "watches_after_each_step"),
+    ("failures", "lists_at_each_wait", "watches_at_each_wait"),
     [
         (0, [1, 1, 1, 1], [1, 2, 3, 4]),
         (3, [1, 2, 3, 4], [0, 0, 0, 1]),
@@ -427,7 +427,7 @@ async def settle() -> None:
     ids=["empty-watches-back-off", "failed-lists-back-off"],
 )
 async def test_failures_back_off_exponentially_instead_of_hot_looping(
-    failures: int, lists_after_each_step: list[int], watches_after_each_step: list[int]
+    failures: int, lists_at_each_wait: list[int], watches_at_each_wait: list[int]
 ) -> None:
     clock = FakeClock()
     api = EmptyStreams(failures)
@@ -436,14 +436,17 @@ async def test_failures_back_off_exponentially_instead_of_hot_looping(
     reflector = Reflector(api, store, clock=clock, backoff=backoff)
     task = asyncio.create_task(reflector.run())
     try:
-        lists, watches = [], []
-        for step in (0.0, 0.8, 1.6, 3.2):
-            clock.advance(step)
-            await settle()
+        lists, watches, waits = [], [], []
+        start = clock.now()
+        for _ in range(4):
+            await clock.parked()  # the reflector waits on the clock: nothing more happens until it moves
             lists.append(api.lists)
             watches.append(api.watches)
-        assert lists == lists_after_each_step
-        assert watches == watches_after_each_step
+            waits.append(clock.advance_to_next() - start)
+            start = clock.now()
+        assert lists == lists_at_each_wait
+        assert watches == watches_at_each_wait
+        assert waits == pytest.approx([0.8, 1.6, 3.2, 6.4])
         assert store.replaced == 1
     finally:
         task.cancel()

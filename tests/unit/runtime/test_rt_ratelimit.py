@@ -1,4 +1,5 @@
-"""Rate limiters (per-item exponential, token bucket, max-of) and the shared TokenBucket / FakeClock."""
+"""Rate limiters (per-item exponential, token bucket, max-of), the shared TokenBucket, and FakeClock with
+its drivers and the clock-measured `flowcontrol.timeout`."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mpi_operator import flowcontrol
 from mpi_operator.cache.ratelimit import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
     default_controller_rate_limiter,
 )
-from mpi_operator.flowcontrol import FakeClock, TokenBucket
+from mpi_operator.flowcontrol import FakeClock, MonotonicClock, TokenBucket
 
 
 @pytest.mark.parametrize(
@@ -92,13 +94,14 @@ async def test_token_bucket_wait_sleeps_until_its_token_and_cancel_refunds_it() 
     bucket = TokenBucket(qps=2, burst=1, clock=clock)
     await bucket.wait()  # the burst token
     waiter = asyncio.create_task(bucket.wait())
-    await asyncio.sleep(0)
+    await clock.parked()
+    assert clock.next_deadline == 0.5
+    clock.advance(0.49)
     assert not waiter.done()
-    clock.advance(0.5)
-    await asyncio.sleep(0)
-    assert waiter.done()
+    clock.advance(0.01)
+    await asyncio.wait_for(waiter, 30)
     cancelled = asyncio.create_task(bucket.wait())
-    await asyncio.sleep(0)
+    await clock.parked()
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled
@@ -148,3 +151,110 @@ def test_fake_clock_fires_timers_in_deadline_order_and_skips_cancelled_ones() ->
     assert fired == [("a", 101.0), ("nested", 101.5), ("b", 102.0)]
     assert clock.now() == 105.0
     assert clock.pending_timers == 0
+
+
+async def test_fake_clock_counts_a_sleeper_only_until_its_time_comes() -> None:
+    clock = FakeClock()
+    sleeping = [asyncio.create_task(clock.sleep(d)) for d in (1.0, 2.0)]
+    await clock.wait_for_sleepers(2)
+    assert (clock.sleepers, clock.next_deadline) == (2, 1.0)
+    assert clock.advance_to_next() == 1.0
+    # Woken but not yet resumed: no longer counted, so a driver waits for it to park again.
+    assert clock.sleepers == 1
+    await sleeping[0]
+    sleeping[1].cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sleeping[1]
+    assert (clock.sleepers, clock.pending_timers, clock.next_deadline) == (0, 0, None)
+    with pytest.raises(LookupError):
+        clock.advance_to_next()
+
+
+async def test_fake_clock_run_until_moves_time_exactly_as_far_as_the_code_waits() -> None:
+    clock = FakeClock()
+    ticks: list[float] = []
+
+    async def ticker(period: float, count: int) -> str:
+        for _ in range(count):
+            await clock.sleep(period)
+            ticks.append(clock.now())
+        return "done"
+
+    assert await clock.run_until(ticker(1.5, 3)) == "done"
+    assert ticks == [1.5, 3.0, 4.5]
+    assert clock.now() == 4.5
+
+
+async def test_fake_clock_run_for_steps_through_every_deadline_and_stops_with_the_code_parked() -> None:
+    clock = FakeClock()
+    ticks: list[tuple[str, float]] = []
+
+    async def ticker(name: str, period: float) -> None:
+        while True:
+            await clock.sleep(period)
+            ticks.append((name, clock.now()))
+
+    tasks = [asyncio.create_task(ticker("two", 2.0)), asyncio.create_task(ticker("three", 3.0))]
+    try:
+        await clock.run_for(6.5, sleepers=2)
+        assert clock.now() == 6.5
+        assert clock.sleepers == 2
+        assert sorted(ticks, key=lambda t: (t[1], t[0])) == [
+            ("two", 2.0),
+            ("three", 3.0),
+            ("two", 4.0),
+            ("three", 6.0),
+            ("two", 6.0),
+        ]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_fake_clock_flowing_lets_every_wait_pass_at_once() -> None:
+    clock = FakeClock()
+    async with clock.flowing():
+        await clock.sleep(3600.0)
+        await clock.sleep(60.0)
+    assert clock.now() == 3660.0
+
+
+async def test_timeout_on_a_fake_clock_expires_only_when_the_clock_gets_there() -> None:
+    clock = FakeClock()
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def guarded() -> None:
+        async with flowcontrol.timeout(clock, 10.0):
+            await never
+
+    task = asyncio.create_task(guarded())
+    await clock.wait_for_timers(1)
+    clock.advance(9.0)
+    assert not task.done()
+    clock.advance(1.0)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(task, 30)
+    async with flowcontrol.timeout(clock, 10.0):  # a block that finishes in time leaves no timer behind
+        pass
+    assert clock.pending_timers == 0
+
+
+async def test_timeout_on_the_real_clock_is_asyncio_timeout() -> None:
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    with pytest.raises(TimeoutError):
+        async with flowcontrol.timeout(MonotonicClock(), 0.01):
+            await never
+
+
+async def test_fake_clock_run_until_gives_up_on_code_that_never_finishes() -> None:
+    clock = FakeClock()
+
+    async def forever() -> None:
+        while True:
+            await clock.sleep(1.0)
+
+    with pytest.raises(TimeoutError, match=r"not done after 10\.0 s of fake time"):
+        await clock.run_until(forever(), at_most=10.0)
+    assert clock.now() == 10.0
+    assert clock.sleepers == 0, "the coroutine it wrapped was cancelled"

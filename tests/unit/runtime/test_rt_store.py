@@ -12,10 +12,10 @@ from mpi_operator.cache.store import (
     CONTROLLER_UID_INDEX,
     NAMESPACE_INDEX,
     Store,
-    controller_uid,
     object_key,
     split_key,
 )
+from mpi_operator.objects import controller_uid
 
 
 def obj(

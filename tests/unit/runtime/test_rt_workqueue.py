@@ -11,6 +11,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from kubesim.testing import eventually
 from mpi_operator.cache.ratelimit import ItemExponentialFailureRateLimiter
 from mpi_operator.cache.workqueue import ShutDown, WorkQueue
 from mpi_operator.flowcontrol import FakeClock
@@ -81,6 +82,8 @@ def test_key_added_while_processing_is_handed_out_again_only_after_done() -> Non
 async def test_waiting_workers_are_woken_in_order_and_each_key_goes_to_one_worker() -> None:
     queue = make_queue()
     getters = [asyncio.create_task(queue.get()) for _ in range(3)]
+    # One loop iteration each, not a wait for time: new tasks run (and park in get()) in creation
+    # order on the next iteration, and woken ones on the one after.
     await asyncio.sleep(0)
     queue.add("a")
     queue.add("b")
@@ -96,10 +99,10 @@ async def test_a_cancelled_waiter_passes_its_wake_up_on() -> None:
     queue = make_queue()
     first = asyncio.create_task(queue.get())
     second = asyncio.create_task(queue.get())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop iteration: both park in get(), in order
     queue.add("a")  # wakes `first` ...
     first.cancel()  # ... which is cancelled before it runs
-    assert await asyncio.wait_for(second, 1) == "a"
+    assert await asyncio.wait_for(second, 30) == "a"
     with pytest.raises(asyncio.CancelledError):
         await first
 
@@ -118,7 +121,7 @@ async def test_concurrent_workers_never_process_one_key_twice_at_once() -> None:
             try:
                 assert key not in active, f"{key} handed to two workers"
                 active.add(key)
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # yields mid-processing, so that other workers interleave
                 if len(processed) % 3 == 0:
                     queue.add(key)  # re-added mid-processing
                 await asyncio.sleep(0)
@@ -131,10 +134,9 @@ async def test_concurrent_workers_never_process_one_key_twice_at_once() -> None:
     for i in range(200):
         queue.add(f"k{i % 7}")
         if i % 5 == 0:
-            await asyncio.sleep(0)
-    await asyncio.sleep(0)
-    await asyncio.wait_for(queue.shut_down_with_drain(), 2)
-    await asyncio.wait_for(asyncio.gather(*workers), 2)
+            await asyncio.sleep(0)  # lets the workers interleave with the adds
+    await asyncio.wait_for(queue.shut_down_with_drain(), 30)
+    await asyncio.wait_for(asyncio.gather(*workers), 30)
     assert set(processed) == {f"k{i}" for i in range(7)}
 
 
@@ -209,16 +211,17 @@ async def test_shut_down_with_drain_waits_for_in_flight_keys() -> None:
     queue.add("a")
     key = await queue.get()
     drain = asyncio.create_task(queue.shut_down_with_drain())
-    await asyncio.sleep(0.01)
+    # Shutting down is its first step; had it not waited for the key in flight, it would be done then.
+    await eventually(lambda: queue.shutting_down)
     assert not drain.done(), "drain returned while a key was still being processed"
     queue.done(key)
-    await asyncio.wait_for(drain, 1)
+    await asyncio.wait_for(drain, 30)
 
 
 async def test_real_clock_add_after_fires() -> None:
     queue: WorkQueue[str] = WorkQueue()
     queue.add_after("a", 0.01)
-    assert await asyncio.wait_for(queue.get(), 1) == "a"
+    assert await asyncio.wait_for(queue.get(), 30) == "a"
     queue.done("a")
     queue.shut_down()
 

@@ -1,4 +1,8 @@
-"""Resource quantities and GPU counting of pod templates (pure; shared by defaults and desired objects).
+"""Resource quantities and what pod templates ask for: GPUs, whole-number resources, resource-list sums.
+
+The operator never rewrites a template's resources (GPUs and every other extended resource pass
+through untouched); it reads them to derive slots (`defaults`), to map legacy fields (`legacy`), to sum
+PodGroup `minResources` the way upstream's `addResources` does, and to size helper init containers.
 
 Quantities follow `k8s.io/apimachinery/pkg/api/resource`: `Quantity` parses `"500m"`, `"4Gi"`, `"1e3"`
 into an exact `Decimal` and renders it back in Go's canonical form (`22`, `65Gi`, `1500m`, `22k`), with
@@ -94,6 +98,76 @@ def _decimal_string(value: Decimal, *, exponent_form: bool) -> str:
 
 
 ResourceList = dict[str, Quantity]
+
+
+def add_resources(total: ResourceList, resources: Mapping[str, Any], replicas: int) -> ResourceList:
+    """Upstream `addResources`: `total` plus `replicas` times (requests, falling back to limits per name).
+
+    Returns a new mapping; unparsable quantities are skipped (the API server would refuse the pod).
+    """
+    merged: dict[str, Any] = {}
+    requests = resources.get("requests")
+    limits = resources.get("limits")
+    if isinstance(requests, Mapping):
+        merged.update(requests)
+    if isinstance(limits, Mapping):
+        for name, value in limits.items():
+            merged.setdefault(name, value)
+    result = dict(total)
+    for name, raw in merged.items():
+        try:
+            quantity = Quantity.parse(raw) * replicas
+        except ValueError:
+            continue
+        result[name] = result[name] + quantity if name in result else quantity
+    return result
+
+
+def render_resource_list(resources: Mapping[str, Quantity]) -> dict[str, str]:
+    """A ResourceList as JSON: name -> canonical quantity string, names sorted."""
+    return {name: str(resources[name]) for name in sorted(resources)}
+
+
+def whole_quantity(value: Any) -> int | None:
+    """An integer resource quantity (`8`, `"8"`); None for fractions, suffixes and junk."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def container_resource(container: Mapping[str, Any], resource: str) -> int | None:
+    """A container's whole-number limit (else request) for `resource`, None when it names none."""
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):
+        return None
+    for section in ("limits", "requests"):
+        values = resources.get(section)
+        if isinstance(values, Mapping) and resource in values:
+            return whole_quantity(values[resource])
+    return None
+
+
+def cpu_and_memory(resources: Any) -> dict[str, Any]:
+    """Only the `cpu` / `memory` entries of a container's resources (for helper init containers).
+
+    Copying them satisfies a ResourceQuota that demands limits without raising the pod's effective
+    request (the max over init containers never exceeds the sum over app containers that has them);
+    extended resources such as GPUs are left out so no device is allocated to a helper.
+    """
+    if not isinstance(resources, Mapping):
+        return {}
+    out: dict[str, Any] = {}
+    for section in ("requests", "limits"):
+        values = resources.get(section)
+        if isinstance(values, Mapping):
+            kept = {k: v for k, v in values.items() if k in ("cpu", "memory")}
+            if kept:
+                out[section] = kept
+    return out
 
 
 def is_gpu_resource(name: str) -> bool:
