@@ -205,7 +205,10 @@ async def start_sim(args: argparse.Namespace, kubeconfig: Path) -> tuple[asyncio
 async def start_operator(args: argparse.Namespace, kubeconfig: Path, api: Api) -> Operator:
     flags = ["--kubeconfig", str(kubeconfig), "--no-leader-elect", "--metrics-address", "127.0.0.1:0"]
     flags += ["--log-format", "json", "--workers", str(args.operator_workers)]
-    flags += ["--qps", str(args.operator_qps), "--burst", str(args.operator_burst)]
+    if args.operator_qps is not None:
+        flags += ["--qps", str(args.operator_qps)]
+    if args.operator_burst is not None:
+        flags += ["--burst", str(args.operator_burst)]
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "mpi_operator", "run", *flags),
         stdout=asyncio.subprocess.DEVNULL,

@@ -11,6 +11,8 @@ from typing import Any
 
 from opbench_processes import CONVERGENCE
 
+from mpi_operator.settings import FALLBACK_BURST
+
 
 def pct(values: Iterable[float], p: float) -> float:
     """Nearest-rank percentile (p in 0..100); NaN for no values."""
@@ -47,15 +49,22 @@ def _reqs(r: dict[str, float]) -> str:
     return f"{_f(r['total'], 1)} ({parts})"
 
 
+def client_flags(a: dict[str, Any]) -> str:
+    qps = f"--qps {a['operator_qps']:g} " if a["operator_qps"] is not None else ""
+    return qps + (f"--burst {a['operator_burst']} " if a["operator_burst"] is not None else "")
+
+
 def report(r: dict[str, Any]) -> str:
     m, a, fan, sc, st, rp = r["machine"], r["args"], r["fan_in"], r["scale"], r["steady"], r["replace"]
     total = r["operator_total"]
 
     def floor(per_job: dict[str, float], jobs: int) -> str:
         """Seconds the operator's token bucket (--qps, --burst) needs to let these requests through."""
-        if not a["operator_qps"]:
+        qps = a["operator_qps"]
+        if qps is None or qps <= 0:  # unset: none, as kubesim speaks API Priority and Fairness
             return "0"
-        return _f(max(0.0, (per_job["total"] * jobs - a["operator_burst"]) / a["operator_qps"]))
+        burst = a["operator_burst"] if a["operator_burst"] is not None else FALLBACK_BURST
+        return _f(max(0.0, (per_job["total"] * jobs - burst) / qps))
 
     fan_floor = floor(fan["requests_per_job"], a["jobs"])
     out_floor = floor(sc["out_2_to_4"]["requests_per_job"], sc["jobs"])
@@ -68,8 +77,9 @@ def report(r: dict[str, Any]) -> str:
         f"at start {' '.join(f'{x:.2f}' for x in m['loadavg_start'])}, at end "
         f"{' '.join(f'{x:.2f}' for x in m['loadavg_end'])}.",
         f"`python bench/operator_elastic.py {flags} --steady-seconds {a['steady_seconds']:g}"
-        f"{' --quick' if a['quick'] else ''}`; operator `--qps {a['operator_qps']:g} --burst "
-        f"{a['operator_burst']} --workers {a['operator_workers']}`; jobs: 2 workers, elasticPolicy 1..4, "
+        f"{' --quick' if a['quick'] else ''}`; "
+        f"operator `{client_flags(a)}--workers {a['operator_workers']}`; "
+        "jobs: 2 workers, elasticPolicy 1..4, "
         f"settleSeconds {a['settle_seconds']}, scaleInGracePeriodSeconds {a['grace_seconds']}; kubesim pod "
         f"start and ready {a['pod_seconds']:g} s each. Mounted files polled every {a['poll_seconds']:g} s.",
         "",

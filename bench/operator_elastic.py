@@ -308,10 +308,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, help="per wait, seconds (default 600; quick 60)")
     parser.add_argument("--poll-seconds", type=float, default=0.1, help="mounted-file polling interval")
     parser.add_argument(
-        "--operator-qps", type=float, default=Settings.qps, help="`run --qps` (the operator default)"
+        "--operator-qps",
+        type=float,
+        default=Settings.qps,
+        help="`run --qps` (default: unset)",
     )
     parser.add_argument(
-        "--operator-burst", type=int, default=Settings.burst, help="`run --burst` (the operator default)"
+        "--operator-burst",
+        type=int,
+        default=Settings.burst,
+        help="`run --burst` (default: unset)",
     )
     parser.add_argument("--operator-workers", type=int, default=2, help="`run --workers` (the default)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="report directory")

@@ -146,6 +146,11 @@ class SteppedClock:
         finally:
             timer.cancel()
 
+    def waits(self) -> list[float]:
+        """Seconds until each pending timer (sleeps included) falls due, soonest first."""
+        now = self.now()
+        return sorted(timer.deadline - now for timer in self._timers)
+
     def advance(self, seconds: float) -> None:
         """Jumps `seconds` ahead; timers that fall due run on the loop's next iterations, earliest first."""
         assert seconds >= 0, "a clock only moves forward"

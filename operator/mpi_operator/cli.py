@@ -11,7 +11,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from mpi_operator.settings import Settings  # dataclasses only: cheap, and the flags' defaults come from it
+from mpi_operator.settings import (  # dataclasses only: cheap, and the flags' defaults come from it
+    FALLBACK_BURST,
+    FALLBACK_QPS,
+    Settings,
+)
 
 
 def _not_implemented(name: str) -> int:
@@ -107,13 +111,14 @@ def _build_parser() -> argparse.ArgumentParser:
         "--qps",
         type=float,
         default=Settings.qps,
-        help="client-side API requests per second (default: %(default)s)",
+        help="client-side limit of API requests per second; zero or negative: none (default: none once "
+        f"the API server shows it has API Priority and Fairness, {FALLBACK_QPS:g} before that or without it)",
     )
     run.add_argument(
         "--burst",
         type=int,
         default=Settings.burst,
-        help="burst of the client-side limit (default: %(default)s)",
+        help=f"burst of the client-side limit (default: {FALLBACK_BURST})",
     )
     run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
     run.add_argument("--metrics-address", default="0.0.0.0:8080")

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 GangScheduler = Literal["volcano", "scheduler-plugins"]
+
+
+FALLBACK_QPS: Final = 20.0
+"""The limit without APF: controller-runtime's former default rather than client-go's 5, since an
+elastic job's host changes wait in the bucket behind every other job's writes."""
+FALLBACK_BURST: Final = 30
 
 
 @dataclass(frozen=True)
@@ -19,14 +25,12 @@ class Settings:
     # --- queueing and API pressure ------------------------------------------------------------
     workers: int = 2
     """Concurrent reconciles (never two for one job)."""
-    qps: float = 20.0
-    """Client-side limit of API requests per second (token bucket)...
-
-    controller-runtime's default rather than client-go's 5: an elastic job's host changes wait in this
-    bucket behind every other job's writes (about 14 per job created), and bench/operator_elastic.py
-    measured 50 jobs taking 140 s to start and a lost host 3-8 s to leave discovery at 5/10."""
-    burst: int = 30
-    """... with this burst."""
+    qps: float | None = None
+    """Client-side limit of API requests per second (token bucket). None: none once the server shows it
+    has API Priority and Fairness (every supported Kubernetes version), `FALLBACK_QPS` before that or
+    without it; a positive value always limits; zero or negative never does."""
+    burst: int | None = None
+    """... with this burst (None: `FALLBACK_BURST`)."""
     queue_qps: float = 10.0
     """Global rate limit of the work queue's retries."""
     queue_burst: int = 100
@@ -53,3 +57,10 @@ class Settings:
     """v1alpha1 `gpus` split: workers = gpus / gpus_per_node (manifests may say gpusPerNode)."""
     gang_scheduling: GangScheduler | None = None
     field_manager: str = "mpi-operator"
+
+
+def client_limit(settings: Settings) -> tuple[float, int, bool]:
+    """(qps, burst, lifted once the server shows APF) of the operator's API client."""
+    qps = settings.qps if settings.qps is not None else FALLBACK_QPS
+    burst = settings.burst if settings.burst is not None else FALLBACK_BURST
+    return qps, burst, settings.qps is None

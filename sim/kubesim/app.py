@@ -32,7 +32,11 @@ class KubeSim:
     def __init__(self, settings: SimSettings | None = None, *, run_controllers: bool = True) -> None:
         self.settings = settings or SimSettings()
         self.cluster = Cluster(self.settings)
-        self.control = Control(self.cluster.store, fault_rate=self.settings.fault_rate)
+        self.control = Control(
+            self.cluster.store,
+            fault_rate=self.settings.fault_rate,
+            priority_and_fairness=self.settings.priority_and_fairness,
+        )
         self.controllers = (
             sim_controllers.build_controllers(self.cluster, self.settings)
             if run_controllers

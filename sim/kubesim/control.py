@@ -78,7 +78,13 @@ class Control:
     """The handle tests use to disturb and observe kubesim (`KubeSim.control`)."""
 
     def __init__(
-        self, store: Store, *, fault_rate: float = 0.0, seed: int | None = None, max_records: int = 20_000
+        self,
+        store: Store,
+        *,
+        fault_rate: float = 0.0,
+        seed: int | None = None,
+        max_records: int = 20_000,
+        priority_and_fairness: bool = True,
     ) -> None:
         self._store = store
         self.fault_rate = fault_rate
@@ -87,6 +93,10 @@ class Control:
         self._faults: list[FaultRule] = []
         self._latency: list[LatencyRule] = []
         self.requests: deque[RecordedRequest] = deque(maxlen=max_records)
+        self.priority_and_fairness = priority_and_fairness
+        """Answers carry API Priority and Fairness' `X-Kubernetes-PF-*` headers, as every supported
+        Kubernetes version's do (clients read them to leave flow control to the server); False stands
+        for an API server without APF (or a proxy that strips the headers)."""
 
     # --- faults --------------------------------------------------------------------------------
     def inject_error(

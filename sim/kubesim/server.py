@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 import yaml
 from aiohttp import web
@@ -410,6 +411,18 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 
+def _apf_uid(kind: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"kubesim/{kind}/global-default"))
+
+
+_APF_HEADERS: Final = {
+    # What a real API server answers for a request classified into its catch-all flow schema: clients
+    # only test for the headers' presence (client-go, Flux), the UIDs are the objects' (stable here).
+    "X-Kubernetes-PF-FlowSchema-UID": _apf_uid("flowschemas"),
+    "X-Kubernetes-PF-PriorityLevel-UID": _apf_uid("prioritylevelconfigurations"),
+}
+
+
 def build_middleware(control: Control) -> Middleware:
     @web.middleware
     async def kube_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -457,6 +470,13 @@ def build_app(
         control
     )  # aiohttp's Middleware protocol is narrower than a decorated fn
     app = web.Application(middlewares=[middleware], client_max_size=64 * 1024 * 1024)
+
+    async def priority_and_fairness(_request: web.Request, response: web.StreamResponse) -> None:
+        # A signal, not the middleware: watch streams send their headers before the handler returns.
+        if control.priority_and_fairness:
+            response.headers.update(_APF_HEADERS)
+
+    app.on_response_prepare.append(priority_and_fairness)
     app[CLUSTER_KEY] = cluster
     app[CONTROL_KEY] = control
     api = ApiHandler(cluster, control)

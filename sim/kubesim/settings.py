@@ -38,6 +38,8 @@ class SimSettings:
     """Stand-in images for the process runtime (image reference -> directory, entrypoint, users...)."""
     cluster_domain: str = "cluster.local"
     """The DNS domain the process runtime's DNS server answers for."""
+    priority_and_fairness: bool = True
+    """Answers carry the `X-Kubernetes-PF-*` headers of API Priority and Fairness (`Control`)."""
     clock: Clock | None = field(default=None, compare=False)
     """The simulated time every controller timer runs on; None for real time at `time_scale` (what
     `mpi-operator sim` and the demo use). Tests pass a `kubesim.controllers.FakeClock` and advance it,

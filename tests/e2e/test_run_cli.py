@@ -18,8 +18,10 @@ import yaml
 
 from kubesim.testing import eventually
 from mpi_operator import cli
+from mpi_operator.flowcontrol import TokenBucket
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import MPIJOB, Resource
+from mpi_operator.settings import FALLBACK_BURST, FALLBACK_QPS, Settings, client_limit
 from operator_testing import sim_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,7 +143,11 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
 
 
 FLAG_CASES = [
-    ([], {"namespaces": (), "workers": 2, "leader_elect": True, "lease_namespace": "from-env"}),
+    (
+        [],
+        {"namespaces": (), "workers": 2, "leader_elect": True, "lease_namespace": "from-env", "qps": None},
+    ),
+    (["--qps", "-1"], {"qps": -1.0, "burst": None}),
     (
         ["--namespace", "a", "--namespace", "b", "--namespace", "a", "--workers", "8", "--no-leader-elect"],
         {"namespaces": ("a", "b"), "workers": 8, "leader_elect": False},
@@ -164,6 +170,7 @@ FLAG_CASES = [
     FLAG_CASES,
     ids=[
         "defaults",
+        "no-client-limit",
         "namespaces-workers-no-le",
         "empty-namespace-is-all",
         "api-serving-logs",
@@ -187,3 +194,24 @@ def test_lease_namespace_falls_back_to_mpi_operator(monkeypatch: pytest.MonkeyPa
 def test_run_rejects_zero_workers(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "--workers", "0"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("qps", "burst", "expected"),
+    [
+        (None, None, (FALLBACK_QPS, FALLBACK_BURST, True)),
+        (None, 5, (FALLBACK_QPS, 5, True)),
+        (50.0, None, (50.0, FALLBACK_BURST, False)),
+        (50.0, 100, (50.0, 100, False)),
+        (-1.0, None, (-1.0, FALLBACK_BURST, False)),
+        (0.0, None, (0.0, FALLBACK_BURST, False)),
+    ],
+    ids=["unset-lifts-with-apf", "burst-only", "opt-in", "opt-in-with-burst", "negative-opts-out", "zero"],
+)
+def test_the_client_limit_of_the_settings(
+    qps: float | None, burst: int | None, expected: tuple[float, int, bool]
+) -> None:
+    """Unset: limited only until the server shows API Priority and Fairness; set: as set, whatever the
+    server (zero or negative: `TokenBucket` never waits)."""
+    assert client_limit(Settings(qps=qps, burst=burst)) == expected
+    assert TokenBucket(*expected[:2]).unlimited is (expected[0] <= 0)

@@ -52,7 +52,7 @@ from mpi_operator.kube.client import DEFAULT_USER_AGENT, Kube
 from mpi_operator.kube.events import EventRecorder
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import NO_RETRY, RetryPolicy
-from mpi_operator.settings import Settings
+from mpi_operator.settings import Settings, client_limit
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -135,10 +135,12 @@ class Manager:
 
         One run per Manager: the queue and the stop request are not reusable."""
         settings = self.settings
+        qps, burst, limit_until_apf = client_limit(settings)
         try:
             kube = await Kube.from_kubeconfig(
                 settings.kubeconfig,
-                limiter=TokenBucket(settings.qps, settings.burst, clock=self.clock),
+                limiter=TokenBucket(qps, burst, clock=self.clock),
+                limit_until_apf=limit_until_apf,
                 retry=RetryPolicy(sleep=self.clock.sleep),
                 field_manager=settings.field_manager,
             )

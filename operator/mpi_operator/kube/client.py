@@ -6,7 +6,11 @@ config, auth and token refresh, TLS, proxies, the aiohttp session) but not for (
 ourselves, so no generated model class is ever built (they are slow and drop unknown fields).
 
 Every request first takes a token from the client-side QPS/burst bucket (client-go's rate limiter;
-retries and watch (re)connects pay too), then runs under `RetryPolicy` (transient failures only).
+retries and watch (re)connects pay too), then runs under `RetryPolicy` (transient failures only, 429
+after its `Retry-After`). With `limit_until_apf`, the bucket only applies until an answer carries API
+Priority and Fairness' `X-Kubernetes-PF-*` headers: such a server protects itself (it answers 429 with
+`Retry-After` when it must), so a client-side limit would only delay the operator (controller-runtime
+dropped its default limit for the same reason).
 Requests made inside `with kube.urgent():` take theirs on credit instead of queueing (`TokenBucket`).
 `Warning` response headers (deprecations, unknown fields) are logged and passed to `on_warning`.
 Patches always carry an explicit Content-Type: kubernetes_asyncio's default for custom objects is
@@ -61,6 +65,8 @@ def parse_warning(header: str) -> str:
     return match.group("text").replace('\\"', '"') if match else header
 
 
+_APF_HEADERS = ("X-Kubernetes-PF-FlowSchema-UID", "X-Kubernetes-PF-PriorityLevel-UID")
+
 _URGENT: contextvars.ContextVar[bool] = contextvars.ContextVar("mpi_operator_urgent_requests", default=False)
 
 
@@ -70,6 +76,7 @@ class ClientOptions(TypedDict, total=False):
     qps: float
     burst: int
     limiter: TokenBucket | None
+    limit_until_apf: bool
     retry: RetryPolicy | None
     field_manager: str | None
     user_agent: str
@@ -106,6 +113,7 @@ class Kube:
         qps: float = 5.0,
         burst: int = 10,
         limiter: TokenBucket | None = None,  # None: a bucket from qps/burst
+        limit_until_apf: bool = False,
         retry: RetryPolicy | None = None,  # None: RetryPolicy()
         field_manager: str | None = "mpi-operator",
         user_agent: str = DEFAULT_USER_AGENT,
@@ -115,6 +123,9 @@ class Kube:
         self.api_client = api_client
         api_client.user_agent = user_agent
         self.limiter = limiter or TokenBucket(qps, burst)
+        self.limit_until_apf = limit_until_apf
+        self.server_has_apf = False
+        """Seen an answer with API Priority and Fairness headers (a server never loses APF at runtime)."""
         self.retry = retry or RetryPolicy()
         self.field_manager = field_manager
         self.request_timeout = request_timeout
@@ -221,7 +232,7 @@ class Kube:
         # The server ends the stream after timeoutSeconds; the client bound only catches a dead peer.
         total = timeout_seconds + 30.0 if timeout_seconds is not None else None
         timeout = aiohttp.ClientTimeout(total=total, sock_connect=self.request_timeout)
-        await self.limiter.wait()
+        await self._throttle()
         response = await self._send("GET", resource.path(namespace), query=query, timeout=timeout)
         try:
             if response.status >= 400:
@@ -318,6 +329,11 @@ class Kube:
         return ResourceListerWatcher(self, resource, allow_bookmarks=allow_bookmarks)
 
     # --- plumbing ------------------------------------------------------------------------------
+    async def _throttle(self) -> None:
+        if self.limit_until_apf and self.server_has_apf:
+            return
+        await self.limiter.wait(urgent=_URGENT.get())
+
     def _write_query(self) -> builtins.list[tuple[str, str]]:
         return [("fieldManager", self.field_manager)] if self.field_manager else []
 
@@ -331,7 +347,7 @@ class Kube:
         content_type: str = "application/json",
     ) -> KubeObject:
         async def attempt() -> KubeObject:
-            await self.limiter.wait(urgent=_URGENT.get())
+            await self._throttle()
             timeout = aiohttp.ClientTimeout(total=self.request_timeout)
             response = await self._send(
                 method, path, query=query, body=body, content_type=content_type, timeout=timeout
@@ -376,6 +392,13 @@ class Kube:
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise errors.TransientError(f"{method} {path}: {exc!r}") from exc
+        if not self.server_has_apf and any(h in response.headers for h in _APF_HEADERS):
+            self.server_has_apf = True
+            if self.limit_until_apf and not self.limiter.unlimited:
+                log.info(
+                    "the API server has API Priority and Fairness: no client-side rate limit from now on "
+                    "(--qps sets one)"
+                )
         for warning in response.headers.getall("Warning", ()):
             text = parse_warning(warning)
             log.warning("API warning for %s %s: %s", method, path, text)

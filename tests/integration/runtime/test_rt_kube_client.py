@@ -60,10 +60,14 @@ async def kube(kubesim: KubeSim, sleeps: RecordingSleep) -> AsyncIterator[Kube]:
 
 
 @contextlib.asynccontextmanager
-async def paced_kube(kubesim: KubeSim, clock: FakeClock, qps: float, burst: int) -> AsyncIterator[Kube]:
+async def paced_kube(
+    kubesim: KubeSim, clock: FakeClock, qps: float, burst: int, *, limit_until_apf: bool = False
+) -> AsyncIterator[Kube]:
     """A client whose QPS/burst limiter runs on `clock`."""
     api = await kube_config.new_client_from_config(config_file=str(kubesim.kubeconfig_path))
-    async with Kube(api, limiter=TokenBucket(qps, burst, clock=clock), retry=RetryPolicy(attempts=1)) as kube:
+    limiter = TokenBucket(qps, burst, clock=clock)
+    retry = RetryPolicy(attempts=1)
+    async with Kube(api, limiter=limiter, retry=retry, limit_until_apf=limit_until_apf) as kube:
         yield kube
 
 
@@ -372,3 +376,32 @@ async def test_an_urgent_request_does_not_queue_behind_the_others(
         await asyncio.gather(*queued, later)
     assert [done[f"normal-{i}"] for i in range(6)] == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0, 1.25])
     assert done["after-urgent"] == pytest.approx(1.75), "the borrowed token is paid back by the next one"
+
+
+async def test_the_limit_lifts_once_the_server_shows_priority_and_fairness(
+    kubesim: KubeSim, fake_clock: FakeClock
+) -> None:
+    async with paced_kube(kubesim, fake_clock, qps=1, burst=1, limit_until_apf=True) as kube:
+        assert not kube.server_has_apf
+        await kube.get(resources.NAMESPACE, "default")  # the burst's token; the answer has the headers
+        assert kube.server_has_apf
+        # The fake clock never moves: a request waiting for a token would never finish.
+        await asyncio.wait_for(
+            asyncio.gather(*(kube.get(resources.NAMESPACE, "default") for _ in range(10))), 30
+        )
+        assert fake_clock.now() == 0.0
+        assert fake_clock.sleepers == 0
+    assert len(kubesim.control.recorded(verb="get", resource="namespaces")) == 11
+
+
+async def test_without_priority_and_fairness_the_limit_holds(kubesim: KubeSim, fake_clock: FakeClock) -> None:
+    kubesim.control.priority_and_fairness = False
+    async with paced_kube(kubesim, fake_clock, qps=1, burst=1, limit_until_apf=True) as kube:
+        await kube.get(resources.NAMESPACE, "default")
+        assert not kube.server_has_apf
+        second = asyncio.create_task(kube.get(resources.NAMESPACE, "default"))
+        await fake_clock.parked(sleepers=1)
+        assert fake_clock.next_deadline == pytest.approx(1.0), "waits one token at 1 qps"
+        fake_clock.advance(1.0)
+        await asyncio.wait_for(second, 30)
+    assert len(kubesim.control.recorded(verb="get", resource="namespaces")) == 2
