@@ -25,11 +25,12 @@ the `Kube` client has one `on_warning` callback for every concurrent reconcile.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import copy
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -100,6 +101,8 @@ class Applied:
     """The events of the actions that were written (`Patch.events`)."""
     stopped_in: Phase | None = None
     """The phase of the action whose conflict stopped the plan; None when every action was sent."""
+    abandoned: bool = False
+    """The job went away while its plan was sent: the rest was not."""
 
     def completed(self, phase: Phase) -> bool:
         """Every action of `phase` (and of the phases before it) was sent."""
@@ -125,12 +128,40 @@ class DeletedRecently:
         self._deleted[uid] = now
 
 
+SLOW_START_MAX: Final = 32
+"""Pod creates go out in batches of 1, 2, 4, ... up to this (client-go's slow start): a job whose creates
+all fail (a quota, a webhook) costs one request, a healthy one few round trips, and no more than a
+batch is in flight when the job is deleted."""
+
+
+def _in_batches(action: Action) -> bool:
+    return isinstance(action, Create) and action.ref.kind == "Pod"
+
+
+def _batch(actions: Sequence[Action], start: int, size: int) -> Sequence[Action]:
+    """The next actions to send together: up to `size` pod creates of one phase, anything else alone."""
+    first = actions[start]
+    if not _in_batches(first):
+        return actions[start : start + 1]
+    end = start + 1
+    while (
+        end < len(actions)
+        and end - start < size
+        and _in_batches(actions[end])
+        and actions[end].phase == first.phase
+    ):
+        end += 1
+    return actions[start:end]
+
+
 Report = Callable[[str, str, str], None]
 """(type, reason, message) -> records an Event on the MPIJob."""
 
 
 class Applier:
-    """Sends the actions of one job's plan; `apply` stops at the first conflict, as upstream does."""
+    """Sends the actions of one job's plan; `apply` stops at the first conflict, as upstream does, and
+    as soon as `is_current()` says the job is gone (deleted, or replaced by one with a new uid): its
+    children would only be garbage for the collector."""
 
     def __init__(
         self,
@@ -139,33 +170,54 @@ class Applier:
         watch_labels: Mapping[str, str],
         report: Report,
         deleted: DeletedRecently,
+        is_current: Callable[[], bool] = lambda: True,
     ) -> None:
         self.kube = kube
         self.job = job
         self.watch_labels = dict(watch_labels)
         self.report = report
         self.deleted = deleted
+        self.is_current = is_current
 
     async def apply(self, plan: Plan) -> Applied:
         applied = Applied()
-        for action in plan.actions:
-            sink: list[str] = []
-            token = _warnings.set(sink)
-            urgent = plan.urgent and action.phase in _URGENT_PHASES
-            try:
-                with self.kube.urgent() if urgent else contextlib.nullcontext():
-                    written = await self._one(action, applied)
-            finally:
-                _warnings.reset(token)
-            applied.warnings.extend((action.ref, text) for text in sink)
-            if applied.conflicts:
-                applied.stopped_in = action.phase
+        actions = plan.actions
+        start, size = 0, 1
+        while start < len(actions):
+            if not self.is_current():
+                applied.abandoned = True
                 break
-            if written is not None:
-                applied.written[action.ref] = written
-                if isinstance(action, Patch):
-                    applied.events.extend(action.events)
+            batch = _batch(actions, start, size)
+            if len(batch) == 1:
+                results: list[KubeObject | BaseException | None] = [await self._send(batch[0], plan, applied)]
+            else:
+                sends = (self._send(action, plan, applied) for action in batch)
+                results = await asyncio.gather(*sends, return_exceptions=True)
+            failures = [r for r in results if isinstance(r, BaseException)]
+            for action, result in zip(batch, results, strict=True):
+                if result is not None and not isinstance(result, BaseException):
+                    applied.written[action.ref] = result
+                    if isinstance(action, Patch):
+                        applied.events.extend(action.events)
+            if failures:
+                raise failures[0]
+            if applied.conflicts:
+                applied.stopped_in = batch[0].phase
+                break
+            start += len(batch)
+            size = min(size * 2, SLOW_START_MAX) if _in_batches(batch[0]) else 1
         return applied
+
+    async def _send(self, action: Action, plan: Plan, applied: Applied) -> KubeObject | None:
+        sink: list[str] = []
+        token = _warnings.set(sink)
+        urgent = plan.urgent and action.phase in _URGENT_PHASES
+        try:
+            with self.kube.urgent() if urgent else contextlib.nullcontext():
+                return await self._one(action, applied)
+        finally:
+            _warnings.reset(token)
+            applied.warnings.extend((action.ref, text) for text in sink)
 
     async def _one(self, action: Action, applied: Applied) -> KubeObject | None:
         resource = resource_for(action.ref)

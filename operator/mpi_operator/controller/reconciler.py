@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, assert_never
 
 from mpi_operator import desired as desired_state
@@ -45,7 +45,7 @@ from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
 from mpi_operator.kube import errors, resources
-from mpi_operator.objects import KubeObject, resource_version
+from mpi_operator.objects import KubeObject, is_terminating, resource_version, uid_of
 from mpi_operator.planning import ObjectRef, Phase
 from mpi_operator.reasons import Event
 from mpi_operator.status import (
@@ -207,8 +207,12 @@ class MPIJobReconciler:
             elastic=sync.writes if sync is not None else None,
             gang=settings.gang_scheduling,
         )
-        applier = Applier(self.kube, job, watch_labels(job), self._reporter(raw), self._deleted)
+        current = self._is_current(key, job)
+        applier = Applier(self.kube, job, watch_labels(job), self._reporter(raw), self._deleted, current)
         applied = await applier.apply(plan)  # step 6
+        if applied.abandoned:
+            log.info("the MPIJob went away during its sync: the rest of its writes were not sent")
+            return Result()
         self._events(raw, applied.events)
         if decision is not None:
             self._count_elastic(decision, applied)
@@ -230,6 +234,17 @@ class MPIJobReconciler:
         if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
             self.deps.metrics.set_job_info(launcher=naming.launcher_name(job), namespace=job.namespace)
         return Result(requeue_after=decision.requeue_after if decision is not None else None)
+
+    def _is_current(self, key: str, job: MPIJob) -> Callable[[], bool]:
+        """Whether the store still holds this job (same uid, not being deleted): checked between writes,
+        so a deleted job stops getting children within a batch of its deletion."""
+        uid = job.metadata.get("uid")
+
+        def current() -> bool:
+            stored = self.stores.mpijobs.get(key)
+            return stored is not None and uid_of(stored) == uid and not is_terminating(stored)
+
+        return current
 
     async def _write_status(
         self, key: str, raw: Mapping[str, Any], job: MPIJob, update: StatusUpdate, legacy: str

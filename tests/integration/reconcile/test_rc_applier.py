@@ -4,7 +4,10 @@ a deleted uid is not deleted twice), checked from the cluster's side and from ku
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 import operator_testing
 from kubesim.app import KubeSim
@@ -12,7 +15,7 @@ from mpi_operator import reasons
 from mpi_operator.api.models import MPIJob
 from mpi_operator.controller.applier import Applier, DeletedRecently
 from mpi_operator.flowcontrol import FakeClock
-from mpi_operator.kube import resources
+from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.planning import Create, Delete, ObjectRef, Patch, Phase, Plan
 from mpi_operator.reasons import Event
@@ -50,7 +53,9 @@ def ref(kind: str, name: str, api_version: str = "v1") -> ObjectRef:
     return ObjectRef(api_version, kind, NS, name)
 
 
-def applier(kube: Kube, deleted: DeletedRecently | None = None) -> Applier:
+def applier(
+    kube: Kube, deleted: DeletedRecently | None = None, is_current: Callable[[], bool] = lambda: True
+) -> Applier:
     reported: list[tuple[str, str, str]] = []
     return Applier(
         kube,
@@ -58,6 +63,7 @@ def applier(kube: Kube, deleted: DeletedRecently | None = None) -> Applier:
         {"app": "pi"},
         lambda *event: reported.append(event),
         deleted if deleted is not None else DeletedRecently(FakeClock().now),
+        is_current,
     )
 
 
@@ -156,3 +162,53 @@ async def test_a_deleted_uid_is_not_deleted_twice(kube: Kube, kubesim: KubeSim) 
     clock.advance(301.0)
     await applier(kube, deleted).apply(Plan(actions=(delete,)))
     assert writes(kubesim).count("delete pods/pi-worker-2") == 2, "remembered for the ttl only"
+
+
+def creates(count: int) -> Plan:
+    return Plan(actions=tuple(Create.of(pod(f"pi-worker-{i}"), Phase.WORKLOAD) for i in range(count)))
+
+
+def pod_posts(kubesim: KubeSim) -> list[int | None]:
+    return [r.status for r in kubesim.control.recorded(verb="create", resource="pods")]
+
+
+class Batches:
+    """`is_current` that counts the batches (it is asked before each) and can act before the n-th."""
+
+    def __init__(
+        self, before: dict[int, Callable[[], object]] | None = None, gone_after: int = 10**6
+    ) -> None:
+        self.count = 0
+        self.before = before or {}
+        self.gone_after = gone_after
+
+    def __call__(self) -> bool:
+        self.count += 1
+        if (hook := self.before.get(self.count)) is not None:
+            hook()
+        return self.count <= self.gone_after
+
+
+async def test_pod_creates_go_out_in_slow_start_batches(kube: Kube, kubesim: KubeSim) -> None:
+    batches = Batches()
+    applied = await applier(kube, is_current=batches).apply(creates(10))
+    assert batches.count == 4, "1 + 2 + 4 + 3"
+    assert len(applied.written) == 10
+    assert pod_posts(kubesim) == [201] * 10
+
+
+async def test_a_failed_batch_stops_the_creates(kube: Kube, kubesim: KubeSim) -> None:
+    def refuse_from_now_on() -> None:
+        kubesim.control.inject_error(403, method="POST", path="/pods$", count=None)
+
+    batches = Batches(before={2: refuse_from_now_on})
+    with pytest.raises(errors.Forbidden):
+        await applier(kube, is_current=batches).apply(creates(10))
+    assert pod_posts(kubesim) == [201, 403, 403], "the first batch, then the second fails: no third"
+
+
+async def test_the_plan_is_abandoned_once_the_job_is_gone(kube: Kube, kubesim: KubeSim) -> None:
+    batches = Batches(gone_after=2)
+    applied = await applier(kube, is_current=batches).apply(creates(10))
+    assert applied.abandoned
+    assert len(pod_posts(kubesim)) == 3, "the two batches sent while the job was there"
