@@ -205,11 +205,7 @@ class ApiHandler:
             if sub == "scale":
                 return json_response(self.cluster.get_scale(rt, ns, info.name), warnings=warnings)
             if sub == "log" and rt.kind == "Pod" and not rt.group:
-                pod = self.cluster.get(rt, ns, info.name)
-                text = podlog.pod_log(
-                    pod, query.get("container") or None, previous=query.get("previous") == "true"
-                )
-                return web.Response(text=text, content_type="text/plain")
+                return await podlog.serve(request, self.cluster, rt, ns or "", info.name)
             if sub not in (None, "status"):
                 raise NOT_FOUND
             obj = self.cluster.get(rt, ns, info.name)

@@ -3,13 +3,15 @@ own refusals (kubesim.podlog)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 
 import pytest
 
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
-from kubesim.testing import Kubectl
+from kubesim.testing import Kubectl, eventually
 
 
 @pytest.fixture
@@ -102,3 +104,38 @@ async def test_kubectl_picks_the_first_container_of_several(kubesim: KubeSim, ku
     rc, out, err = await kubectl("logs", "pair")
     assert rc == 0, err
     assert 'container "a"' in out, out
+
+
+@pytest.mark.kubesim_control
+async def test_follow_stays_open_while_the_container_runs(kubesim: KubeSim, kubectl: Kubectl) -> None:
+    assert (await kubectl("apply", "-f", "-", stdin=pod("long", "main")))[0] == 0
+    await wait_for(kubectl, "long", "{.status.phase}", "Running")
+    following = asyncio.create_task(kubectl("logs", "-f", "long"))
+
+    def streaming() -> bool:
+        # The log request is recorded with no status until its stream ends.
+        requests = kubesim.control.recorded(verb="get", resource="pods")
+        return any(r.subresource == "log" and r.status is None for r in requests)
+
+    await eventually(streaming, sim=kubesim, what="kubectl's log stream open")
+    assert not following.done(), "kubectl logs -f returned while the container runs"
+    assert (await kubectl("delete", "pod", "long", "--wait=false"))[0] == 0
+    rc, out, err = await asyncio.wait_for(following, 60)
+    assert rc == 0, err
+    assert out.splitlines()[1].endswith("; running"), "the stream ends with the pod, as a kubelet's does"
+
+
+async def test_tail_and_timestamps_act_as_the_kubelets(kubesim: KubeSim, kubectl: Kubectl) -> None:
+    assert (await kubectl("apply", "-f", "-", stdin=pod("stamped", "main")))[0] == 0
+    await wait_for(kubectl, "stamped", "{.status.phase}", "Running")
+    rc, out, err = await kubectl("logs", "--timestamps", "--tail=1", "stamped")
+    assert rc == 0, err
+    (line,) = out.splitlines()
+    stamp, _, text = line.partition(" ")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z", stamp), line
+    assert text.startswith("[kubesim] started at ")
+    assert text.endswith("; running")
+    rc, out, _ = await kubectl("logs", "--since=1h", "stamped")
+    assert len(out.splitlines()) == 2, "both lines are from the last hour"
+    rc, out, _ = await kubectl("logs", "--tail=0", "stamped")
+    assert (rc, out) == (0, "")

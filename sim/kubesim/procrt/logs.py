@@ -11,11 +11,10 @@ timer pods' answer.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -40,14 +39,6 @@ def routes(cluster: Cluster, pods_rt: ResourceType, log_dir: LogDir) -> list[web
     return [web.get("/api/v1/namespaces/{ns}/pods/{pod}/log", handle)]
 
 
-def _restart_count(pod: Mapping[str, Any], container: str) -> int | None:
-    status = pod.get("status") or {}
-    for s in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-        if s.get("name") == container:
-            return int(s.get("restartCount") or 0)
-    return None
-
-
 def parse(line: str) -> tuple[datetime, str, bool, str] | None:
     """(time, stream, full line, text) of one CRI log line."""
     parts = line.rstrip("\n").split(" ", 3)
@@ -69,35 +60,21 @@ def parse(line: str) -> tuple[datetime, str, bool, str] | None:
 
 def render(lines: list[str], *, timestamps: bool, since: float | None, tail: int | None) -> list[str]:
     """The log text of whole CRI records (partial `P` records joined with their line)."""
-    out: list[str] = []
+    joined: list[tuple[str, str]] = []
     partial = ""
     first_stamp = ""
     for raw in lines:
         parsed = parse(raw)
         if parsed is None:
             continue
-        when, _, full, text = parsed
-        if since is not None and when.timestamp() < since:
-            continue
+        _, _, full, text = parsed
         if not partial:
             first_stamp = raw.split(" ", 1)[0]
         partial += text
         if full:
-            out.append((f"{first_stamp} " if timestamps else "") + partial + "\n")
+            joined.append((first_stamp, partial))
             partial = ""
-    if tail is not None:
-        out = out[-tail:] if tail > 0 else []
-    return out
-
-
-def _query_int(request: web.Request, name: str) -> int | None:
-    value = request.query.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise errors.bad_request(f"{name}: invalid value {value!r}") from exc
+    return podlog.select(joined, timestamps=timestamps, since=since, tail=tail).splitlines(keepends=True)
 
 
 async def _serve(
@@ -110,16 +87,14 @@ async def _serve(
     container = str(chosen.get("name"))
     uid = str(pod["metadata"].get("uid", ""))
     base = log_dir(ns, name, uid)
-    restarts = _restart_count(pod, container)
+    restarts = podlog.restart_count(pod, container)
     run = None if restarts is None else restarts - (1 if previous else 0)
     path = None if base is None or run is None or run < 0 else base / container / f"{run}.log"
     if path is None or not path.exists():
-        text = podlog.pod_log(pod, query.get("container") or None, previous=previous)
-        return web.Response(text=text, content_type="text/plain")
+        return await podlog.serve(request, cluster, pods_rt, ns, name)
     timestamps = query.get("timestamps") == "true"
-    since_seconds = _query_int(request, "sinceSeconds")
-    since = None if since_seconds is None else time.time() - since_seconds
-    tail = _query_int(request, "tailLines")
+    since = podlog.since_cutoff(request)
+    tail = podlog.query_int(request, "tailLines")
     lines = path.read_text(errors="replace").splitlines(keepends=True)
     body = render(lines, timestamps=timestamps, since=since, tail=tail)
     if query.get("follow") != "true" or previous:
@@ -141,7 +116,7 @@ async def _follow(
     """New complete lines of the run's log as they are written, until the run has ended."""
     pending = b""
     while True:
-        ended = _run_ended(cluster, pods_rt, *which)
+        ended = podlog.run_ended(cluster, pods_rt, *which)
         # Read after the check: the shim writes a run's last lines before the run is reported ended.
         with path.open("rb") as f:
             f.seek(offset)
@@ -155,19 +130,3 @@ async def _follow(
         if ended:
             return
         await asyncio.sleep(FOLLOW_POLL_SECONDS)
-
-
-def _run_ended(
-    cluster: Cluster, pods_rt: ResourceType, ns: str, name: str, uid: str, container: str, run: int
-) -> bool:
-    try:
-        pod = cluster.get(pods_rt, ns, name)
-    except errors.StatusError:
-        return True
-    if str(pod["metadata"].get("uid", "")) != uid:
-        return True
-    status = pod.get("status") or {}
-    for s in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-        if s.get("name") == container:
-            return int(s.get("restartCount") or 0) != run or "running" not in (s.get("state") or {})
-    return True
