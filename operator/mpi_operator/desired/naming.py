@@ -80,8 +80,16 @@ def default_labels(job: MPIJob, role: str) -> dict[str, str]:
 
 
 def legacy_labels(job: MPIJob, role: str) -> dict[str, str]:
-    """The pre-v2 pair `mpi_job_name` / `mpi_role_type` that old kubectl recipes select on."""
-    return {c.LEGACY_LABEL_JOB_NAME: job.name, c.LEGACY_LABEL_ROLE_TYPE: role}
+    """The labels of the earlier controllers that recipes and tools still select on: v1alpha2's
+    `mpi_job_name` / `mpi_role_type`, v1's `mpi-job-name` / `mpi-job-role`, and the Kubeflow training
+    SDK's `training.kubeflow.org/replica-type` (`get_job_pods(replica_type=...)`, lower-case)."""
+    return {
+        c.LEGACY_LABEL_JOB_NAME: job.name,
+        c.LEGACY_LABEL_ROLE_TYPE: role,
+        c.V1_LABEL_JOB_NAME: job.name,
+        c.V1_LABEL_ROLE_TYPE: role,
+        c.LABEL_REPLICA_TYPE: role,
+    }
 
 
 def pod_labels(job: MPIJob, role: str) -> dict[str, str]:

@@ -42,9 +42,14 @@ async def test_all_resources_created_in_upstream_order(
         if r.resource != "events"
     ]
     assert creates == ["services", "configmaps", "secrets", *["pods"] * 5, "jobs"]
-    assert await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker") == [
-        f"pi-worker-{i}" for i in range(5)
-    ]
+    workers = [f"pi-worker-{i}" for i in range(5)]
+    # The selectors of v1alpha2 recipes, of v1 recipes, and of the Kubeflow training SDK's get_job_pods.
+    for selector in (
+        "mpi_job_name=pi,mpi_role_type=worker",
+        "mpi-job-name=pi,mpi-job-role=worker",
+        "training.kubeflow.org/job-name=pi,training.kubeflow.org/replica-type=worker",
+    ):
+        assert await list_names(kube, resources.POD, selector) == workers, selector
     assert kubesim.control.warnings(user_agent=OPERATOR_AGENT) == []
 
     owner = {
@@ -91,6 +96,8 @@ async def test_all_resources_created_in_upstream_order(
 
     template = launcher["spec"]["template"]
     assert template["metadata"]["labels"]["mpi_role_type"] == "launcher"
+    assert template["metadata"]["labels"]["mpi-job-role"] == "launcher"
+    assert template["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "launcher"
     assert template["spec"]["hostname"] == "pi-launcher"
     main = template["spec"]["containers"][0]
     env = {e["name"]: e.get("value", "") for e in main["env"]}

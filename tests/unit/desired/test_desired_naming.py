@@ -63,13 +63,16 @@ def test_is_controlled_by(refs: list[dict[str, object]], controlled: bool) -> No
     assert naming.is_controlled_by({"metadata": {"ownerReferences": refs}}, make_job()) is controlled
 
 
-def test_pod_labels_include_the_legacy_pair() -> None:
+def test_pod_labels_include_the_earlier_controllers_and_the_sdks() -> None:
     assert naming.pod_labels(make_job("pi"), "launcher") == {
         "training.kubeflow.org/operator-name": "mpi-operator",
         "training.kubeflow.org/job-name": "pi",
         "training.kubeflow.org/job-role": "launcher",
         "mpi_job_name": "pi",
         "mpi_role_type": "launcher",
+        "mpi-job-name": "pi",
+        "mpi-job-role": "launcher",
+        "training.kubeflow.org/replica-type": "launcher",
     }
 
 

@@ -34,6 +34,9 @@ def _labels(job: str, index: str) -> dict[str, str]:
         "training.kubeflow.org/job-role": "worker",
         "mpi_job_name": job,
         "mpi_role_type": "worker",
+        "mpi-job-name": job,
+        "mpi-job-role": "worker",
+        "training.kubeflow.org/replica-type": "worker",
         "training.kubeflow.org/replica-index": index,
     }
 
