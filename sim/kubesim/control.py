@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubesim import errors
@@ -41,6 +42,8 @@ class RecordedRequest:
     warnings: list[str] = field(default_factory=list)
     injected: bool = False
     """True when a fault rule (or the fault rate) answered instead of the cluster."""
+    refused: bool = False
+    """True when a partition (`Control.partition`) dropped the connection instead of answering."""
 
 
 @dataclass
@@ -93,6 +96,9 @@ class Control:
         self._faults: list[FaultRule] = []
         self._latency: list[LatencyRule] = []
         self.requests: deque[RecordedRequest] = deque(maxlen=max_records)
+        self._partitioned: set[str] = set()
+        self._streams: dict[int, tuple[str, Callable[[], None]]] = {}
+        self._stream_ids = 0
         self.priority_and_fairness = priority_and_fairness
         """Answers carry API Priority and Fairness' `X-Kubernetes-PF-*` headers, as every supported
         Kubernetes version's do (clients read them to leave flow control to the server); False stands
@@ -138,6 +144,39 @@ class Control:
     def compact(self, resource_version: int | None = None) -> int:
         """Forgets the event history up to `resource_version` (default: now): older watches get 410."""
         return self._store.compact(resource_version)
+
+    def partition(self, *, user_agent: str) -> int:
+        """An outage for one client: every request whose User-Agent contains `user_agent` has its connection
+        dropped without an answer (as a server that went away), and its open watch streams are cut, until
+        `heal()`. Other clients (a test's own) keep working. Returns how many streams were cut."""
+        self._partitioned.add(user_agent)
+        cut = [sever for agent, sever in list(self._streams.values()) if user_agent in agent]
+        for sever in cut:
+            sever()
+        return len(cut)
+
+    def heal(self, *, user_agent: str | None = None) -> None:
+        """Ends the partition of `user_agent` (None: every partition)."""
+        if user_agent is None:
+            self._partitioned.clear()
+        else:
+            self._partitioned.discard(user_agent)
+
+    def refuses(self, user_agent: str) -> bool:
+        """A partition covers this client."""
+        return any(agent in user_agent for agent in self._partitioned)
+
+    def track_stream(self, user_agent: str, sever: Callable[[], None]) -> Callable[[], None]:
+        """Registers an open watch stream (the HTTP layer's hook): `sever()` cuts it when a partition
+        covers its client. Returns the function that unregisters it."""
+        self._stream_ids += 1
+        key = self._stream_ids
+        self._streams[key] = (user_agent, sever)
+
+        def untrack() -> None:
+            self._streams.pop(key, None)
+
+        return untrack
 
     @property
     def resource_version(self) -> int:

@@ -367,8 +367,19 @@ class ApiHandler:
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         response.enable_chunked_encoding()
         await response.prepare(request)
+        severed = False
+        untrack: Callable[[], None] | None = None
         try:
-            async with asyncio.timeout(min(limits) if limits else None):
+            async with asyncio.timeout(min(limits) if limits else None) as scope:
+
+                def sever() -> None:
+                    # A partition (`Control.partition`) cuts the stream now, as a lost connection would.
+                    nonlocal severed
+                    severed = True
+                    if not scope.expired():
+                        scope.reschedule(asyncio.get_running_loop().time())
+
+                untrack = self.control.track_stream(request.headers.get("User-Agent", ""), sever)
                 async for event in events:
                     obj = event.object
                     if event.type in ("ADDED", "MODIFIED", "DELETED"):
@@ -380,10 +391,21 @@ class ApiHandler:
         except ConnectionError:
             return response  # the client went away
         finally:
+            if untrack is not None:
+                untrack()
             await events.aclose()  # type: ignore[attr-defined]
+        if severed:
+            _drop_connection(request)
+            return response
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response
+
+
+def _drop_connection(request: web.Request) -> None:
+    """Closes the client's connection without an answer (or without the rest of one): an outage."""
+    if request.transport is not None:
+        request.transport.abort()
 
 
 def _record(request: web.Request, info: RequestInfo) -> RecordedRequest:
@@ -427,6 +449,10 @@ def build_middleware(control: Control) -> Middleware:
         record = _record(request, info)
         control.requests.append(record)
         response: web.StreamResponse
+        if control.refuses(record.user_agent):
+            record.refused = True
+            _drop_connection(request)
+            return web.Response(status=503)  # never sent: the connection is gone
         try:
             if delay := control.latency_for(request.method, request.path):
                 await asyncio.sleep(delay)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from mpi_operator.cache.recovery import RecoveryProber
 from mpi_operator.cache.reflector import Backoff, ListerWatcher, Reflector
 from mpi_operator.cache.store import IndexFunc, Store, object_key
 from mpi_operator.flowcontrol import Clock
@@ -54,6 +55,7 @@ class Informer:
         clock: Clock | None = None,  # None for the real clock
         backoff_factory: Callable[[], Backoff] | None = None,  # None: the reflector's default
         min_watch_timeout: int | None = None,
+        recovery: RecoveryProber | None = None,  # shared by every informer of one client
     ) -> None:
         self.name = name
         self.store = Store(indexers)
@@ -73,6 +75,7 @@ class Informer:
                 name=f"{name or 'informer'}[{sink.namespace or '*'}]",
                 clock=clock,
                 backoff=backoff_factory() if backoff_factory else None,
+                recovery=recovery,
                 **extra,
             )
             for sink in self._sinks

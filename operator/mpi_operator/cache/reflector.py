@@ -7,7 +7,12 @@ advance the resourceVersion (bookmarks advance it too). Then:
   * the stream ends (server timeout, dropped connection) or breaks (connection errors, 5xx, 429,
     other ERROR events): WATCH again from the last resourceVersion seen, after a jittered backoff
     when it failed or ended at once without delivering anything;
-  * a failed LIST is retried with the same backoff.
+  * a failed LIST is retried with the same backoff;
+  * with a `RecoveryProber` (`cache.recovery`), a failure that got no answer at all (a connection-level
+    `kube.errors.TransientError`) also marks the server lost, and the backoff ends early once the
+    prober sees the server answer again (plus a small jitter): after an outage the watch resumes
+    within about a second, not after a backoff that grew while the server was away. A watch resumes
+    from its resourceVersion (410: relist), so what changed during the outage is delivered.
 `run()` never returns; cancel its task to stop it. It works through two small protocols so the
 caching machinery does not depend on the HTTP client: `ListerWatcher` (kube.client's
 `ResourceListerWatcher` implements it; tests use an in-memory one) and `ReflectorStore`.
@@ -20,6 +25,8 @@ import random
 from collections.abc import AsyncIterator, Callable
 from typing import NoReturn, Protocol
 
+from mpi_operator import flowcontrol
+from mpi_operator.cache.recovery import RecoveryProber
 from mpi_operator.flowcontrol import Clock, MonotonicClock
 from mpi_operator.kube import errors
 from mpi_operator.objects import KubeObject, WatchEvent, resource_version
@@ -117,6 +124,7 @@ class Reflector:
         backoff: Backoff | None = None,
         min_watch_timeout: int = DEFAULT_MIN_WATCH_TIMEOUT,
         rng: random.Random | None = None,
+        recovery: RecoveryProber | None = None,  # None: plain backoff after every failure
     ) -> None:
         self.lister_watcher = lister_watcher
         self.store = store
@@ -127,6 +135,7 @@ class Reflector:
         self._rng = rng or random.Random()
         self._backoff = backoff or Backoff(clock=self._clock, rng=self._rng.random)
         self.min_watch_timeout = min_watch_timeout
+        self._recovery = recovery
         self.last_sync_resource_version = ""
         """The resourceVersion the store reflects (last list, event or bookmark)."""
         self.lists = 0
@@ -142,8 +151,9 @@ class Reflector:
         need_list = True
         while True:
             if need_list:
-                if not await self._list():
-                    await self._clock.sleep(self._backoff.next())
+                failure = await self._list()
+                if failure is not None:
+                    await self._back_off(self._backoff.next(), failure)
                     continue
                 need_list = False
             try:
@@ -165,18 +175,34 @@ class Reflector:
                     delay,
                     exc_info=not isinstance(exc, errors.KubeError),
                 )
-                await self._clock.sleep(delay)
+                await self._back_off(delay, exc)
 
-    async def _list(self) -> bool:
+    async def _back_off(self, delay: float, failure: Exception) -> None:
+        """Waits `delay` after `failure`, or less once the prober sees a lost server answer again."""
+        recovery = self._recovery
+        if recovery is None or not isinstance(failure, errors.TransientError):
+            await self._clock.sleep(delay)
+            return
+        recovery.lost()
+        try:
+            # A timer, not a second task: the wait ends at whichever comes first.
+            async with flowcontrol.timeout(self._clock, delay):
+                await recovery.wait()
+        except TimeoutError:
+            return  # the backoff ran out first: retry as always
+        await self._clock.sleep(recovery.jitter())
+
+    async def _list(self) -> Exception | None:
+        """Lists into the store; returns the failure, or None on success."""
         try:
             items, rv = await self.lister_watcher.list(self.namespace, self.label_selector)
         except Exception as exc:  # never give up: anything else is logged and retried
             log.warning("%s: list failed: %s", self.name, exc, exc_info=not isinstance(exc, errors.KubeError))
-            return False
+            return exc
         self.store.replace(items, rv)
         self.last_sync_resource_version = rv
         self.lists += 1
-        return True
+        return None
 
     async def _watch(self) -> None:
         """One watch stream from the last resourceVersion; returns when the server ends it."""

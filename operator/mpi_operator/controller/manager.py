@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from mpi_operator.api import constants
 from mpi_operator.cache.informer import Informer
 from mpi_operator.cache.ratelimit import default_controller_rate_limiter
+from mpi_operator.cache.recovery import RecoveryProber
 from mpi_operator.cache.workqueue import WorkQueue
 from mpi_operator.controller import handlers, leaderelection, server, workers
 from mpi_operator.controller.metrics import QUEUE_NAME, Metrics
@@ -114,6 +115,8 @@ class Manager:
         self.stores: Stores | None = None
         self.elector: leaderelection.LeaderElector | None = None
         self.workers: workers.Workers | None = None
+        self.recovery: RecoveryProber | None = None
+        """Built with the client in `run()`: notices the API server back after an outage."""
         self.started = asyncio.Event()
         """Set once the workers run (after sync and, with leader election, leadership)."""
         self._stop = asyncio.Event()
@@ -147,7 +150,10 @@ class Manager:
         except Exception as exc:
             source = settings.kubeconfig or "in-cluster config, $KUBECONFIG or ~/.kube/config"
             raise FatalError(f"cannot configure the Kubernetes client from {source}: {exc}") from exc
-        closers: list[Callable[[], Awaitable[None]]] = [kube.close]
+        # One prober for every informer of this client: however many watches lost the server, it is
+        # probed about once a second, and they all resume (jittered) once it answers (`cache.recovery`).
+        self.recovery = RecoveryProber(kube.ping, clock=self.clock)
+        closers: list[Callable[[], Awaitable[None]]] = [self.recovery.stop, kube.close]
         self.metrics.instrument_api_client(kube.api_client)
         recorder = EventRecorder(kube, now=self._epoch_now)
         closers.insert(0, recorder.close)
@@ -300,6 +306,7 @@ class Manager:
                 label_selector=watch.selector,
                 name=watch.name,
                 clock=self.clock,
+                recovery=self.recovery,
             )
         inf = self.informers
         optional = {

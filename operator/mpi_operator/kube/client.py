@@ -249,6 +249,19 @@ class Kube:
         finally:
             response.close()
 
+    async def ping(self, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (one request's own bound)
+        """`GET /version` once: no retries, and ahead of the client-side queue (it borrows a token, as
+        `urgent()` does). Raises `TransientError` when no answer comes within `timeout` seconds, a typed
+        `ApiError` for an error answer. The cheapest sign that the API server is there (recovery probe)."""
+        with self.urgent():
+            await self._throttle()
+        response = await self._send("GET", "/version", query=(), timeout=aiohttp.ClientTimeout(total=timeout))
+        try:
+            if response.status >= 400:
+                raise await self._error(response)
+        finally:
+            response.release()
+
     # --- writes --------------------------------------------------------------------------------
     async def create(
         self, resource: Resource, obj: Mapping[str, Any], namespace: str | None = None

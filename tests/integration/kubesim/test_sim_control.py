@@ -13,6 +13,7 @@ from kubesim_contract import configmap, status_of
 
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
+from kubesim.testing import eventually
 
 pytestmark = pytest.mark.kubesim_control
 
@@ -111,3 +112,27 @@ class TestFaultRate:
                 body = await resp.read()
         assert resp.status == 200
         assert body == b""
+
+
+async def test_a_partition_drops_one_clients_connections_and_streams_until_healed(kubesim: KubeSim) -> None:
+    url = kubesim.url + "/api/v1/namespaces/default/configmaps"
+    victim = aiohttp.ClientSession(headers={"User-Agent": "victim/1.0"})
+    bystander = aiohttp.ClientSession(headers={"User-Agent": "bystander/1.0"})
+    async with victim, bystander:
+        async with victim.get(url + "?watch=1") as stream:
+            assert stream.status == 200
+            await eventually(lambda: kubesim.control.open_watches() == 1, what="the watch to be open")
+            assert kubesim.control.partition(user_agent="victim") == 1, "its open watch is cut"
+            with pytest.raises(aiohttp.ClientError):  # cut, not ended: no last chunk
+                async with asyncio.timeout(10):
+                    await stream.read()
+        with pytest.raises(aiohttp.ClientError):
+            async with victim.get(url) as refused:
+                await refused.read()
+        assert kubesim.control.recorded(verb="list", user_agent="victim")[-1].refused
+        async with bystander.get(url) as answered:
+            assert answered.status == 200, "other clients are served as usual"
+        kubesim.control.heal()
+        async with victim.get(url) as healed:
+            assert healed.status == 200
+    assert not kubesim.control.recorded(user_agent="bystander")[-1].refused
