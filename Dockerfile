@@ -2,7 +2,9 @@
 # The operator image: `mpi-operator run` as a non-root user on a slim Python 3.11 base.
 # Stage 1 builds the project's wheel and the wheels of its runtime dependencies (PEP 517 build through
 # pip, with the build backend in an isolated environment); stage 2 installs only those wheels, so no
-# compiler, build backend, test tool or source tree reaches the final image.
+# compiler, build backend, test tool or source tree reaches the final image. Only the operator's own
+# dependencies: kubesim's (the `sim` extra) stay out. tests/e2e/test_install_wheel.py runs these pip
+# commands into a fresh virtualenv and checks what they install.
 #   docker build -t mpi-operator:0.1.0 .
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 

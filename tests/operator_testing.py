@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +36,14 @@ TEST_AGENT = "rc-test"
 operator's (`mpi_operator.kube.client.DEFAULT_USER_AGENT`)."""
 RETRY_BACKOFF = {"backoff_base_seconds": 0.05, "backoff_max_seconds": 1.0}
 """Work-queue retries for tests: a conflict or an injected fault is retried within a second, not 1000 s."""
+
+
+def source_env() -> dict[str, str]:
+    """The environment for a child `python` that runs this tree's code: its source roots first on
+    PYTHONPATH, whichever checkout the virtualenv's editable install points at."""
+    roots = [str(ROOT / root) for root in ("operator", "discovery", "sim")]
+    inherited = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, *([inherited] if inherited else [])])}
 
 
 def operator_settings(kubesim: KubeSim, **overrides: Any) -> Settings:

@@ -7,9 +7,11 @@ arguments and dispatches, importing lazily so `mpi-operator validate` does not p
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mpi_operator.settings import (  # dataclasses only: cheap, and the flags' defaults come from it
     FALLBACK_BURST,
@@ -17,10 +19,57 @@ from mpi_operator.settings import (  # dataclasses only: cheap, and the flags' d
     Settings,
 )
 
+DISTRIBUTION = "elastic-mpi-operator"
+SIM_EXTRA_HINT = f"pip install '{DISTRIBUTION}[sim]'"
+_SIM_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*).*;.*\bextra\s*==\s*[\"']sim[\"']")
 
-def _not_implemented(name: str) -> int:
-    print(f"mpi-operator {name}: not implemented yet", file=sys.stderr)
-    return 2
+
+def missing_sim_requirements() -> list[str]:
+    """The distributions of the `sim` extra that are not installed.
+
+    Read from the installed package's metadata rather than found by importing kubesim, because kubesim
+    imports some of them only when it first needs them (kubernetes-validate's schemas, dnslib): a demo
+    would otherwise fail half-way. Empty when the package itself is not installed (a source tree on
+    PYTHONPATH), where an import error is the only signal left.
+    """
+    try:
+        requires = importlib.metadata.requires(DISTRIBUTION) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    missing: list[str] = []
+    for requirement in requires:
+        match = _SIM_REQUIREMENT.match(requirement)
+        if match is None:
+            continue
+        try:
+            importlib.metadata.distribution(match.group(1))
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(match.group(1))
+    return missing
+
+
+def _with_kubesim(command: str, run: Callable[[], int]) -> int:
+    """Runs a command that needs kubesim, or says in one line what to install (exit 2)."""
+    missing = missing_sim_requirements()
+    if missing:
+        print(
+            f"mpi-operator {command} needs kubesim, whose dependencies are not installed "
+            f"({', '.join(missing)}): {SIM_EXTRA_HINT}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        return run()
+    except ModuleNotFoundError as exc:
+        # Our own modules missing is a broken installation, not a missing extra: let it show.
+        if exc.name is None or exc.name.split(".")[0] in ("mpi_operator", "kubesim", "mpi_discovery"):
+            raise
+        print(
+            f"mpi-operator {command} needs kubesim, whose dependency {exc.name} is not installed: "
+            f"{SIM_EXTRA_HINT}",
+            file=sys.stderr,
+        )
+        return 2
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
@@ -36,17 +85,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(_args: argparse.Namespace) -> int:
-    from mpi_operator import demo
+    def run() -> int:
+        from mpi_operator import demo
 
-    return demo.main()
+        return demo.main()
+
+    return _with_kubesim("demo", run)
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
-    try:
+    def run() -> int:
         from kubesim import cli as sim_cli
-    except ImportError:
-        return _not_implemented("sim")
-    return sim_cli.main(args)
+
+        return sim_cli.main(args)
+
+    return _with_kubesim("sim", run)
 
 
 def run_settings(args: argparse.Namespace) -> Settings:
@@ -76,10 +129,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from mpi_operator.controller import logging as oplog
     from mpi_operator.controller import manager
     from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+    from mpi_operator.controller.server import parse_address
     from mpi_operator.controller.types import FatalError
 
-    if args.workers < 1:
-        print("mpi-operator run: --workers must be at least 1", file=sys.stderr)
+    for flag, value in (("--workers", args.workers), ("--gpus-per-node", args.gpus_per_node)):
+        if value < 1:
+            print(f"mpi-operator run: {flag} must be at least 1", file=sys.stderr)
+            return 2
+    try:
+        parse_address(args.metrics_address)
+    except ValueError as exc:  # checked before any logging or connection, as argparse checks the rest
+        print(f"mpi-operator run: {exc}", file=sys.stderr)
         return 2
     settings = run_settings(args)
     oplog.setup(settings.log_format)
@@ -87,13 +147,47 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(manager.run(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS))
     except FatalError as exc:
-        log.error("fatal: %s", exc)
+        # One line: a message can quote a multi-line parser error (a kubeconfig that is not YAML).
+        log.error("fatal: %s", "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()))
         return 1
     except Exception:
         log.exception("fatal: unexpected error")
         return 1
     log.info("stopped")
     return 0
+
+
+def _port(text: str) -> int:
+    """A TCP port number, refused by argparse (usage, exit 2) when out of range."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is not in 0..65535")
+    return port
+
+
+def _seconds(text: str) -> float:
+    """A duration in seconds: zero or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text}: must be zero or more seconds")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """A fraction from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not in 0..1")
+    return value
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -134,15 +228,15 @@ def _build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
 
     sim = sub.add_parser("sim", help="serve the embedded simulated Kubernetes API (kubesim)")
-    sim.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0 picks a free one)")
+    sim.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (0 picks a free one)")
     sim.add_argument("--kubeconfig-out", help="where to write a kubeconfig for kubectl and clients")
-    sim.add_argument("--start-seconds", type=float, default=1.0, help="pod Pending -> Running delay")
-    sim.add_argument("--ready-seconds", type=float, default=1.0, help="pod Running -> Ready delay")
+    sim.add_argument("--start-seconds", type=_seconds, default=1.0, help="pod Pending -> Running delay")
+    sim.add_argument("--ready-seconds", type=_seconds, default=1.0, help="pod Running -> Ready delay")
     sim.add_argument(
-        "--volume-sync-seconds", type=float, default=60.0, help="kubelet ConfigMap volume sync period"
+        "--volume-sync-seconds", type=_seconds, default=60.0, help="kubelet ConfigMap volume sync period"
     )
     sim.add_argument(
-        "--fault-rate", type=float, default=0.0, help="fraction of writes failing with 500; drops watches"
+        "--fault-rate", type=_fraction, default=0.0, help="fraction of writes failing with 500; drops watches"
     )
     sim.add_argument(
         "--runtime",
@@ -178,7 +272,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C on `demo` or `validate -`: the user's stop, not a crash
+        print(f"mpi-operator {args.command}: interrupted", file=sys.stderr)
+        return 130
     return result
 
 

@@ -12,13 +12,13 @@ something does not happen.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from importlib import resources as package_files
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,14 +31,16 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import crd
 from mpi_operator.controller.manager import Manager
 from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+from mpi_operator.controller.types import FatalError
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.errors import KubeError, NotFound
 from mpi_operator.objects import is_pod_ready
 from mpi_operator.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "elastic" / "tensorflow2-mnist-elastic.yaml"
+EXAMPLE = package_files.files("mpi_operator") / "data" / "tensorflow2-mnist-elastic.yaml"
+"""Package data, so the demo runs from an installed wheel: a copy of examples/elastic/ (kept equal by
+tests/unit/test_package_data.py)."""
 NAMESPACE = "default"
 CRDS = resources.Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
@@ -168,8 +170,6 @@ class Demo:
         await self.row(step)
 
     async def run(self) -> None:
-        self.timeline.out.write(f"{'time':>7}  {'step':<34} {'pods':<28} discover_hosts.sh (host:slots)\n")
-        await self.kube.create(CRDS, crd.custom_resource_definition())
         await self.kube.create(resources.MPIJOB, _demo_job(), NAMESPACE)
         self.timeline.row("submitted MPIJob (2 workers)", "", "")
         await self.expect_hosts(2, "2 workers ready and discovered")
@@ -186,6 +186,22 @@ class Demo:
         await self.expect_hosts(1, f"scaled in to 1 ({DEMO_GRACE_SECONDS}s grace over)")
 
 
+async def install_crd(kube: Kube, timeline: Timeline) -> None:
+    """Creates the MPIJob CRD (rendered from the models) and waits until it is Established: before the
+    operator starts, whose preflight refuses to run without it, as on a cluster."""
+    body = crd.custom_resource_definition()
+    await kube.create(CRDS, body)
+
+    async def established() -> str | None:
+        got = await kube.get(CRDS, body["metadata"]["name"])
+        conditions = (got.get("status") or {}).get("conditions") or []
+        if any(cond["type"] == "Established" and cond["status"] == "True" for cond in conditions):
+            return None
+        return f"conditions {[cond['type'] for cond in conditions]}"
+
+    await _wait("the MPIJob CRD established", established, timeline)
+
+
 def _hosts(script: str) -> list[str]:
     """`host:slots` of every `echo` line of a discover_hosts.sh script."""
     return [line.split(" ", 1)[1] for line in script.splitlines() if line.startswith("echo ")]
@@ -197,22 +213,46 @@ async def run_demo(out: TextIO) -> int:
         async with KubeSim(SimSettings(start_seconds=0.3, ready_seconds=0.5)) as sim:
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             out.write(f"kubesim serving the Kubernetes API on {sim.url}\n")
-            settings = Settings(kubeconfig=str(kubeconfig), leader_elect=False, metrics_address="127.0.0.1:0")
-            manager = Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)
-            operator = asyncio.create_task(manager.run(), name="operator")
-            try:
-                kube = await Kube.from_kubeconfig(str(kubeconfig))
-                async with kube, aiohttp.ClientSession() as http:
-                    await Demo(sim, kube, http, timeline).run()
-            except (DemoFailed, KubeError) as exc:
-                out.write(f"\nDEMO FAILED: {exc}\n")
-                return 1
-            finally:
-                manager.request_stop()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait_for(operator, timeout=10)
+            kube = await Kube.from_kubeconfig(str(kubeconfig))
+            async with kube, aiohttp.ClientSession() as http:
+                try:
+                    await install_crd(kube, timeline)
+                except (DemoFailed, KubeError) as exc:
+                    out.write(f"\nDEMO FAILED: installing the MPIJob CRD: {exc}\n")
+                    return 1
+                out.write(f"{'time':>7}  {'step':<34} {'pods':<28} discover_hosts.sh (host:slots)\n")
+                failure = await _run_with_operator(Demo(sim, kube, http, timeline), str(kubeconfig))
+    if failure is not None:
+        out.write(f"\nDEMO FAILED: {failure}\n")
+        return 1
     out.write(f"\ndemo finished in {time.monotonic() - timeline.started:.1f}s\n")
     return 0
+
+
+async def _run_with_operator(demo: Demo, kubeconfig: str) -> str | None:
+    """Runs the demo's steps with the operator running in this process; what went wrong, or None.
+
+    The operator's own failure is reported as such (it explains a step that then timed out), never as a
+    traceback out of the shutdown.
+    """
+    settings = Settings(kubeconfig=kubeconfig, leader_elect=False, metrics_address="127.0.0.1:0")
+    manager = Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)
+    operator = asyncio.create_task(manager.run(), name="operator")
+    failure: str | None = None
+    try:
+        await demo.run()
+    except (DemoFailed, KubeError) as exc:
+        failure = str(exc)
+    finally:
+        manager.request_stop()
+        try:
+            async with asyncio.timeout(10):
+                await operator
+        except FatalError as exc:
+            failure = f"the operator stopped: {exc}" + (f" ({failure})" if failure else "")
+        except TimeoutError:
+            failure = failure or "the operator did not stop within 10s"
+    return failure
 
 
 def main() -> int:

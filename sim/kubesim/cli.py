@@ -67,5 +67,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(serve(args))
     except (OSError, ValueError) as exc:
-        print(f"kubesim: {exc}", file=sys.stderr)
+        # One line: a message can quote a multi-line YAML error (an --images file that is not YAML).
+        print(
+            f"kubesim: {'; '.join(line.strip() for line in str(exc).splitlines() if line.strip())}",
+            file=sys.stderr,
+        )
         return 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from operator_testing import source_env
+
 
 def test_demo_scales_out_and_in_and_exits_zero() -> None:
     # The timeout is a ceiling for a hung demo, not a speed requirement: the demo bounds each of its steps
@@ -14,6 +16,7 @@ def test_demo_scales_out_and_in_and_exits_zero() -> None:
         capture_output=True,
         text=True,
         timeout=120,
+        env=source_env(),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()

@@ -248,7 +248,11 @@ def main(*, out_dir: str | None) -> int:
         sys.stdout.write(text)
         return 0
     target = Path(out_dir) / FILE_NAME
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"mpi-operator crds: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     print(f"wrote {target}", file=sys.stderr)
     return 0

@@ -284,7 +284,7 @@ class Manager:
                 if resource is resources.MPIJOB:
                     raise CRDNotInstalled(
                         f"the MPIJob CRD ({constants.CRD_NAME}, {constants.API_VERSION}) is not "
-                        "installed: apply crds/kubeflow.org_mpijobs.yaml first"
+                        "installed: apply it first (`mpi-operator crds | kubectl apply -f -`)"
                     ) from exc
                 raise CRDNotInstalled(
                     f"--gang-scheduling={self.settings.gang_scheduling} needs the "
