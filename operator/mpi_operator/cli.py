@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
 
-from mpi_operator.settings import (  # dataclasses only: cheap, and the flags' defaults come from it
-    FALLBACK_BURST,
-    FALLBACK_QPS,
-    Settings,
-)
+from mpi_operator import runflags  # argparse and the settings dataclass only: cheap
+from mpi_operator.settings import Settings
 
 DISTRIBUTION = "elastic-mpi-operator"
 SIM_EXTRA_HINT = f"pip install '{DISTRIBUTION}[sim]'"
@@ -103,23 +99,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
 
 def run_settings(args: argparse.Namespace) -> Settings:
-    """The `run` flags as `Settings` (`--namespace ""` means all namespaces, as upstream)."""
-    from mpi_operator.settings import Settings
-
-    return Settings(
-        namespaces=tuple(dict.fromkeys(ns for ns in args.namespace if ns)),
-        kubeconfig=args.kubeconfig,
-        workers=args.workers,
-        qps=args.qps,
-        burst=args.burst,
-        leader_elect=args.leader_elect,
-        lease_namespace=args.lease_namespace,
-        metrics_address=args.metrics_address,
-        log_format=args.log_format,
-        cluster_domain=args.cluster_domain,
-        gpus_per_node=args.gpus_per_node,
-        gang_scheduling=args.gang_scheduling,
-    )
+    """The `run` flags (and `MPI_OPERATOR_*` variables) as `Settings`; raises `runflags.FlagError`."""
+    return runflags.settings(args)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -132,18 +113,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from mpi_operator.controller.server import parse_address
     from mpi_operator.controller.types import FatalError
 
-    for flag, value in (("--workers", args.workers), ("--gpus-per-node", args.gpus_per_node)):
-        if value < 1:
-            print(f"mpi-operator run: {flag} must be at least 1", file=sys.stderr)
-            return 2
-    try:
-        parse_address(args.metrics_address)
-    except ValueError as exc:  # checked before any logging or connection, as argparse checks the rest
+    try:  # checked before any logging or connection, as argparse checks the rest
+        settings = run_settings(args)
+        parse_address(settings.metrics_address)
+    except ValueError as exc:  # FlagError too
         print(f"mpi-operator run: {exc}", file=sys.stderr)
         return 2
-    settings = run_settings(args)
-    oplog.setup(settings.log_format)
+    oplog.setup(settings.log_format, level=logging.getLevelNamesMapping()[settings.log_level.upper()])
     log = logging.getLogger("mpi_operator.cli")
+    if notice := runflags.klog_notice(args):
+        log.info("%s", notice)
     try:
         asyncio.run(manager.run(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS))
     except FatalError as exc:
@@ -197,34 +176,14 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run the operator against a cluster")
-    run.add_argument("--kubeconfig")
-    run.add_argument("--namespace", action="append", default=[])
-    run.add_argument("--workers", type=int, default=2)
-    run.add_argument(
-        "--qps",
-        type=float,
-        default=Settings.qps,
-        help="client-side limit of API requests per second; zero or negative: none (default: none once "
-        f"the API server shows it has API Priority and Fairness, {FALLBACK_QPS:g} before that or without it)",
+    run = sub.add_parser(
+        "run",
+        help="run the operator against a cluster",
+        description="Run the operator. Takes upstream's flags too, with one dash or two (Go's syntax), "
+        "and ignores klog's flags but -v; every flag's MPI_OPERATOR_* variable is its default.",
+        allow_abbrev=False,  # as Go's flag package: `--thread` must not pass for `--threadiness`
     )
-    run.add_argument(
-        "--burst",
-        type=int,
-        default=Settings.burst,
-        help=f"burst of the client-side limit (default: {FALLBACK_BURST})",
-    )
-    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
-    run.add_argument("--metrics-address", default="0.0.0.0:8080")
-    run.add_argument("--cluster-domain", default="")
-    run.add_argument("--gpus-per-node", type=int, default=1)
-    run.add_argument("--gang-scheduling", choices=["volcano", "scheduler-plugins"])
-    run.add_argument("--log-format", choices=["json", "text"], default="text")
-    run.add_argument(
-        "--lease-namespace",
-        default=os.environ.get("POD_NAMESPACE") or "mpi-operator",
-        help="namespace of the leader-election Lease (default: $POD_NAMESPACE, else mpi-operator)",
-    )
+    runflags.add_flags(run)
     run.set_defaults(func=_cmd_run)
 
     sim = sub.add_parser("sim", help="serve the embedded simulated Kubernetes API (kubesim)")
@@ -271,7 +230,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    parser = _build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:  # Go's one-dash flags, as upstream's manifests pass them
+        argv = ["run", *runflags.go_style(argv[1:])]
+    args = parser.parse_args(argv)
     try:
         result: int = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C on `demo` or `validate -`: the user's stop, not a crash

@@ -6,6 +6,11 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 GangScheduler = Literal["volcano", "scheduler-plugins"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+LogFormat = Literal["json", "text"]
+
+DEFAULT_SCHEDULER_PLUGINS_NAME: Final = "scheduler-plugins-scheduler"
+"""The scheduler-plugins scheduler's name in its own Helm chart and in upstream's e2e setup."""
 
 
 FALLBACK_QPS: Final = 20.0
@@ -21,6 +26,8 @@ class Settings:
     """Namespaces to watch; empty means all."""
     kubeconfig: str | None = None
     """Kubeconfig path; None means in-cluster config (or $KUBECONFIG / ~/.kube/config when present)."""
+    master: str | None = None
+    """API server URL overriding the kubeconfig's (upstream's `--master`); alone, a bare connection."""
 
     # --- queueing and API pressure ------------------------------------------------------------
     workers: int = 2
@@ -48,7 +55,8 @@ class Settings:
     retry_period_seconds: float = 2.0
     metrics_address: str = "0.0.0.0:8080"
     """Serves /healthz, /readyz and /metrics."""
-    log_format: Literal["json", "text"] = "text"
+    log_format: LogFormat = "text"
+    log_level: LogLevel = "info"
 
     # --- MPI ----------------------------------------------------------------------------------
     cluster_domain: str = ""
@@ -56,6 +64,9 @@ class Settings:
     gpus_per_node: int = 1
     """v1alpha1 `gpus` split: workers = gpus / gpus_per_node (manifests may say gpusPerNode)."""
     gang_scheduling: GangScheduler | None = None
+    scheduler_plugins_name: str = DEFAULT_SCHEDULER_PLUGINS_NAME
+    """`schedulerName` of pods with scheduler-plugins gang scheduling (upstream's `--gang-scheduling`
+    value names it)."""
     field_manager: str = "mpi-operator"
 
 

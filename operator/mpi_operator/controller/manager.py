@@ -142,6 +142,7 @@ class Manager:
         try:
             kube = await Kube.from_kubeconfig(
                 settings.kubeconfig,
+                server=settings.master,
                 limiter=TokenBucket(qps, burst, clock=self.clock),
                 limit_until_apf=limit_until_apf,
                 retry=RetryPolicy(sleep=self.clock.sleep),
@@ -359,6 +360,7 @@ class Manager:
         settings = self.settings
         kube = await Kube.from_kubeconfig(
             settings.kubeconfig,
+            server=settings.master,
             qps=0,  # a few requests per retry period: never queue them behind reconciles
             burst=1,
             retry=NO_RETRY,  # the election loop is the retry; a stuck call must not outlive the deadline

@@ -65,7 +65,7 @@ def build(
     settings: Settings,
     ssh_keys: SSHKeyPair | None = None,
     priority_classes: Mapping[str, int] | None = None,
-    scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+    scheduler_plugins_name: str | None = None,
     elastic: ElasticInputs | None = None,
 ) -> DesiredState:
     """Everything `job` should own, from the job, its observed pods and the operator settings.
@@ -76,6 +76,8 @@ def build(
     """
     domain = settings.cluster_domain
     gang = settings.gang_scheduling
+    if scheduler_plugins_name is None:
+        scheduler_plugins_name = settings.scheduler_plugins_name
     suspended = job.spec.run_policy.suspend
     inputs = elastic if elastic is not None else ElasticInputs()
     config_map = config.build_config_map(

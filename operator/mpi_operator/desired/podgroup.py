@@ -32,13 +32,14 @@ from mpi_operator.api.quantities import (
 )
 from mpi_operator.desired import naming
 from mpi_operator.objects import KubeObject
+from mpi_operator.settings import (
+    DEFAULT_SCHEDULER_PLUGINS_NAME as DEFAULT_SCHEDULER_PLUGINS_NAME,
+)  # the builders' default
 from mpi_operator.settings import GangScheduler
 
 VOLCANO: Final = "volcano"
 SCHEDULER_PLUGINS: Final = "scheduler-plugins"
 VOLCANO_SCHEDULER_NAME: Final = "volcano"
-DEFAULT_SCHEDULER_PLUGINS_NAME: Final = "scheduler-plugins-scheduler"
-"""The coscheduling scheduler's name in scheduler-plugins' own manifests (upstream's e2e uses it too)."""
 VOLCANO_API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
 SCHEDULER_PLUGINS_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
 VOLCANO_GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"

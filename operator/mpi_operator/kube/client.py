@@ -133,12 +133,24 @@ class Kube:
 
     @classmethod
     async def from_kubeconfig(
-        cls, path: str | None = None, *, context: str | None = None, **options: Unpack[ClientOptions]
+        cls,
+        path: str | None = None,
+        *,
+        context: str | None = None,
+        server: str | None = None,
+        **options: Unpack[ClientOptions],
     ) -> Kube:
         """Config from `path`, else $KUBECONFIG, else in-cluster, else ~/.kube/config (controller-runtime's
-        order); `options` are the constructor's."""
+        order); `options` are the constructor's.
+
+        `server` (upstream's `--master`) replaces the config's API server URL; with no kubeconfig it is
+        the whole config, a plain connection without credentials, as client-go's BuildConfigFromFlags
+        (for `kubectl proxy`)."""
         configuration = Configuration()
         path = path or os.environ.get("KUBECONFIG") or None
+        if path is None and server:
+            configuration.host = server.rstrip("/")
+            return cls(ApiClient(configuration), **options)
         if path is None:
             try:
                 kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -148,6 +160,8 @@ class Kube:
             await kube_config.load_kube_config(
                 config_file=path, client_configuration=configuration, context=context
             )
+        if server:
+            configuration.host = server.rstrip("/")
         return cls(ApiClient(configuration), **options)
 
     async def close(self) -> None:
