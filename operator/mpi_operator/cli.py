@@ -62,10 +62,22 @@ def run_settings(args: argparse.Namespace) -> Settings:
         cluster_domain=args.cluster_domain,
         gpus_per_node=args.gpus_per_node,
         gang_scheduling=args.gang_scheduling,
+        max_workers_per_job=args.max_workers_per_job,
     )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        print("mpi-operator run: --workers must be at least 1", file=sys.stderr)
+        return 2
+    from mpi_operator.api.validation import worker_limit
+
+    try:
+        worker_limit(args.max_workers_per_job)
+    except ValueError as exc:
+        print(f"mpi-operator run: --max-workers-per-job {exc}", file=sys.stderr)
+        return 2
+
     import asyncio
     import logging
 
@@ -74,9 +86,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
     from mpi_operator.controller.types import FatalError
 
-    if args.workers < 1:
-        print("mpi-operator run: --workers must be at least 1", file=sys.stderr)
-        return 2
     settings = run_settings(args)
     oplog.setup(settings.log_format)
     log = logging.getLogger("mpi_operator.cli")
@@ -120,6 +129,14 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cluster-domain", default="")
     run.add_argument("--gpus-per-node", type=int, default=1)
     run.add_argument("--gang-scheduling", choices=["volcano", "scheduler-plugins"])
+    run.add_argument(
+        "--max-workers-per-job",
+        type=int,
+        metavar="N",
+        # No number here: the ceiling lives in api/constants.py, which this module does not load for --help.
+        help="refuse MPIJobs with more than N workers (Invalid condition); may only lower the CRD's "
+        "ceiling, which is the default (`mpi-operator run --max-workers-per-job 0` prints it)",
+    )
     run.add_argument("--log-format", choices=["json", "text"], default="text")
     run.add_argument(
         "--lease-namespace",

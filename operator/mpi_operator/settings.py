@@ -52,4 +52,8 @@ class Settings:
     gpus_per_node: int = 1
     """v1alpha1 `gpus` split: workers = gpus / gpus_per_node (manifests may say gpusPerNode)."""
     gang_scheduling: GangScheduler | None = None
+    max_workers_per_job: int | None = None
+    """The most workers one MPIJob may have; None: the API's ceiling (`api.constants.MAX_WORKER_REPLICAS`,
+    which the CRD enforces). It may only lower the ceiling (`api.validation.worker_limit`); a job above it
+    gets the Invalid condition naming the field and the limit."""
     field_manager: str = "mpi-operator"

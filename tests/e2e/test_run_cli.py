@@ -18,6 +18,7 @@ import yaml
 
 from kubesim.testing import eventually
 from mpi_operator import cli
+from mpi_operator.api.constants import MAX_WORKER_REPLICAS
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import MPIJOB, Resource
 from operator_testing import sim_process
@@ -141,7 +142,16 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
 
 
 FLAG_CASES = [
-    ([], {"namespaces": (), "workers": 2, "leader_elect": True, "lease_namespace": "from-env"}),
+    (
+        [],
+        {
+            "namespaces": (),
+            "workers": 2,
+            "leader_elect": True,
+            "lease_namespace": "from-env",
+            "max_workers_per_job": None,  # the API's ceiling
+        },
+    ),
     (
         ["--namespace", "a", "--namespace", "b", "--namespace", "a", "--workers", "8", "--no-leader-elect"],
         {"namespaces": ("a", "b"), "workers": 8, "leader_elect": False},
@@ -156,6 +166,7 @@ FLAG_CASES = [
         {"cluster_domain": "cluster.local", "gpus_per_node": 4, "gang_scheduling": "volcano"},
     ),
     (["--kubeconfig", "/k", "--lease-namespace", "ops"], {"kubeconfig": "/k", "lease_namespace": "ops"}),
+    (["--max-workers-per-job", "64"], {"max_workers_per_job": 64}),
 ]
 
 
@@ -169,6 +180,7 @@ FLAG_CASES = [
         "api-serving-logs",
         "mpi",
         "paths",
+        "worker-limit",
     ],
 )
 def test_run_flags_become_settings(
@@ -187,3 +199,13 @@ def test_lease_namespace_falls_back_to_mpi_operator(monkeypatch: pytest.MonkeyPa
 def test_run_rejects_zero_workers(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "--workers", "0"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", [str(MAX_WORKER_REPLICAS + 1), "0", "2147483647"])
+def test_run_refuses_a_worker_limit_that_would_raise_the_ceiling(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    assert cli.main(["run", "--max-workers-per-job", value]) == 2
+    err = capsys.readouterr().err
+    assert f"--max-workers-per-job must be between 1 and {MAX_WORKER_REPLICAS}, got {value}" in err
+    assert "may only lower the ceiling" in err
