@@ -3,7 +3,7 @@
 
 Users and tools match on these strings (`kubectl get events --field-selector reason=...`, dashboards, the
 upstream tests), so they are constants here and nowhere else. Messages go through `truncate_message`,
-upstream's 1024-character cap for event messages (the last three characters become `...`).
+upstream's 1024-byte cap for event messages (the last three bytes become `...`).
 """
 
 from __future__ import annotations
@@ -49,11 +49,13 @@ MESSAGE_LIMIT: Final = 1024
 _ELLIPSIS: Final = "..."
 
 
-def truncate_message(message: str) -> str:
-    """Upstream `truncateMessage`: at most 1024 characters, cut to 1021 plus `...` when longer."""
-    if len(message) <= MESSAGE_LIMIT:
+def truncate_message(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Upstream `truncateMessage`: at most 1024 bytes of UTF-8 (Go's `len`), cut to 1021 plus `...` when
+    longer; never in the middle of a character, which upstream's byte slice can do."""
+    encoded = message.encode()
+    if len(encoded) <= limit:
         return message
-    return message[: MESSAGE_LIMIT - len(_ELLIPSIS)] + _ELLIPSIS
+    return encoded[: limit - len(_ELLIPSIS)].decode(errors="ignore") + _ELLIPSIS
 
 
 def created_message(namespace: str, name: str) -> str:

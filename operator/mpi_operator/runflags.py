@@ -25,6 +25,7 @@ import platform
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn, TypeVar, cast, get_args
 
+from mpi_operator.api.validation import worker_limit
 from mpi_operator.settings import (
     DEFAULT_SCHEDULER_PLUGINS_NAME,
     FALLBACK_BURST,
@@ -194,6 +195,13 @@ def add_flags(run: argparse.ArgumentParser) -> None:
         f"env {_env('gang_scheduling')})",
     )
 
+    add(
+        "--max-workers-per-job",
+        metavar="N",
+        help="refuse MPIJobs with more than N workers (the Invalid condition names the limit); may only "
+        f"lower the ceiling the CRD enforces (default: that ceiling; env {_env('max_workers_per_job')})",
+    )
+
     group = run.add_argument_group("leadership, serving and logs")
     group.add_argument(
         "--leader-elect",
@@ -349,6 +357,15 @@ def _port(text: str) -> int:
     return port
 
 
+def _max_workers(text: str) -> int:
+    try:
+        return worker_limit(_int(text))
+    except FlagError:
+        raise
+    except ValueError as exc:
+        raise FlagError(str(exc)) from None
+
+
 def gang(value: str) -> tuple[GangScheduler | None, str]:
     """`--gang-scheduling` as upstream reads it: `volcano`, else any name is a scheduler-plugins
     scheduler's; our earlier keyword `scheduler-plugins` keeps meaning the chart's default name."""
@@ -442,6 +459,7 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
         gpus_per_node=values.get("gpus_per_node", lambda text: _int(text, 1), Settings.gpus_per_node),
         gang_scheduling=gang_scheduling,
         scheduler_plugins_name=scheduler_plugins_name,
+        max_workers_per_job=values.get("max_workers_per_job", _max_workers, None),
     )
 
 

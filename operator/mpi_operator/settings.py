@@ -67,6 +67,10 @@ class Settings:
     scheduler_plugins_name: str = DEFAULT_SCHEDULER_PLUGINS_NAME
     """`schedulerName` of pods with scheduler-plugins gang scheduling (upstream's `--gang-scheduling`
     value names it)."""
+    max_workers_per_job: int | None = None
+    """The most workers one MPIJob may have; None: the API's ceiling (`api.constants.MAX_WORKER_REPLICAS`,
+    which the CRD enforces). It may only lower the ceiling (`api.validation.worker_limit`); a job above it
+    gets the Invalid condition naming the field and the limit."""
     field_manager: str = "mpi-operator"
 
 

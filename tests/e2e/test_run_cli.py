@@ -18,6 +18,7 @@ import yaml
 
 from kubesim.testing import eventually
 from mpi_operator import cli, runflags
+from mpi_operator.api.constants import MAX_WORKER_REPLICAS
 from mpi_operator.flowcontrol import TokenBucket
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import MPIJOB, Resource
@@ -146,7 +147,14 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
 FLAG_CASES = [
     (
         [],
-        {"namespaces": (), "workers": 2, "leader_elect": True, "lease_namespace": "from-env", "qps": None},
+        {
+            "namespaces": (),
+            "workers": 2,
+            "leader_elect": True,
+            "lease_namespace": "from-env",
+            "qps": None,
+            "max_workers_per_job": None,  # the API's ceiling
+        },
     ),
     (["--qps", "-1"], {"qps": -1.0, "burst": None}),
     (
@@ -163,6 +171,7 @@ FLAG_CASES = [
         {"cluster_domain": "cluster.local", "gpus_per_node": 4, "gang_scheduling": "volcano"},
     ),
     (["--kubeconfig", "/k", "--lease-namespace", "ops"], {"kubeconfig": "/k", "lease_namespace": "ops"}),
+    (["--max-workers-per-job", "64"], {"max_workers_per_job": 64}),
 ]
 
 
@@ -177,6 +186,7 @@ FLAG_CASES = [
         "api-serving-logs",
         "mpi",
         "paths",
+        "worker-limit",
     ],
 )
 def test_run_flags_become_settings(
@@ -457,3 +467,13 @@ async def test_upstream_deployment_args_run_and_reconcile(sim: Path) -> None:
     finally:
         await stop(proc)
     assert proc.returncode == 0, err.decode()
+
+
+@pytest.mark.parametrize("value", [str(MAX_WORKER_REPLICAS + 1), "0", "2147483647"])
+def test_run_refuses_a_worker_limit_that_would_raise_the_ceiling(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    assert cli.main(["run", "--max-workers-per-job", value]) == 2
+    err = capsys.readouterr().err
+    assert f"--max-workers-per-job: must be between 1 and {MAX_WORKER_REPLICAS}, got {value}" in err
+    assert "may only lower the ceiling" in err

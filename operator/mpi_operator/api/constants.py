@@ -128,3 +128,20 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 
 # The longest name a pod hostname / Service may have (DNS-1035 label).
 DNS1035_LABEL_MAX_LENGTH: Final = 63
+
+# The most workers one MPIJob may have: `Worker.replicas`, `elasticPolicy.minReplicas/maxReplicas`, the
+# v1alpha1 `replicas`/`gpus`/`processingUnits` split and horovodrun's `--min-np/--max-np` all meet it
+# (the CRD's `maximum`, `api/validation.py`, `api/legacy.py`); `mpi-operator run --max-workers-per-job`
+# may only lower it. Why 1000: the ConfigMap `<job>-config` holds two lines per worker, and its data
+# must stay within the API's 1 MiB (1,048,576 bytes). A host name is at most a 253-byte DNS name
+# (`mpi_discovery.hostfile` refuses longer ones) and a slot count at most 19 digits, so a worker costs
+# at most 253 + 7 (` slots=`) + 19 + 1 (newline) = 280 bytes in `hostfile` and 5 (`echo `) + 253 + 1
+# (`:`) + 19 + 1 = 279 in `discover_hosts.sh`: 559 bytes, 559,000 for 1000 workers, 53 % of the limit
+# in the worst case (with `cluster.local` and 20-character job and namespace names a line is about 80
+# bytes: 16 %). The elastic state annotation on the same ConfigMap costs under 60 bytes a worker, well
+# within the 256 KiB annotation limit; the PodGroup's `minMember` and every status hold counts, not
+# lists. 2000 workers could overflow 1 MiB at the longest names. Whatever still does not fit (huge user
+# annotations, a long cluster domain) is caught before the write: `planning/limits.py`.
+MAX_WORKER_REPLICAS: Final = 1000
+MAX_GANG_MEMBERS: Final = MAX_WORKER_REPLICAS + 1
+"""The largest PodGroup `minMember` (`schedulingPolicy.minAvailable`): every worker and the launcher."""

@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import ApiModel, MPIJob, MPIJobSpec, MPIReplicaSpecs, optional_field
 from mpi_operator.api.quantities import container_resource, is_gpu_resource
-from mpi_operator.api.validation import FieldError, LegacyNote, errors_from_pydantic
+from mpi_operator.api.validation import FieldError, LegacyNote, errors_from_pydantic, too_many_workers
 
 MPIDistribution = Literal["OpenMPI", "IntelMPI", "MPICH", "open_mpi", "intel_mpi", "mpich"]
 MPI_DISTRIBUTIONS: dict[str, c.MPIImplementation] = {
@@ -39,13 +39,17 @@ class LegacySpecFields(ApiModel):
     """Deprecated spec fields of v1alpha1, v1alpha2 and v1, mapped onto v2beta1 by the operator."""
 
     gpus: int | None = optional_field(
-        "Deprecated (v1alpha1): total GPUs; split into workers of gpusPerNode GPUs each.", ge=1
+        "Deprecated (v1alpha1): total GPUs; split into workers of gpusPerNode GPUs each, at most "
+        f"{c.MAX_WORKER_REPLICAS} of them (checked by the operator: the split depends on its "
+        "--gpus-per-node).",
+        ge=1,
     )
     gpus_per_node: int | None = optional_field(
         "Deprecated (v1alpha1): GPUs per worker for spec.gpus; default: the operator's --gpus-per-node.", ge=1
     )
     processing_units: int | None = optional_field(
-        "Deprecated (v1alpha1): total processing units of processingResourceType; split like gpus.", ge=1
+        "Deprecated (v1alpha1): total processing units of processingResourceType; split like gpus.",
+        ge=1,
     )
     processing_units_per_node: int | None = optional_field(
         "Deprecated (v1alpha1): processing units per worker; default: --gpus-per-node for GPUs, else 1.", ge=1
@@ -54,7 +58,9 @@ class LegacySpecFields(ApiModel):
         "Deprecated (v1alpha1): resource counted by processingUnits (default nvidia.com/gpu).", min_length=1
     )
     replicas: int | None = optional_field(
-        "Deprecated (v1alpha1): number of workers; use mpiReplicaSpecs.Worker.replicas.", ge=1
+        "Deprecated (v1alpha1): number of workers; use mpiReplicaSpecs.Worker.replicas.",
+        ge=1,
+        maximum=c.MAX_WORKER_REPLICAS,
     )
     template: dict[str, Any] | None = optional_field(
         "Deprecated (v1alpha1): one pod template for the launcher and the workers; use mpiReplicaSpecs.",
@@ -112,8 +118,12 @@ class LegacyConversion:
     """(canonical path, legacy path) pairs: errors found under the first are reported under the second."""
 
 
-def convert_legacy_fields(obj: dict[str, Any], *, version: str, gpus_per_node: int) -> LegacyConversion:
-    """Move the legacy fields of `obj` (a private plain-dict copy, changed in place) to canonical places."""
+def convert_legacy_fields(
+    obj: dict[str, Any], *, version: str, gpus_per_node: int, max_workers: int = c.MAX_WORKER_REPLICAS
+) -> LegacyConversion:
+    """Move the legacy fields of `obj` (a private plain-dict copy, changed in place) to canonical places.
+
+    `max_workers` bounds the workers a v1alpha1 `gpus` / `processingUnits` split may give."""
     out = LegacyConversion()
     if version in c.LEGACY_VERSIONS:
         out.notes.append(
@@ -137,7 +147,7 @@ def convert_legacy_fields(obj: dict[str, Any], *, version: str, gpus_per_node: i
     legacy = _parse(raw, out)
     _move_run_policy(spec, legacy, out)
     _map_distribution(spec, legacy, out)
-    _expand_single_template(spec, legacy, out, gpus_per_node)
+    _expand_single_template(spec, legacy, out, gpus_per_node, max_workers)
     _apply_launcher_on_master(spec, legacy, out)
     _apply_main_container(spec, legacy, out)
     if version in ("v1", "v1alpha2"):
@@ -233,7 +243,11 @@ def _units_per_worker(
 
 
 def _expand_single_template(
-    spec: dict[str, Any], legacy: LegacySpecFields, out: LegacyConversion, gpus_per_node: int
+    spec: dict[str, Any],
+    legacy: LegacySpecFields,
+    out: LegacyConversion,
+    gpus_per_node: int,
+    max_workers: int,
 ) -> None:
     """v1alpha1: one `template` + `replicas` (or `gpus` / `processingUnits`) -> Launcher + Worker specs."""
     shape = {
@@ -270,6 +284,12 @@ def _expand_single_template(
     units = _units_per_worker(legacy, template, gpus_per_node, out) if legacy.replicas is None else None
     if units is not None:
         workers, per_worker, resource, explicit = units
+        if workers > max_workers:
+            # Said here, with the split, because the count the limit applies to is not the one written.
+            detail = f"{workers} workers of {per_worker} {resource}"
+            out.errors.append(
+                FieldError(count_path, too_many_workers(shape[counts[0]], max_workers, detail=detail))
+            )
         container = _first_container(worker_template)
         resources = container.setdefault("resources", {}) if container and not explicit else None
         limits = resources.setdefault("limits", {}) if isinstance(resources, dict) else None

@@ -38,12 +38,18 @@ def _collapse_nullable(schema: dict[str, Any]) -> None:
 
 
 def optional_field(
-    description: str, *, free_form: bool = False, embedded: bool = False, **kwargs: Any
+    description: str,
+    *,
+    free_form: bool = False,
+    embedded: bool = False,
+    maximum: int | None = None,
+    **kwargs: Any,
 ) -> Any:
     """An optional field without a default: absent in the manifest, absent in the schema's defaults.
 
     `free_form` marks an object whose content the API server keeps as is (`embedded`: a whole object
-    with apiVersion/kind/metadata, such as a pod template).
+    with apiVersion/kind/metadata, such as a pod template). `maximum` bounds an integer in the CRD only
+    (validation reports it with the limit in force).
     """
     preserve = _free_form(embedded) if free_form else None
 
@@ -51,6 +57,8 @@ def optional_field(
         _collapse_nullable(schema)
         if preserve is not None:
             preserve(schema)
+        if maximum is not None:
+            schema["maximum"] = maximum
 
     return Field(None, description=description, json_schema_extra=update, **kwargs)
 
@@ -125,8 +133,9 @@ class SchedulingPolicy(ApiModel):
 
     min_available: int | None = optional_field(
         "Minimum number of pods the gang scheduler must place together (PodGroup minMember); "
-        "default: workers + 1.",
+        f"default: workers + 1; at most {c.MAX_GANG_MEMBERS}.",
         ge=0,
+        maximum=c.MAX_GANG_MEMBERS,
     )
     queue: str | None = optional_field("Volcano queue to submit the PodGroup to (volcano only).")
     min_resources: dict[str, Quantity] | None = optional_field(
@@ -207,11 +216,16 @@ class LauncherReplicaSpec(ReplicaSpec):
 class WorkerReplicaSpec(ReplicaSpec):
     """The workers: plain pods `<job>-worker-<i>` running an SSH server that the launcher reaches."""
 
+    # The upper bound is for the CRD only, like the launcher's: validation reports it with the limit in
+    # force (the operator's --max-workers-per-job may be lower) and whose limit it is, and api/elastic.py
+    # builds ElasticPolicy from horovodrun's flags, whatever numbers they hold.
     replicas: int = Field(
         c.DEFAULT_WORKER_REPLICAS,
         ge=0,
-        description="Number of worker pods; must be >= 1, and within elasticPolicy bounds when set. "
+        description="Number of worker pods; must be >= 1, and within elasticPolicy bounds when set; at most "
+        f"{c.MAX_WORKER_REPLICAS} (the operator's --max-workers-per-job may lower that). "
         "Scaled through the scale subresource.",
+        json_schema_extra={"maximum": c.MAX_WORKER_REPLICAS},
     )
     restart_policy: c.RestartPolicy = Field(
         c.DEFAULT_WORKER_RESTART_POLICY,
@@ -233,13 +247,18 @@ class MPIReplicaSpecs(ApiModel):
 class ElasticPolicy(ApiModel):
     """Elastic Horovod bounds and pacing: the operator scales workers within [minReplicas, maxReplicas]."""
 
+    # Upper bounds for the CRD only, as Worker.replicas's.
     min_replicas: int = Field(
         c.DEFAULT_ELASTIC_MIN_REPLICAS,
         ge=1,
         description="Fewest workers the job runs with (horovodrun --min-np / slots); default 1.",
+        json_schema_extra={"maximum": c.MAX_WORKER_REPLICAS},
     )
     max_replicas: int = Field(
-        ge=1, description="Most workers the job may be scaled to (horovodrun --max-np / slots); required."
+        ge=1,
+        description="Most workers the job may be scaled to (horovodrun --max-np / slots); required; at most "
+        f"{c.MAX_WORKER_REPLICAS}.",
+        json_schema_extra={"maximum": c.MAX_WORKER_REPLICAS},
     )
     scale_in_grace_period_seconds: int = Field(
         c.DEFAULT_SCALE_IN_GRACE_PERIOD_SECONDS,

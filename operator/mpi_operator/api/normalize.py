@@ -188,32 +188,35 @@ def _relabel(errors: Sequence[FieldError], aliases: Sequence[tuple[str, str]]) -
     return out
 
 
-def normalize(obj: Any, *, gpus_per_node: int = 1) -> Normalized:
+def normalize(obj: Any, *, gpus_per_node: int = 1, max_workers: int = c.MAX_WORKER_REPLICAS) -> Normalized:
     """The canonical MPIJob, static defaults applied, for any served version of `obj`.
 
     Raises InvalidMPIJob (and nothing else, whatever `obj` is) when `obj` cannot be represented as an
     MPIJob: wrong types, bad enums or bounds, unknown apiVersion/kind, broken legacy fields. The
     exception then lists every problem, including the cross-field ones `parse_and_validate` checks.
     A job that parses is returned even if cross-field rules fail; `parse_and_validate` checks those.
+    `max_workers` is the limit of workers per job in force (`validation.worker_limit`).
     """
     if not isinstance(obj, Mapping):
         raise InvalidMPIJob([FieldError(ROOT_PATH, f"must be an object, got {describe(obj)}")])
     try:
-        return _normalize(obj, gpus_per_node)
+        return _normalize(obj, gpus_per_node, max_workers)
     except InvalidMPIJob:
         raise
     except Exception as exc:  # the contract: one bad object must never take a reconcile loop down
         raise InvalidMPIJob([FieldError(ROOT_PATH, f"internal error while normalizing: {exc!r}")]) from exc
 
 
-def _normalize(obj: Mapping[str, Any], gpus_per_node: int) -> Normalized:
+def _normalize(obj: Mapping[str, Any], gpus_per_node: int, max_workers: int) -> Normalized:
     try:
         data = _plain(obj)
     except _NotJSON as exc:
         raise InvalidMPIJob([FieldError(format_path(exc.loc), exc.message)]) from None
     errors: list[FieldError] = []
     version = _type_meta(data, errors)
-    conversion = legacy.convert_legacy_fields(data, version=version, gpus_per_node=gpus_per_node)
+    conversion = legacy.convert_legacy_fields(
+        data, version=version, gpus_per_node=gpus_per_node, max_workers=max_workers
+    )
     errors = merge_errors(errors, conversion.errors)
     metadata = data.get("metadata")
     unknown_meta = [
@@ -232,17 +235,22 @@ def _normalize(obj: Mapping[str, Any], gpus_per_node: int) -> Normalized:
         )
     if errors:
         raise InvalidMPIJob(
-            merge_errors(errors, _relabel(semantic_errors(job), conversion.aliases)),
+            merge_errors(errors, _relabel(semantic_errors(job, max_workers=max_workers), conversion.aliases)),
             warnings=conversion.warnings + unknown,
             notes=conversion.notes,
         )
     return Normalized(job, conversion.notes, conversion.warnings + unknown, tuple(conversion.aliases))
 
 
-def parse_and_validate(obj: Any, *, gpus_per_node: int = 1) -> Normalized:
-    """`normalize` + `validate`: raises InvalidMPIJob listing every problem, else the canonical job."""
-    result = normalize(obj, gpus_per_node=gpus_per_node)
-    errors = validate(result.job)
+def parse_and_validate(
+    obj: Any, *, gpus_per_node: int = 1, max_workers: int = c.MAX_WORKER_REPLICAS
+) -> Normalized:
+    """`normalize` + `validate`: raises InvalidMPIJob listing every problem, else the canonical job.
+
+    `max_workers`: the operator's limit of workers per job (`validation.worker_limit`), which every way
+    to a worker count meets (Worker.replicas, elastic bounds, horovodrun flags, the v1alpha1 split)."""
+    result = normalize(obj, gpus_per_node=gpus_per_node, max_workers=max_workers)
+    errors = validate(result.job, max_workers=max_workers)
     if errors:
         raise InvalidMPIJob(
             _relabel(errors, result.path_aliases), warnings=result.warnings, notes=result.notes

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from mpi_operator.api import constants as c
+from mpi_operator.api import defaults, elastic
 from mpi_operator.api.models import MPIJob, ReplicaSpec
 
 ROOT_PATH = "<root>"
@@ -178,13 +179,16 @@ def _schema_errors(job: MPIJob) -> list[FieldError]:
     return []
 
 
-def validate(job: MPIJob) -> list[FieldError]:
-    """Every problem of a parsed job: schema (types, enums, bounds) and cross-field rules."""
-    return merge_errors(_schema_errors(job), semantic_errors(job))
+def validate(job: MPIJob, *, max_workers: int = c.MAX_WORKER_REPLICAS) -> list[FieldError]:
+    """Every problem of a parsed job: schema (types, enums, bounds) and cross-field rules.
+
+    `max_workers` is the operator's limit of workers per job (`worker_limit`)."""
+    return merge_errors(_schema_errors(job), semantic_errors(job, max_workers=max_workers))
 
 
-def semantic_errors(job: MPIJob) -> list[FieldError]:
-    """The rules a schema cannot express, in upstream's order (name, replica specs, elastic bounds)."""
+def semantic_errors(job: MPIJob, *, max_workers: int = c.MAX_WORKER_REPLICAS) -> list[FieldError]:
+    """The rules a schema cannot express, in upstream's order (name, replica specs, elastic bounds),
+    then the worker limit on every field that sets a worker count."""
     errors = _name_errors(job)
     specs = job.spec.mpi_replica_specs
     base = "spec.mpiReplicaSpecs"
@@ -196,7 +200,79 @@ def semantic_errors(job: MPIJob) -> list[FieldError]:
         if specs.worker.replicas < 1:
             errors.append(FieldError(f"{base}.{c.REPLICA_WORKER}.replicas", "must be >= 1"))
     errors += _elastic_errors(job)
+    errors += _worker_limit_errors(job, max_workers)
     return errors
+
+
+def worker_limit(requested: int | None = None) -> int:
+    """The limit of workers per job in force: `requested` (the operator's --max-workers-per-job), which may
+    only lower the API's ceiling `MAX_WORKER_REPLICAS`, else the ceiling; ValueError outside 1..ceiling."""
+    if requested is None:
+        return c.MAX_WORKER_REPLICAS
+    if isinstance(requested, bool) or not 1 <= requested <= c.MAX_WORKER_REPLICAS:
+        raise ValueError(
+            f"must be between 1 and {c.MAX_WORKER_REPLICAS}, got {requested}: it may only lower the "
+            f"ceiling of {c.MAX_WORKER_REPLICAS} workers per MPIJob that the CRD enforces"
+        )
+    return requested
+
+
+def too_many_workers(value: object, limit: int, *, detail: str = "", with_launcher: bool = False) -> str:
+    """The message of a count over the worker limit `limit`: the value (and what it gives), the limit,
+    and whose limit it is; `with_launcher` counts pods, the launcher's included."""
+    whose = (
+        "the most an MPIJob may have"
+        if limit >= c.MAX_WORKER_REPLICAS
+        else "the most this operator allows per MPIJob (--max-workers-per-job)"
+    )
+    most = f"{limit + 1} pods ({limit} workers and the launcher)" if with_launcher else f"{limit} workers"
+    given = f"{detail}: " if detail else ""
+    return f"Invalid value: {value}: {given}must be no more than {most}, {whose}"
+
+
+def _worker_limit_errors(job: MPIJob, limit: int) -> list[FieldError]:
+    """Every way to a worker count, held to `limit`: a bigger job would build and write an object per
+    worker on each sync, and its hostfile could not be stored (api/constants.py, MAX_WORKER_REPLICAS).
+    The v1alpha1 counts are checked where they are split (`legacy.py`)."""
+    errors: list[FieldError] = []
+    worker = job.spec.mpi_replica_specs.worker
+    if worker is not None and worker.replicas > limit:
+        path = f"spec.mpiReplicaSpecs.{c.REPLICA_WORKER}.replicas"
+        errors.append(FieldError(path, too_many_workers(worker.replicas, limit)))
+    policy = job.spec.elastic_policy
+    if policy is not None:
+        for name, value in (("minReplicas", policy.min_replicas), ("maxReplicas", policy.max_replicas)):
+            if value > limit:
+                errors.append(FieldError(f"spec.elasticPolicy.{name}", too_many_workers(value, limit)))
+    elif worker is not None:
+        errors += _horovodrun_limit_errors(job, limit)
+    scheduling = job.spec.run_policy.scheduling_policy
+    gang = scheduling.min_available if scheduling is not None else None
+    if gang is not None and gang > limit + 1:
+        message = too_many_workers(gang, limit, with_launcher=True)
+        errors.append(FieldError("spec.runPolicy.schedulingPolicy.minAvailable", message))
+    return errors
+
+
+def _horovodrun_limit_errors(job: MPIJob, limit: int) -> list[FieldError]:
+    """An elastic job without elasticPolicy takes its bounds from horovodrun's flags (`api/elastic.py`)."""
+    args = elastic.parse_horovodrun(elastic.launcher_argv(job))
+    inferred = elastic.infer_elastic_policy(job)
+    if args is None or inferred is None:
+        return []
+    low = ("--min-np", args.min_np) if args.min_np is not None else ("-np", args.np)
+    # The upper bound only matters when the flag sets it: without --max-np it follows Worker.replicas.
+    high = ("--max-np", args.max_np)
+    for (flag, processes), workers in ((low, inferred.min_replicas), (high, inferred.max_replicas)):
+        if processes is not None and workers > limit:
+            slots = max(defaults.slots_per_worker(job.spec), 1)
+            detail = f"{workers} workers of {slots} slot{'s' if slots != 1 else ''}"
+            path = f"spec.mpiReplicaSpecs.{c.REPLICA_LAUNCHER}.template.spec.containers[0]"
+            # One error for the command: a lower bound over the limit puts the upper one over it too.
+            return [
+                FieldError(path, too_many_workers(json.dumps(f"{flag} {processes}"), limit, detail=detail))
+            ]
+    return []
 
 
 def max_worker_index(job: MPIJob) -> int:

@@ -1,12 +1,15 @@
 """The MPIJob reconciler: `reconcile(key)` strings the pure steps together, in seven steps.
 
     1 job      the MPIJobs store -> skip (gone, deleting, managed by another controller)
-               -> normalize + validate (invalid: explain, create nothing)
+               -> normalize + validate, workers held to --max-workers-per-job (invalid: explain,
+               create nothing)
     2 observe  the child stores, by name and owner index (never a LIST)
     3 elastic  `elastic.sync.prepare(job, observed)`: elastic jobs only: clamp, step, the builders'
                inputs and the plan's elastic writes (drain, launcher touch, graceful delete, stop)
     4 desired  `desired.build(job, observed pods, settings, elastic inputs, SSH keys only when needed)`
-    5 plan     `planning.plan(desired, observed, elastic writes)`: every write, in phases
+    5 plan     `planning.plan(desired, observed, elastic writes)`: every write, in phases; an object the
+               API would refuse for its size or labels (`planning.plan_problems`) makes the job Invalid
+               instead, with nothing written and no retry
     6 apply    the `Applier` sends the plan: the only writes to children, one error and conflict path
     7 status   `compute_status(job, observed after the plan)`: merge-patched to /status only when changed
 
@@ -37,6 +40,7 @@ from mpi_operator import desired as desired_state
 from mpi_operator import planning, reasons
 from mpi_operator.api import InvalidMPIJob, MPIJob, parse_and_validate
 from mpi_operator.api import constants as c
+from mpi_operator.api.validation import worker_limit
 from mpi_operator.controller import handlers
 from mpi_operator.controller.applier import Applied, Applier, DeletedRecently, Report, collect_warning
 from mpi_operator.controller.observe import observe, priority_classes
@@ -46,7 +50,7 @@ from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
 from mpi_operator.kube import errors, resources
 from mpi_operator.objects import KubeObject, is_terminating, resource_version, uid_of
-from mpi_operator.planning import ObjectRef, Phase
+from mpi_operator.planning import ObjectRef, Phase, TooLarge
 from mpi_operator.reasons import Event
 from mpi_operator.status import (
     JobCounter,
@@ -119,6 +123,14 @@ def aggregate(items: list[str]) -> str:
     return items[0] if len(items) == 1 else "[" + ", ".join(items) + "]"
 
 
+def too_large_message(problem: TooLarge) -> str:
+    """The problem, and the template it comes from when the user's pod template is the cause."""
+    template = _TEMPLATES.get(problem.ref.kind)
+    if template is not None and (problem.ref.kind == "Pod" or problem.field.startswith("spec.template")):
+        return f"{problem} (from spec.{template})"
+    return str(problem)
+
+
 def without_invalid(job: MPIJob) -> MPIJob:
     """The job with the reconciler's own `Invalid` condition dropped, as the status steps expect."""
     if job.status is None or not any(cond.type == CONDITION_INVALID for cond in job.status.conditions):
@@ -136,6 +148,7 @@ class MPIJobReconciler:
         self.stores = deps.stores
         self.recorder = deps.recorder
         self.settings = deps.settings
+        self._max_workers = worker_limit(deps.settings.max_workers_per_job)
         self._invalid_reported: dict[str, tuple[int, str]] = {}
         self._written: dict[str, tuple[str, KubeObject]] = {}
         self._deleted = DeletedRecently(deps.clock.now)
@@ -159,7 +172,9 @@ class MPIJobReconciler:
             return Result()
         obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, **raw}
         try:
-            normalized = parse_and_validate(obj, gpus_per_node=self.settings.gpus_per_node)
+            normalized = parse_and_validate(
+                obj, gpus_per_node=self.settings.gpus_per_node, max_workers=self._max_workers
+            )
         except InvalidMPIJob as exc:
             await self._report_invalid(key, raw, [str(e) for e in exc.errors])
             return Result()
@@ -207,6 +222,11 @@ class MPIJobReconciler:
             elastic=sync.writes if sync is not None else None,
             gang=settings.gang_scheduling,
         )
+        too_large = planning.plan_problems(plan)
+        if too_large:
+            # The API would refuse these on every retry: say why once, write nothing, do not requeue.
+            await self._report_invalid(key, raw, [too_large_message(problem) for problem in too_large])
+            return Result()
         current = self._is_current(key, job)
         applier = Applier(self.kube, job, watch_labels(job), self._reporter(raw), self._deleted, current)
         applied = await applier.apply(plan)  # step 6

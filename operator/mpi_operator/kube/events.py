@@ -5,7 +5,8 @@ background task in order (`flush()` waits for them, `close()` flushes before shu
 same event (same object, type, reason and message) within `aggregation_window` seconds do not create
 new Events: the existing one gets `count` + 1 and a new `lastTimestamp` (client-go's EventLogger),
 which keeps a crash-looping job from flooding etcd. If that Event has meanwhile expired (404), a new
-one is created. Messages are cut to 1024 characters, the API's limit.
+one is created. Messages are cut to 1024 bytes of UTF-8 on a character boundary: the API's limit for an
+Event's note (events.k8s.io/v1), which upstream's controller applies to its messages too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from mpi_operator import reasons
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
 
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 
 EventType = Literal["Normal", "Warning"]
 COMPONENT = "mpi-job-controller"
-MAX_MESSAGE_LENGTH = 1024
+MAX_MESSAGE_LENGTH = reasons.MESSAGE_LIMIT
 AGGREGATION_WINDOW_SECONDS = 600.0
 CACHE_SIZE = 4096
 
@@ -56,7 +58,8 @@ def involved_object(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def truncate(message: str, limit: int = MAX_MESSAGE_LENGTH) -> str:
-    return message if len(message) <= limit else message[: limit - 3] + "..."
+    """At most `limit` bytes of UTF-8, cut on a character boundary with `...` at the end."""
+    return reasons.truncate_message(message, limit)
 
 
 def _timestamp(epoch: float) -> str:

@@ -2,7 +2,8 @@
 
 `plan()` (in `planner`) is the entry point the reconciler calls; `actions` defines what a plan holds,
 `observed` what the stores hold for a job (and what they will hold after a plan), `owned` which fields
-of each child are ours to compare and rewrite. No I/O here: the controller's applier sends the actions.
+of each child are ours to compare and rewrite, `limits` which of a plan's objects the API would refuse
+for their size. No I/O here: the controller's applier sends the actions.
 """
 
 from mpi_operator.planning.actions import (
@@ -19,6 +20,7 @@ from mpi_operator.planning.actions import (
     Update,
     UpdateStatus,
 )
+from mpi_operator.planning.limits import TooLarge, plan_problems
 from mpi_operator.planning.observed import Observed, observed_after
 from mpi_operator.planning.owned import secret_needs_keys
 from mpi_operator.planning.planner import is_completed, plan
@@ -35,10 +37,12 @@ __all__ = [
     "Phase",
     "Plan",
     "PropagationPolicy",
+    "TooLarge",
     "Update",
     "UpdateStatus",
     "is_completed",
     "observed_after",
     "plan",
+    "plan_problems",
     "secret_needs_keys",
 ]

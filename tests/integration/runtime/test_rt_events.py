@@ -90,6 +90,15 @@ async def test_messages_are_truncated_to_the_api_limit(kube: Kube, subject: dict
     assert event["message"].endswith("...")
 
 
+async def test_messages_are_truncated_in_bytes_not_characters(kube: Kube, subject: dict[str, Any]) -> None:
+    recorder = EventRecorder(kube)
+    recorder.record(subject, "Warning", "Long", "ü" * 1000)  # 1000 characters, 2000 bytes
+    await recorder.close()
+    [event] = await events(kube)
+    assert len(event["message"].encode()) <= MAX_MESSAGE_LENGTH
+    assert event["message"] == "ü" * 510 + "..."
+
+
 async def test_recording_never_raises_into_the_caller(
     kube: Kube, kubesim: KubeSim, subject: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -146,7 +146,7 @@ def _optional(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, A
 
 non_negative = st.integers(0, 2**31 - 1)
 scheduling = _optional(
-    minAvailable=non_negative,
+    minAvailable=st.integers(0, c.MAX_GANG_MEMBERS),
     queue=st.text(max_size=8),
     minResources=st.dictionaries(
         st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.sampled_from([1, "500m", "4Gi"])

@@ -164,6 +164,14 @@ def test_truncate_message(length: int, expected_length: int, suffix: str) -> Non
     assert out.endswith(suffix)
 
 
+def test_truncate_message_counts_bytes_and_never_splits_a_character() -> None:
+    # The API's limit is in bytes: 1000 three-byte characters are 3000 bytes, not 1000 characters.
+    out = reasons.truncate_message("€" * 1000)
+    assert len(out.encode()) <= reasons.MESSAGE_LIMIT
+    assert out == "€" * 340 + "..."
+    assert reasons.truncate_message("€" * 341) == "€" * 341  # 1023 bytes fit
+
+
 def test_launcher_active_worker_ready() -> None:
     job = make_job(workers=8, status=_with_timestamps())
     observed = converged(job)
