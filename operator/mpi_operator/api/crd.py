@@ -184,13 +184,19 @@ def openapi_schema() -> dict[str, Any]:
     return schema
 
 
+UNDEPRECATED_OLD_VERSION: Final = "v1"
+
+
 def _version(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     version: dict[str, Any] = {
         "name": name,
         "served": True,
         "storage": name == c.VERSION,
     }
-    if name != c.VERSION:
+    # v1 is not marked deprecated although it is old: Kubernetes ranks it above v2beta1, so every plain
+    # `kubectl get mpij` reads through it and would print v1's warning to every user. The alphas rank
+    # below v2beta1 and warn only whoever writes them; v1 manifests get the LegacyFieldsMapped event.
+    if name not in (c.VERSION, UNDEPRECATED_OLD_VERSION):
         version["deprecated"] = True
         version["deprecationWarning"] = (
             f"{c.GROUP}/{name} MPIJob is deprecated; use {c.API_VERSION} (the operator maps the old fields)"

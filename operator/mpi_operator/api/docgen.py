@@ -162,6 +162,9 @@ def _legacy_section() -> str:
     )
 
 
+_NOT_DEPRECATED: Final = "old, not marked deprecated: plain `kubectl get mpij` reads through it"
+
+
 def _crd_section(crd: Mapping[str, Any]) -> str:
     spec = crd["spec"]
     names = spec["names"]
@@ -170,7 +173,7 @@ def _crd_section(crd: Mapping[str, Any]) -> str:
             f"`{v['name']}`",
             "yes" if v["served"] else "no",
             "yes" if v["storage"] else "no",
-            str(v.get("deprecationWarning", "")),
+            str(v.get("deprecationWarning", "")) or ("" if v["storage"] else _NOT_DEPRECATED),
         )
         for v in spec["versions"]
     ]
