@@ -28,7 +28,6 @@ def _last_error(err: str) -> str:
         (["sim", "--fault-rate", "2"], "argument --fault-rate: 2 is not in 0..1"),
         (["sim", "--start-seconds", "-1"], "argument --start-seconds: -1: must be zero or more seconds"),
         (["sim", "--ready-seconds", "nan"], "argument --ready-seconds: nan: must be zero or more seconds"),
-        (["run", "--workers", "x"], "argument --workers: invalid int value: 'x'"),
         (["run", "--bogus"], "unrecognized arguments: --bogus"),
         (["bogus"], "invalid choice: 'bogus'"),
     ],
@@ -45,8 +44,9 @@ def test_bad_flags_exit_2_with_usage(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["run", "--workers", "0"], "mpi-operator run: --workers must be at least 1"),
-        (["run", "--gpus-per-node", "0"], "mpi-operator run: --gpus-per-node must be at least 1"),
+        (["run", "--workers", "0"], "mpi-operator run: --workers: must be at least 1, got 0"),
+        (["run", "--workers", "x"], "mpi-operator run: --workers: not a whole number: 'x'"),
+        (["run", "--gpus-per-node", "0"], "mpi-operator run: --gpus-per-node: must be at least 1, got 0"),
         (
             ["run", "--metrics-address", "8080"],
             "mpi-operator run: --metrics-address must be HOST:PORT, got '8080'",
