@@ -288,10 +288,17 @@ async def test_every_selected_metric_is_served(
     ):
         assert name in exposed["sampled"], name
 
-    await kube.delete(resources.MPIJOB, "elastic", namespace=NS)
-
-    async def gone() -> bool:
+    async def series_of(job: str) -> bool:
         async with http.get(operator.server.url + "/metrics") as response:
-            return 'mpijob="elastic"' not in await response.text()
+            return f'mpijob="{job}"' in await response.text()
 
-    await eventually(gone, what="the deleted elastic job's series dropped")
+    async def dropped(job: str) -> bool:
+        return not await series_of(job)
+
+    # A suspended job has no ready workers on purpose: no series, so no below-minReplicas alert.
+    await kube.patch(resources.MPIJOB, "elastic", {"spec": {"runPolicy": {"suspend": True}}}, namespace=NS)
+    await eventually(lambda: dropped("elastic"), what="the suspended elastic job's series dropped")
+    await kube.patch(resources.MPIJOB, "elastic", {"spec": {"runPolicy": {"suspend": False}}}, namespace=NS)
+    await eventually(lambda: series_of("elastic"), what="the resumed elastic job's series back")
+    await kube.delete(resources.MPIJOB, "elastic", namespace=NS)
+    await eventually(lambda: dropped("elastic"), what="the deleted elastic job's series dropped")
