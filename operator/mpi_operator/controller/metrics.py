@@ -13,6 +13,10 @@ a replacement) and `mpi_operator_elastic_convergence_seconds` (from a sync that 
 workers differ from the desired ones, after a scale or a loss, until a sync publishes a matching script;
 a difference published by the sync that finds it, as a scale-in usually is, is not observed, and the
 queue wait before that sync and the launcher's remount after it are not included).
+Per running elastic job, `mpi_operator_elastic_workers{namespace,mpijob,state}` (`desired`, `ready`,
+`discovered`: the numbers of its `status.elastic`) and `mpi_operator_elastic_min_replicas{namespace,mpijob}`,
+so an alert can compare ready workers with the job's floor; both are dropped when the job finishes, is
+suspended or goes away (deploy/monitoring/ alerts on them).
 """
 
 from __future__ import annotations
@@ -91,6 +95,19 @@ class Metrics:
             buckets=_CONVERGENCE_BUCKETS,
             registry=r,
         )
+        self.elastic_workers = Gauge(
+            "mpi_operator_elastic_workers",
+            "Workers of a running elastic MPIJob: desired, ready (usable by Horovod) and discovered "
+            "(listed by discover_hosts.sh)",
+            ["namespace", "mpijob", "state"],
+            registry=r,
+        )
+        self.elastic_min_replicas = Gauge(
+            "mpi_operator_elastic_min_replicas",
+            "Effective elasticPolicy.minReplicas of a running elastic MPIJob",
+            ["namespace", "mpijob"],
+            registry=r,
+        )
         # --- API client ---------------------------------------------------------------------------
         self.api_requests = Counter(
             "rest_client_requests",
@@ -131,6 +148,22 @@ class Metrics:
 
     def observe_elastic_convergence(self, seconds: float) -> None:
         self.elastic_convergence.observe(seconds)
+
+    def set_elastic_workers(
+        self, *, namespace: str, mpijob: str, desired: int, ready: int, discovered: int, min_replicas: int
+    ) -> None:
+        """The worker counts of one running elastic job, from the `status.elastic` its sync computed."""
+        for state, value in (("desired", desired), ("ready", ready), ("discovered", discovered)):
+            self.elastic_workers.labels(namespace=namespace, mpijob=mpijob, state=state).set(value)
+        self.elastic_min_replicas.labels(namespace=namespace, mpijob=mpijob).set(min_replicas)
+
+    def remove_elastic_workers(self, *, namespace: str, mpijob: str) -> None:
+        """Drops a job's elastic series: finished, suspended or deleted jobs have no floor to fall below."""
+        for state in ("desired", "ready", "discovered"):
+            with contextlib.suppress(KeyError):
+                self.elastic_workers.remove(namespace, mpijob, state)
+        with contextlib.suppress(KeyError):
+            self.elastic_min_replicas.remove(namespace, mpijob)
 
     # --- hooks for the runtime ---------------------------------------------------------------------
     def set_leader(self, leading: bool) -> None:

@@ -163,6 +163,7 @@ class MPIJobReconciler:
             self._diverged_since.pop(key, None)
             namespace, _, name = key.partition("/")
             self.deps.metrics.remove_job_info(launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace)
+            self.deps.metrics.remove_elastic_workers(namespace=namespace, mpijob=name)
             return Result()
         meta = _mapping(raw.get("metadata"))
         if meta.get("deletionTimestamp"):
@@ -237,6 +238,7 @@ class MPIJobReconciler:
         if decision is not None:
             self._count_elastic(decision, applied)
             self._track_convergence(key, job, decision)
+        self._gauge_elastic(job, decision)
         self._report_warnings(raw, applied.warnings)
         conflicts = [*plan.conflicts, *applied.conflicts]
         if conflicts:
@@ -304,6 +306,23 @@ class MPIJobReconciler:
             self.deps.metrics.discovery_updated()
         if applied.completed(Phase.RELEASE):
             self.deps.metrics.workers_replaced(len(decision.replace))
+
+    def _gauge_elastic(self, job: MPIJob, decision: ElasticDecision | None) -> None:
+        """Per-job worker gauges while an elastic job runs; none for static, finished or suspended jobs
+        (a suspended job has no ready workers by request, which an alert must not read as a loss)."""
+        metrics = self.deps.metrics
+        if decision is None or job.spec.run_policy.suspend:
+            metrics.remove_elastic_workers(namespace=job.namespace, mpijob=job.name)
+            return
+        status = decision.status
+        metrics.set_elastic_workers(
+            namespace=job.namespace,
+            mpijob=job.name,
+            desired=status["desired"],
+            ready=status["ready"],
+            discovered=status["discovered"],
+            min_replicas=status["minReplicas"],
+        )
 
     def _track_convergence(self, key: str, job: MPIJob, decision: ElasticDecision) -> None:
         """Times how long discovered workers differ from the desired count (process-local, best effort).

@@ -20,6 +20,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: controller
 {{- end -}}
 
+{{- /* The metrics Service's own labels that only it carries (the Deployment has no
+component: metrics), for the ServiceMonitor's selector. */}}
+{{- define "mpi-operator.metricsSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: metrics
+{{- end -}}
+
 {{- define "mpi-operator.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/name: {{ .Chart.Name }}
