@@ -89,6 +89,21 @@ async def next_log(proc: asyncio.subprocess.Process, seen: list[dict[str, object
     return entry
 
 
+async def reconciles_an_mpijob(
+    proc: asyncio.subprocess.Process, sim: Path, seen: list[dict[str, object]]
+) -> None:
+    """Creates an MPIJob and reads the operator's JSON log until it writes the job's first child."""
+    kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1)
+    try:
+        await kube.create(MPIJOB, MPIJOB_BODY)
+    finally:
+        await kube.close()
+    # The reconciler logs each write; the JSON line names the job it was reconciling.
+    while (entry := await next_log(proc, seen)).get("key") != "default/pi":
+        pass
+    assert str(entry["msg"]) == "create Service default/pi"
+
+
 @needs_sim
 async def test_run_without_the_crd_exits_1_with_a_clear_message(sim: Path) -> None:
     proc = await start_operator(sim)
@@ -127,15 +142,7 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
                 await eventually(ready, within=30, what="/readyz to answer 200")
                 async with session.get(f"{url}/metrics") as response:
                     assert "mpi_operator_is_leader 1.0" in await response.text()
-            kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1)
-            try:
-                await kube.create(MPIJOB, MPIJOB_BODY)
-            finally:
-                await kube.close()
-            # The reconciler logs each write; the JSON line names the job it was reconciling.
-            while (entry := await next_log(proc, seen)).get("key") != "default/pi":
-                pass
-            assert str(entry["msg"]) == "create Service default/pi"
+            await reconciles_an_mpijob(proc, sim, seen)
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     finally:
@@ -456,12 +463,9 @@ async def test_upstream_deployment_args_run_and_reconcile(sim: Path) -> None:
             try:
                 lease = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
                 assert (await kube.get(lease, "mpi-operator", "mpi-operator"))["spec"]["holderIdentity"]
-                await kube.create(MPIJOB, MPIJOB_BODY)
             finally:
                 await kube.close()
-            while (entry := await next_log(proc, seen)).get("key") != "default/pi":
-                pass
-            assert str(entry["msg"]) == "create Service default/pi"
+            await reconciles_an_mpijob(proc, sim, seen)
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     finally:
