@@ -44,13 +44,22 @@ class PodEvents:
 
     def started(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
         """Pulled (the image is always present: IfNotPresent on a node that has it), Created, Started."""
-        path = field_path(container, init=init)
+        self.pulled(pod, container, init=init)
+        self.created(pod, container, init=init)
+        self.container_started(pod, container, init=init)
+
+    def pulled(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
         image = _image(pod, container, init)
-        self.kubelet.event(
-            pod, "Normal", "Pulled", f'Container image "{image}" already present on machine', field_path=path
-        )
-        self.kubelet.event(pod, "Normal", "Created", f"Created container: {container}", field_path=path)
-        self.kubelet.event(pod, "Normal", "Started", f"Started container {container}", field_path=path)
+        message = f'Container image "{image}" already present on machine'
+        self.kubelet.event(pod, "Normal", "Pulled", message, field_path=field_path(container, init=init))
+
+    def created(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
+        message = f"Created container: {container}"
+        self.kubelet.event(pod, "Normal", "Created", message, field_path=field_path(container, init=init))
+
+    def container_started(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
+        message = f"Started container {container}"
+        self.kubelet.event(pod, "Normal", "Started", message, field_path=field_path(container, init=init))
 
     def failed(
         self, pod: Mapping[str, Any], container: str, reason: str, message: str, *, init: bool = False
