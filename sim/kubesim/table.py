@@ -213,6 +213,37 @@ def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
+    """The apiserver's event printer (printEvent): last seen from the series, lastTimestamp or eventTime."""
+    series = event.get("series") or {}
+    last = (
+        _age(series.get("lastObservedTime"), now)
+        or _age(event.get("lastTimestamp"), now)
+        or _age(event.get("eventTime"), now)
+    )
+    first = _age(event.get("firstTimestamp"), now) or _age(event.get("eventTime"), now)
+    ref = event.get("involvedObject") or {}
+    kind = str(ref.get("kind", "")).lower()
+    target = f"{kind}/{ref['name']}" if ref.get("name") else kind
+    source = event.get("source") or {}
+    origin = str(source.get("component") or event.get("reportingComponent") or "")
+    if source.get("host"):
+        origin = f"{origin}, {source['host']}"
+    count = series.get("count") or event.get("count") or 1
+    return [
+        last or "<unknown>",
+        event.get("type", ""),
+        event.get("reason", ""),
+        target,
+        ref.get("fieldPath", ""),
+        origin,
+        str(event.get("message", "")).strip(),
+        first or "<unknown>",
+        int(count),
+        (event.get("metadata") or {}).get("name", ""),
+    ]
+
+
 def _col(name: str, kind: str = "string", priority: int = 0) -> Column:
     return {"name": name, "type": kind, "format": "", "description": name, "priority": priority}
 
@@ -232,6 +263,22 @@ _BUILTIN: dict[tuple[str, str], tuple[list[Column], CellsFn]] = {
         _pod_cells,
     ),
     ("batch", "Job"): ([_NAME, _col("Status"), _col("Completions"), _AGE], _job_cells),
+    # No leading Name column: the apiserver prints events this way (`cells` does not prepend the name).
+    ("", "Event"): (
+        [
+            _col("Last Seen"),
+            _col("Type"),
+            _col("Reason"),
+            _col("Object"),
+            _col("Subobject", priority=1),
+            _col("Source", priority=1),
+            _col("Message"),
+            _col("First Seen", priority=1),
+            _col("Count", "integer", priority=1),
+            {**_NAME, "priority": 1},
+        ],
+        _event_cells,
+    ),
     ("", "Node"): ([_NAME, _col("Status"), _col("Roles"), _AGE, _col("Version")], _node_cells),
     ("", "Namespace"): (
         [_NAME, _col("Status"), _AGE],
@@ -276,6 +323,8 @@ def cells(rt: ResourceType, obj: dict[str, Any], now: datetime) -> list[Any]:
     if not rt.builtin:
         return [name, *(_custom_cell(c, obj, now) for c in rt.printer_columns)]
     known = _BUILTIN.get((rt.group, rt.kind))
+    if known and known[0][0] is not _NAME:
+        return known[1](obj, now)
     if known:
         return [name, *known[1](obj, now)]
     return [name, _age((obj.get("metadata") or {}).get("creationTimestamp"), now)]

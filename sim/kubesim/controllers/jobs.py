@@ -6,7 +6,9 @@ pod deletion. A failure or success criterion first sets the interim condition (`
 `SuccessCriteriaMet`) and deletes the active pods; `Failed` / `Complete` follow once no pod is left
 terminating. Replacement pods wait for the pod-failure back-off (`settings.job_backoff_seconds`, doubling).
 A Job whose `spec.managedBy` names another controller is left alone. Only NonIndexed completion mode is
-modelled; podFailurePolicy, successPolicy and backoffLimitPerIndex are not evaluated; no Events are emitted.
+modelled; podFailurePolicy, successPolicy and backoffLimitPerIndex are not evaluated. It records the
+Events 1.32's records (source `job-controller`): SuccessfulCreate / SuccessfulDelete per pod, Suspended /
+Resumed, and Completed or the failure's reason (BackoffLimitExceeded, DeadlineExceeded) as the Job ends.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import Clock, WorkQueue, get_or_none, process, resource_type
 from kubesim.controllers import jobstate as js
+from kubesim.controllers.events import EventRecorder
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, EventType
@@ -44,6 +47,7 @@ class JobController:
         self._jobs_rt = resource_type(cluster, "batch/v1", "Job")
         self._pods_rt = resource_type(cluster, "v1", "Pod")
         self._queue: WorkQueue[Key] = WorkQueue(clock)
+        self.events = EventRecorder(cluster, clock, self.name)
         self._pods_by_job: dict[str, set[tuple[str, str]]] = {}
         # Precise simulated times (status timestamps have one-second resolution).
         self._started: dict[str, float] = {}
@@ -164,16 +168,19 @@ class JobController:
         if interim is not None:
             # Pods deleted because the Job is finishing keep the finalizer: they are counted as they end.
             for pod in active:
-                self._delete_pod(pod, keep_finalizer=True)
+                self._delete_pod(pod, keep_finalizer=True, job=job)
         elif spec.suspend:
             for pod in active:
-                self._delete_pod(pod, keep_finalizer=False)
+                self._delete_pod(pod, keep_finalizer=False, job=job)
+            if not js.condition(status, "Suspended"):
+                self.events.event(job, "Normal", "Suspended", "Job suspended")
             conditions = js.set_condition(
                 conditions, "Suspended", True, "JobSuspended", "Job suspended", stamp
             )
         else:
             if js.condition(status, "Suspended"):
                 # Resuming restarts the clock of activeDeadlineSeconds.
+                self.events.event(job, "Normal", "Resumed", "Job resumed")
                 conditions = js.set_condition(
                     conditions, "Suspended", False, "JobResumed", "Job resumed", stamp
                 )
@@ -273,6 +280,9 @@ class JobController:
             )
             if final == "Complete":
                 status["completionTime"] = stamp
+                self.events.event(job, "Normal", "Completed", "Job completed")
+            else:
+                self.events.event(job, "Warning", interim["reason"], interim["message"])
             self._finished[uid] = now
         status["conditions"] = conditions
         if not conditions:
@@ -309,7 +319,7 @@ class JobController:
                 active, key=lambda p: str(p["metadata"].get("creationTimestamp", "")), reverse=True
             )
             for pod in newest[: len(active) - want]:
-                self._delete_pod(pod, keep_finalizer=False)
+                self._delete_pod(pod, keep_finalizer=False, job=job)
             return
         busy = len(active) + (sum(1 for p in pods if js.is_terminating(p)) if spec.only_replace_failed else 0)
         missing = want - busy
@@ -323,14 +333,18 @@ class JobController:
             return
         body = js.new_pod(job)
         for _ in range(missing):
-            self._cluster.create(self._pods_rt, job["metadata"]["namespace"], body)
+            created = self._cluster.create(self._pods_rt, job["metadata"]["namespace"], body).object
+            self.events.event(
+                job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}"
+            )
 
-    def _delete_pod(self, pod: dict[str, Any], *, keep_finalizer: bool) -> None:
+    def _delete_pod(self, pod: dict[str, Any], *, keep_finalizer: bool, job: dict[str, Any]) -> None:
         meta = pod["metadata"]
         if not keep_finalizer and js.has_tracking_finalizer(pod):
             self._remove_finalizer(pod)
         if get_or_none(self._cluster, self._pods_rt, meta["namespace"], meta["name"]) is not None:
             self._cluster.delete(self._pods_rt, meta["namespace"], meta["name"])
+            self.events.event(job, "Normal", "SuccessfulDelete", f"Deleted pod: {meta['name']}")
 
     def _after_finished(
         self, job: dict[str, Any], spec: js.JobSpec, status: dict[str, Any], now: float

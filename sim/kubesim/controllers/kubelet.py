@@ -27,6 +27,7 @@ from kubesim import errors
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import Clock, WorkQueue, get_or_none, podstatus, process, resource_type
 from kubesim.controllers import podstate as ps
+from kubesim.controllers.podevents import PodEvents
 from kubesim.downward import NODE_ALLOCATABLE
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class Kubelet:
         self._queue: WorkQueue[PodKey] = WorkQueue(clock)
         self._pods: dict[PodKey, _Pod] = {}
         self._ips = PodIPs()
+        self.events = PodEvents(cluster, clock, settings.node_name)
 
     async def run(self) -> None:
         self._register_node()
@@ -120,7 +122,13 @@ class Kubelet:
     ) -> None:
         """Evicts the pod (node pressure): phase Failed, reason Evicted, containers killed. Not deleted."""
         entry = self._entry(namespace, name)
+        running = entry.runtime.stage in ("Initializing", "Running")
         entry.runtime = ps.evicted(entry.runtime, message, self._clock.now())
+        pod = get_or_none(self._cluster, self._pods_rt, namespace, name)
+        if pod is not None and running:
+            self.events.evicted(pod, message)
+            for container, init in _running_containers(pod, entry.runtime):
+                self.events.killing(pod, container, init=init)
         self._sync((namespace, name))
 
     def kill(self, namespace: str, name: str, exit_code: int = ps.SIGKILL_EXIT_CODE) -> None:
@@ -219,6 +227,8 @@ class Kubelet:
                 self._forget(key, entry.uid)
             entry = _Pod(uid=str(meta.get("uid", "")), runtime=ps.PodRuntime(created_at=now))
             self._pods[key] = entry
+            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                self.events.scheduled(pod)
         timing = ps.PodTiming.from_annotations(
             meta.get("annotations") or {},
             start_default=self._settings.start_seconds,
@@ -229,7 +239,9 @@ class Kubelet:
         before = entry.runtime
         can_start = before.stage != "Pending" or self._volumes.can_mount(pod)
         entry.runtime = ps.advance(before, timing, self._policy(pod), now, can_start=can_start)
+        advanced, was_stopping = entry.runtime, entry.stop_at is not None
         stopping = self._stop_if_deleted(entry, meta, timing, now)
+        self._record(pod, before, advanced, killing=stopping and not was_stopping)
         if before.stage == "Pending" and entry.runtime.started_at is not None:
             entry.pod_ip = self._ips.allocate()
             self._volumes.pod_started(pod)
@@ -253,6 +265,40 @@ class Kubelet:
             return
         self._schedule(key, entry, timing, now)
 
+    def _record(
+        self, pod: dict[str, Any], before: ps.PodRuntime, after: ps.PodRuntime, *, killing: bool
+    ) -> None:
+        """The kubelet's Events for what changed in this sync (cheap: a few comparisons when nothing did)."""
+        if after.volumes_blocked and after.stage == "Pending":
+            problem = self._volumes.mount_problem(pod)
+            if problem is not None:
+                self.events.failed_mount(pod, problem)
+        spec = pod.get("spec") or {}
+        inits = [str(c.get("name", "")) for c in spec.get("initContainers") or []]
+        apps = [str(c.get("name", "")) for c in spec.get("containers") or []]
+        # Init containers started since the last sync (restarts of the running one included).
+        for index in range(len(before.init_runs), len(after.init_runs)):
+            if index < len(inits):
+                self.events.started(pod, inits[index], init=True)
+        if after.init_restart_count > before.init_restart_count and after.init_runs:
+            index = len(after.init_runs) - 1
+            if index < len(inits):
+                self.events.back_off(pod, inits[index], init=True)
+                self.events.started(pod, inits[index], init=True)
+        if after.container_started_at is not None and before.container_started_at is None:
+            for name in apps:
+                self.events.started(pod, name)
+        elif after.restart_count > before.restart_count:
+            # However many exits one sync covered, the event is recorded once (a repeat only counts).
+            crashed = after.last_termination is not None and after.last_termination.exit_code != 0
+            for name in apps:
+                if crashed:
+                    self.events.back_off(pod, name)
+                self.events.started(pod, name)
+        if killing:
+            for name, init in _running_containers(pod, after):
+                self.events.killing(pod, name, init=init)
+
     @staticmethod
     def _stop_if_deleted(entry: _Pod, meta: dict[str, Any], timing: ps.PodTiming, now: float) -> bool:
         """SIGTERM on deletion: containers stop after min(grace, termination-seconds)."""
@@ -275,6 +321,21 @@ class Kubelet:
             deadlines.append(now + MOUNT_RETRY_SECONDS)
         if deadlines:
             self._queue.add_after(key, min(deadlines) - now)
+
+
+def _running_containers(pod: dict[str, Any], rt: ps.PodRuntime) -> list[tuple[str, bool]]:
+    """(name, is_init) of the containers running in `rt`: the app containers and sidecars once Running,
+    the init containers started and not finished while Initializing."""
+    spec = pod.get("spec") or {}
+    inits = [str(c.get("name", "")) for c in spec.get("initContainers") or []]
+    running = [
+        (inits[i], True) for i, r in enumerate(rt.init_runs) if r.finished_at is None and i < len(inits)
+    ]
+    if rt.stage == "Running":
+        running += [(str(c.get("name", "")), False) for c in spec.get("containers") or []]
+    elif rt.stage != "Initializing":
+        return []
+    return running
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:

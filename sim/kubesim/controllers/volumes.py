@@ -377,13 +377,20 @@ class VolumeManager:
     def can_mount(self, pod: Mapping[str, Any]) -> bool:
         """False while a non-optional ConfigMap or Secret a volume needs is missing, or a downward API
         item cannot be resolved (ContainerCreating)."""
+        return self.mount_problem(pod) is None
+
+    def mount_problem(self, pod: Mapping[str, Any]) -> str | None:
+        """Why a volume of the pod cannot be set up, worded as the kubelet's FailedMount event; None when
+        every volume can."""
         lookup = self.lookup(str(pod["metadata"].get("namespace", "")))
-        try:
-            for volume in (pod.get("spec") or {}).get("volumes") or []:
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            try:
                 project_volume(volume, lookup, pod)
-        except VolumeSourceError:
-            return False
-        return True
+            except MissingSource as err:
+                return f'MountVolume.SetUp failed for volume "{volume.get("name", "")}" : {err} not found'
+            except VolumeSourceError as err:
+                return f'MountVolume.SetUp failed for volume "{volume.get("name", "")}" : {err}'
+        return None
 
     def pod_started(self, pod: Mapping[str, Any]) -> None:
         """Takes the pod's first snapshot (its containers start now) and schedules periodic syncs."""

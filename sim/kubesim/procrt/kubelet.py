@@ -134,6 +134,7 @@ class ProcessKubelet(Kubelet):
             ):
                 self._delete(key)
                 return
+            self.events.scheduled(pod)
             self._workers[key] = PodWorker(self, pod)
             return
         worker.update(pod)
@@ -205,10 +206,10 @@ class ProcessKubelet(Kubelet):
         container's waiting message) as the kubelet does, until the pod is deleted."""
         pod_dir = self.pod_dir(worker)
         while True:
-            problem = (
-                None if self._volumes.can_mount(worker.pod) else "a ConfigMap or Secret it needs is missing"
-            )
-            if problem is None:
+            problem = self._volumes.mount_problem(worker.pod)
+            if problem is not None:
+                self.events.failed_mount(worker.pod, problem)
+            else:
                 try:
                     (pod_dir / LOGS).mkdir(parents=True, exist_ok=True)
                     volumefiles.setup(worker.pod, pod_dir)
@@ -217,7 +218,10 @@ class ProcessKubelet(Kubelet):
                 except (volumefiles.VolumeError, OSError) as err:
                     problem = str(err)
             for rec in [*worker.record.init_containers, *worker.record.containers]:
-                rec.waiting("ContainerCreating", f"MountVolume.SetUp failed: {problem}")
+                rec.waiting(
+                    "ContainerCreating",
+                    problem if problem.startswith("MountVolume") else f"MountVolume.SetUp failed: {problem}",
+                )
             self.publish(worker)
             await worker.until(MOUNT_RETRY_SECONDS)
             if worker.deleting.is_set():
@@ -270,6 +274,8 @@ class ProcessKubelet(Kubelet):
             raise ConfigError(err.reason, err.message) from err
         except volumefiles.VolumeError as err:
             raise ConfigError("CreateContainerConfigError", str(err)) from err
+        for reason, message in spec.warnings:
+            self.events.container_event(pod, rec.name, "Warning", reason, message, init=rec.init)
         assert worker.sandbox is not None
         assert worker.record.pod_ip is not None
         files = {
@@ -332,6 +338,7 @@ class ProcessKubelet(Kubelet):
 
             def kill(message: str) -> None:
                 log.info("kubesim process runtime: %s/%s %s: %s; restarting", *worker.key, rec.name, message)
+                self.events.killing(worker.pod, rec.name, init=rec.init, message=message)
                 worker.spawn(worker.terminate([run], None if grace is None else float(grace)))
 
             return kill
@@ -346,4 +353,7 @@ class ProcessKubelet(Kubelet):
             on_started=on_started,
             on_liveness_failure=on_failure(ProbeType.LIVENESS),
             on_startup_failure=on_failure(ProbeType.STARTUP),
+            on_event=lambda event: self.events.container_event(
+                worker.pod, rec.name, event.type, event.reason, event.message, init=rec.init
+            ),
         )

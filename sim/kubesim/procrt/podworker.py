@@ -21,6 +21,7 @@ from kubesim.procrt.status import ContainerRecord, Ended, PodRecord, phase
 
 if TYPE_CHECKING:
     from kubesim.controllers import Clock
+    from kubesim.controllers.podevents import PodEvents
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class Host(Protocol):
 
     clock: Clock
     restart_backoff_seconds: float
+    events: PodEvents
 
     def publish(self, worker: PodWorker) -> None: ...
 
@@ -125,7 +127,9 @@ class PodWorker:
     def evict(self, message: str) -> None:
         self._evicted = True
         self.record.reason, self.record.message = "Evicted", message
-        for run in self.runs.values():
+        self.host.events.evicted(self.pod, message)
+        for rec, run in self._running():
+            self.host.events.killing(self.pod, rec.name, init=rec.init)
             run.kill()
         self._wake.set()
 
@@ -214,6 +218,7 @@ class PodWorker:
                 if self.policy == "Never":
                     return False
                 rec.waiting("CrashLoopBackOff", self._backoff_message(rec, backoff))
+                self.host.events.back_off(self.pod, rec.name, init=True)
                 self.host.publish(self)
                 await self.until(backoff)
                 rec.restart_count += 1
@@ -255,7 +260,19 @@ class PodWorker:
 
     async def _stop_all(self) -> None:
         apps = [self.runs[r.name] for r in self.record.containers if r.name in self.runs]
+        for rec, _run in self._running():
+            if not rec.init:
+                self.host.events.killing(self.pod, rec.name)
         await self.terminate(apps)
+
+    def _running(self) -> list[tuple[ContainerRecord, ContainerRun]]:
+        """The containers with a live process, init containers (sidecars) first."""
+        out = []
+        for rec in [*self.record.init_containers, *self.record.containers]:
+            run = self.runs.get(rec.name)
+            if run is not None and run.running:
+                out.append((rec, run))
+        return out
 
     async def _stop_sidecars(self) -> None:
         # The app containers are done: sidecars stop now and are not restarted (KEP-753).
@@ -263,6 +280,7 @@ class PodWorker:
         for rec in reversed(self.record.init_containers):
             run = self.runs.get(rec.name)
             if rec.sidecar and run is not None and run.running:
+                self.host.events.killing(self.pod, rec.name, init=True)
                 await self.terminate([run])
         for task in self._sidecars:
             await task
@@ -300,6 +318,8 @@ class PodWorker:
             if self.host.clock.now() - started > BACKOFF_RESET_SECONDS:
                 backoff = self.host.restart_backoff_seconds
             rec.waiting("CrashLoopBackOff", self._backoff_message(rec, backoff))
+            if code != 0:
+                self.host.events.back_off(self.pod, rec.name, init=rec.init)
             self._set_phase()
             await self.until(backoff)
             if self.deleting.is_set() or self._evicted:
@@ -319,18 +339,24 @@ class PodWorker:
                 break
             except ConfigError as err:
                 rec.waiting(err.reason, err.message)
+                self.host.events.failed(self.pod, rec.name, err.reason, err.message, init=rec.init)
                 self.host.publish(self)
                 await self.until(1.0)
                 if self.deleting.is_set() or self._evicted:
                     return START_ERROR_EXIT_CODE
+        events = self.host.events
+        events.pulled(self.pod, rec.name, init=rec.init)
         run = await ContainerRun.start(spec)
         self.runs[rec.name] = run
         now = self.host.clock.now()
         if run.error is not None:
+            events.failed(self.pod, rec.name, "StartError", run.error, init=rec.init)
             code = await run.wait()
             rec.terminated(Ended(code, "StartError", None, now, run.error))
             self.host.publish(self)
             return code
+        events.created(self.pod, rec.name, init=rec.init)
+        events.container_started(self.pod, rec.name, init=rec.init)
         rec.running(now)
         prober = self.host.probe(self, container, rec, run)
         self._probers[rec.name] = prober
