@@ -136,39 +136,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _port(text: str) -> int:
-    """A TCP port number, refused by argparse (usage, exit 2) when out of range."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port {port} is not in 0..65535")
-    return port
-
-
-def _seconds(text: str) -> float:
-    """A duration in seconds: zero or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{text}: must be zero or more seconds")
-    return value
-
-
-def _fraction(text: str) -> float:
-    """A fraction from 0 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{text} is not in 0..1")
-    return value
-
-
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mpi-operator",
@@ -186,16 +153,23 @@ def _build_parser() -> argparse.ArgumentParser:
     runflags.add_flags(run)
     run.set_defaults(func=_cmd_run)
 
+    port, seconds, fraction = runflags.port, runflags.seconds, runflags.fraction  # FlagErrors read well
     sim = sub.add_parser("sim", help="serve the embedded simulated Kubernetes API (kubesim)")
-    sim.add_argument("--port", type=_port, default=0, help="TCP port on 127.0.0.1 (0 picks a free one)")
+    sim.add_argument("--port", type=port, default=0, help="TCP port on 127.0.0.1 (0 picks a free one)")
     sim.add_argument("--kubeconfig-out", help="where to write a kubeconfig for kubectl and clients")
-    sim.add_argument("--start-seconds", type=_seconds, default=1.0, help="pod Pending -> Running delay")
-    sim.add_argument("--ready-seconds", type=_seconds, default=1.0, help="pod Running -> Ready delay")
+    sim.add_argument("--start-seconds", type=seconds, default=1.0, help="pod Pending -> Running delay")
+    sim.add_argument("--ready-seconds", type=seconds, default=1.0, help="pod Running -> Ready delay")
     sim.add_argument(
-        "--volume-sync-seconds", type=_seconds, default=60.0, help="kubelet ConfigMap volume sync period"
+        "--volume-sync-seconds",
+        type=seconds,
+        default=60.0,
+        help="kubelet ConfigMap volume sync period",
     )
     sim.add_argument(
-        "--fault-rate", type=_fraction, default=0.0, help="fraction of writes failing with 500; drops watches"
+        "--fault-rate",
+        type=fraction,
+        default=0.0,
+        help="fraction of writes failing with 500; drops watches",
     )
     sim.add_argument(
         "--runtime",

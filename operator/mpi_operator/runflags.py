@@ -50,8 +50,10 @@ KLOG_VALUE_FLAGS: Final = ("vmodule", "stderrthreshold", "log_dir", "log_file", 
 T = TypeVar("T")
 
 
-class FlagError(ValueError):
-    """A flag or environment value that cannot be used; the message is one line naming it."""
+class FlagError(argparse.ArgumentTypeError, ValueError):
+    """A flag or environment value that cannot be used; the message is one line naming it. An
+    ArgumentTypeError too, so the parsers below serve as argparse `type=`s (`mpi-operator sim`'s flags)
+    and argparse prints the message."""
 
 
 class _Store(argparse.Action):
@@ -350,7 +352,25 @@ def _log_format(text: str) -> LogFormat:
     return cast(LogFormat, text)
 
 
-def _port(text: str) -> int:
+def seconds(text: str) -> float:
+    """A duration: zero or more seconds (nan refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise FlagError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise FlagError(f"{text}: must be zero or more seconds")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = _float(text)
+    if not 0 <= value <= 1:
+        raise FlagError(f"{text} is not in 0..1")
+    return value
+
+
+def port(text: str) -> int:
     port = _int(text, 0)
     if port > 65535:
         raise FlagError(f"port {port} is not in 0..65535")
@@ -421,7 +441,7 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
     if leader_elect is None:
         leader_elect = values.get("leader_elect", _bool, Settings.leader_elect)
     metrics_address = values.get("metrics_address", str, Settings.metrics_address)
-    monitoring_port = values.get("monitoring_port", _port, 0, ())
+    monitoring_port = values.get("monitoring_port", port, 0, ())
     if monitoring_port:
         if args.metrics_address is not None:
             raise FlagError(

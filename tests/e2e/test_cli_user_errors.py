@@ -24,7 +24,7 @@ def _last_error(err: str) -> str:
     ("argv", "message"),
     [
         (["sim", "--port", "99999"], "argument --port: port 99999 is not in 0..65535"),
-        (["sim", "--port", "http"], "argument --port: not a port number: 'http'"),
+        (["sim", "--port", "http"], "argument --port: not a whole number: 'http'"),
         (["sim", "--fault-rate", "2"], "argument --fault-rate: 2 is not in 0..1"),
         (["sim", "--start-seconds", "-1"], "argument --start-seconds: -1: must be zero or more seconds"),
         (["sim", "--ready-seconds", "nan"], "argument --ready-seconds: nan: must be zero or more seconds"),
