@@ -89,6 +89,23 @@ async def next_log(proc: asyncio.subprocess.Process, seen: list[dict[str, object
     return entry
 
 
+async def becomes_ready(
+    proc: asyncio.subprocess.Process, seen: list[dict[str, object]], within: float
+) -> str:
+    """Reads the operator's JSON log until it serves health, then waits for /readyz 200; its base URL."""
+    while "serving /healthz" not in str((entry := await next_log(proc, seen))["msg"]):
+        pass
+    url = str(entry["msg"]).rsplit(" ", 1)[-1]
+    async with aiohttp.ClientSession() as session:
+
+        async def ready() -> bool:
+            async with session.get(f"{url}/readyz") as response:
+                return response.status == 200
+
+        await eventually(ready, within=within, what="/readyz to answer 200")
+    return url
+
+
 async def reconciles_an_mpijob(
     proc: asyncio.subprocess.Process, sim: Path, seen: list[dict[str, object]]
 ) -> None:
@@ -130,18 +147,9 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
     seen: list[dict[str, object]] = []
     try:
         async with asyncio.timeout(30):
-            while "serving /healthz" not in str((entry := await next_log(proc, seen))["msg"]):
-                pass
-            url = str(entry["msg"]).rsplit(" ", 1)[-1]
-            async with aiohttp.ClientSession() as session:
-
-                async def ready() -> bool:
-                    async with session.get(f"{url}/readyz") as response:
-                        return response.status == 200
-
-                await eventually(ready, within=30, what="/readyz to answer 200")
-                async with session.get(f"{url}/metrics") as response:
-                    assert "mpi_operator_is_leader 1.0" in await response.text()
+            url = await becomes_ready(proc, seen, within=30)
+            async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
+                assert "mpi_operator_is_leader 1.0" in await response.text()
             await reconciles_an_mpijob(proc, sim, seen)
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
@@ -449,16 +457,7 @@ async def test_upstream_deployment_args_run_and_reconcile(sim: Path) -> None:
         async with asyncio.timeout(60):
             entry = await next_log(proc, seen)
             assert str(entry["msg"]).startswith("klog flags accepted and ignored: --alsologtostderr")
-            while "serving /healthz" not in str((entry := await next_log(proc, seen))["msg"]):
-                pass
-            url = str(entry["msg"]).rsplit(" ", 1)[-1]
-            async with aiohttp.ClientSession() as session:
-
-                async def ready() -> bool:
-                    async with session.get(f"{url}/readyz") as response:
-                        return response.status == 200
-
-                await eventually(ready, within=60, what="/readyz to answer 200")
+            await becomes_ready(proc, seen, within=60)
             kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1)
             try:
                 lease = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
