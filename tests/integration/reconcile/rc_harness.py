@@ -13,11 +13,12 @@ import asyncio
 import contextlib
 import copy
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import operator_testing
 from kubesim.app import KubeSim
+from kubesim.store import clone
 from kubesim.testing import eventually
 from mpi_operator.controller import manager
 from mpi_operator.kube import resources
@@ -126,6 +127,19 @@ async def wait_event(kube: Kube, name: str, reason: str, within: float = WITHIN)
         return next((e for e in await events_for(kube, name) if e.get("reason") == reason), None)
 
     return await eventually(check, within=within, what=f"an event {reason} on {name}")
+
+
+def store_past_admission(kubesim: KubeSim, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrites the stored MPIJob `name` behind the API server's back (as an old CRD without a rule, or a
+    direct etcd write, would leave it): `change` edits a copy, which is committed as a MODIFIED event."""
+    cluster = kubesim.cluster
+    rt = cluster.registry.by_plural("kubeflow.org", "v2beta1", "mpijobs")
+    assert rt is not None
+    old = cluster.store.get(rt.storage_key, NS, name)
+    assert old is not None
+    new: dict[str, Any] = clone(old)
+    change(new)
+    cluster._commit("MODIFIED", rt, new, old)
 
 
 def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:

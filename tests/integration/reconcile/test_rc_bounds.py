@@ -20,12 +20,12 @@ from rc_harness import (
     quiet,
     running_operator,
     settle,
+    store_past_admission,
     wait_condition,
     wait_event,
 )
 
 from kubesim.app import KubeSim
-from kubesim.store import clone
 from mpi_operator.api.constants import MAX_WORKER_REPLICAS
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import errors, resources
@@ -108,15 +108,12 @@ async def test_2_31_workers_past_admission_are_refused_and_the_operator_keeps_se
     kubesim: KubeSim, kube: Kube
 ) -> None:
     await kube.create(resources.MPIJOB, mpijob("huge", workers=1))
+
     # Stored behind the API server's back (an old CRD without the ceiling, or a direct etcd write).
-    cluster = kubesim.cluster
-    rt = cluster.registry.by_plural("kubeflow.org", "v2beta1", "mpijobs")
-    assert rt is not None
-    old = cluster.store.get(rt.storage_key, NS, "huge")
-    assert old is not None
-    huge: dict[str, Any] = clone(old)
-    huge["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = INT32_MAX
-    cluster._commit("MODIFIED", rt, huge, old)
+    def huge(job: dict[str, Any]) -> None:
+        job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = INT32_MAX
+
+    store_past_admission(kubesim, "huge", huge)
 
     async with running_operator(kubesim):
         # kubesim, like an API server without CRD validation ratcheting, refuses any status write on an

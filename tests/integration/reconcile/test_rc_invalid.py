@@ -18,12 +18,12 @@ from rc_harness import (
     mpijob,
     operator_writes,
     settle,
+    store_past_admission,
     wait_condition,
     wait_event,
 )
 
 from kubesim.app import KubeSim
-from kubesim.store import clone
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
@@ -87,17 +87,14 @@ async def test_invalid_job_creates_nothing_explains_itself_and_recovers_when_fix
 async def test_junk_objects_never_crash_the_operator(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:
     await kube.create(resources.MPIJOB, mpijob("junk", workers=1))
     await wait_condition(kube, "junk", "Running")
+
     # `spec: 5` and a status of the wrong type, written past admission (the CRD schema refuses them).
-    cluster = kubesim.cluster
-    rt = cluster.registry.by_plural("kubeflow.org", "v2beta1", "mpijobs")
-    assert rt is not None
-    old = cluster.store.get(rt.storage_key, NS, "junk")
-    assert old is not None
-    junk: dict[str, Any] = clone(old)
-    junk["spec"] = 5
-    junk["status"] = ["not", "a", "status"]
-    junk["metadata"]["generation"] = 2
-    cluster._commit("MODIFIED", rt, junk, old)
+    def junk(job: dict[str, Any]) -> None:
+        job["spec"] = 5
+        job["status"] = ["not", "a", "status"]
+        job["metadata"]["generation"] = 2
+
+    store_past_admission(kubesim, "junk", junk)
 
     event = await wait_event(kube, "junk", "ValidationError")
     assert "spec" in event["message"]
