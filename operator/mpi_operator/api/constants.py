@@ -145,3 +145,9 @@ DNS1035_LABEL_MAX_LENGTH: Final = 63
 MAX_WORKER_REPLICAS: Final = 1000
 MAX_GANG_MEMBERS: Final = MAX_WORKER_REPLICAS + 1
 """The largest PodGroup `minMember` (`schedulingPolicy.minAvailable`): every worker and the launcher."""
+INT32_MAX: Final = 2**31 - 1
+"""The largest value of a Go `int32` field: `runPolicy.backoffLimit` and `ttlSecondsAfterFinished` are
+copied to the launcher Job's int32 fields, as `schedulingPolicy.scheduleTimeoutSeconds` is to the
+PodGroup's; the API refuses a larger value on every retry, so validation refuses it first."""
+INT64_MAX: Final = 2**63 - 1
+"""The largest value of a Go `int64` field (`runPolicy.activeDeadlineSeconds`)."""

@@ -71,10 +71,10 @@ class LegacySpecFields(ApiModel):
         "Deprecated (v1alpha1, v1alpha2): run the launcher on a control-plane node."
     )
     backoff_limit: int | None = optional_field(
-        "Deprecated (v1alpha1 to v1): use runPolicy.backoffLimit.", ge=0
+        "Deprecated (v1alpha1 to v1): use runPolicy.backoffLimit.", ge=0, le=c.INT32_MAX
     )
     active_deadline_seconds: int | None = optional_field(
-        "Deprecated (v1alpha1 to v1): use runPolicy.activeDeadlineSeconds.", ge=0
+        "Deprecated (v1alpha1 to v1): use runPolicy.activeDeadlineSeconds.", ge=0, le=c.INT64_MAX
     )
     clean_pod_policy: c.CleanPodPolicy | None = optional_field(
         "Deprecated (v1alpha2, v1): use runPolicy.cleanPodPolicy."

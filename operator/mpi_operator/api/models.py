@@ -148,6 +148,7 @@ class SchedulingPolicy(ApiModel):
         "Seconds the scheduler-plugins coscheduler waits for the whole gang (scheduler-plugins only); "
         "default 0.",
         ge=0,
+        le=c.INT32_MAX,
     )
 
 
@@ -161,14 +162,17 @@ class RunPolicy(ApiModel):
     ttl_seconds_after_finished: int | None = optional_field(
         "Seconds after the job finishes before it is deleted (copied to the launcher Job); unset keeps it.",
         ge=0,
+        le=c.INT32_MAX,
     )
     active_deadline_seconds: int | None = optional_field(
         "Seconds the launcher Job may run before it is terminated and the job fails; unset means no limit.",
         ge=0,
+        le=c.INT64_MAX,
     )
     backoff_limit: int | None = optional_field(
         "Launcher retries before the job is marked failed (copied to the launcher Job, which defaults to 6).",
         ge=0,
+        le=c.INT32_MAX,
     )
     scheduling_policy: SchedulingPolicy | None = optional_field(
         "Gang-scheduling settings (PodGroup); used only with --gang-scheduling."

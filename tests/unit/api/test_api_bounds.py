@@ -169,6 +169,39 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
         {},
         {"spec.replicas": f"Invalid value: {INT32_MAX}: {THE_CEILING}"},
     ),
+    # Copied to Go int32/int64 fields of the launcher Job and the PodGroup, which the API would refuse on
+    # every retry: refused up front, naming the field and the limit.
+    "runPolicy int32 fields at their limit": (
+        job(2, runPolicy={"backoffLimit": INT32_MAX, "ttlSecondsAfterFinished": INT32_MAX}),
+        {},
+        {},
+    ),
+    "runPolicy int32 fields over their limit": (
+        job(
+            2,
+            runPolicy={
+                "backoffLimit": INT32_MAX + 1,
+                "ttlSecondsAfterFinished": INT32_MAX + 1,
+                "schedulingPolicy": {"scheduleTimeoutSeconds": INT32_MAX + 1},
+            },
+        ),
+        {},
+        {
+            "spec.runPolicy.backoffLimit": f"must be <= {INT32_MAX}",
+            "spec.runPolicy.ttlSecondsAfterFinished": f"must be <= {INT32_MAX}",
+            "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds": f"must be <= {INT32_MAX}",
+        },
+    ),
+    "runPolicy.activeDeadlineSeconds over int64": (
+        job(2, runPolicy={"activeDeadlineSeconds": 2**63}),
+        {},
+        {"spec.runPolicy.activeDeadlineSeconds": f"must be <= {2**63 - 1}"},
+    ),
+    "v1alpha1 backoffLimit over int32": (
+        v1alpha1(replicas=1, backoffLimit=INT32_MAX + 1),
+        {},
+        {"spec.backoffLimit": f"must be <= {INT32_MAX}"},
+    ),
 }
 
 
@@ -225,6 +258,10 @@ def _schema_node(schema: dict[str, Any], path: str) -> dict[str, Any]:
         ("spec.elasticPolicy.maxReplicas", CEILING),
         ("spec.replicas", CEILING),
         ("spec.runPolicy.schedulingPolicy.minAvailable", CEILING + 1),
+        ("spec.runPolicy.backoffLimit", INT32_MAX),
+        ("spec.runPolicy.ttlSecondsAfterFinished", INT32_MAX),
+        ("spec.runPolicy.activeDeadlineSeconds", 2**63 - 1),
+        ("spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds", INT32_MAX),
     ],
 )
 def test_the_crd_carries_the_ceiling(path: str, maximum: int) -> None:
