@@ -77,7 +77,9 @@ def _cmd_crds(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from mpi_operator.api import manifests
 
-    return manifests.validate_main(args.files, gpus_per_node=args.gpus_per_node)
+    return manifests.validate_main(
+        args.files, gpus_per_node=args.gpus_per_node, max_workers=args.max_workers_per_job
+    )
 
 
 def _cmd_demo(_args: argparse.Namespace) -> int:
@@ -194,6 +196,13 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="+", metavar="FILE", help="YAML files ('-' for stdin)")
     validate.add_argument(
         "--gpus-per-node", type=int, default=1, help="v1alpha1 `gpus` split (operator default)"
+    )
+    validate.add_argument(
+        "--max-workers-per-job",
+        metavar="N",
+        type=runflags.max_workers,
+        default=runflags.max_workers(None),
+        help="the operator's --max-workers-per-job: refuse jobs with more workers (default: the ceiling)",
     )
     validate.set_defaults(func=_cmd_validate)
 

@@ -377,9 +377,10 @@ def port(text: str) -> int:
     return port
 
 
-def _max_workers(text: str) -> int:
+def max_workers(text: str | None) -> int:
+    """`--max-workers-per-job` of `run` and `validate`: None is the ceiling; only lower values pass."""
     try:
-        return worker_limit(_int(text))
+        return worker_limit(None if text is None else _int(text))
     except FlagError:
         raise
     except ValueError as exc:
@@ -479,7 +480,7 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
         gpus_per_node=values.get("gpus_per_node", lambda text: _int(text, 1), Settings.gpus_per_node),
         gang_scheduling=gang_scheduling,
         scheduler_plugins_name=scheduler_plugins_name,
-        max_workers_per_job=values.get("max_workers_per_job", _max_workers, None),
+        max_workers_per_job=values.get("max_workers_per_job", max_workers, None),
     )
 
 

@@ -74,9 +74,9 @@ def _summary(result: Normalized, api_version: Any) -> str:
     return f'OK MPIJob "{job.name}" ({", ".join(parts)})'
 
 
-def _check_job(label: str, doc: dict[str, Any], gpus_per_node: int, out: TextIO) -> bool:
+def _check_job(label: str, doc: dict[str, Any], gpus_per_node: int, max_workers: int, out: TextIO) -> bool:
     try:
-        result = parse_and_validate(doc, gpus_per_node=gpus_per_node)
+        result = parse_and_validate(doc, gpus_per_node=gpus_per_node, max_workers=max_workers)
     except InvalidMPIJob as exc:
         for note in exc.notes:
             print(f"{label}: note: {note}", file=out)
@@ -106,8 +106,13 @@ def _check_job(label: str, doc: dict[str, Any], gpus_per_node: int, out: TextIO)
     return True
 
 
-def validate_text(name: str, text: str, *, gpus_per_node: int, out: TextIO) -> int:
-    """Validate every MPIJob in one YAML stream; returns EXIT_OK or EXIT_INVALID."""
+def validate_text(
+    name: str, text: str, *, gpus_per_node: int, out: TextIO, max_workers: int = c.MAX_WORKER_REPLICAS
+) -> int:
+    """Validate every MPIJob in one YAML stream; returns EXIT_OK or EXIT_INVALID.
+
+    `gpus_per_node` and `max_workers` are the operator's `--gpus-per-node` and `--max-workers-per-job`,
+    so a manifest is judged as the operator that will run it judges it."""
     status = EXIT_OK
     jobs = 0
     index = -1
@@ -130,7 +135,7 @@ def validate_text(name: str, text: str, *, gpus_per_node: int, out: TextIO) -> i
                     print(f"{item_label}: note: skipped {kind} (not a {c.GROUP} MPIJob)", file=out)
                     continue
                 jobs += 1
-                if not _check_job(item_label, item, gpus_per_node, out):
+                if not _check_job(item_label, item, gpus_per_node, max_workers, out):
                     status = EXIT_INVALID
     except yaml.YAMLError as exc:
         print(f"{name}[{index + 1}]: {_yaml_problem(exc)}", file=out)
@@ -140,8 +145,9 @@ def validate_text(name: str, text: str, *, gpus_per_node: int, out: TextIO) -> i
     return status
 
 
-def validate_main(files: list[str], *, gpus_per_node: int) -> int:
-    """Entry point of `mpi-operator validate FILE... [--gpus-per-node N]`; returns the exit status."""
+def validate_main(files: list[str], *, gpus_per_node: int, max_workers: int = c.MAX_WORKER_REPLICAS) -> int:
+    """Entry point of `mpi-operator validate FILE... [--gpus-per-node N] [--max-workers-per-job N]`;
+    returns the exit status."""
     status = EXIT_OK
     for name in files:
         try:
@@ -152,5 +158,8 @@ def validate_main(files: list[str], *, gpus_per_node: int) -> int:
             status = max(status, EXIT_UNREADABLE)
             continue
         label = "<stdin>" if name == "-" else name
-        status = max(status, validate_text(label, text, gpus_per_node=gpus_per_node, out=sys.stdout))
+        status = max(
+            status,
+            validate_text(label, text, gpus_per_node=gpus_per_node, max_workers=max_workers, out=sys.stdout),
+        )
     return status

@@ -77,6 +77,27 @@ def test_unreadable_file_exits_2_and_others_are_still_checked(tmp_path: Path) ->
     assert "spec.mpiReplicaSpecs.Worker.replicas: must be >= 1" in run.stdout
 
 
+def test_max_workers_per_job_judges_as_the_operator_would() -> None:
+    # v2beta1-elastic-gpu.yaml: 4 workers, elastic 2..8. At --max-workers-per-job 4 the bound maxReplicas 8
+    # is over the operator's limit, as `run --max-workers-per-job 4` would report in its Invalid condition.
+    path = MANIFESTS / "valid" / "v2beta1-elastic-gpu.yaml"
+    assert _run(str(path), "--max-workers-per-job", "8").returncode == EXIT_OK
+    run = _run(str(path), "--max-workers-per-job", "4")
+    assert run.returncode == EXIT_INVALID, run.stdout
+    assert (
+        f"{path}[0]: spec.elasticPolicy.maxReplicas: Invalid value: 8: must be no more than 4 workers, "
+        "the most this operator allows per MPIJob (--max-workers-per-job)"
+    ) in run.stdout.splitlines()
+
+
+@pytest.mark.parametrize("value", ["0", "1001", "many"])
+def test_max_workers_per_job_may_only_lower_the_ceiling(value: str) -> None:
+    run = _run(str(MANIFESTS / "valid" / "v2beta1-elastic-gpu.yaml"), "--max-workers-per-job", value)
+    assert run.returncode == 2
+    assert "argument --max-workers-per-job:" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
 def test_malformed_yaml_from_stdin_reports_line_and_column() -> None:
     text = "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nspec:\n  mpiReplicaSpecs: [\n"
     run = _run("-", stdin=text)
