@@ -25,6 +25,7 @@ import platform
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NoReturn, TypeVar, cast, get_args
 
+from mpi_discovery.hostfile import is_dns_name
 from mpi_operator.api.validation import worker_limit
 from mpi_operator.settings import (
     DEFAULT_SCHEDULER_PLUGINS_NAME,
@@ -377,6 +378,13 @@ def port(text: str) -> int:
     return port
 
 
+def cluster_domain(text: str) -> str:
+    """`--cluster-domain`: a DNS name (or empty), since it ends every host name the hostfile lists."""
+    if text and not is_dns_name(text):
+        raise FlagError(f"{text!r} is not a DNS name (lower-case labels of a-z, 0-9 and '-', dot-separated)")
+    return text
+
+
 def max_workers(text: str | None) -> int:
     """`--max-workers-per-job` of `run` and `validate`: None is the ceiling; only lower values pass."""
     try:
@@ -476,7 +484,7 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
         metrics_address=metrics_address,
         log_format=values.get("log_format", _log_format, Settings.log_format),
         log_level=log_level,
-        cluster_domain=values.get("cluster_domain", str, Settings.cluster_domain),
+        cluster_domain=values.get("cluster_domain", cluster_domain, Settings.cluster_domain),
         gpus_per_node=values.get("gpus_per_node", lambda text: _int(text, 1), Settings.gpus_per_node),
         gang_scheduling=gang_scheduling,
         scheduler_plugins_name=scheduler_plugins_name,

@@ -371,6 +371,12 @@ def test_the_klog_notice_names_the_ignored_flags() -> None:
         ([], {"MPI_OPERATOR_WORKERS": "0"}, "$MPI_OPERATOR_WORKERS: must be at least 1, got 0"),
         ([], {"MPI_OPERATOR_LEADER_ELECT": "maybe"}, "$MPI_OPERATOR_LEADER_ELECT: not a boolean: 'maybe'"),
         (["-v=-1"], {}, "--v: must be at least 0, got -1"),
+        (["--cluster-domain=Corp_Example"], {}, "--cluster-domain: 'Corp_Example' is not a DNS name"),
+        (
+            [],
+            {"MPI_OPERATOR_CLUSTER_DOMAIN": "a..b"},
+            "$MPI_OPERATOR_CLUSTER_DOMAIN: 'a..b' is not a DNS name",
+        ),
     ],
 )
 def test_bad_values_are_refused_in_one_line(

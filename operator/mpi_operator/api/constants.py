@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+from mpi_discovery import hostfile
+
 GROUP: Final = "kubeflow.org"
 VERSION: Final = "v2beta1"
 """The canonical (storage) version; every other served version is normalized into it."""
@@ -128,6 +130,8 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 
 # The longest name a pod hostname / Service may have (DNS-1035 label).
 DNS1035_LABEL_MAX_LENGTH: Final = 63
+DNS1123_SUBDOMAIN_MAX_LENGTH: Final = hostfile.DNS1123_SUBDOMAIN_MAX_LENGTH
+"""The longest DNS name, so the longest host name a hostfile may list."""
 
 # The most workers one MPIJob may have: `Worker.replicas`, `elasticPolicy.minReplicas/maxReplicas`, the
 # v1alpha1 `replicas`/`gpus`/`processingUnits` split and horovodrun's `--min-np/--max-np` all meet it

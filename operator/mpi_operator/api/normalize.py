@@ -243,14 +243,15 @@ def _normalize(obj: Mapping[str, Any], gpus_per_node: int, max_workers: int) -> 
 
 
 def parse_and_validate(
-    obj: Any, *, gpus_per_node: int = 1, max_workers: int = c.MAX_WORKER_REPLICAS
+    obj: Any, *, gpus_per_node: int = 1, max_workers: int = c.MAX_WORKER_REPLICAS, cluster_domain: str = ""
 ) -> Normalized:
     """`normalize` + `validate`: raises InvalidMPIJob listing every problem, else the canonical job.
 
     `max_workers`: the operator's limit of workers per job (`validation.worker_limit`), which every way
-    to a worker count meets (Worker.replicas, elastic bounds, horovodrun flags, the v1alpha1 split)."""
+    to a worker count meets (Worker.replicas, elastic bounds, horovodrun flags, the v1alpha1 split).
+    `cluster_domain`: the operator's `--cluster-domain`, the end of every host name."""
     result = normalize(obj, gpus_per_node=gpus_per_node, max_workers=max_workers)
-    errors = validate(result.job, max_workers=max_workers)
+    errors = validate(result.job, max_workers=max_workers, cluster_domain=cluster_domain)
     if errors:
         raise InvalidMPIJob(
             _relabel(errors, result.path_aliases), warnings=result.warnings, notes=result.notes

@@ -179,17 +179,23 @@ def _schema_errors(job: MPIJob) -> list[FieldError]:
     return []
 
 
-def validate(job: MPIJob, *, max_workers: int = c.MAX_WORKER_REPLICAS) -> list[FieldError]:
+def validate(
+    job: MPIJob, *, max_workers: int = c.MAX_WORKER_REPLICAS, cluster_domain: str = ""
+) -> list[FieldError]:
     """Every problem of a parsed job: schema (types, enums, bounds) and cross-field rules.
 
-    `max_workers` is the operator's limit of workers per job (`worker_limit`)."""
-    return merge_errors(_schema_errors(job), semantic_errors(job, max_workers=max_workers))
+    `max_workers` is the operator's limit of workers per job (`worker_limit`); `cluster_domain` its
+    `--cluster-domain`, which ends every host name the hostfile lists."""
+    errors = semantic_errors(job, max_workers=max_workers, cluster_domain=cluster_domain)
+    return merge_errors(_schema_errors(job), errors)
 
 
-def semantic_errors(job: MPIJob, *, max_workers: int = c.MAX_WORKER_REPLICAS) -> list[FieldError]:
+def semantic_errors(
+    job: MPIJob, *, max_workers: int = c.MAX_WORKER_REPLICAS, cluster_domain: str = ""
+) -> list[FieldError]:
     """The rules a schema cannot express, in upstream's order (name, replica specs, elastic bounds),
     then the worker limit on every field that sets a worker count."""
-    errors = _name_errors(job)
+    errors = _name_errors(job, cluster_domain)
     specs = job.spec.mpi_replica_specs
     base = "spec.mpiReplicaSpecs"
     errors += _replica_spec_errors(specs.launcher, f"{base}.{c.REPLICA_LAUNCHER}")
@@ -295,7 +301,15 @@ def _dns1035_problem(label: str) -> str | None:
     return None
 
 
-def _name_errors(job: MPIJob) -> list[FieldError]:
+def host_name_length(job: MPIJob, hostname: str, cluster_domain: str) -> int:
+    """Characters of `<hostname>.<job>.<namespace>.svc[.<cluster domain>]`, the name a hostfile lists."""
+    namespace = job.metadata.get("namespace") or "default"
+    name = job.metadata.get("name") or ""
+    domain = f".{cluster_domain}" if cluster_domain else ""
+    return len(f"{hostname}.{name}.{namespace}.svc{domain}")
+
+
+def _name_errors(job: MPIJob, cluster_domain: str = "") -> list[FieldError]:
     name = job.metadata.get("name")
     generate_name = job.metadata.get("generateName")
     if name is None and isinstance(generate_name, str) and generate_name:
@@ -312,7 +326,20 @@ def _name_errors(job: MPIJob) -> list[FieldError]:
     hostname = f"{name}-worker-{max_worker_index(job)}"
     problem = _dns1035_problem(hostname)
     if problem is None:
-        return []
+        # A replaced elastic worker gets a fresh host name, which may use the whole label.
+        longest = c.DNS1035_LABEL_MAX_LENGTH if job.spec.elastic_policy is not None else len(hostname)
+        length = host_name_length(job, "x" * longest, cluster_domain)
+        if length <= c.DNS1123_SUBDOMAIN_MAX_LENGTH:
+            return []
+        return [
+            FieldError(
+                path,
+                f"Invalid value: {json.dumps(name)}: the workers' host names "
+                f"(<worker>.{name}.<namespace>.svc{'.' + cluster_domain if cluster_domain else ''}) would be "
+                f"up to {length} characters, more than the {c.DNS1123_SUBDOMAIN_MAX_LENGTH} of a DNS name: "
+                "use a shorter job name or namespace",
+            )
+        ]
     return [
         FieldError(
             path,

@@ -174,7 +174,10 @@ class MPIJobReconciler:
         obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, **raw}
         try:
             normalized = parse_and_validate(
-                obj, gpus_per_node=self.settings.gpus_per_node, max_workers=self._max_workers
+                obj,
+                gpus_per_node=self.settings.gpus_per_node,
+                max_workers=self._max_workers,
+                cluster_domain=self.settings.cluster_domain,
             )
         except InvalidMPIJob as exc:
             await self._report_invalid(key, raw, [str(e) for e in exc.errors])

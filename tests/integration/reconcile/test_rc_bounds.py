@@ -206,3 +206,16 @@ async def test_a_worker_label_value_too_long_makes_the_job_invalid(
 
 def reconciles_with(mgr: Manager, result: str) -> float:
     return mgr.metrics.registry.get_sample_value("mpi_operator_reconcile_total", {"result": result}) or 0.0
+
+
+async def test_host_names_longer_than_a_dns_name_make_the_job_invalid(kubesim: KubeSim, kube: Kube) -> None:
+    # With this --cluster-domain, `pi-worker-1.pi.default.svc.<domain>` is 270 characters: the hostfile
+    # cannot list it, and before this check every sync failed building it, with no condition and no event.
+    domain = ".".join(["d" * 60] * 4)
+    async with running_operator(kubesim, cluster_domain=domain):
+        await kube.create(resources.MPIJOB, mpijob("pi", workers=2))
+        message = await invalid_message(kube, "pi")
+        assert 'metadata.name: Invalid value: "pi": the workers\' host names' in message
+        assert "would be up to 270 characters, more than the 253 of a DNS name" in message
+        assert await children(kube) == []
+    assert child_writes(kubesim) == []

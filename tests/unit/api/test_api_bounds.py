@@ -205,6 +205,45 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
 }
 
 
+LONG_DOMAIN = ".".join(["d" * 60] * 4)  # 243 characters: a valid DNS name, too long to end host names
+
+
+def named(name: str, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"] = {"name": name, "namespace": namespace}
+    return obj
+
+
+# Host names are `<worker>.<job>.<namespace>.svc[.<domain>]`: a DNS name of at most 253 characters, or
+# the hostfile cannot list them and every sync would fail building it.
+CASES |= {
+    "host names within 253 with the cluster domain": (
+        named("pi", "default", job(2)),
+        {"cluster_domain": "corp.example"},
+        {},
+    ),
+    "host names over 253 with a long cluster domain": (
+        named("pi", "default", job(2)),
+        {"cluster_domain": LONG_DOMAIN},
+        {
+            "metadata.name": f'Invalid value: "pi": the workers\' host names (<worker>.pi.<namespace>.svc.'
+            f"{LONG_DOMAIN}) would be up to 270 characters, more than the 253 of a DNS name: use a shorter "
+            "job name or namespace"
+        },
+    ),
+    # A replaced elastic worker's host name may use the whole 63-character label.
+    "elastic host names at 253": (
+        named("a" * 50, "n" * (253 - 63 - 50 - 6), job(2, elasticPolicy={"maxReplicas": 4})),
+        {},
+        {},
+    ),
+    "elastic host names at 254": (
+        named("a" * 50, "n" * (254 - 63 - 50 - 6), job(2, elasticPolicy={"maxReplicas": 4})),
+        {},
+        {"metadata.name": "would be up to 254 characters, more than the 253 of a DNS name"},
+    ),
+}
+
+
 @pytest.mark.parametrize(("obj", "options", "expected"), CASES.values(), ids=list(CASES))
 def test_worker_counts_are_held_to_the_limit(
     obj: dict[str, Any], options: dict[str, Any], expected: dict[str, str]
