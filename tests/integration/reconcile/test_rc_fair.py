@@ -1,0 +1,178 @@
+"""Fair queues (issue 13): one job's size or failures cannot hold up another job's first reaction, nor
+the event loop. A sync of a job at the worker ceiling builds and creates one window of its workers
+(`planning.window`), writes its status and goes to the back of the queue; before, one sync built,
+planned and created all 1,000 workers, holding a reconcile worker and, for its CPU-bound steps, the
+event loop.
+
+These bounds are wall-clock ones because the issue states them; they are generous for a loaded 2-core
+machine: the event loop's worst step here is a few tenths of a second (much of it kubesim's own work,
+which shares the loop), and a small job's first write comes within a few tenths of a second."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from rc_harness import NS, container, mpijob, running_operator
+
+from kubesim.app import KubeSim
+from kubesim.testing import eventually
+from mpi_operator.api.constants import MAX_WORKER_REPLICAS
+from mpi_operator.controller.manager import Manager
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+from mpi_operator.settings import Settings
+
+FIRST_REACTION = 2.0
+"""The issue's bound on a small job's first write beside a big or failing neighbour."""
+LOOP_STALL = 1.0
+"""The issue's bound on one step of the event loop while jobs at the ceiling are created."""
+BUSY = Settings.workers
+"""As many big jobs as the operator has reconcile workers (default flags): before, each held one."""
+PENDING = {"kubesim/start-seconds": "3600"}
+"""Workers that stay Pending: these tests are about creating them, not running them."""
+TRAINING_WORKER = container(env=[{"name": f"TRAINING_SETTING_{i}", "value": "v" * 100} for i in range(40)])
+"""A worker container of a realistic size (a training job's settings in its environment, ~5 KB)."""
+QUOTA_NS = "quota"
+"""The namespace of the failing jobs: every pod create in it is refused, as by an exhausted quota."""
+QUOTA_EXCEEDED = (
+    'pods "x" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=0, limited: pods=0'
+)
+
+
+@dataclass
+class LoopLag:
+    """How late a task that asks to wake every `period` seconds wakes: the event loop's longest step,
+    give or take a period."""
+
+    period: float = 0.05
+    worst: float = 0.0
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(self.period)
+            self.worst = max(self.worst, loop.time() - before - self.period)
+
+
+@contextlib.asynccontextmanager
+async def probing() -> AsyncIterator[LoopLag]:
+    probe = LoopLag()
+    task = asyncio.create_task(probe.run(), name="loop-lag-probe")
+    try:
+        yield probe
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def stored(kubesim: KubeSim, plural: str, name: str, namespace: str = NS) -> dict[str, Any] | None:
+    group, version = ("kubeflow.org", "v2beta1") if plural == "mpijobs" else ("", "v1")
+    rt = kubesim.cluster.registry.by_plural(group, version, plural)
+    assert rt is not None
+    return kubesim.cluster.store.get(rt.storage_key, namespace, name)
+
+
+def wrote_for(kubesim: KubeSim, name: str) -> bool:
+    """Whether the operator's first write for MPIJob `name` has landed: a child of it, or its status
+    (the children are looked up by name, so the check costs the same beside a thousand pods)."""
+    job = stored(kubesim, "mpijobs", name)
+    children = (("services", name), ("configmaps", f"{name}-config"), ("secrets", f"{name}-ssh"))
+    return bool(job and job.get("status")) or any(stored(kubesim, p, n) for p, n in children)
+
+
+def has_worker(kubesim: KubeSim, job: str, index: int, namespace: str = NS) -> bool:
+    return stored(kubesim, "pods", f"{job}-worker-{index}", namespace) is not None
+
+
+async def big_jobs(kube: Kube, count: int, namespace: str = NS) -> list[str]:
+    names = [f"big-{i}" for i in range(count)]
+    for name in names:
+        body = mpijob(
+            name, workers=MAX_WORKER_REPLICAS, worker_annotations=PENDING, worker_container=TRAINING_WORKER
+        )
+        body["metadata"]["namespace"] = namespace
+        await kube.create(resources.MPIJOB, body, namespace=namespace)
+    return names
+
+
+async def first_reaction(kubesim: KubeSim, kube: Kube, name: str) -> float:
+    """Submits a 2-worker MPIJob `name`; the seconds until the operator's first write for it."""
+    started = time.monotonic()
+    await kube.create(resources.MPIJOB, mpijob(name, workers=2), namespace=NS)
+    await eventually(lambda: wrote_for(kubesim, name), sim=kubesim, within=120, what=f"a write for {name}")
+    return time.monotonic() - started
+
+
+async def test_a_small_job_beside_jobs_at_the_ceiling_gets_its_first_write_within_2s(
+    kubesim: KubeSim, kube: Kube
+) -> None:
+    async with running_operator(kubesim, qps=None, workers=Settings.workers):
+        names = await big_jobs(kube, BUSY)
+        took = await first_reaction(kubesim, kube, "small")
+        print(f"first reaction beside {BUSY} jobs at the ceiling: {took:.3f} s")
+        assert took < FIRST_REACTION, f"the small job's first write took {took:.2f} s"
+        assert not all(has_worker(kubesim, name, MAX_WORKER_REPLICAS - 1) for name in names), (
+            "the big jobs were done before the small job came: the test measured nothing"
+        )
+
+
+async def test_a_small_job_beside_10_failing_jobs_gets_its_first_write_within_2s(
+    kubesim: KubeSim, kube: Kube
+) -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": QUOTA_NS}}
+    await kube.create(resources.NAMESPACE, namespace)
+    refusal = kubesim.control.inject_error(
+        403,
+        method="POST",
+        path=f"/namespaces/{QUOTA_NS}/pods$",
+        count=None,
+        message=QUOTA_EXCEEDED,
+    )
+    async with running_operator(kubesim, qps=None, workers=Settings.workers):
+        names = await big_jobs(kube, 10, QUOTA_NS)
+        took = await first_reaction(kubesim, kube, "small")
+        print(f"first reaction beside 10 failing jobs: {took:.3f} s")
+        assert took < FIRST_REACTION, f"the small job's first write took {took:.2f} s"
+        assert refusal.hits >= len(names), "the failing jobs had not failed yet: the test measured nothing"
+        assert not any(has_worker(kubesim, name, 0, QUOTA_NS) for name in names)
+
+
+async def test_the_loop_never_stalls_and_healthz_answers_while_jobs_at_the_ceiling_are_created(
+    kubesim: KubeSim, kube: Kube
+) -> None:
+    answers: list[int] = []
+
+    async def health(mgr: Manager, session: aiohttp.ClientSession) -> None:
+        while True:
+            async with session.get(f"{mgr.server.url}/healthz", timeout=aiohttp.ClientTimeout(total=10)) as r:
+                answers.append(r.status)
+            await asyncio.sleep(0.1)
+
+    async with (
+        running_operator(kubesim, qps=None) as mgr,
+        aiohttp.ClientSession() as session,
+        probing() as lag,
+    ):
+        poller = asyncio.create_task(health(mgr, session))
+        names = await big_jobs(kube, BUSY)
+        await eventually(
+            lambda: all(has_worker(kubesim, name, MAX_WORKER_REPLICAS - 1) for name in names),
+            sim=kubesim,
+            within=300,
+            what="every worker of the big jobs",
+        )
+        poller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await poller
+    print(f"loop lag max {lag.worst:.3f} s, /healthz answered {len(answers)} times")
+    assert lag.worst < LOOP_STALL, f"the event loop stalled for {lag.worst:.2f} s"
+    assert answers, "/healthz never answered"
+    assert set(answers) == {200}, answers
