@@ -3,15 +3,19 @@
     1 job      the MPIJobs store -> skip (gone, deleting, managed by another controller)
                -> normalize + validate, workers held to --max-workers-per-job (invalid: explain,
                create nothing)
-    2 observe  the child stores, by name and owner index (never a LIST)
+    2 observe  the child stores, by name and owner index (never a LIST), plus the worker pods this
+               process created that the pod store does not show yet (`expectations`)
     3 elastic  `elastic.sync.prepare(job, observed)`: elastic jobs only: clamp, step, the builders'
                inputs and the plan's elastic writes (drain, launcher touch, graceful delete, stop)
-    4 desired  `desired.build(job, observed pods, settings, elastic inputs, SSH keys only when needed)`
+    4 desired  `desired.build(job, observed pods, settings, elastic inputs, SSH keys only when needed)`,
+               of the missing workers only one window (`planning.worker_window`)
     5 plan     `planning.plan(desired, observed, elastic writes)`: every write, in phases; an object the
                API would refuse for its size or labels (`planning.plan_problems`) makes the job Invalid
                instead, with nothing written and no retry
     6 apply    the `Applier` sends the plan: the only writes to children, one error and conflict path
-    7 status   `compute_status(job, observed after the plan)`: merge-patched to /status only when changed
+    7 status   `compute_status(job, observed after the plan)`: merge-patched to /status only when changed;
+               with workers left beyond the window, `Result(requeue=True)`: the next window queues
+               behind the other jobs
 
 The write path and the elastic phases are described in `docs/architecture.md`. Departures from upstream,
 each so a user learns more or a converged job writes nothing:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rc_harness import NS, OPERATOR_AGENT, idle, mpijob, quiet, wait_condition
+from rc_harness import NS, OPERATOR_AGENT, idle, mpijob, pods_of, quiet, wait_condition
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
@@ -23,6 +23,7 @@ from mpi_operator.api.constants import MAX_WORKER_REPLICAS
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.objects import is_pod_ready
 from mpi_operator.planning import WORKER_WINDOW
 
 WORKERS = 5 * WORKER_WINDOW + 3
@@ -78,6 +79,13 @@ async def test_a_big_job_is_created_window_by_window_and_says_so_first(
     assert timeline.position("Job", "big-launcher") > last_worker, "the launcher came before the last worker"
     assert pod_creates(kubesim).count(201) == WORKERS, "a worker was created twice, or not at all"
     assert 409 not in pod_creates(kubesim), "a requeued window created in-flight workers again"
+
+    async def all_ready() -> bool:
+        pods = await pods_of(kube, "big", "worker")
+        return len(pods) == WORKERS and all(is_pod_ready(pod) for pod in pods)
+
+    # Until every worker is Ready, discover_hosts.sh still changes; then nothing should.
+    await eventually(all_ready, sim=kubesim, within=120, what="every worker Ready")
     assert await quiet(kubesim, kube, operator, "big") == []
 
 
