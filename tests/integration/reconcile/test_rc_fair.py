@@ -1,14 +1,17 @@
 """Fair queues (issue 13): one job's size or failures cannot hold up another job's first reaction, nor
 the event loop. A sync of a job at the worker ceiling builds and creates one window of its workers
 (`planning.window`), writes its status and goes to the back of the queue; before, one sync built,
-planned and created all 1,000 workers, holding a reconcile worker and, for its CPU-bound steps, the
-event loop.
+planned and created all 1,000 workers, holding a reconcile worker all along (a small job behind two
+such jobs waited 9-18 s for its first write, behind ten failing ones 3-6 s).
 
 These bounds are the issue's, and the only timed ones of this tier besides the deletion bound of
-test_rc_big_job.py. They hold with margin on a loaded 2-core machine: the loop's longest step here is
-a few tenths of a second of CPU (much of it kubesim's, which shares the loop), and a small job's first
-write comes after 0.1-0.9 s. The stall is measured in the loop thread's CPU time, because on a machine
-whose cores other processes take, the wall-clock delay says more about them than about the loop."""
+test_rc_big_job.py. They hold with margin on a loaded 2-core machine: a small job's first write comes
+after 0.1-0.9 s, and the loop's longest step is about 0.2 s of CPU (much of it kubesim's, which shares
+the loop). The stall is measured in the loop thread's CPU time, because on a machine whose cores other
+processes take, the wall-clock delay says more about them than about the loop. The stall test is a
+guard more than a regression test: since the worker ceiling, the longest step of a sync that built all
+1,000 workers was about 0.3 s of CPU too; what the window removes is the time a big job holds a
+reconcile worker, which the first-reaction tests measure."""
 
 from __future__ import annotations
 
