@@ -69,6 +69,11 @@ async def test_a_big_job_is_created_window_by_window_and_says_so_first(
 ) -> None:
     timeline = Timeline()
     kubesim.cluster.add_listener(timeline)
+    # The operator's pod watch goes blind for a while (its next list and watch are slow), so the windows
+    # after the first are planned before the cache has shown the pods the earlier ones created.
+    await eventually(lambda: kubesim.control.open_watches() > 0, what="the operator's watches")
+    kubesim.control.inject_latency(1.0, method="GET", path="/pods$", count=2)
+    kubesim.control.drop_watches()
     await kube.create(resources.MPIJOB, mpijob("big", workers=WORKERS), namespace=NS)
     await wait_condition(kube, "big", "Running", within=120)
 
