@@ -5,7 +5,8 @@ Each worker: `get` a key -> `reconcile(key)` inside `key_context(key)` ->
   * `Result()`                      -> `forget` (reset its backoff);
   * `Result(requeue_after=s)`       -> `forget`, then `add_after(key, s)`;
   * `Result(requeue=True)`          -> `forget`, then `add(key)`: the key is still being processed, so
-                                       `done` queues it at the back, behind every key already waiting;
+                                       `done` queues it at the back, behind every key already waiting
+                                       (counted as a `requeue_after` outcome);
   * `PermanentError`                -> `forget`, logged, not requeued (the next watch event brings it back);
   * any other exception             -> `add_rate_limited` (per-key exponential backoff + global bucket);
 and always `done(key)` in `finally`, so a key is never held by two workers and a key that changed while
