@@ -171,6 +171,7 @@ class Applier:
         report: Report,
         deleted: DeletedRecently,
         is_current: Callable[[], bool] = lambda: True,
+        created: Callable[[KubeObject], None] = lambda obj: None,
     ) -> None:
         self.kube = kube
         self.job = job
@@ -178,6 +179,8 @@ class Applier:
         self.report = report
         self.deleted = deleted
         self.is_current = is_current
+        self.created = created
+        """Told of every object the API created, at once: a sync that fails later must not lose them."""
 
     async def apply(self, plan: Plan) -> Applied:
         applied = Applied()
@@ -264,7 +267,7 @@ class Applier:
     async def _create(self, resource: Resource, action: Create, applied: Applied) -> KubeObject | None:
         ref = action.ref
         try:
-            return await self.kube.create(resource, action.obj)
+            obj = await self.kube.create(resource, action.obj)
         except errors.AlreadyExists:
             pass
         except errors.KubeError as exc:
@@ -277,6 +280,9 @@ class Applier:
                     reasons.WARNING, reasons.MPIJOB_FAILED, reasons.launcher_create_failed_message(str(exc))
                 )
             raise
+        else:
+            self.created(obj)
+            return obj
         existing = await self.kube.get(resource, ref.name, ref.namespace)
         if not naming.is_controlled_by(existing, self.job):
             applied.conflicts.append(Conflict(ref))

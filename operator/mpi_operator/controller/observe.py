@@ -3,13 +3,16 @@
 Singleton children are looked up by their deterministic *name*, whoever controls them, so that an
 object in the way (not controlled by the job) surfaces in the plan as a conflict instead of being
 recreated or adopted. Worker pods are the job's controlled pods (owner index) plus any pod cached under
-a desired worker name; launcher pods are the pods the launcher Job controls.
+a desired worker name (and the worker pods just created that the store does not show yet); launcher
+pods are the pods the launcher Job controls.
 
 With label-filtered informers a foreign object without our labels is not cached at all: the plan then
 asks to create it and the applier finds it behind the 409 (see `applier`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from mpi_operator.api.models import MPIJob
 from mpi_operator.cache.store import Store
@@ -23,13 +26,20 @@ def _get(store: Store | None, namespace: str, name: str) -> KubeObject | None:
     return store.get(f"{namespace}/{name}") if store is not None else None
 
 
-def observe(stores: Stores, job: MPIJob) -> Observed:
-    """The children of `job` as the stores hold them now (read-only snapshots: never mutate them)."""
+def observe(stores: Stores, job: MPIJob, in_flight: Iterable[KubeObject] = ()) -> Observed:
+    """The children of `job` as the stores hold them now (read-only snapshots: never mutate them).
+
+    `in_flight`: worker pods this operator created that the pod store may not show yet
+    (`expectations.CreatedPods`); each counts as observed unless the store has a pod of that name."""
     ns = job.namespace
     launcher = _get(stores.jobs, ns, naming.launcher_name(job))
     workers: dict[str, KubeObject] = {}
     for pod in stores.pods.controlled_by(job.uid):
         workers[str(pod["metadata"]["name"])] = pod
+    for pod in in_flight:
+        name = name_of(pod)
+        if name not in workers and _get(stores.pods, ns, name) is None:
+            workers[name] = pod
     for index in range(config.worker_replicas(job)):
         name = naming.worker_name(job, index)
         stranger = _get(stores.pods, ns, name) if name not in workers else None

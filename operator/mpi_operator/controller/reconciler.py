@@ -3,15 +3,19 @@
     1 job      the MPIJobs store -> skip (gone, deleting, managed by another controller)
                -> normalize + validate, workers held to --max-workers-per-job (invalid: explain,
                create nothing)
-    2 observe  the child stores, by name and owner index (never a LIST)
+    2 observe  the child stores, by name and owner index (never a LIST), plus the worker pods this
+               process created that the pod store does not show yet (`expectations`)
     3 elastic  `elastic.sync.prepare(job, observed)`: elastic jobs only: clamp, step, the builders'
                inputs and the plan's elastic writes (drain, launcher touch, graceful delete, stop)
-    4 desired  `desired.build(job, observed pods, settings, elastic inputs, SSH keys only when needed)`
+    4 desired  `desired.build(job, observed pods, settings, elastic inputs, SSH keys only when needed)`,
+               of the missing workers only one window (`planning.worker_window`)
     5 plan     `planning.plan(desired, observed, elastic writes)`: every write, in phases; an object the
                API would refuse for its size or labels (`planning.plan_problems`) makes the job Invalid
                instead, with nothing written and no retry
     6 apply    the `Applier` sends the plan: the only writes to children, one error and conflict path
-    7 status   `compute_status(job, observed after the plan)`: merge-patched to /status only when changed
+    7 status   `compute_status(job, observed after the plan)`: merge-patched to /status only when changed;
+               with workers left beyond the window, `Result(requeue=True)`: the next window queues
+               behind the other jobs
 
 The write path and the elastic phases are described in `docs/architecture.md`. Departures from upstream,
 each so a user learns more or a converged job writes nothing:
@@ -43,6 +47,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.validation import worker_limit
 from mpi_operator.controller import handlers
 from mpi_operator.controller.applier import Applied, Applier, DeletedRecently, Report, collect_warning
+from mpi_operator.controller.expectations import CreatedPods
 from mpi_operator.controller.observe import observe, priority_classes
 from mpi_operator.controller.types import ManagerDeps, Reconciler, Result
 from mpi_operator.desired import DesiredState, naming
@@ -152,6 +157,7 @@ class MPIJobReconciler:
         self._invalid_reported: dict[str, tuple[int, str]] = {}
         self._written: dict[str, tuple[str, KubeObject]] = {}
         self._deleted = DeletedRecently(deps.clock.now)
+        self._created = CreatedPods(deps.clock.now)
         self._diverged_since: dict[str, float] = {}
         # One client serves every worker: warnings reach the write that caused them through a contextvar.
         deps.kube.on_warning = collect_warning
@@ -161,6 +167,7 @@ class MPIJobReconciler:
         if raw is None:
             self._invalid_reported.pop(key, None)
             self._diverged_since.pop(key, None)
+            self._created.forget(key)
             namespace, _, name = key.partition("/")
             self.deps.metrics.remove_job_info(launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace)
             self.deps.metrics.remove_elastic_workers(namespace=namespace, mpijob=name)
@@ -203,7 +210,11 @@ class MPIJobReconciler:
 
     async def _sync(self, key: str, raw: Mapping[str, Any], job: MPIJob, legacy: str) -> Result:
         settings = self.settings
-        observed = observe(self.stores, job)  # step 2, then 3: elastic
+        namespace = job.namespace
+        in_flight = self._created.pending(
+            key, job.uid, lambda name: self.stores.pods.get(f"{namespace}/{name}") is not None
+        )
+        observed = observe(self.stores, job, in_flight)  # step 2, then 3: elastic
         sync = elastic_sync.prepare(
             job, observed, now=self.deps.now(), cluster_domain=settings.cluster_domain
         )
@@ -211,13 +222,14 @@ class MPIJobReconciler:
         if sync is not None:
             job = sync.job
         keys = desired_state.generate_ssh_keys() if planning.secret_needs_keys(observed.secret) else None
-        state = desired_state.build(  # step 4
+        state = desired_state.build(  # step 4: of the missing workers, one window
             job,
             observed_pods=observed.worker_pods,
             settings=settings,
             ssh_keys=keys,
             priority_classes=priority_classes(self.stores),
             elastic=sync.inputs if sync is not None else None,
+            worker_indices=planning.worker_window(job, observed).indices,
         )
         plan = planning.plan(  # step 5
             with_watch_labels(state, job),
@@ -232,7 +244,15 @@ class MPIJobReconciler:
             await self._report_invalid(key, raw, [too_large_message(problem) for problem in too_large])
             return Result()
         current = self._is_current(key, job)
-        applier = Applier(self.kube, job, watch_labels(job), self._reporter(raw), self._deleted, current)
+        applier = Applier(
+            self.kube,
+            job,
+            watch_labels(job),
+            self._reporter(raw),
+            self._deleted,
+            current,
+            created=self._expect(key, job),
+        )
         applied = await applier.apply(plan)  # step 6
         if applied.abandoned:
             log.info("the MPIJob went away during its sync: the rest of its writes were not sent")
@@ -258,7 +278,21 @@ class MPIJobReconciler:
         await self._write_status(key, raw, job, update, legacy)
         if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
             self.deps.metrics.set_job_info(launcher=naming.launcher_name(job), namespace=job.namespace)
+        if plan.deferred_workers:
+            # More workers than one window: the status above says the job was seen; the next window
+            # waits behind every other queued job (and recomputes any elastic timer).
+            return Result(requeue=True)
         return Result(requeue_after=decision.requeue_after if decision is not None else None)
+
+    def _expect(self, key: str, job: MPIJob) -> Callable[[KubeObject], None]:
+        """Records each worker pod the applier creates until the pod store shows it (`CreatedPods`)."""
+        uid = job.uid
+
+        def created(obj: KubeObject) -> None:
+            if obj.get("kind") == "Pod" and naming.is_controlled_by(obj, job):
+                self._created.add(key, uid, obj)
+
+        return created
 
     def _is_current(self, key: str, job: MPIJob) -> Callable[[], bool]:
         """Whether the store still holds this job (same uid, not being deleted): checked between writes,

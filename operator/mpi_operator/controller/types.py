@@ -22,10 +22,13 @@ from mpi_operator.settings import Settings
 
 @dataclass(frozen=True)
 class Result:
-    """What a successful reconcile asks for: nothing, or another look after `requeue_after` seconds
-    (e.g. an activeDeadlineSeconds or TTL timer). Errors are raised, not returned."""
+    """What a successful reconcile asks for: nothing, another look after `requeue_after` seconds
+    (e.g. an activeDeadlineSeconds or TTL timer), or, with `requeue`, another look at once but behind
+    every key already queued (a big job between its windows of creates). Errors are raised, not
+    returned."""
 
     requeue_after: float | None = None
+    requeue: bool = False
 
 
 class FatalError(Exception):

@@ -4,6 +4,9 @@
 Each worker: `get` a key -> `reconcile(key)` inside `key_context(key)` ->
   * `Result()`                      -> `forget` (reset its backoff);
   * `Result(requeue_after=s)`       -> `forget`, then `add_after(key, s)`;
+  * `Result(requeue=True)`          -> `forget`, then `add(key)`: the key is still being processed, so
+                                       `done` queues it at the back, behind every key already waiting
+                                       (counted as a `requeue_after` outcome);
   * `PermanentError`                -> `forget`, logged, not requeued (the next watch event brings it back);
   * any other exception             -> `add_rate_limited` (per-key exponential backoff + global bucket);
 and always `done(key)` in `finally`, so a key is never held by two workers and a key that changed while
@@ -34,6 +37,8 @@ class Queue(Protocol):
     def done(self, key: str) -> None: ...
 
     def forget(self, key: str) -> None: ...
+
+    def add(self, key: str) -> None: ...
 
     def add_after(self, key: str, delay: float) -> None: ...
 
@@ -79,6 +84,9 @@ async def _reconcile(queue: Queue, reconciler: Reconciler, key: str, metrics: Me
         if result.requeue_after is not None:
             outcome = "requeue_after"
             queue.add_after(key, max(result.requeue_after, 0.0))
+        elif result.requeue:
+            outcome = "requeue_after"
+            queue.add(key)
         else:
             outcome = "success"
     finally:

@@ -45,9 +45,9 @@ class DesiredState:
     """The children one MPIJob should have right now.
 
     `workers` (by index) and `pod_group` are empty / None while the job is suspended, as upstream creates
-    neither then. `secret` is None when no key pair was supplied: the Secret's values are never compared,
-    so a reconcile generates keys only when the Secret is missing or its key set is wrong
-    (`secret.has_expected_keys`).
+    neither then; `workers` holds only the indices `build` was asked for. `secret` is None when no key
+    pair was supplied: the Secret's values are never compared, so a reconcile generates keys only when
+    the Secret is missing or its key set is wrong (`secret.has_expected_keys`).
     """
 
     service: KubeObject
@@ -67,12 +67,14 @@ def build(
     priority_classes: Mapping[str, int] | None = None,
     scheduler_plugins_name: str | None = None,
     elastic: ElasticInputs | None = None,
+    worker_indices: Iterable[int] | None = None,
 ) -> DesiredState:
     """Everything `job` should own, from the job, its observed pods and the operator settings.
 
     `priority_classes` maps PriorityClass names to values (for PodGroup minResources); `elastic` is an
     elastic job's step output (without it, `discover_hosts.sh` lists the observed workers that are Ready
-    and not terminating).
+    and not terminating). `worker_indices`: build only these workers (`planning.worker_window`: the
+    missing ones one sync may create); None: every one.
     """
     domain = settings.cluster_domain
     gang = settings.gang_scheduling
@@ -112,6 +114,7 @@ def build(
             scheduler_plugins_name=scheduler_plugins_name,
             hostnames=inputs.worker_hostnames,
             annotations=inputs.worker_annotations,
+            indices=worker_indices,
         ),
         pod_group=None
         if suspended or gang is None

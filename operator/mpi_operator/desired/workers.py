@@ -19,7 +19,7 @@ elsewhere, and the job would then wait for its launcher forever without an error
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
@@ -124,10 +124,14 @@ def build_workers(
     scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
     hostnames: Mapping[int, str] | None = None,
     annotations: Mapping[int, Mapping[str, str]] | None = None,
+    indices: Iterable[int] | None = None,
 ) -> dict[int, KubeObject]:
-    """Worker pods 0..replicas-1, by index; `hostnames` / `annotations` per index as in `build_worker`."""
+    """Worker pods 0..replicas-1, by index; `hostnames` / `annotations` per index as in `build_worker`.
+
+    `indices`: only these (those outside 0..replicas-1 are ignored); None: every one."""
     if job.worker is None:
         return {}
+    wanted = range(job.worker.replicas) if indices is None else sorted(set(indices))
     return {
         i: build_worker(
             job,
@@ -138,5 +142,6 @@ def build_workers(
             hostname=(hostnames or {}).get(i),
             annotations=(annotations or {}).get(i),
         )
-        for i in range(job.worker.replicas)
+        for i in wanted
+        if 0 <= i < job.worker.replicas
     }

@@ -1,7 +1,8 @@
 """Pure planning: the desired and observed children of one MPIJob -> the ordered writes that converge them.
 
 `plan()` (in `planner`) is the entry point the reconciler calls; `actions` defines what a plan holds,
-`observed` what the stores hold for a job (and what they will hold after a plan), `owned` which fields
+`observed` what the stores hold for a job (and what they will hold after a plan), `window` which
+missing workers one sync creates, `owned` which fields
 of each child are ours to compare and rewrite, `limits` which of a plan's objects the API would refuse
 for their size. No I/O here: the controller's applier sends the actions.
 """
@@ -24,8 +25,10 @@ from mpi_operator.planning.limits import TooLarge, plan_problems
 from mpi_operator.planning.observed import Observed, observed_after
 from mpi_operator.planning.owned import secret_needs_keys
 from mpi_operator.planning.planner import is_completed, plan
+from mpi_operator.planning.window import WORKER_WINDOW, WorkerWindow, worker_window
 
 __all__ = [
+    "WORKER_WINDOW",
     "Action",
     "Conflict",
     "Create",
@@ -40,9 +43,11 @@ __all__ = [
     "TooLarge",
     "Update",
     "UpdateStatus",
+    "WorkerWindow",
     "is_completed",
     "observed_after",
     "plan",
     "plan_problems",
     "secret_needs_keys",
+    "worker_window",
 ]

@@ -194,6 +194,9 @@ class Plan:
     deleted by this plan only when `plan(..., delete_excess_workers=True)`."""
     waiting_for_workers: bool = False
     """The launcher Job is missing and held back by `launcherCreationPolicy: WaitForWorkersReady`."""
+    deferred_workers: int = 0
+    """Missing workers left out of this plan (beyond the sync's window, `planning.window`): the sync
+    requeues itself for them, and the launcher Job is created once none is left."""
     events: tuple[reasons.Event, ...] = ()
     """Events to record once the actions succeed (upstream's SetPodTemplateRestartPolicy warning, and
     SSHPortUnknown; both come with the launcher Job's creation, so once per job)."""

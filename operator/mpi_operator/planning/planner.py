@@ -44,7 +44,6 @@ from mpi_operator.objects import (
     is_job_suspended,
     is_pod_ready,
     is_terminating,
-    name_of,
     pod_phase,
     uid_of,
 )
@@ -89,6 +88,7 @@ class _Planner:
         self.conflicts: list[Conflict] = []
         self.excess: tuple[int, ...] = ()
         self.waiting = False
+        self.deferred = 0
         self.events: list[reasons.Event] = []
 
     def add(self, phase: Phase, action: Action) -> None:
@@ -106,6 +106,7 @@ class _Planner:
             conflicts=tuple(self.conflicts),
             excess_workers=self.excess,
             waiting_for_workers=self.waiting,
+            deferred_workers=self.deferred,
             events=tuple(self.events),
             urgent=elastic is not None and elastic.urgent,
         )
@@ -159,7 +160,7 @@ class _Planner:
             if desired.pod_group is not None:
                 self.get_or_create(observed.pod_group, desired.pod_group, owned.pod_group_update)
             self.workers(delete_excess=delete_excess_workers)
-        if observed.launcher_job is None:
+        if observed.launcher_job is None and not self.deferred:
             self.launcher(launcher_ready_workers)
 
     def secret(self) -> None:
@@ -181,7 +182,10 @@ class _Planner:
                 self.add(Phase.DISCOVERY, update)
 
     def workers(self, *, delete_excess: bool) -> None:
-        """Upstream `getOrCreateWorker`: remove excess pods, then create the missing ones in index order."""
+        """Upstream `getOrCreateWorker`: remove excess pods, then create the missing ones in index order.
+
+        Only the missing workers the desired state holds are created (`planning.window`: a sync's
+        window); the others are counted in `deferred`, and the launcher waits for them."""
         replicas = config.worker_replicas(self.job)
         own = workers_by_index(self.job, self.observed)
         self.excess = tuple(
@@ -191,13 +195,14 @@ class _Planner:
             for index in self.excess:
                 self.delete(own[index], "v1", "Pod")
         by_name = pods_by_name(self.observed)
-        for index in sorted(self.desired.workers):
-            pod = self.desired.workers[index]
-            existing = by_name.get(name_of(pod))
-            if existing is None:
-                self.add(Phase.WORKLOAD, Create.of(pod))
-            else:
+        for index in range(replicas):
+            existing = by_name.get(naming.worker_name(self.job, index))
+            if existing is not None:
                 self.owned_or_stop(existing, "v1", "Pod")
+            elif index in self.desired.workers:
+                self.add(Phase.WORKLOAD, Create.of(self.desired.workers[index]))
+            else:
+                self.deferred += 1
 
     def launcher(self, ready_threshold: int | None) -> None:
         """The launcher Job is created once: at once (AtStartup) or when enough workers are Ready."""
@@ -216,7 +221,7 @@ class _Planner:
             elif ready_threshold is not None:
                 needed = ready_threshold
             else:
-                needed = len(self.desired.workers)
+                needed = replicas
             if ready < needed:
                 self.waiting = True
                 return

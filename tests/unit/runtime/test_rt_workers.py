@@ -54,3 +54,28 @@ async def test_workers_pass_their_clock_to_every_worker() -> None:
         await running.stop()
     assert sorted(reconciler.done) == ["ns/a", "ns/b"]
     assert metrics.registry.get_sample_value(DURATION_SUM) == 8.0
+
+
+class RequeueOnce:
+    """Asks for `Result(requeue=True)` the first time it sees `key`."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.done: list[str] = []
+
+    async def reconcile(self, key: str) -> Result:
+        self.done.append(key)
+        return Result(requeue=key == self.key and self.done.count(key) == 1)
+
+
+async def test_a_requeue_goes_behind_every_key_already_queued() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    for key in ("ns/big", "ns/a", "ns/b"):
+        queue.add(key)
+    reconciler = RequeueOnce("ns/big")
+    for _ in range(4):
+        await workers.process_next(queue, reconciler, metrics=metrics, clock=clock)
+    assert reconciler.done == ["ns/big", "ns/a", "ns/b", "ns/big"]
+    assert len(queue) == 0
+    assert queue.waiting == 0, "a requeue is not a delayed add"

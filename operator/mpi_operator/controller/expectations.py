@@ -1,0 +1,72 @@
+"""Worker pods created but not yet seen by the pod cache: client-go's `ControllerExpectations`, keeping
+the created objects rather than a count.
+
+A big job is synced window by window (`planning.window`), and each window's sync requeues itself at
+once; the pod watch may not have delivered the last window's pods by then. Without expectations that
+sync would plan them again: a 409 AlreadyExists and a GET per pod (a conflict storm), or, for a job
+whose status counts them, a status that goes back and forth. The reconciler records every pod it
+creates here and `observe` counts the ones the store does not show yet as observed.
+
+An expectation ends when the store shows a pod of that name (whatever happened to it since: the store
+is then the truth), when its job goes away or is replaced (new uid), or after `TTL` seconds, in case
+the watch never delivers it (a relist after the pod was already deleted again): the next sync then
+plans from the store alone, and at worst meets a 409 that the applier resolves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from mpi_operator.objects import KubeObject, name_of
+
+TTL: Final = 30.0
+"""Seconds an unseen create is trusted (client-go: 5 minutes; a watch lags seconds, not minutes)."""
+
+
+@dataclass
+class _Job:
+    uid: str | None
+    pods: dict[str, tuple[float, KubeObject]] = field(default_factory=dict)
+
+
+class CreatedPods:
+    """Per job key, the pods created by this operator that its store has not shown yet."""
+
+    def __init__(self, clock: Callable[[], float], ttl: float = TTL) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        self._jobs: dict[str, _Job] = {}
+
+    def add(self, key: str, uid: str | None, pod: KubeObject) -> None:
+        job = self._jobs.get(key)
+        if job is None or job.uid != uid:
+            job = self._jobs[key] = _Job(uid)
+        job.pods[name_of(pod)] = (self._clock(), pod)
+
+    def pending(self, key: str, uid: str | None, cached: Callable[[str], bool]) -> list[KubeObject]:
+        """The pods of job `key` (with `uid`) still in flight; `cached(name)` says whether the store
+        has a pod of that name. What the store has caught up with, or what expired, is dropped."""
+        job = self._jobs.get(key)
+        if job is None:
+            return []
+        if job.uid != uid:
+            del self._jobs[key]
+            return []
+        now = self._clock()
+        job.pods = {
+            name: (at, pod)
+            for name, (at, pod) in job.pods.items()
+            if now - at < self._ttl and not cached(name)
+        }
+        if not job.pods:
+            del self._jobs[key]
+            return []
+        return [pod for _, pod in job.pods.values()]
+
+    def forget(self, key: str) -> None:
+        self._jobs.pop(key, None)
+
+    def __len__(self) -> int:
+        return sum(len(job.pods) for job in self._jobs.values())

@@ -1,0 +1,81 @@
+"""The reconciler's expectations (`controller.expectations.CreatedPods`): a pod it created counts as
+observed until the pod store shows that name, its job goes or is replaced, or the TTL passes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mpi_operator.controller.expectations import TTL, CreatedPods
+from mpi_operator.flowcontrol import FakeClock
+
+KEY = "default/big"
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "uid": f"uid-{name}"}}
+
+
+def names(pods: list[dict[str, Any]]) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in pods)
+
+
+def expecting(clock: FakeClock, *created: str, uid: str = "u1") -> CreatedPods:
+    expectations = CreatedPods(clock.now)
+    for name in created:
+        expectations.add(KEY, uid, pod(name))
+    return expectations
+
+
+def nothing_cached(name: str) -> bool:
+    return False
+
+
+@pytest.mark.parametrize(
+    ("cached", "left"),
+    [
+        (set(), ["w-0", "w-1", "w-2"]),
+        ({"w-1"}, ["w-0", "w-2"]),
+        ({"w-0", "w-1", "w-2"}, []),
+        ({"other"}, ["w-0", "w-1", "w-2"]),
+    ],
+)
+def test_a_created_pod_is_pending_until_the_store_shows_its_name(cached: set[str], left: list[str]) -> None:
+    clock = FakeClock()
+    expectations = expecting(clock, "w-0", "w-1", "w-2")
+    assert names(expectations.pending(KEY, "u1", cached.__contains__)) == left
+    # What the store showed once stays dropped, even if the pod is gone from it again.
+    assert names(expectations.pending(KEY, "u1", nothing_cached)) == left
+    assert len(expectations) == len(left)
+
+
+def test_a_replaced_job_expects_nothing_of_its_predecessor() -> None:
+    expectations = expecting(FakeClock(), "w-0")
+    assert expectations.pending(KEY, "u2", nothing_cached) == []
+    assert expectations.pending(KEY, "u1", nothing_cached) == []  # dropped, not kept for the old uid
+    expectations.add(KEY, "u1", pod("w-0"))
+    expectations.add(KEY, "u2", pod("w-1"))
+    assert names(expectations.pending(KEY, "u2", nothing_cached)) == ["w-1"]
+
+
+def test_an_unseen_create_is_trusted_for_the_ttl_only() -> None:
+    clock = FakeClock()
+    expectations = expecting(clock, "w-0")
+    clock.advance(TTL / 2)
+    expectations.add(KEY, "u1", pod("w-1"))
+    clock.advance(TTL / 2 - 0.001)
+    assert names(expectations.pending(KEY, "u1", nothing_cached)) == ["w-0", "w-1"]
+    clock.advance(0.001)
+    assert names(expectations.pending(KEY, "u1", nothing_cached)) == ["w-1"]
+    clock.advance(TTL)
+    assert expectations.pending(KEY, "u1", nothing_cached) == []
+    assert len(expectations) == 0
+
+
+def test_forget_drops_a_job() -> None:
+    expectations = expecting(FakeClock(), "w-0")
+    expectations.add("default/other", "u9", pod("o-0"))
+    expectations.forget(KEY)
+    assert expectations.pending(KEY, "u1", nothing_cached) == []
+    assert names(expectations.pending("default/other", "u9", nothing_cached)) == ["o-0"]
