@@ -192,6 +192,7 @@ class ApiHandler:
                 field_selector=query.get("fieldSelector", ""),
                 limit=int(query["limit"]) if query.get("limit", "").isdigit() else None,
                 continue_token=query.get("continue") or None,
+                copy_objects=False,
             )
             how = table.negotiate(request.headers.get("Accept", ""))
             return json_response(table.render_list(rt, listed, how, self.cluster.now()), warnings=warnings)
@@ -208,7 +209,7 @@ class ApiHandler:
                 return await podlog.serve(request, self.cluster, rt, ns or "", info.name)
             if sub not in (None, "status"):
                 raise NOT_FOUND
-            obj = self.cluster.get(rt, ns, info.name)
+            obj = self.cluster.get(rt, ns, info.name, copy_object=False)
             how = table.negotiate(request.headers.get("Accept", ""))
             return json_response(table.render(rt, obj, how, self.cluster.now()), warnings=warnings)
         if verb == "create":
@@ -217,12 +218,12 @@ class ApiHandler:
                 return json_response(self.cluster.evict(rt, ns, info.name, body), 201, warnings=warnings)
             if sub is not None or info.name:
                 raise errors.method_not_allowed(f"the server does not allow this method on {info.resource}")
-            written = self.cluster.create(rt, ns, body, opts=self._write_options(request))
+            written = self.cluster.create(rt, ns, body, opts=self._write_options(request), owned=True)
             return self._written(written, warnings, 201)
         if verb == "update":
             body = await self._json_body(request)
             written = self.cluster.update(
-                rt, ns, info.name, body, subresource=sub, opts=self._write_options(request)
+                rt, ns, info.name, body, subresource=sub, opts=self._write_options(request), owned=True
             )
             return self._written(written, warnings, 200)
         if verb == "patch":
@@ -238,7 +239,7 @@ class ApiHandler:
             options = await self._delete_options(request)
             written = self.cluster.delete_object(rt, ns, info.name, options=options)
             return json_response(
-                written.object, 200 if written.deleted else 202, warnings=[*warnings, *written.warnings]
+                written.stored, 200 if written.deleted else 202, warnings=[*warnings, *written.warnings]
             )
         if verb == "deletecollection":
             options = await self._delete_options(request)
@@ -274,7 +275,7 @@ class ApiHandler:
         return [rt.deprecation_warning or f"{rt.api_version} {rt.kind} is deprecated"]
 
     def _written(self, written: Written, warnings: list[str], status: int) -> web.Response:
-        return json_response(written.object, status, warnings=[*warnings, *written.warnings])
+        return json_response(written.stored, status, warnings=[*warnings, *written.warnings])
 
     def _write_options(self, request: web.Request) -> WriteOptions:
         query = request.query

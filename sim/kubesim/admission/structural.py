@@ -12,7 +12,8 @@ Two flavours, picked by `Walker.builtin`:
   (`spec.replicas in body must be of type integer: "string"`), list-type map/set uniqueness, and the nodes
   carrying `x-kubernetes-validations` collected (with their old values) for the CEL pass.
 
-The walk builds a new value, so the caller's object is never mutated and no deep copy is needed first.
+The walk builds a new value, so the caller's object is never mutated and no deep copy is needed first;
+for built-in kinds, a part equal to the stored version's (`old`) is taken as it is, not walked again.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ class Walker:
         """Returns the cleaned value, or MISSING when the value is to be dropped."""
         if value is None:
             return self._null(node, path)
+        if self.builtin and old is not MISSING and value == old:
+            # Unchanged since the stored version, which was decoded, pruned and defaulted already: a
+            # second decode would give the same value back (a status write leaves the spec alone).
+            return value
         if node.int_or_string:
             return self._int_or_string(value, node, path)
         if node.format == "quantity":

@@ -304,10 +304,11 @@ def resource_type(cluster: Cluster, api_version: str, kind: str) -> ResourceType
 
 
 def get_or_none(
-    cluster: Cluster, rt: ResourceType, namespace: str | None, name: str
+    cluster: Cluster, rt: ResourceType, namespace: str | None, name: str, *, copy: bool = True
 ) -> dict[str, Any] | None:
+    """The object or None; `copy=False` shares the stored object (no copy per read): read only."""
     try:
-        return cluster.get(rt, namespace, name)
+        return cluster.get(rt, namespace, name, copy_object=copy)
     except StatusError as err:
         if err.code == 404:
             return None
@@ -354,7 +355,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     watching: list[Watching] = [volumes, kubelet, jobs, gc, namespaces]
 
     def fan_out(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        # One listener for all: the cluster copies the object once per listener.
+        # One listener for all, called with the stored objects (read only).
         for controller in watching:
             try:
                 controller.on_change(event, rt, obj, old)

@@ -204,7 +204,7 @@ class Kubelet:
     def _assigned_pod(self, key: PodKey, known_uid: str | None) -> dict[str, Any] | None:
         """The pod to sync: None when it is gone (what this kubelet knew of it, `known_uid`, is forgotten)
         or bound to another node."""
-        pod = get_or_none(self._cluster, self._pods_rt, *key)
+        pod = get_or_none(self._cluster, self._pods_rt, *key, copy=False)
         if pod is None:
             if known_uid is not None:
                 self._forget(key, known_uid)
