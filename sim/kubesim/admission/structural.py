@@ -258,17 +258,23 @@ class Walker:
     def _array(self, value: list[Any], node: Node, path: str, old: Any, go: tuple[str, str]) -> Any:
         item_node = node.items
         out: list[Any] = []
-        old_items = _correlate(old, node) if old is not MISSING else {}
+        builtin = self.builtin
+        # Built-in kinds use `old` only to skip unchanged parts, so the item at the same index will do.
+        old_list = old if builtin and isinstance(old, list) else ()
+        old_items = _correlate(old, node) if old is not MISSING and not builtin else {}
         for i, item in enumerate(value):
             if item_node is None:
                 out.append(item)
                 continue
-            if item is None and not self.builtin and item_node.types and not item_node.nullable:
+            if item is None and not builtin and item_node.types and not item_node.nullable:
                 # nulls are pruned from objects only; in a list they are a type error
                 self._type_error(item, item_node, f"{path}[{i}]", go, "null")
                 out.append(None)
                 continue
-            old_item = old_items.get(_identity(item, node), MISSING) if old_items else MISSING
+            if builtin:
+                old_item = old_list[i] if i < len(old_list) else MISSING
+            else:
+                old_item = old_items.get(_identity(item, node), MISSING) if old_items else MISSING
             cleaned = self.walk(item, item_node, f"{path}[{i}]", old_item, go)
             if cleaned is MISSING and self.builtin:
                 continue

@@ -237,12 +237,9 @@ def pod_status(
         value = "True" if ok else "False"
         prev = previous.get(ctype)
         when = prev.get("lastTransitionTime") if prev and prev.get("status") == value else now
-        cond: dict[str, Any] = {
-            "type": ctype,
-            "status": value,
-            "lastProbeTime": None,
-            "lastTransitionTime": when,
-        }
+        # No `lastProbeTime: null`: the API server drops nulls, and the kubelet writes only a status
+        # that differs from the stored one (a null there made every sync a write).
+        cond: dict[str, Any] = {"type": ctype, "status": value, "lastTransitionTime": when}
         if why:
             cond["reason"] = why
         if text:
