@@ -24,7 +24,7 @@ import yaml
 from kubesim import admission, builtins, errors, patch, selectors
 from kubesim.registry import Registry, ResourceType, StorageKey, set_path
 from kubesim.settings import SimSettings
-from kubesim.store import Change, EventType, Store, WatchEvent, clone, watch_stream
+from kubesim.store import Change, EventType, Store, WatchBatch, WatchEvent, clone, flatten, watch_batches
 
 __all__ = ["Cluster", "DeleteOptions", "EventType", "Listener", "WatchEvent", "WriteOptions", "Written"]
 
@@ -195,7 +195,7 @@ class Cluster:
         send_initial_events: bool = False,
         copy_objects: bool = True,
     ) -> AsyncIterator[WatchEvent]:
-        """Changes as watch events, like the apiserver's watch cache (see `kubesim.store.watch_stream`).
+        """Changes as watch events, like the apiserver's watch cache (see `kubesim.store.watch_batches`).
 
         A bad selector or resourceVersion raises 400 at once. The watch itself starts when first iterated
         (so rv ""/"0" lists the state of that moment; rv N replays from history, so nothing is lost). An
@@ -204,8 +204,34 @@ class Cluster:
         ends an async generator for good. `copy_objects=False` shares stored objects with the caller,
         who must then not mutate them (the HTTP layer only serialises them).
         """
+        return flatten(
+            self.watch_batches(
+                rt,
+                namespace,
+                resource_version=resource_version,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                allow_bookmarks=allow_bookmarks,
+                send_initial_events=send_initial_events,
+                copy_objects=copy_objects,
+            )
+        )
+
+    def watch_batches(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        allow_bookmarks: bool = False,
+        send_initial_events: bool = False,
+        copy_objects: bool = True,
+    ) -> AsyncIterator[WatchBatch]:
+        """`watch` in batches: every event available at once comes in one list (one write for HTTP)."""
         match = self.matcher(rt, label_selector, field_selector)
-        return watch_stream(
+        return watch_batches(
             self.store,
             rt,
             namespace if rt.namespaced and namespace else None,

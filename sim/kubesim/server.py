@@ -351,7 +351,7 @@ class ApiHandler:
 
     async def _watch(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
         query = request.query
-        events = self.cluster.watch(
+        batches = self.cluster.watch_batches(
             rt,
             ns,
             resource_version=query.get("resourceVersion", ""),
@@ -381,12 +381,15 @@ class ApiHandler:
                         scope.reschedule(asyncio.get_running_loop().time())
 
                 untrack = self.control.track_stream(request.headers.get("User-Agent", ""), sever)
-                async for event in events:
-                    obj = event.object
-                    if event.type in ("ADDED", "MODIFIED", "DELETED"):
-                        obj = table.render(rt, obj, how, self.cluster.now())
-                    line = json.dumps({"type": event.type, "object": obj}, separators=(",", ":")) + "\n"
-                    await response.write(line.encode())
+                async for batch in batches:
+                    lines = []
+                    for event in batch:
+                        obj = event.object
+                        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+                            obj = table.render(rt, obj, how, self.cluster.now())
+                        lines.append(json.dumps({"type": event.type, "object": obj}, separators=(",", ":")))
+                    # A burst of changes goes out in one write (one chunk, one send), not one per event.
+                    await response.write(("\n".join(lines) + "\n").encode())
         except TimeoutError:
             pass
         except ConnectionError:
@@ -394,7 +397,7 @@ class ApiHandler:
         finally:
             if untrack is not None:
                 untrack()
-            await events.aclose()  # type: ignore[attr-defined]
+            await batches.aclose()  # type: ignore[attr-defined]
         if severed:
             _drop_connection(request)
             return response
