@@ -110,7 +110,7 @@ class JobController:
             return
         owner = js.controller_uid(pod)
         if owner is not None:
-            job = get_or_none(self._cluster, self._jobs_rt, ns, owner[0])
+            job = get_or_none(self._cluster, self._jobs_rt, ns, owner[0], copy=False)
             if job is not None and job["metadata"].get("uid") == owner[1]:
                 return
         self._remove_finalizer(pod)
@@ -137,7 +137,7 @@ class JobController:
         return self._clock.now() - (self._clock.wall().timestamp() - wall) / self._clock.scale
 
     def _sync_job(self, ns: str, name: str) -> None:
-        job = get_or_none(self._cluster, self._jobs_rt, ns, name)
+        job = get_or_none(self._cluster, self._jobs_rt, ns, name, copy=False)
         if job is None:
             return
         uid = str(job["metadata"]["uid"])
