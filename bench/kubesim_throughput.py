@@ -197,6 +197,7 @@ def main() -> int:
     parser.add_argument("--pod-seconds", type=float, default=1.0, help="kubesim's pod start and ready delays")
     parser.add_argument("--timeout", type=float, default=900.0, help="fanin: give up after this long")
     parser.add_argument("--profile", type=Path, help="run kubesim under cProfile, stats to this file")
+    parser.add_argument("--flame", type=Path, help="fanin: py-spy flame graph (SVG) of kubesim to this file")
     parser.add_argument("--out", type=Path, help=f"the report (default {OUT}, or {FANIN_OUT} for fanin)")
     args = parser.parse_args()
     if args.scenario == "fanin":

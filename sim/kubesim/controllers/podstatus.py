@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from kubesim.controllers.podstate import (
@@ -48,6 +49,7 @@ def qos_class(spec: Mapping[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+@lru_cache(maxsize=8192)  # every sync renders every container's IDs again
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
