@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, cast
 import yaml
 from aiohttp import web
 
-from kubesim import discovery, errors, openapi, podlog, protobuf, table
+from kubesim import discovery, encoding, errors, openapi, podlog, protobuf, table
 from kubesim.cluster import Cluster, DeleteOptions, WriteOptions, Written
 from kubesim.control import Control, RecordedRequest
 from kubesim.registry import ResourceType
@@ -97,11 +97,13 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
 def json_response(
     body: Any, status: int = 200, *, warnings: Iterable[str] = (), content_type: str = JSON
 ) -> web.Response:
-    response = web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
-        status=status,
-        headers={"Content-Type": content_type},
-    )
+    return encoded_response(encoding.dumps(body), status, warnings=warnings, content_type=content_type)
+
+
+def encoded_response(
+    data: bytes, status: int = 200, *, warnings: Iterable[str] = (), content_type: str = JSON
+) -> web.Response:
+    response = web.Response(body=data, status=status, headers={"Content-Type": content_type})
     for text in warnings:
         response.headers.add("Warning", '299 - "{}"'.format(text.replace('"', '\\"')))
     return response
@@ -123,6 +125,7 @@ class ApiHandler:
     def __init__(self, cluster: Cluster, control: Control) -> None:
         self.cluster = cluster
         self.control = control
+        self.encoder = encoding.ObjectEncoder()
 
     # --- discovery, version, OpenAPI ---------------------------------------------------------------
     async def version(self, request: web.Request) -> web.Response:
@@ -195,6 +198,8 @@ class ApiHandler:
                 copy_objects=False,
             )
             how = table.negotiate(request.headers.get("Accept", ""))
+            if how == "object":
+                return encoded_response(self.encoder.object_list(listed), warnings=warnings)
             return json_response(table.render_list(rt, listed, how, self.cluster.now()), warnings=warnings)
         if (
             rt.namespaced
@@ -211,6 +216,8 @@ class ApiHandler:
                 raise NOT_FOUND
             obj = self.cluster.get(rt, ns, info.name, copy_object=False)
             how = table.negotiate(request.headers.get("Accept", ""))
+            if how == "object":
+                return encoded_response(self.encoder.object(obj), warnings=warnings)
             return json_response(table.render(rt, obj, how, self.cluster.now()), warnings=warnings)
         if verb == "create":
             body = await self._json_body(request)
@@ -238,8 +245,10 @@ class ApiHandler:
                 raise NOT_FOUND
             options = await self._delete_options(request)
             written = self.cluster.delete_object(rt, ns, info.name, options=options)
-            return json_response(
-                written.stored, 200 if written.deleted else 202, warnings=[*warnings, *written.warnings]
+            return encoded_response(
+                self.encoder.object(written.stored),
+                200 if written.deleted else 202,
+                warnings=[*warnings, *written.warnings],
             )
         if verb == "deletecollection":
             options = await self._delete_options(request)
@@ -275,7 +284,9 @@ class ApiHandler:
         return [rt.deprecation_warning or f"{rt.api_version} {rt.kind} is deprecated"]
 
     def _written(self, written: Written, warnings: list[str], status: int) -> web.Response:
-        return json_response(written.stored, status, warnings=[*warnings, *written.warnings])
+        return encoded_response(
+            self.encoder.object(written.stored), status, warnings=[*warnings, *written.warnings]
+        )
 
     def _write_options(self, request: web.Request) -> WriteOptions:
         query = request.query
@@ -384,12 +395,15 @@ class ApiHandler:
                 async for batch in batches:
                     lines = []
                     for event in batch:
-                        obj = event.object
-                        if event.type in ("ADDED", "MODIFIED", "DELETED"):
-                            obj = table.render(rt, obj, how, self.cluster.now())
-                        lines.append(json.dumps({"type": event.type, "object": obj}, separators=(",", ":")))
+                        if event.type not in ("ADDED", "MODIFIED", "DELETED"):
+                            lines.append(encoding.dumps({"type": event.type, "object": event.object}))
+                        elif how == "object":
+                            lines.append(self.encoder.event(event.type, event.object))
+                        else:
+                            obj = table.render(rt, event.object, how, self.cluster.now())
+                            lines.append(encoding.dumps({"type": event.type, "object": obj}))
                     # A burst of changes goes out in one write (one chunk, one send), not one per event.
-                    await response.write(("\n".join(lines) + "\n").encode())
+                    await response.write(b"\n".join(lines) + b"\n")
         except TimeoutError:
             pass
         except ConnectionError:
