@@ -33,6 +33,7 @@ _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _B64 = re.compile(r"[A-Za-z0-9+/=]")
+_B64_TEXT = re.compile(r"[A-Za-z0-9+/=\r\n]*")
 
 
 @dataclass
@@ -77,6 +78,25 @@ def _go_json_kind(value: Any) -> str:
     if kind in ("integer", "number"):
         return f"number {json.dumps(value)}"
     return {"boolean": "bool"}.get(kind, kind)
+
+
+_PLAIN: dict[int, type | None] = {}
+"""Built-in schema nodes (cached for the life of the process, so ids stay theirs) whose string or
+boolean values decode as they are: no format, enum or other check applies."""
+
+
+def _plain(node: Node) -> type | None:
+    plain = _PLAIN.get(id(node), MISSING)
+    if plain is MISSING:
+        simple = not (node.int_or_string or node.enum is not None or node.validations or node.all_of)
+        simple = simple and node.format in (None, "", "date-time")
+        plain = None
+        if simple and node.types == frozenset({"string"}):
+            plain = str
+        elif simple and node.types == frozenset({"boolean"}):
+            plain = bool
+        _PLAIN[id(node)] = plain
+    return plain  # type: ignore[no-any-return]
 
 
 def _join(path: str, key: str) -> str:
@@ -214,6 +234,9 @@ class Walker:
         walk = self.walk
         for key, item in value.items():
             child = props.get(key) if props is not None else None
+            if builtin and child is not None and type(item) is _plain(child):
+                out[key] = item  # the common leaf (a string), decoded as it is without a walk
+                continue
             if child is None:
                 child = additional
                 if child is None:
@@ -262,8 +285,9 @@ class Walker:
         # Built-in kinds use `old` only to skip unchanged parts, so the item at the same index will do.
         old_list = old if builtin and isinstance(old, list) else ()
         old_items = _correlate(old, node) if old is not MISSING and not builtin else {}
+        plain = _plain(item_node) if builtin and item_node is not None else None
         for i, item in enumerate(value):
-            if item_node is None:
+            if item_node is None or type(item) is plain:
                 out.append(item)
                 continue
             if item is None and not builtin and item_node.types and not item_node.nullable:
@@ -382,9 +406,10 @@ def _correlate(old: Any, node: Node) -> dict[Any, Any]:
 
 
 def _base64_error(value: str) -> str | None:
-    for i, ch in enumerate(value):
-        if not _B64.match(ch) and ch not in "\r\n":
-            return f"illegal base64 data at input byte {i}"
+    if not _B64_TEXT.fullmatch(value):
+        for i, ch in enumerate(value):
+            if not _B64.match(ch) and ch not in "\r\n":
+                return f"illegal base64 data at input byte {i}"
     try:
         binascii.a2b_base64(value.encode())
         stripped = value.replace("\r", "").replace("\n", "")
