@@ -226,8 +226,9 @@ def main() -> int:
 def _machine() -> list[str]:
     return [
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
-        f"{os.cpu_count()} CPUs (shared), Python {platform.python_version()}; kubesim ran as "
-        "`mpi-operator sim` (controllers on) in its own process.",
+        f"{os.cpu_count()} CPUs (shared, load average {os.getloadavg()[0]:.1f}), "
+        f"Python {platform.python_version()}; kubesim ran as `mpi-operator sim` (controllers on) in its "
+        "own process.",
     ]
 
 

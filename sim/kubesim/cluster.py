@@ -1,7 +1,9 @@
 """The cluster's state and the apiserver's verb semantics, in process (no HTTP here).
 
 The HTTP layer and the simulated controllers (kubelet, Job controller, GC) both call these verbs.
-Objects in and out are plain JSON dicts; every returned object is a copy the caller may mutate.
+Objects in and out are plain JSON dicts; every returned object is a copy the caller may mutate, except
+where a caller asks for the stored one (`copy_object(s)=False`, `Written.stored`) and in listeners:
+stored objects are never changed after their commit, so those are shared and read only.
 Every verb is synchronous apart from `watch`, so each write is atomic on the event loop. Refusals raise
 `kubesim.errors.StatusError`. Kind-specific behaviour (pod binding and grace, namespace lifecycle, CRD
 status) comes from `kubesim.builtins`; storage, history and watch buffers from `kubesim.store`.
@@ -121,12 +123,6 @@ class Cluster:
         """The object (404 when missing); `copy_object=False` shares the stored one: read only."""
         obj = self._require(rt, namespace, name)
         return self._present(rt, obj) if copy_object else self._relabel(rt, obj)
-
-    def peek(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """The stored object itself (served as `rt`), or None: no copy, so the caller must not mutate
-        it. For the hot read paths (the HTTP layer serialising, controllers reading)."""
-        obj = self.store.get(rt.storage_key, self._scope(rt, namespace), name)
-        return None if obj is None else self._relabel(rt, obj)
 
     def list(
         self,
