@@ -21,7 +21,7 @@ def dumps(value: Any) -> bytes:
 class ObjectEncoder:
     """JSON bytes of immutable objects (stored versions), least recently used first out."""
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 1024) -> None:
         self._size = size
         self._cache: OrderedDict[int, tuple[dict[str, Any], bytes]] = OrderedDict()
         self.hits = 0
