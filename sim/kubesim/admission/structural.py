@@ -23,6 +23,7 @@ import copy
 import json
 import re
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any
 
 from kubesim.admission.fielderrors import FieldErrors, go_quote
@@ -233,6 +234,8 @@ class Walker:
         prefix = path + "." if path else ""
         walk = self.walk
         for key, item in value.items():
+            # One string per field name (and label key) for all stored objects, not one per object.
+            key = intern(key)
             child = props.get(key) if props is not None else None
             if builtin and child is not None and type(item) is _plain(child):
                 out[key] = item  # the common leaf (a string), decoded as it is without a walk
