@@ -5,6 +5,10 @@ kubesim runs as `mpi-operator sim` in its own process (controllers on, as users 
 load generated here does not count against its CPU or memory.
 
     .venv/bin/python bench/kubesim_throughput.py [--objects 10000] [--watchers 10] [--concurrency 32]
+    .venv/bin/python bench/kubesim_throughput.py fanin [--jobs 1000] [--workers 8] [--profile FILE]
+
+`fanin` plays the operator's writes for N MPIJobs x W workers (bench/kubesim_fanin.py) and reports
+kubesim's CPU time, RSS and the time until every pod is Running (bench/out/kubesim-fanin.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 import aiohttp
 
 OUT = Path(__file__).parent / "out" / "kubesim.md"
+FANIN_OUT = Path(__file__).parent / "out" / "kubesim-fanin.md"
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 
 
@@ -84,27 +89,35 @@ async def _watch_until(
     return seen
 
 
-async def run(args: argparse.Namespace) -> dict[str, float]:
+async def start_sim(args: argparse.Namespace) -> tuple[asyncio.subprocess.Process, str]:
+    """`mpi-operator sim` in its own process (under cProfile with `--profile`); its URL once serving."""
     port = _free_port()
     kubeconfig = Path(tempfile.mkdtemp(prefix="kubesim-bench-")) / "kubeconfig"
+    profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
+    sec = str(args.pod_seconds)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "mpi_operator",
-        "sim",
-        "--port",
-        str(port),
-        "--kubeconfig-out",
-        str(kubeconfig),
+        *(sys.executable, *profile, "-m", "mpi_operator", "sim", "--port", str(port)),
+        *("--kubeconfig-out", str(kubeconfig), "--start-seconds", sec, "--ready-seconds", sec),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
     assert proc.stdout is not None
-    url = f"http://127.0.0.1:{port}"
+    async with asyncio.timeout(60):
+        while not (line := await proc.stdout.readline()).startswith(b"export KUBECONFIG="):
+            if not line:
+                raise RuntimeError("mpi-operator sim exited before serving")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+async def stop_sim(proc: asyncio.subprocess.Process) -> None:
+    proc.send_signal(signal.SIGTERM)
+    await proc.wait()
+
+
+async def run(args: argparse.Namespace) -> dict[str, float]:
+    proc, url = await start_sim(args)
     results: dict[str, float] = {}
     try:
-        while not (await proc.stdout.readline()).startswith(b"export KUBECONFIG="):
-            pass
         connector = aiohttp.TCPConnector(limit=args.concurrency + args.watchers + 4)
         async with aiohttp.ClientSession(connector=connector) as session:
             baseline = _rss_mib(proc.pid)
@@ -130,8 +143,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             results["watchers"] = args.watchers
             results["watch_burst"] = burst
     finally:
-        proc.send_signal(signal.SIGTERM)
-        await proc.wait()
+        await stop_sim(proc)
 
     # In process, no HTTP: what the verbs themselves cost.
     from kubesim import builtins
@@ -176,15 +188,48 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("scenario", nargs="?", choices=("throughput", "fanin"), default="throughput")
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--watchers", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--jobs", type=int, default=1_000, help="fanin: MPIJobs")
+    parser.add_argument("--workers", type=int, default=8, help="fanin: workers per MPIJob")
+    parser.add_argument("--pod-seconds", type=float, default=1.0, help="kubesim's pod start and ready delays")
+    parser.add_argument("--timeout", type=float, default=900.0, help="fanin: give up after this long")
+    parser.add_argument("--profile", type=Path, help="run kubesim under cProfile, stats to this file")
+    parser.add_argument("--flame", type=Path, help="fanin: py-spy flame graph (SVG) of kubesim to this file")
+    parser.add_argument("--out", type=Path, help=f"the report (default {OUT}, or {FANIN_OUT} for fanin)")
     args = parser.parse_args()
-    results = asyncio.run(run(args))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(report(results, args))
-    print(OUT.read_text())
+    if args.scenario == "fanin":
+        import kubesim_fanin  # the sibling script, on sys.path
+
+        command = "python bench/kubesim_throughput.py " + " ".join(sys.argv[1:])
+        text = "\n".join(
+            [
+                "# kubesim fan-in",
+                "",
+                *_machine(),
+                "",
+                *kubesim_fanin.report(asyncio.run(kubesim_fanin.run(args)), command),
+            ]
+        )
+        out = args.out or FANIN_OUT
+    else:
+        text = report(asyncio.run(run(args)), args)
+        out = args.out or OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
     return 0
+
+
+def _machine() -> list[str]:
+    return [
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs (shared, load average {os.getloadavg()[0]:.1f}), "
+        f"Python {platform.python_version()}; kubesim ran as `mpi-operator sim` (controllers on) in its "
+        "own process.",
+    ]
 
 
 if __name__ == "__main__":

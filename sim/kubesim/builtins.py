@@ -224,7 +224,8 @@ def prepare_update(
 
     `/status` changes only `.status`; `namespaces/finalize` only `spec.finalizers`; the main endpoint
     keeps the current status when the kind has a status subresource, and a namespace's spec.finalizers.
-    `current` must be a private copy; it may be returned modified.
+    `current` must be a private copy of the top level (nested values are shared with the stored
+    object and left alone); it may be returned modified.
     """
     if subresource == "status":
         if "status" in new:
@@ -233,7 +234,8 @@ def prepare_update(
             current.pop("status", None)
         return current
     if subresource == "finalize":
-        current.setdefault("spec", {})["finalizers"] = list((new.get("spec") or {}).get("finalizers") or [])
+        finalizers = list((new.get("spec") or {}).get("finalizers") or [])
+        current["spec"] = {**(current.get("spec") or {}), "finalizers": finalizers}
         return current
     if rt.status_subresource:
         if "status" in current:

@@ -1,7 +1,9 @@
 """The cluster's state and the apiserver's verb semantics, in process (no HTTP here).
 
 The HTTP layer and the simulated controllers (kubelet, Job controller, GC) both call these verbs.
-Objects in and out are plain JSON dicts; every returned object is a copy the caller may mutate.
+Objects in and out are plain JSON dicts; every returned object is a copy the caller may mutate, except
+where a caller asks for the stored one (`copy_object(s)=False`, `Written.stored`) and in listeners:
+stored objects are never changed after their commit, so those are shared and read only.
 Every verb is synchronous apart from `watch`, so each write is atomic on the event loop. Refusals raise
 `kubesim.errors.StatusError`. Kind-specific behaviour (pod binding and grace, namespace lifecycle, CRD
 status) comes from `kubesim.builtins`; storage, history and watch buffers from `kubesim.store`.
@@ -16,6 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any, Literal
 
 import yaml
@@ -23,7 +26,7 @@ import yaml
 from kubesim import admission, builtins, errors, patch, selectors
 from kubesim.registry import Registry, ResourceType, StorageKey, set_path
 from kubesim.settings import SimSettings
-from kubesim.store import Change, EventType, Store, WatchEvent, clone, watch_stream
+from kubesim.store import Change, EventType, Store, WatchBatch, WatchEvent, clone, flatten, watch_batches
 
 __all__ = ["Cluster", "DeleteOptions", "EventType", "Listener", "WatchEvent", "WriteOptions", "Written"]
 
@@ -54,17 +57,26 @@ class DeleteOptions:
 class Written:
     """Result of a write: the stored object and the admission warnings (sent as `Warning` headers)."""
 
-    object: dict[str, Any]
+    stored: dict[str, Any]
+    """The object as stored (or as it would be, for a dry run), shared with the store: read only."""
     warnings: list[str] = field(default_factory=list)
     created: bool = False
     deleted: bool = False
     """For deletes: True when the object is gone, False while finalizers or a grace period keep it."""
+
+    @cached_property
+    def object(self) -> dict[str, Any]:
+        """A private copy of `stored`, made on first use: most writers (the controllers, the HTTP
+        layer) never look at the result or only serialise it."""
+        copied: dict[str, Any] = clone(self.stored)
+        return copied
 
 
 Warnings = list[str]
 
 # Listener(event_type, resource_type, new_or_final_object, old_object_or_None); called synchronously
 # after every committed change, in commit order. Controllers use it to learn about changes cheaply.
+# The objects are the stored ones (not copies, so a change costs no copy per listener): read only.
 Listener = Callable[[EventType, ResourceType, dict[str, Any], dict[str, Any] | None], None]
 
 
@@ -105,8 +117,12 @@ class Cluster:
             self.create(builtins.PRIORITY_CLASSES, None, priority_class)
 
     # --- reads -----------------------------------------------------------------------------
-    def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
-        return self._present(rt, self._require(rt, namespace, name))
+    def get(
+        self, rt: ResourceType, namespace: str | None, name: str, *, copy_object: bool = True
+    ) -> dict[str, Any]:
+        """The object (404 when missing); `copy_object=False` shares the stored one: read only."""
+        obj = self._require(rt, namespace, name)
+        return self._present(rt, obj) if copy_object else self._relabel(rt, obj)
 
     def list(
         self,
@@ -117,8 +133,11 @@ class Cluster:
         field_selector: str = "",
         limit: int | None = None,
         continue_token: str | None = None,
+        copy_objects: bool = True,
     ) -> dict[str, Any]:
-        """A `<Kind>List` with metadata.resourceVersion (and `continue` when limited)."""
+        """A `<Kind>List` with metadata.resourceVersion (and `continue` when limited).
+
+        `copy_objects=False` shares the stored items with the caller, who must then not mutate them."""
         match = self.matcher(rt, label_selector, field_selector)
         if continue_token:
             snapshot, offset, snap_id = self.store.load_snapshot(continue_token)
@@ -140,7 +159,7 @@ class Cluster:
             "kind": rt.list_kind,
             "apiVersion": rt.api_version,
             "metadata": metadata,
-            "items": [self._present(rt, o) for o in page],
+            "items": [(self._present if copy_objects else self._relabel)(rt, o) for o in page],
         }
 
     def matcher(
@@ -172,7 +191,7 @@ class Cluster:
         send_initial_events: bool = False,
         copy_objects: bool = True,
     ) -> AsyncIterator[WatchEvent]:
-        """Changes as watch events, like the apiserver's watch cache (see `kubesim.store.watch_stream`).
+        """Changes as watch events, like the apiserver's watch cache (see `kubesim.store.watch_batches`).
 
         A bad selector or resourceVersion raises 400 at once. The watch itself starts when first iterated
         (so rv ""/"0" lists the state of that moment; rv N replays from history, so nothing is lost). An
@@ -181,8 +200,34 @@ class Cluster:
         ends an async generator for good. `copy_objects=False` shares stored objects with the caller,
         who must then not mutate them (the HTTP layer only serialises them).
         """
+        return flatten(
+            self.watch_batches(
+                rt,
+                namespace,
+                resource_version=resource_version,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                allow_bookmarks=allow_bookmarks,
+                send_initial_events=send_initial_events,
+                copy_objects=copy_objects,
+            )
+        )
+
+    def watch_batches(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        allow_bookmarks: bool = False,
+        send_initial_events: bool = False,
+        copy_objects: bool = True,
+    ) -> AsyncIterator[WatchBatch]:
+        """`watch` in batches: every event available at once comes in one list (one write for HTTP)."""
         match = self.matcher(rt, label_selector, field_selector)
-        return watch_stream(
+        return watch_batches(
             self.store,
             rt,
             namespace if rt.namespaced and namespace else None,
@@ -202,9 +247,12 @@ class Cluster:
         body: dict[str, Any],
         *,
         opts: WriteOptions | None = None,
+        owned: bool = False,
     ) -> Written:
+        """Creates `body`. With `owned`, the caller hands `body` over (a freshly decoded request): it is
+        used, not copied, and must not be touched afterwards."""
         opts = opts or WriteOptions()
-        obj = self._incoming(rt, body)
+        obj = self._incoming(rt, body, private=owned)
         meta = _meta(obj)
         ns = self._writable_namespace(rt, namespace, meta, creating=True)
         if meta.get("resourceVersion"):
@@ -233,7 +281,7 @@ class Cluster:
             self._commit("ADDED", rt, obj, None)
             if builtins.is_type(rt, builtins.CRDS):
                 self.registry.register_crd(obj)
-        return Written(self._present(rt, obj), warnings, created=True)
+        return Written(self._relabel(rt, obj), warnings, created=True)
 
     def update(
         self,
@@ -244,13 +292,23 @@ class Cluster:
         *,
         subresource: str | None = None,
         opts: WriteOptions | None = None,
+        owned: bool = False,
     ) -> Written:
+        """Replaces the object (or its `subresource`) with `body`; `owned` as for `create`."""
         opts = opts or WriteOptions()
         current = self._require(rt, namespace, name)
         if subresource == "scale":
             return self._update_scale(rt, current, body, opts)
         self._check_subresource(rt, subresource)
-        new = self._incoming(rt, body)
+        if subresource == "status" and not owned and isinstance(body, dict):
+            # Only the status and the metadata's top level of a /status body are used or changed:
+            # copying just those spares a controller's status write a copy of the whole object.
+            meta = body.get("metadata")
+            body = {**body, "metadata": dict(meta) if isinstance(meta, dict) else meta}
+            if "status" in body:
+                body["status"] = clone(body["status"])
+            owned = True
+        new = self._incoming(rt, body, private=owned)
         meta = _meta(new)
         body_rv = str(meta.get("resourceVersion") or "")
         current_rv = current["metadata"]["resourceVersion"]
@@ -283,13 +341,13 @@ class Cluster:
             patched_scale = self._apply_patch(scale, body, media, kind="Scale", builtin=True)
             return self._update_scale(rt, current, patched_scale, opts)
         self._check_subresource(rt, subresource)
-        patched = self._apply_patch(self._present(rt, current), body, media, kind=rt.kind, builtin=rt.builtin)
+        patched = self._apply_patch(self._relabel(rt, current), body, media, kind=rt.kind, builtin=rt.builtin)
         meta = _meta(patched)
         patched_rv = str(meta.get("resourceVersion") or "")
         if patched_rv and patched_rv != current["metadata"]["resourceVersion"]:
             # A resourceVersion inside a patch is an optimistic lock (client-go's "guaranteed update").
             raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
-        return self._write_update(rt, current, self._incoming(rt, patched), subresource, opts)
+        return self._write_update(rt, current, self._incoming(rt, patched, private=True), subresource, opts)
 
     def delete(
         self, rt: ResourceType, namespace: str | None, name: str, *, options: DeleteOptions | None = None
@@ -327,17 +385,17 @@ class Cluster:
                 meta["deletionGracePeriodSeconds"] or 0
             )
             if not shorter and not builtins.deletion_complete(rt, current):
-                return Written(self._present(rt, current), warnings)
+                return Written(self._relabel(rt, current), warnings)
         elif (wanted := builtins.POLICY_FINALIZERS.get(policy or "")) and wanted not in finalizers:
             finalizers.append(wanted)
         builtins.mark_deleting(rt, new, finalizers, self.now() + timedelta(seconds=grace), grace)
         if not builtins.deletion_complete(rt, new):
             if not options.dry_run:
                 self._commit("MODIFIED", rt, new, current)
-            return Written(self._present(rt, new), warnings)
+            return Written(self._relabel(rt, new), warnings)
         if not options.dry_run:
             self._remove(rt, current)
-        return Written(self._present(rt, current), warnings, deleted=True)
+        return Written(self._relabel(rt, current), warnings, deleted=True)
 
     def delete_collection(
         self,
@@ -412,11 +470,12 @@ class Cluster:
     def _storage_type(self, key: StorageKey, fallback: ResourceType) -> ResourceType:
         return self.registry.storage_type(*key) or fallback
 
-    def _incoming(self, rt: ResourceType, body: Any) -> dict[str, Any]:
-        """A private copy of a request body, checked against the endpoint's kind and stored version."""
+    def _incoming(self, rt: ResourceType, body: Any, *, private: bool = False) -> dict[str, Any]:
+        """A private copy of a request body (`body` itself when already `private`), checked against the
+        endpoint's kind and stored version."""
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
-        obj: dict[str, Any] = clone(body)
+        obj: dict[str, Any] = body if private else clone(body)
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if api_version and api_version != rt.api_version:
             raise errors.bad_request(
@@ -553,7 +612,7 @@ class Cluster:
                 meta[key] = cur_meta[key]
             else:
                 meta.pop(key, None)
-        merged = builtins.prepare_update(rt, clone(current), new, subresource)
+        merged = builtins.prepare_update(rt, dict(current), new, subresource)
         if cur_meta.get("deletionTimestamp"):
             added = set(_meta(merged).get("finalizers") or []) - set(cur_meta.get("finalizers") or [])
             if added:
@@ -563,21 +622,21 @@ class Cluster:
                 raise errors.field_invalid(
                     rt.kind, rt.group, name, "metadata.finalizers", why, reason="FieldValueForbidden"
                 )
-        merged, warnings = self._admit("UPDATE", rt, merged, self._present(rt, current), opts, subresource)
+        merged, warnings = self._admit("UPDATE", rt, merged, self._relabel(rt, current), opts, subresource)
         if builtins.spec_changed(rt, current, merged):
             merged["metadata"]["generation"] = int(cur_meta.get("generation") or 0) + 1
         if merged == current:
-            return Written(self._present(rt, current), warnings)
+            return Written(self._relabel(rt, current), warnings)
         if opts.dry_run:
-            return Written(self._present(rt, merged), warnings)
+            return Written(self._relabel(rt, merged), warnings)
         if builtins.deletion_complete(rt, merged):
             # The last finalizer is gone from an object being deleted: the update completes the delete.
             self._remove(rt, merged, old=current)
-            return Written(self._present(rt, merged), warnings, deleted=True)
+            return Written(self._relabel(rt, merged), warnings, deleted=True)
         self._commit("MODIFIED", rt, merged, current)
         if builtins.is_type(rt, builtins.CRDS):
             self.registry.register_crd(merged)
-        return Written(self._present(rt, merged), warnings)
+        return Written(self._relabel(rt, merged), warnings)
 
     def _apply_create(
         self, rt: ResourceType, namespace: str | None, name: str, body: bytes, opts: WriteOptions
@@ -651,10 +710,11 @@ class Cluster:
             while self._undelivered:
                 change = self._undelivered.popleft()
                 storage = self._storage_type(change.key, rt)
+                new = self._relabel(storage, change.object)
+                old = self._relabel(storage, change.old) if change.old is not None else None
                 for listener in list(self._listeners):
                     try:
-                        old = self._present(storage, change.old) if change.old is not None else None
-                        listener(change.type, storage, self._present(storage, change.object), old)
+                        listener(change.type, storage, new, old)
                     except Exception:
                         log.exception("kubesim listener %r failed on %s", listener, change.type)
         finally:

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +26,7 @@ import jsonpatch
 import yaml
 
 from kubesim.admission.schema import Node, builtin_schema_for_kind
+from kubesim.store import clone
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -112,8 +112,9 @@ def _json_kind(value: Any) -> str:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 MergePatch; returns a new value, sharing nothing with `patch` or `target`."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return clone(patch)
+    # Keys the patch names are rebuilt below, so only the others need copying here.
+    result = {k: v if k in patch else clone(v) for k, v in target.items()} if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -206,7 +207,7 @@ def _sm_map(original: Any, patch: dict[str, Any], node: Node | None) -> Any:
         return _strip({k: v for k, v in patch.items() if v is not None})
     if directive != "merge":
         raise PatchError(422, f"{_INVALID}: unknown patch type: {directive}")
-    result = copy.deepcopy(original) if isinstance(original, dict) else {}
+    result = clone(original) if isinstance(original, dict) else {}
     orders = {
         key.split("/", 1)[1]: value
         for key, value in patch.items()
@@ -233,7 +234,7 @@ def _sm_map(original: Any, patch: dict[str, Any], node: Node | None) -> Any:
         elif isinstance(value, list) and "merge" in strategy.split(","):
             result[key] = _sm_list(result.get(key), value, _child(node, key), merge_key, orders.get(key))
         else:
-            result[key] = _strip(copy.deepcopy(value))
+            result[key] = _strip(clone(value))
     for key, order in orders.items():
         if key not in patch and isinstance(result.get(key), list):
             merge_key = _merge_key(node, key)[1]
@@ -247,7 +248,7 @@ def _sm_map(original: Any, patch: dict[str, Any], node: Node | None) -> Any:
 def _sm_list(
     original: Any, patch: list[Any], node: Node | None, merge_key: str, order: list[Any] | None
 ) -> list[Any]:
-    base: list[Any] = copy.deepcopy(original) if isinstance(original, list) else []
+    base: list[Any] = clone(original) if isinstance(original, list) else []
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
         return [_strip(p) for p in patch if not (isinstance(p, dict) and p.get("$patch") == "replace")]
     server_order = list(base)
@@ -327,7 +328,7 @@ def _apply_patch(current: dict[str, Any], body: bytes, kind: str, builtin: bool)
 
 
 def _ssa_map(live: Any, applied: dict[str, Any], node: Node | None) -> dict[str, Any]:
-    result = copy.deepcopy(live) if isinstance(live, dict) else {}
+    result = clone(live) if isinstance(live, dict) else {}
     for key, value in applied.items():
         child = _child(node, key)
         if value is None:
@@ -342,7 +343,7 @@ def _ssa_map(live: Any, applied: dict[str, Any], node: Node | None) -> dict[str,
 
 
 def _ssa_list(live: Any, applied: list[Any], node: Node) -> list[Any]:
-    base: list[Any] = copy.deepcopy(live) if isinstance(live, list) else []
+    base: list[Any] = clone(live) if isinstance(live, list) else []
     if node.list_type == "set":
         return base + [v for v in applied if v not in base]
     keys = node.list_map_keys

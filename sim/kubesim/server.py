@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, cast
 import yaml
 from aiohttp import web
 
-from kubesim import discovery, errors, openapi, podlog, protobuf, table
+from kubesim import discovery, encoding, errors, openapi, podlog, protobuf, table
 from kubesim.cluster import Cluster, DeleteOptions, WriteOptions, Written
 from kubesim.control import Control, RecordedRequest
 from kubesim.registry import ResourceType
@@ -97,11 +97,13 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
 def json_response(
     body: Any, status: int = 200, *, warnings: Iterable[str] = (), content_type: str = JSON
 ) -> web.Response:
-    response = web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
-        status=status,
-        headers={"Content-Type": content_type},
-    )
+    return encoded_response(encoding.dumps(body), status, warnings=warnings, content_type=content_type)
+
+
+def encoded_response(
+    data: bytes, status: int = 200, *, warnings: Iterable[str] = (), content_type: str = JSON
+) -> web.Response:
+    response = web.Response(body=data, status=status, headers={"Content-Type": content_type})
     for text in warnings:
         response.headers.add("Warning", '299 - "{}"'.format(text.replace('"', '\\"')))
     return response
@@ -123,6 +125,7 @@ class ApiHandler:
     def __init__(self, cluster: Cluster, control: Control) -> None:
         self.cluster = cluster
         self.control = control
+        self.encoder = encoding.ObjectEncoder()
 
     # --- discovery, version, OpenAPI ---------------------------------------------------------------
     async def version(self, request: web.Request) -> web.Response:
@@ -192,8 +195,11 @@ class ApiHandler:
                 field_selector=query.get("fieldSelector", ""),
                 limit=int(query["limit"]) if query.get("limit", "").isdigit() else None,
                 continue_token=query.get("continue") or None,
+                copy_objects=False,
             )
             how = table.negotiate(request.headers.get("Accept", ""))
+            if how == "object":
+                return encoded_response(self.encoder.object_list(listed), warnings=warnings)
             return json_response(table.render_list(rt, listed, how, self.cluster.now()), warnings=warnings)
         if (
             rt.namespaced
@@ -208,8 +214,10 @@ class ApiHandler:
                 return await podlog.serve(request, self.cluster, rt, ns or "", info.name)
             if sub not in (None, "status"):
                 raise NOT_FOUND
-            obj = self.cluster.get(rt, ns, info.name)
+            obj = self.cluster.get(rt, ns, info.name, copy_object=False)
             how = table.negotiate(request.headers.get("Accept", ""))
+            if how == "object":
+                return encoded_response(self.encoder.object(obj), warnings=warnings)
             return json_response(table.render(rt, obj, how, self.cluster.now()), warnings=warnings)
         if verb == "create":
             body = await self._json_body(request)
@@ -217,12 +225,12 @@ class ApiHandler:
                 return json_response(self.cluster.evict(rt, ns, info.name, body), 201, warnings=warnings)
             if sub is not None or info.name:
                 raise errors.method_not_allowed(f"the server does not allow this method on {info.resource}")
-            written = self.cluster.create(rt, ns, body, opts=self._write_options(request))
+            written = self.cluster.create(rt, ns, body, opts=self._write_options(request), owned=True)
             return self._written(written, warnings, 201)
         if verb == "update":
             body = await self._json_body(request)
             written = self.cluster.update(
-                rt, ns, info.name, body, subresource=sub, opts=self._write_options(request)
+                rt, ns, info.name, body, subresource=sub, opts=self._write_options(request), owned=True
             )
             return self._written(written, warnings, 200)
         if verb == "patch":
@@ -237,8 +245,10 @@ class ApiHandler:
                 raise NOT_FOUND
             options = await self._delete_options(request)
             written = self.cluster.delete_object(rt, ns, info.name, options=options)
-            return json_response(
-                written.object, 200 if written.deleted else 202, warnings=[*warnings, *written.warnings]
+            return encoded_response(
+                self.encoder.object(written.stored),
+                200 if written.deleted else 202,
+                warnings=[*warnings, *written.warnings],
             )
         if verb == "deletecollection":
             options = await self._delete_options(request)
@@ -274,7 +284,9 @@ class ApiHandler:
         return [rt.deprecation_warning or f"{rt.api_version} {rt.kind} is deprecated"]
 
     def _written(self, written: Written, warnings: list[str], status: int) -> web.Response:
-        return json_response(written.object, status, warnings=[*warnings, *written.warnings])
+        return encoded_response(
+            self.encoder.object(written.stored), status, warnings=[*warnings, *written.warnings]
+        )
 
     def _write_options(self, request: web.Request) -> WriteOptions:
         query = request.query
@@ -350,7 +362,7 @@ class ApiHandler:
 
     async def _watch(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
         query = request.query
-        events = self.cluster.watch(
+        batches = self.cluster.watch_batches(
             rt,
             ns,
             resource_version=query.get("resourceVersion", ""),
@@ -380,12 +392,18 @@ class ApiHandler:
                         scope.reschedule(asyncio.get_running_loop().time())
 
                 untrack = self.control.track_stream(request.headers.get("User-Agent", ""), sever)
-                async for event in events:
-                    obj = event.object
-                    if event.type in ("ADDED", "MODIFIED", "DELETED"):
-                        obj = table.render(rt, obj, how, self.cluster.now())
-                    line = json.dumps({"type": event.type, "object": obj}, separators=(",", ":")) + "\n"
-                    await response.write(line.encode())
+                async for batch in batches:
+                    lines = []
+                    for event in batch:
+                        if event.type not in ("ADDED", "MODIFIED", "DELETED"):
+                            lines.append(encoding.dumps({"type": event.type, "object": event.object}))
+                        elif how == "object":
+                            lines.append(self.encoder.event(event.type, event.object))
+                        else:
+                            obj = table.render(rt, event.object, how, self.cluster.now())
+                            lines.append(encoding.dumps({"type": event.type, "object": obj}))
+                    # A burst of changes goes out in one write (one chunk, one send), not one per event.
+                    await response.write(b"\n".join(lines) + b"\n")
         except TimeoutError:
             pass
         except ConnectionError:
@@ -393,7 +411,7 @@ class ApiHandler:
         finally:
             if untrack is not None:
                 untrack()
-            await events.aclose()  # type: ignore[attr-defined]
+            await batches.aclose()  # type: ignore[attr-defined]
         if severed:
             _drop_connection(request)
             return response

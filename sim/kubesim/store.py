@@ -93,6 +93,12 @@ class Watcher:
                 return None
         return self._pending.popleft()
 
+    def drain(self) -> list[Change]:
+        """Every change buffered now (without waiting)."""
+        changes = list(self._pending)
+        self._pending.clear()
+        return changes
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -232,6 +238,10 @@ class WatchEvent:
     object: dict[str, Any]
 
 
+WatchBatch = list[WatchEvent]
+"""Every event of one watch available at one moment (`watch_batches`)."""
+
+
 def transition(
     change: Change,
     match: Callable[[dict[str, Any]], bool],
@@ -255,7 +265,7 @@ def transition(
     return None
 
 
-def watch_stream(
+def watch_batches(
     store: Store,
     rt: ResourceType,
     namespace: str | None,
@@ -266,8 +276,9 @@ def watch_stream(
     send_initial_events: bool,
     bookmark_seconds: float,
     present: Callable[[dict[str, Any]], dict[str, Any]],
-) -> AsyncIterator[WatchEvent]:
-    """The events of one watch request. Checks its arguments now (400) and streams lazily."""
+) -> AsyncIterator[WatchBatch]:
+    """The events of one watch request, in batches: each holds every event available at that moment,
+    so a server writes a burst of changes at once. Checks its arguments now (400) and streams lazily."""
     from_now = resource_version in ("", "0")
     start = 0
     if not from_now:
@@ -282,7 +293,7 @@ def watch_stream(
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
         return WatchEvent("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
 
-    async def events() -> AsyncIterator[WatchEvent]:
+    async def events() -> AsyncIterator[WatchBatch]:
         # Registration and the initial events happen in one synchronous step, so no change is lost.
         watcher = store.watch(rt.storage_key, namespace)
         try:
@@ -297,12 +308,12 @@ def watch_stream(
                 changes = store.changes_since(rt.storage_key, namespace, start)
                 if changes is None:
                     expired = errors.expired(f"too old resource version: {start} ({store.floor})")
-                    yield WatchEvent("ERROR", expired.status())
+                    yield [WatchEvent("ERROR", expired.status())]
                     return
                 replayed = (transition(c, match, present) for c in changes)
                 initial = [e for e in replayed if e is not None]
-            for first in initial:
-                yield first
+            if initial:
+                yield initial
             loop = asyncio.get_running_loop()
             next_bookmark = loop.time() + bookmark_seconds
             while True:
@@ -312,12 +323,23 @@ def watch_stream(
                     if watcher.closed:
                         return
                     # The buffer is empty, so every change up to the current version was delivered.
-                    yield bookmark(store.resource_version)
+                    yield [bookmark(store.resource_version)]
                     next_bookmark = loop.time() + bookmark_seconds
                     continue
-                if (event := transition(change, match, present)) is not None:
-                    yield event
+                seen = (transition(c, match, present) for c in (change, *watcher.drain()))
+                if batch := [e for e in seen if e is not None]:
+                    yield batch
         finally:
             store.unwatch(watcher)
 
     return events()
+
+
+async def flatten(batches: AsyncIterator[WatchBatch]) -> AsyncIterator[WatchEvent]:
+    """One event at a time from `watch_batches`; closing this closes the batches (and the watch)."""
+    try:
+        async for batch in batches:
+            for event in batch:
+                yield event
+    finally:
+        await batches.aclose()  # type: ignore[attr-defined]

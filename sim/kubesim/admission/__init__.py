@@ -8,7 +8,8 @@ with field causes, or 400 BadRequest (`code`, `reason`) when the body cannot be 
 (wrong JSON types, bad quantities, bad base64, strict unknown fields), as upstream answers.
 
 Requirements on the caller: for built-in Jobs, `metadata.uid` must already be set on CREATE (the Job
-selector is generated from it); `obj` is never mutated (a new dict comes back).
+selector is generated from it); `obj` is never changed (a new dict comes back; for built-in kinds it may
+share the parts that equal `old`'s, so the caller hands over `obj` and keeps `old` unchanged).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from kubesim.admission.crd import admit_custom, crd_errors
 from kubesim.admission.defaults import apply_defaults
 from kubesim.admission.fielderrors import Cause, FieldErrors
 from kubesim.admission.immutable import validate_update
-from kubesim.admission.schema import builtin_schema
+from kubesim.admission.schema import MISSING, builtin_schema
 from kubesim.admission.structural import Walker
 
 __all__ = ["AdmissionError", "AdmissionResult", "Cause", "admit"]
@@ -136,7 +137,9 @@ def admit(
     if node is None:
         return AdmissionResult(_copy(obj))
     walker = Walker(builtin=True)
-    decoded = walker.walk(obj, node, "", go=(node.go_type.rpartition(".")[2], ""))
+    decoded = walker.walk(
+        obj, node, "", MISSING if old is None else old, go=(node.go_type.rpartition(".")[2], "")
+    )
     if walker.decode_error:
         raise _decode_failure(kind, api_version, name, walker.decode_error)
     warnings = _unknown_fields(kind, api_version, name, walker.unknown, field_validation)

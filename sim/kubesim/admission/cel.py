@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -109,6 +109,8 @@ _VERDICT_LIMIT = 4096
 
 
 def _verdict(rule_spec: dict[str, Any], site: CelSite, transition: bool) -> _Verdict:
+    scope = _scope(str(rule_spec.get("rule", "")), str(rule_spec.get("messageExpression") or ""))
+    site = replace(site, value=_project(site.value, scope[0]), old=_project(site.old, scope[1]))
     key = (
         json.dumps(rule_spec, sort_keys=True),
         json.dumps(site.value, sort_keys=True),
@@ -123,6 +125,42 @@ def _verdict(rule_spec: dict[str, Any], site: CelSite, transition: bool) -> _Ver
     if len(_VERDICTS) > _VERDICT_LIMIT:
         _VERDICTS.popitem(last=False)
     return verdict
+
+
+# `self.a.b`, `oldSelf.c`, `has(self.d)`, `self.e.all(...)`: the fields a rule reads, so its verdict
+# depends on those parts only (a root rule reading `self.metadata.name` is not re-run on each status write).
+_REFERENCE = re.compile(r"\b(self|oldSelf)\b((?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*)(\s*\()?")
+Paths = tuple[tuple[str, ...], ...] | None
+"""Field paths read under `self` (or `oldSelf`); None: the whole value."""
+
+
+@lru_cache(maxsize=1024)
+def _scope(rule: str, message_expression: str) -> tuple[Paths, Paths]:
+    """The paths the rule (and its messageExpression) read under `self` and under `oldSelf`."""
+    found: dict[str, list[tuple[str, ...]]] = {"self": [], "oldSelf": []}
+    for match in _REFERENCE.finditer(f"{rule}\n{message_expression}"):
+        chain = tuple(part.strip() for part in match.group(2).split(".")[1:])
+        if match.group(3) is not None:
+            chain = chain[:-1]  # `self.x.matches(`: the last name is a method
+        found[match.group(1)].append(chain)
+
+    def paths(chains: list[tuple[str, ...]]) -> Paths:
+        return None if any(not c for c in chains) else tuple(chains)
+
+    return paths(found["self"]), paths(found["oldSelf"])
+
+
+def _project(value: Any, paths: Paths) -> Any:
+    """`value` cut down to `paths` (absent fields stay absent, so `has()` answers the same)."""
+    if paths is None or not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for head in dict.fromkeys(p[0] for p in paths):
+        if head not in value:
+            continue
+        rests = [p[1:] for p in paths if p[0] == head]
+        out[head] = value[head] if any(not r for r in rests) else _project(value[head], tuple(rests))
+    return out
 
 
 def _judge(rule_spec: dict[str, Any], site: CelSite, transition: bool) -> _Verdict:

@@ -12,7 +12,8 @@ Two flavours, picked by `Walker.builtin`:
   (`spec.replicas in body must be of type integer: "string"`), list-type map/set uniqueness, and the nodes
   carrying `x-kubernetes-validations` collected (with their old values) for the CEL pass.
 
-The walk builds a new value, so the caller's object is never mutated and no deep copy is needed first.
+The walk builds a new value, so the caller's object is never mutated and no deep copy is needed first;
+for built-in kinds, a part equal to the stored version's (`old`) is taken as it is, not walked again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import copy
 import json
 import re
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any
 
 from kubesim.admission.fielderrors import FieldErrors, go_quote
@@ -32,6 +34,7 @@ _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _B64 = re.compile(r"[A-Za-z0-9+/=]")
+_B64_TEXT = re.compile(r"[A-Za-z0-9+/=\r\n]*")
 
 
 @dataclass
@@ -78,6 +81,25 @@ def _go_json_kind(value: Any) -> str:
     return {"boolean": "bool"}.get(kind, kind)
 
 
+_PLAIN: dict[int, type | None] = {}
+"""Built-in schema nodes (cached for the life of the process, so ids stay theirs) whose string or
+boolean values decode as they are: no format, enum or other check applies."""
+
+
+def _plain(node: Node) -> type | None:
+    plain = _PLAIN.get(id(node), MISSING)
+    if plain is MISSING:
+        simple = not (node.int_or_string or node.enum is not None or node.validations or node.all_of)
+        simple = simple and node.format in (None, "", "date-time")
+        plain = None
+        if simple and node.types == frozenset({"string"}):
+            plain = str
+        elif simple and node.types == frozenset({"boolean"}):
+            plain = bool
+        _PLAIN[id(node)] = plain
+    return plain  # type: ignore[no-any-return]
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
@@ -100,6 +122,10 @@ class Walker:
         """Returns the cleaned value, or MISSING when the value is to be dropped."""
         if value is None:
             return self._null(node, path)
+        if self.builtin and old is not MISSING and value == old:
+            # Unchanged since the stored version, which was decoded, pruned and defaulted already: a
+            # second decode would give the same value back (a status write leaves the spec alone).
+            return value
         if node.int_or_string:
             return self._int_or_string(value, node, path)
         if node.format == "quantity":
@@ -208,7 +234,12 @@ class Walker:
         prefix = path + "." if path else ""
         walk = self.walk
         for key, item in value.items():
+            # One string per field name (and label key) for all stored objects, not one per object.
+            key = intern(key)
             child = props.get(key) if props is not None else None
+            if builtin and child is not None and type(item) is _plain(child):
+                out[key] = item  # the common leaf (a string), decoded as it is without a walk
+                continue
             if child is None:
                 child = additional
                 if child is None:
@@ -253,17 +284,24 @@ class Walker:
     def _array(self, value: list[Any], node: Node, path: str, old: Any, go: tuple[str, str]) -> Any:
         item_node = node.items
         out: list[Any] = []
-        old_items = _correlate(old, node) if old is not MISSING else {}
+        builtin = self.builtin
+        # Built-in kinds use `old` only to skip unchanged parts, so the item at the same index will do.
+        old_list = old if builtin and isinstance(old, list) else ()
+        old_items = _correlate(old, node) if old is not MISSING and not builtin else {}
+        plain = _plain(item_node) if builtin and item_node is not None else None
         for i, item in enumerate(value):
-            if item_node is None:
+            if item_node is None or type(item) is plain:
                 out.append(item)
                 continue
-            if item is None and not self.builtin and item_node.types and not item_node.nullable:
+            if item is None and not builtin and item_node.types and not item_node.nullable:
                 # nulls are pruned from objects only; in a list they are a type error
                 self._type_error(item, item_node, f"{path}[{i}]", go, "null")
                 out.append(None)
                 continue
-            old_item = old_items.get(_identity(item, node), MISSING) if old_items else MISSING
+            if builtin:
+                old_item = old_list[i] if i < len(old_list) else MISSING
+            else:
+                old_item = old_items.get(_identity(item, node), MISSING) if old_items else MISSING
             cleaned = self.walk(item, item_node, f"{path}[{i}]", old_item, go)
             if cleaned is MISSING and self.builtin:
                 continue
@@ -371,9 +409,10 @@ def _correlate(old: Any, node: Node) -> dict[Any, Any]:
 
 
 def _base64_error(value: str) -> str | None:
-    for i, ch in enumerate(value):
-        if not _B64.match(ch) and ch not in "\r\n":
-            return f"illegal base64 data at input byte {i}"
+    if not _B64_TEXT.fullmatch(value):
+        for i, ch in enumerate(value):
+            if not _B64.match(ch) and ch not in "\r\n":
+                return f"illegal base64 data at input byte {i}"
     try:
         binascii.a2b_base64(value.encode())
         stripped = value.replace("\r", "").replace("\n", "")

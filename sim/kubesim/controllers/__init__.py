@@ -17,6 +17,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sized
@@ -77,6 +78,7 @@ class Clock:
         self._monotonic = monotonic
         self._t0 = monotonic()
         self._wall0 = wall()
+        self._stamp: tuple[int, str] = (0, "")
 
     def now(self) -> float:
         return (self._monotonic() - self._t0) / self.scale
@@ -90,7 +92,12 @@ class Clock:
 
     def timestamp(self, at: float | None = None) -> str:
         """RFC 3339 at second precision, as the apiserver serialises metav1.Time."""
-        return self.wall(at).strftime("%Y-%m-%dT%H:%M:%SZ")
+        sim = self.now() if at is None else at
+        # The second `wall()` would show (it rounds to microseconds); formatted once per second.
+        second = math.floor(round(self._wall0 + sim * self.scale, 6))
+        if second != self._stamp[0] or not self._stamp[1]:
+            self._stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return self._stamp[1]
 
     def micro_timestamp(self, at: float | None = None) -> str:
         return self.wall(at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -304,10 +311,11 @@ def resource_type(cluster: Cluster, api_version: str, kind: str) -> ResourceType
 
 
 def get_or_none(
-    cluster: Cluster, rt: ResourceType, namespace: str | None, name: str
+    cluster: Cluster, rt: ResourceType, namespace: str | None, name: str, *, copy: bool = True
 ) -> dict[str, Any] | None:
+    """The object or None; `copy=False` shares the stored object (no copy per read): read only."""
     try:
-        return cluster.get(rt, namespace, name)
+        return cluster.get(rt, namespace, name, copy_object=copy)
     except StatusError as err:
         if err.code == 404:
             return None
@@ -354,7 +362,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     watching: list[Watching] = [volumes, kubelet, jobs, gc, namespaces]
 
     def fan_out(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        # One listener for all: the cluster copies the object once per listener.
+        # One listener for all, called with the stored objects (read only).
         for controller in watching:
             try:
                 controller.on_change(event, rt, obj, old)

@@ -134,7 +134,7 @@ class EventRecorder:
         if name is None:
             return False
         self._written.move_to_end(key)
-        current = get_or_none(self._cluster, builtins.EVENTS, namespace, name)
+        current = get_or_none(self._cluster, builtins.EVENTS, namespace, name, copy=False)
         if current is None:
             del self._written[key]
             return False
@@ -176,5 +176,5 @@ class EventRecorder:
             body["firstTimestamp"] = stamp
             body["lastTimestamp"] = stamp
             body["count"] = 1
-        created = self._cluster.create(builtins.EVENTS, namespace, body).object
+        created = self._cluster.create(builtins.EVENTS, namespace, body, owned=True).stored
         return str(created["metadata"]["name"])

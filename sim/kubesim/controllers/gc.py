@@ -127,12 +127,13 @@ class GarbageCollector:
         return old is not None and refs(old) != refs(new)
 
     # --- reconciliation ----------------------------------------------------------------------------
+    # Objects are read without copies (`copy=False`): every write below builds a new body.
     def _sync(self, item: Item) -> None:
         kind, key = item
         rt = self._types.get((key[0], key[1]))
         if rt is None:
             return
-        obj = get_or_none(self._cluster, rt, key[2] or None, key[3])
+        obj = get_or_none(self._cluster, rt, key[2] or None, key[3], copy=False)
         if obj is None:
             return
         if kind == "dependent":
@@ -150,7 +151,9 @@ class GarbageCollector:
             if ort is None or (ort.namespaced and not ns):
                 solid.append(ref)
                 continue
-            owner = get_or_none(self._cluster, ort, ns if ort.namespaced else None, str(ref.get("name", "")))
+            owner = get_or_none(
+                self._cluster, ort, ns if ort.namespaced else None, str(ref.get("name", "")), copy=False
+            )
             if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
                 dangling.append(ref)
             elif owner["metadata"].get("deletionTimestamp") is not None and FOREGROUND in _finalizers(owner):
@@ -198,7 +201,7 @@ class GarbageCollector:
             rt = self._types.get((key[0], key[1]))
             if rt is None:
                 continue
-            dep = get_or_none(self._cluster, rt, key[2] or None, key[3])
+            dep = get_or_none(self._cluster, rt, key[2] or None, key[3], copy=False)
             if dep is not None and uid in _owner_uids(dep):
                 out.append((rt, dep))
         return out
@@ -239,7 +242,7 @@ class GarbageCollector:
     def _remove_finalizer(self, rt: ResourceType, owner: dict[str, Any], finalizer: str) -> None:
         meta = owner["metadata"]
         # Re-read: the dependents' writes above ran listeners and may have changed the owner.
-        current = get_or_none(self._cluster, rt, meta.get("namespace"), meta["name"])
+        current = get_or_none(self._cluster, rt, meta.get("namespace"), meta["name"], copy=False)
         if current is None or current["metadata"].get("uid") != meta.get("uid"):
             return
         cmeta = dict(current["metadata"])

@@ -105,12 +105,12 @@ class JobController:
     # --- orphans -----------------------------------------------------------------------------------
     def _sync_orphan(self, ns: str, name: str) -> None:
         """A pod keeps the tracking finalizer only while a live Job controls it."""
-        pod = get_or_none(self._cluster, self._pods_rt, ns, name)
+        pod = get_or_none(self._cluster, self._pods_rt, ns, name, copy=False)
         if pod is None or not js.has_tracking_finalizer(pod):
             return
         owner = js.controller_uid(pod)
         if owner is not None:
-            job = get_or_none(self._cluster, self._jobs_rt, ns, owner[0])
+            job = get_or_none(self._cluster, self._jobs_rt, ns, owner[0], copy=False)
             if job is not None and job["metadata"].get("uid") == owner[1]:
                 return
         self._remove_finalizer(pod)
@@ -125,7 +125,7 @@ class JobController:
     def _owned_pods(self, uid: str) -> list[dict[str, Any]]:
         pods = []
         for ns, name in list(self._pods_by_job.get(uid, ())):
-            pod = get_or_none(self._cluster, self._pods_rt, ns, name)
+            pod = get_or_none(self._cluster, self._pods_rt, ns, name, copy=False)
             if pod is not None and (js.controller_uid(pod) or ("", ""))[1] == uid:
                 pods.append(pod)
         return pods
@@ -137,7 +137,7 @@ class JobController:
         return self._clock.now() - (self._clock.wall().timestamp() - wall) / self._clock.scale
 
     def _sync_job(self, ns: str, name: str) -> None:
-        job = get_or_none(self._cluster, self._jobs_rt, ns, name)
+        job = get_or_none(self._cluster, self._jobs_rt, ns, name, copy=False)
         if job is None:
             return
         uid = str(job["metadata"]["uid"])

@@ -92,6 +92,9 @@ class Kubelet:
         self._pods_rt = resource_type(cluster, "v1", "Pod")
         self._queue: WorkQueue[PodKey] = WorkQueue(clock)
         self._pods: dict[PodKey, _Pod] = {}
+        self._own_write: tuple[PodKey, str] | None = None
+        """The pod (and the resourceVersion it read) whose status this kubelet is writing now: the change
+        that write commits needs no second sync."""
         self._ips = PodIPs()
         self.events = PodEvents(cluster, clock, settings.node_name)
 
@@ -190,8 +193,17 @@ class Kubelet:
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         if event == "DELETED":
             self._forget(key, str(meta.get("uid", "")))
-        elif event in ("ADDED", "MODIFIED"):
+        elif event == "ADDED" or (event == "MODIFIED" and not self._is_own_write(key, old)):
             self._queue.add(key)
+
+    def _is_own_write(self, key: PodKey, old: dict[str, Any] | None) -> bool:
+        own = self._own_write
+        return (
+            own is not None
+            and own[0] == key
+            and old is not None
+            and (old.get("metadata") or {}).get("resourceVersion") == own[1]
+        )
 
     def _forget(self, key: PodKey, uid: str) -> None:
         entry = self._pods.get(key)
@@ -204,7 +216,7 @@ class Kubelet:
     def _assigned_pod(self, key: PodKey, known_uid: str | None) -> dict[str, Any] | None:
         """The pod to sync: None when it is gone (what this kubelet knew of it, `known_uid`, is forgotten)
         or bound to another node."""
-        pod = get_or_none(self._cluster, self._pods_rt, *key)
+        pod = get_or_none(self._cluster, self._pods_rt, *key, copy=False)
         if pod is None:
             if known_uid is not None:
                 self._forget(key, known_uid)
@@ -252,9 +264,13 @@ class Kubelet:
             pod, entry.runtime, timing, now, podstatus.Placement(HOST_IP, entry.pod_ip), self._clock.timestamp
         )
         if status != pod.get("status"):
-            self._cluster.update(
-                self._pods_rt, key[0], key[1], {**pod, "status": status}, subresource="status"
-            )
+            self._own_write = (key, str(meta.get("resourceVersion", "")))
+            try:
+                self._cluster.update(
+                    self._pods_rt, key[0], key[1], {**pod, "status": status}, subresource="status"
+                )
+            finally:
+                self._own_write = None
 
         if stopping and entry.runtime.stage == "Terminated":
             if not entry.deleted:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from kubesim.controllers.podstate import (
@@ -48,6 +49,7 @@ def qos_class(spec: Mapping[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+@lru_cache(maxsize=8192)  # every sync renders every container's IDs again
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -237,12 +239,9 @@ def pod_status(
         value = "True" if ok else "False"
         prev = previous.get(ctype)
         when = prev.get("lastTransitionTime") if prev and prev.get("status") == value else now
-        cond: dict[str, Any] = {
-            "type": ctype,
-            "status": value,
-            "lastProbeTime": None,
-            "lastTransitionTime": when,
-        }
+        # No `lastProbeTime: null`: the API server drops nulls, and the kubelet writes only a status
+        # that differs from the stored one (a null there made every sync a write).
+        cond: dict[str, Any] = {"type": ctype, "status": value, "lastTransitionTime": when}
         if why:
             cond["reason"] = why
         if text:

@@ -465,7 +465,7 @@ class VolumeManager:
 
         def lookup(kind: str, name: str) -> dict[str, Any] | None:
             rt = self._configmaps_rt if kind == "ConfigMap" else self._secrets_rt
-            return get_or_none(self._cluster, rt, namespace, name)
+            return get_or_none(self._cluster, rt, namespace, name, copy=False)
 
         return lookup
 
@@ -517,7 +517,7 @@ class VolumeManager:
         view = self._views.get(key)
         if view is None or not view.running:
             return
-        pod = get_or_none(self._cluster, self._pods_rt, key[0], key[1])
+        pod = get_or_none(self._cluster, self._pods_rt, key[0], key[1], copy=False)
         if pod is None or str(pod["metadata"].get("uid", "")) != view.uid:
             self.forget(*key)
             return

@@ -475,3 +475,22 @@ async def test_pod_deleted_during_init_is_stopped_and_removed(sim: KubeSim, cloc
     await clock.advance(JUST)
     assert not sim.cluster.list(pods, "default")["items"]
     assert kubelet(sim).runtime("default", "p") is None
+
+
+async def test_the_kubelet_does_not_queue_a_pod_again_for_its_own_status_writes(
+    sim: KubeSim, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = kubelet(sim)._queue
+    queued: list[Any] = []
+    add = queue.add
+
+    def counting_add(key: Any) -> None:
+        queued.append(key)
+        add(key)
+
+    monkeypatch.setattr(queue, "add", counting_add)
+    await make_pod(sim, "own-writes", {})
+    await clock.advance(2.0)  # Running after 1 s, Ready after 2 s: three status writes in all
+    assert condition(get_pod(sim, "own-writes"), "Ready") == "True"
+    # Queued when created and when each timer is due; the writes themselves queue nothing.
+    assert queued == [("default", "own-writes")] * 3

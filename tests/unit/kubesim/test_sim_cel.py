@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubesim.admission import AdmissionError, AdmissionResult, admit
+from kubesim.admission import AdmissionError, AdmissionResult, admit, cel
 
 
 def _schema(spec_rules: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -271,3 +271,41 @@ def test_cached_verdicts_stay_per_value_and_per_old_value() -> None:
             "grow by one at most"
         )
     _admit({"replicas": 3}, rules, old_spec={"replicas": 2})
+
+
+@pytest.mark.parametrize(
+    ("rule", "message_expression", "self_paths", "old_paths"),
+    [
+        ("self.metadata.name.matches('^[a-z]+$')", "", (("metadata", "name"),), ()),
+        ("!has(self.a) || self.b.c >= 1", "", (("a",), ("b", "c")), ()),
+        ("self.items.all(i, i.x > 0)", "", (("items",),), ()),
+        ("self.x <= oldSelf.x + 1", "'was ' + string(oldSelf.y)", (("x",),), (("x",), ("y",))),
+        ("self == oldSelf", "", None, None),
+        ("size(self) > 0", "", None, ()),
+        ("self['odd-key'] == 'v'", "", None, ()),
+    ],
+)
+def test_rules_read_only_the_fields_they_name(
+    rule: str, message_expression: str, self_paths: cel.Paths, old_paths: cel.Paths
+) -> None:
+    assert cel._scope(rule, message_expression) == (self_paths, old_paths)
+
+
+def test_a_verdict_is_reused_while_the_fields_the_rule_reads_are_unchanged() -> None:
+    schema = _schema([])
+    schema["x-kubernetes-validations"] = [{"rule": "self.metadata.name.size() <= 8", "message": "short"}]
+
+    def write(name: str, replicas: int) -> None:
+        obj = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name}}
+        obj["spec"] = {"replicas": replicas}
+        admit(
+            operation="CREATE", api_version=obj["apiVersion"], kind="MPIJob", obj=obj, old=None, schema=schema
+        )
+
+    cel._VERDICTS.clear()
+    write("cached", 1)
+    write("cached", 2)  # the spec changed, the name the rule reads did not
+    assert len(cel._VERDICTS) == 1
+    with pytest.raises(AdmissionError):
+        write("much-too-long", 2)
+    assert len(cel._VERDICTS) == 2

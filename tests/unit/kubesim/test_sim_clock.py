@@ -7,6 +7,8 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kubesim.controllers import Clock, FakeClock, WorkQueue, process
 
@@ -32,6 +34,17 @@ def test_the_real_clock_runs_time_scale_times_slower_than_simulated_time() -> No
     # A simulated moment is stamped with the real time it maps to.
     assert clock.wall(50.0) == datetime.fromtimestamp(1_700_000_000.5, UTC)
     assert clock.timestamp(0.0) == "2023-11-14T22:13:20Z"
+
+
+@given(
+    wall0=st.floats(min_value=1e9, max_value=4e9),
+    moments=st.lists(st.floats(min_value=0, max_value=1e6), min_size=1, max_size=20),
+)
+def test_timestamps_are_the_wall_time_at_second_precision(wall0: float, moments: list[float]) -> None:
+    # Formatted once per second and reused: every moment must still show its own second.
+    clock = Clock(0.5, monotonic=Monotonic(), wall=lambda: wall0)
+    for at in [*moments, *sorted(moments)]:
+        assert clock.timestamp(at) == clock.wall(at).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_the_real_clock_needs_a_positive_scale() -> None:

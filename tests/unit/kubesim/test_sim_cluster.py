@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -85,6 +86,69 @@ def test_returned_objects_are_copies() -> None:
     got = cluster.get(builtins.CONFIGMAPS, "default", "a")
     got["data"]["k"] = "mutated"
     assert cluster.get(builtins.CONFIGMAPS, "default", "a")["data"] == {"k": "v"}
+
+
+def test_a_status_write_keeps_nothing_of_the_callers_body() -> None:
+    # /status copies only the status; the stored pod must not share it (or anything else) with the body.
+    cluster = Cluster()
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    cluster.create(builtins.PODS, "default", pod)
+    current = cluster.get(builtins.PODS, "default", "p")
+    body = {**current, "status": {**current["status"], "phase": "Running", "hostIPs": [{"ip": "1.2.3.4"}]}}
+    cluster.update(builtins.PODS, "default", "p", body, subresource="status")
+    body["status"]["hostIPs"][0]["ip"] = "mutated"
+    body["status"]["conditions"][0]["status"] = "mutated"  # a part the write left unchanged
+    body["metadata"]["labels"] = {"mutated": "yes"}
+    body["spec"]["containers"][0]["image"] = "mutated"
+    stored = cluster.get(builtins.PODS, "default", "p")
+    assert stored["status"]["hostIPs"] == [{"ip": "1.2.3.4"}]
+    assert stored["status"]["conditions"][0]["status"] == "True"
+    assert "labels" not in stored["metadata"]
+    assert stored["spec"]["containers"][0]["image"] == "busybox"
+
+
+def test_a_write_leaves_the_previous_versions_as_they_were() -> None:
+    # Versions share unchanged parts (admission does not copy them again); a watch replaying the history
+    # must still see each version as it was written.
+    cluster = Cluster()
+    cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    cluster.patch(builtins.CONFIGMAPS, "default", "a", b'{"metadata":{"labels":{"x":"y"}}}', MERGE)
+    cluster.patch(builtins.CONFIGMAPS, "default", "a", b'{"data":{"k":"w"}}', MERGE)
+    replay = cluster.store.changes_since(builtins.CONFIGMAPS.storage_key, "default", 0) or []
+    versions = [c.object for c in replay if c.object["metadata"]["name"] == "a"]
+    assert [v.get("data") for v in versions] == [{"k": "v"}, {"k": "v"}, {"k": "w"}]
+    assert [v["metadata"].get("labels") for v in versions] == [None, {"x": "y"}, {"x": "y"}]
+
+
+def test_listeners_get_the_stored_objects_and_results_are_copied_on_use() -> None:
+    cluster = Cluster()
+    seen: list[dict[str, Any]] = []
+    cluster.add_listener(lambda _kind, _rt, obj, _old: seen.append(obj))
+    written = cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    stored = cluster.store.get(builtins.CONFIGMAPS.storage_key, "default", "a")
+    assert len(seen) == 1
+    assert seen[0] is stored
+    assert written.stored is stored
+    assert written.object == stored
+    assert written.object is not stored
+
+
+async def test_a_burst_of_changes_reaches_a_watch_in_one_batch() -> None:
+    cluster = Cluster()
+    batches = cluster.watch_batches(builtins.CONFIGMAPS, "default", resource_version="0")
+    try:
+        first = asyncio.create_task(anext(batches))
+        await asyncio.sleep(0)  # the watch registers and waits
+        for name in ("a", "b", "c"):
+            cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": name}})
+        batch = await asyncio.wait_for(first, 5)
+        assert [(e.type, e.object["metadata"]["name"]) for e in batch] == [
+            ("ADDED", "a"),
+            ("ADDED", "b"),
+            ("ADDED", "c"),
+        ]
+    finally:
+        await batches.aclose()  # type: ignore[attr-defined]
 
 
 def test_dry_run_update_changes_nothing() -> None:
