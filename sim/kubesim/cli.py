@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from kubesim.app import KubeSim
+from kubesim.control import log_requests_from_env
 from kubesim.procrt.images import ImageCatalog
 from kubesim.settings import SimSettings
 
@@ -45,6 +46,8 @@ async def serve(args: argparse.Namespace) -> int:
             return 1
     sim = KubeSim(settings)
     await sim.start(int(getattr(args, "port", 0) or 0))
+    # A test session auditing the requests this process answers (tests/request_audit.py).
+    stop_logging = log_requests_from_env()
     try:
         out = getattr(args, "kubeconfig_out", None)
         path = Path(out) if out else Path(tempfile.mkdtemp(prefix="kubesim-")) / "kubeconfig"
@@ -60,6 +63,8 @@ async def serve(args: argparse.Namespace) -> int:
         print("kubesim: stopping", file=sys.stderr, flush=True)
     finally:
         await sim.stop()
+        if stop_logging is not None:
+            stop_logging()
     return 0
 
 
