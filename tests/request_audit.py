@@ -133,10 +133,33 @@ class RequestAudit:
 _KEY = pytest.StashKey[RequestAudit]()
 
 
+def whole_suite(args: list[str], invocation_dir: Path, *, narrowed: bool) -> bool:
+    """The run selected every test: its arguments name `tests/` or the repository (or nothing), and
+    nothing `narrowed` it (-k, -m, a deselection, an early stop)."""
+    if narrowed:
+        return False
+    tests = (rbac_audit.ROOT / "tests").resolve()
+    for arg in args or [str(tests)]:
+        path = Path(arg.split("::")[0])
+        path = (path if path.is_absolute() else invocation_dir / path).resolve()
+        if "::" in arg or path not in (tests, rbac_audit.ROOT):
+            return False
+    return True
+
+
 def _whole_suite(session: pytest.Session, audit: RequestAudit) -> bool:
     config = session.config
     if os.environ.get(FORCE_UNUSED_ENV) == "1":
         return True
+    narrowed = bool(
+        config.getoption("keyword", "")
+        or config.getoption("markexpr", "")
+        or audit.deselected
+        or session.shouldstop
+        or config.getoption("exitfirst", False)
+        or config.getoption("maxfail", 0)
+    )
+    return whole_suite(list(config.args), Path(config.invocation_params.dir), narrowed=narrowed)
     if config.getoption("keyword", "") or config.getoption("markexpr", "") or audit.deselected:
         return False
     if session.shouldstop or config.getoption("exitfirst", False) or config.getoption("maxfail", 0):

@@ -1,6 +1,7 @@
-"""The RBAC audit (tests/rbac_audit.py) and the key scanner (tests/secret_scan.py) catch what they are
-for: a request outside the rules, a granted rule unused and unexplained, a README row for nothing, and
-private key material in a log line or an object. Checks that cannot fail would prove nothing."""
+"""The RBAC audit (tests/rbac_audit.py, and its session plugin tests/request_audit.py) and the key
+scanner (tests/secret_scan.py) catch what they are for: a request outside the rules (named with the
+test that sent it), a granted rule unused and unexplained, a README row for nothing, an empty request
+record, and private key material in a log line or an object. Checks that cannot fail prove nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import base64
 import pytest
 
 import rbac_audit
+import request_audit
 import secret_scan
+from kubesim.control import RecordedRequest
 from mpi_operator.desired.secret import generate_ssh_keys
 
 RULES = [
@@ -159,3 +162,67 @@ def test_the_scanner_passes_text_without_keys() -> None:
     public = keys.public_key.decode()
     assert secret_scan.leaks(f"INFO created Secret default/pi-ssh with public key {public}", needles) == []
     assert secret_scan.object_leaks([secret_of(keys.private_key_pem)], needles) == []
+
+
+# --- the session plugin (tests/request_audit.py) --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "narrowed", "whole"),
+    [
+        ([], False, True),
+        (["tests"], False, True),
+        (["."], False, True),
+        (["tests/"], True, False),
+        (["tests/unit"], False, False),
+        (["tests/e2e/test_least_privilege.py"], False, False),
+        (["tests::x"], False, False),
+    ],
+)
+def test_unused_rules_are_only_checked_when_the_whole_suite_ran(
+    args: list[str], narrowed: bool, whole: bool
+) -> None:
+    assert request_audit.whole_suite(args, rbac_audit.ROOT, narrowed=narrowed) is whole
+
+
+def recorded(
+    verb: str, resource: str, user_agent: str = "mpi-operator/0.1.0", name: str = ""
+) -> RecordedRequest:
+    return RecordedRequest(
+        method="GET", path="/api/v1/x", query="", verb=verb, group="", version="v1", resource=resource,
+        namespace="default", name=name, subresource="", user_agent=user_agent, content_type="",
+    )  # fmt: skip
+
+
+def test_the_plugin_fails_when_operator_tests_passed_but_no_request_was_recorded() -> None:
+    audit = request_audit.RequestAudit()
+    try:
+        audit.operator_tests = 3
+        audit.run(check_unused=False)
+        assert audit.problem is not None
+        assert "no operator request was recorded" in audit.problem
+    finally:
+        audit.stop()
+
+
+def test_the_plugin_reports_a_denied_request_with_the_test_that_sent_it() -> None:
+    audit = request_audit.RequestAudit()
+    try:
+        audit.current = "tests/x.py::test_deletes_a_configmap"
+        for request in (
+            recorded("list", "pods"),
+            recorded("delete", "configmaps", name="c"),
+            recorded("delete", "secrets", user_agent="rc-test"),  # a test's own client: not audited
+        ):
+            audit.observe(None, request)  # type: ignore[arg-type]
+        audit.current = "tests/integration/runtime/test_rt_kube_client.py::test_crud"
+        audit.observe(None, recorded("delete", "services", name="s"))  # type: ignore[arg-type]
+        audit.run(check_unused=False)
+        assert audit.problem is None
+        assert audit.report is not None
+        assert audit.report.denied
+        assert {d.split(": refused by")[0] for d in audit.report.denied} == {
+            "delete configmaps.core in a namespace, first sent by tests/x.py::test_deletes_a_configmap"
+        }
+    finally:
+        audit.stop()
