@@ -3,8 +3,9 @@
 The whole suite's requests are audited by tests/request_audit.py at the end of a session; this module
 proves the same property when only part of the suite runs, and checks what the session audit cannot:
 - one elastic MPIJob's life (leader election, create, workers Ready, scale out and in with a drain,
-  suspend and resume, events, status) sends only requests every install of deploy/ and the chart
-  grants, and every granted rule it does not use is explained in deploy/README.md's rule table;
+  suspend and resume, a broken Service and Secret repaired, events, status) sends only requests
+  every install of deploy/ and the chart grants, and every granted rule it does not use is explained
+  in deploy/README.md's rule table;
 - no private key material in that run's logs, Events, statuses, other objects or /metrics;
 - the rendered Deployments run non-root on a read-only root filesystem, and the operator really runs
   as uid 65532 with an unwritable HOME and working directory, writing no file at all.
@@ -114,12 +115,42 @@ async def one_job_life(kube: Kube, kubesim: KubeSim, clock: operator_testing.Ste
         await eventually(
             launcher_suspended, sim=kubesim, within=30, what=f"the launcher Job with suspend={suspend}"
         )
+    await repairs(kube, kubesim)
     await eventually(
         lambda: bool(kubesim.control.recorded(verb="update", resource="jobs", subresource="status")),
         sim=kubesim,
         within=30,
         what="the launcher Job's startTime cleared on resume",
     )
+
+
+async def repairs(kube: Kube, kubesim: KubeSim) -> None:
+    """A user breaks the job's Service (its selector) and Secret (a key removed): the operator writes
+    them back (PUT), the rarer writes of a job's life."""
+    service = await kube.get(resources.SERVICE, JOB, "default")
+    service["spec"]["selector"] = {"broken": "true"}
+    await kube.replace(resources.SERVICE, service)
+    secret = await kube.get(resources.SECRET, f"{JOB}-ssh", "default")
+    secret["data"].pop("ssh-publickey")
+    await kube.replace(resources.SECRET, secret)
+    for resource in ("services", "secrets"):
+        await eventually(
+            lambda resource=resource: bool(  # type: ignore[misc]
+                kubesim.control.recorded(
+                    verb="update", resource=resource, user_agent=rbac_audit.OPERATOR_AGENT
+                )
+            ),
+            sim=kubesim,
+            within=30,
+            what=f"the operator to repair the job's {resource}",
+        )
+
+    async def repaired() -> bool:
+        service = await kube.get(resources.SERVICE, JOB, "default")
+        secret = await kube.get(resources.SECRET, f"{JOB}-ssh", "default")
+        return "broken" not in service["spec"]["selector"] and "ssh-publickey" in secret["data"]
+
+    await eventually(repaired, sim=kubesim, within=30, what="the Service and the Secret repaired")
 
 
 async def test_one_job_life_is_granted_and_every_unused_grant_is_explained(
