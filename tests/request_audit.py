@@ -4,7 +4,8 @@ and the chart's (`rbac_audit`), checked once at the end of the session.
 What is collected: each API request any in-process kubesim records from a client whose user agent
 starts with `mpi-operator/` (the operator's client and its leader-election client), aggregated to its
 RBAC attributes with the test that first sent it; and, through `KUBESIM_REQUEST_LOG`, the same from
-every `mpi-operator sim` child process the tests start. The session fails, with a report naming the
+every `mpi-operator sim` child process the tests start. Requests of the runtime tier are left out
+(`NOT_THE_OPERATOR`). The session fails, with a report naming the
 request and the test, when an install would refuse a request, when a granted rule has no row in
 deploy/README.md's rule table, or when reconcile tests passed but no operator request was seen (the
 collection broke). "Every granted rule is used or explained" needs the whole suite: it is checked when
@@ -29,12 +30,12 @@ FORCE_UNUSED_ENV = "RBAC_AUDIT_UNUSED"
 LOG_FIELDS = ("user_agent", "method", "path", "verb", "group", "resource", "subresource", "namespace", "name")
 """The fields of kubesim's request log (`kubesim.control.log_requests_from_env`) the audit reads."""
 OPERATOR_TIERS = ("tests/integration/reconcile/", "tests/integration/elastic/")
+"""Tests that run the operator in process: if any passed, the operator sent requests."""
 NOT_THE_OPERATOR = ("tests/integration/runtime/",)
 """Tests whose `mpi-operator/` requests are not the operator's: the runtime tier drives the generic
 client, informers, event recorder and leader elector directly, with the default user agent (which its
 client tests check), and chooses what they send (ConfigMap CRUD, CRDs, namespaces, a Lease patch). The
 operator's own use of those parts runs in the reconcile, elastic and e2e tiers."""
-"""Tests that run the operator in process: if any passed, the operator sent requests."""
 
 
 class RequestAudit:
