@@ -32,7 +32,7 @@ import operator_testing
 import rbac_audit
 import secret_scan
 from integration.elastic.ela_harness import elastic_job, scale, worker_pods
-from integration.reconcile.rc_harness import get_job, wait_condition
+from integration.reconcile.rc_harness import get_job, mpijob, wait_condition
 from kubesim.app import KubeSim
 from kubesim.control import RecordedRequest
 from kubesim.settings import SimSettings
@@ -199,6 +199,80 @@ async def test_one_job_life_is_granted_and_every_unused_grant_is_explained(
     assert caplog.records, "the operator's logs were captured"
     assert secret_scan.leaks(caplog.text, needles) == []
     assert (await get_job(kube, JOB))["status"]["conditions"]
+
+
+def volcano_pod_group_crd() -> dict[str, Any]:
+    """A stand-in for Volcano's PodGroup CRD (free-form spec: the operator only writes PodGroups)."""
+    r = resources.VOLCANO_POD_GROUP
+    free = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    version = {
+        "name": r.version,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": free, "status": free}}},
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{r.plural}.{r.group}"},
+        "spec": {
+            "group": r.group,
+            "scope": "Namespaced",
+            "names": {"plural": r.plural, "singular": "podgroup", "kind": "PodGroup"},
+            "versions": [version],
+        },
+    }
+
+
+async def test_a_gang_scheduled_job_life_is_granted_including_the_pod_group_clean_up(
+    kube: Kube, kubesim: KubeSim
+) -> None:
+    """With `--gang-scheduling=volcano`: the PodGroup informer, its create and, when the job is
+    suspended, its delete (which the rest of the suite never reached: the PodGroup lacked the watch
+    label its informer filters on, so the operator never saw it to delete it) are granted."""
+    installs = all_installs()
+    await kube.create(operator_testing.CRD, volcano_pod_group_crd())
+
+    async def served() -> bool:
+        await kube.list(resources.VOLCANO_POD_GROUP, "default")
+        return True
+
+    await eventually(served, sim=kubesim, within=30, what="the PodGroup CRD served")
+    settings = operator_testing.quick_settings(kubesim, gang_scheduling="volcano")
+    async with operator_testing.running_operator(settings):
+        await kube.create(resources.MPIJOB, mpijob(JOB))
+
+        async def pod_groups() -> int:
+            groups, _ = await kube.list(resources.VOLCANO_POD_GROUP, "default")
+            return len(groups)
+
+        await eventually(pod_groups, sim=kubesim, within=30, what="the PodGroup")
+        await kube.patch(
+            resources.MPIJOB, JOB, {"spec": {"runPolicy": {"suspend": True}}}, namespace="default"
+        )
+
+        async def pod_group_gone() -> bool:
+            return await pod_groups() == 0
+
+        await eventually(pod_group_gone, sim=kubesim, within=30, what="the suspended job's PodGroup deleted")
+    sent = kubesim.control.recorded(user_agent=rbac_audit.OPERATOR_AGENT)
+    requests = requests_of(sent, {n for i in installs for n in i.named_resources()})
+    seen = {(r.verb, r.group, r.resource) for r in requests}
+    assert {
+        ("watch", "scheduling.volcano.sh", "podgroups"),
+        ("create", "scheduling.volcano.sh", "podgroups"),
+        ("delete", "scheduling.volcano.sh", "podgroups"),
+        ("list", "scheduling.k8s.io", "priorityclasses"),
+    } <= seen, sorted(seen)
+    # The PodGroup carries the watch label: its informer sees it at once, so no second create, 409,
+    # get and label patch.
+    assert [r.verb for r in sent if r.resource == "podgroups" and r.verb not in ("list", "watch")] == [
+        "create",
+        "delete",
+    ]
+    readme = rbac_audit.readme_rules(rbac_audit.README.read_text())
+    report = rbac_audit.audit(requests, installs, readme, check_unused=False)
+    assert report.ok, "\n".join(report.lines())
 
 
 # --- non-root, read-only root filesystem ----------------------------------------------------------
