@@ -2,7 +2,9 @@
 operator running against the test's kubesim (`operator`) and an HTTP session (`http`); their users are
 the reconcile and elastic integration tiers and the Horovod tier.
 
-Every async test is also checked for asyncio tasks it leaves running (`task_leaks`)."""
+Every async test is also checked for asyncio tasks it leaves running (`task_leaks`). At the end of the
+session, every request the operator sent is checked against deploy/'s RBAC (`request_audit`), and no
+private key may appear outside Secrets in any test's output or cluster (`secret_audit`)."""
 
 from collections.abc import AsyncIterator
 
@@ -15,7 +17,7 @@ from kubesim.app import KubeSim
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube.client import Kube
 
-pytest_plugins = ["kubesim.testing", "task_leaks"]
+pytest_plugins = ["kubesim.testing", "task_leaks", "request_audit", "secret_audit"]
 
 # Hypothesis fails an example that takes longer than 200 ms by default: a wall-clock bound that a
 # loaded 2-core machine breaks (it did, in test_sim_patch). Examples are bounded by their count instead.

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from kubesim.app import KubeSim
+from kubesim.control import log_requests_from_env
 from kubesim.procrt.images import ImageCatalog
 from kubesim.settings import SimSettings
 
@@ -52,6 +53,8 @@ async def serve(args: argparse.Namespace) -> int:
     # collector a fifth of kubesim's CPU time (bench/kubesim_throughput.py fanin).
     gc.freeze()
     gc.set_threshold(50_000, 20, 10)
+    # A test session auditing the requests this process answers (tests/request_audit.py).
+    stop_logging = log_requests_from_env()
     try:
         out = getattr(args, "kubeconfig_out", None)
         path = Path(out) if out else Path(tempfile.mkdtemp(prefix="kubesim-")) / "kubeconfig"
@@ -67,6 +70,8 @@ async def serve(args: argparse.Namespace) -> int:
         print("kubesim: stopping", file=sys.stderr, flush=True)
     finally:
         await sim.stop()
+        if stop_logging is not None:
+            stop_logging()
     return 0
 
 

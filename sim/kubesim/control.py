@@ -8,11 +8,14 @@ operator's objects cause none.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubesim import errors
 from kubesim.store import Store
@@ -75,6 +78,71 @@ class LatencyRule:
         if self.remaining is not None and self.remaining <= 0:
             return False
         return self.method in ("*", method) and self.path.search(path) is not None
+
+
+RequestObserver = Callable[["Control", RecordedRequest], None]
+_observers: list[RequestObserver] = []
+REQUEST_LOG_ENV = "KUBESIM_REQUEST_LOG"
+"""Names a file that a kubesim served by `mpi-operator sim` appends each distinct request to (JSON
+lines), so a test session can audit requests answered in a child process (`log_requests_from_env`)."""
+
+
+def observe_requests(observer: RequestObserver) -> Callable[[], None]:
+    """Calls `observer(control, request)` for every API request any kubesim of this process records,
+    as it arrives (before it is answered). Returns the function that stops the observing."""
+    _observers.append(observer)
+
+    def stop() -> None:
+        if observer in _observers:
+            _observers.remove(observer)
+
+    return stop
+
+
+def log_requests_from_env() -> Callable[[], None] | None:
+    """With `KUBESIM_REQUEST_LOG` set, appends one JSON line per distinct request (user agent, method,
+    path and the Kubernetes attributes) to that file, with the `PYTEST_CURRENT_TEST` of the
+    process when first seen. Lines are flushed at once: a child killed with SIGKILL loses nothing."""
+    path = os.environ.get(REQUEST_LOG_ENV)
+    if not path:
+        return None
+    seen: set[tuple[str, ...]] = set()
+
+    def write(control: Control, request: RecordedRequest) -> None:
+        r = request
+        key = (
+            r.user_agent,
+            r.method,
+            r.path,
+            r.verb,
+            r.group,
+            r.resource,
+            r.subresource,
+            r.namespace,
+            r.name,
+        )
+        if key in seen:
+            return
+        seen.add(key)
+        fields = dict(zip(_LOG_FIELDS, key, strict=True))
+        line = json.dumps({**fields, "test": os.environ.get("PYTEST_CURRENT_TEST", "")})
+        with open(path, "a", encoding="utf-8") as sink:
+            sink.write(line + "\n")
+
+    return observe_requests(write)
+
+
+_LOG_FIELDS = (
+    "user_agent",
+    "method",
+    "path",
+    "verb",
+    "group",
+    "resource",
+    "subresource",
+    "namespace",
+    "name",
+)
 
 
 class Control:
@@ -215,7 +283,18 @@ class Control:
     def clear_requests(self) -> None:
         self.requests.clear()
 
+    def stored_objects(self) -> Iterator[dict[str, Any]]:
+        """Every object the cluster holds now, of every resource (for scans over a whole cluster)."""
+        for bucket in list(self._store._objects.values()):
+            yield from list(bucket.values())
+
     # --- hooks for the HTTP layer ----------------------------------------------------------------
+    def record(self, request: RecordedRequest) -> None:
+        """Keeps `request` in `requests` and hands it to every `observe_requests` observer."""
+        self.requests.append(request)
+        for observer in _observers:
+            observer(self, request)
+
     def fault_for(self, method: str, path: str) -> errors.StatusError | None:
         for rule in self._faults:
             if rule.matches(method, path):

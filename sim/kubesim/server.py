@@ -465,7 +465,7 @@ def build_middleware(control: Control) -> Middleware:
         info = request_info(request.method, request.path, request.query)
         request[INFO_KEY] = info
         record = _record(request, info)
-        control.requests.append(record)
+        control.record(record)
         response: web.StreamResponse
         if control.refuses(record.user_agent):
             record.refused = True

@@ -23,7 +23,7 @@ from mpi_operator.flowcontrol import TokenBucket
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import MPIJOB, Resource
 from mpi_operator.settings import FALLBACK_BURST, FALLBACK_QPS, Settings, client_limit
-from operator_testing import sim_process, source_env
+from operator_testing import TEST_AGENT, sim_process, source_env
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
@@ -110,7 +110,7 @@ async def reconciles_an_mpijob(
     proc: asyncio.subprocess.Process, sim: Path, seen: list[dict[str, object]]
 ) -> None:
     """Creates an MPIJob and reads the operator's JSON log until it writes the job's first child."""
-    kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1)
+    kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1, user_agent=TEST_AGENT)
     try:
         await kube.create(MPIJOB, MPIJOB_BODY)
     finally:
@@ -137,7 +137,7 @@ async def test_run_without_the_crd_exits_1_with_a_clear_message(sim: Path) -> No
 
 @needs_sim
 async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
-    kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1)
+    kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1, user_agent=TEST_AGENT)
     try:
         crd = yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
         await kube.create(CRD, crd)
@@ -438,7 +438,7 @@ def test_every_run_flag_has_help_with_its_default() -> None:
 async def test_upstream_deployment_args_run_and_reconcile(sim: Path) -> None:
     """`mpi-operator run` with upstream's exact args, configured as in a pod: KUBECONFIG and the
     container's MPI_OPERATOR_* variables (a free port, JSON logs to read); with leader election."""
-    kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1)
+    kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1, user_agent=TEST_AGENT)
     try:
         await kube.create(CRD, yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text()))
         namespaces = Resource("", "v1", "namespaces", False, "Namespace")
@@ -464,7 +464,7 @@ async def test_upstream_deployment_args_run_and_reconcile(sim: Path) -> None:
             entry = await next_log(proc, seen)
             assert str(entry["msg"]).startswith("klog flags accepted and ignored: --alsologtostderr")
             await becomes_ready(proc, seen, within=60)
-            kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1)
+            kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1, user_agent=TEST_AGENT)
             try:
                 lease = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
                 assert (await kube.get(lease, "mpi-operator", "mpi-operator"))["spec"]["holderIdentity"]

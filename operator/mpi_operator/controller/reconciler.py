@@ -102,7 +102,9 @@ def labelled(obj: dict[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
 
 
 def with_watch_labels(state: DesiredState, job: MPIJob) -> DesiredState:
-    """Upstream labels the Service, ConfigMap, Secret and launcher Job only `app: <job>`; add ours."""
+    """Upstream labels the Service, ConfigMap, Secret and launcher Job only `app: <job>`, and the
+    PodGroup not at all; add ours (without it the PodGroup informer never sees the PodGroup, which is
+    then neither updated nor deleted on suspend without a 409 first)."""
     extra = watch_labels(job)
     return dataclasses.replace(
         state,
@@ -110,6 +112,7 @@ def with_watch_labels(state: DesiredState, job: MPIJob) -> DesiredState:
         config_map=labelled(state.config_map, extra),
         secret=labelled(state.secret, extra) if state.secret is not None else None,
         launcher_job=labelled(state.launcher_job, extra),
+        pod_group=labelled(state.pod_group, extra) if state.pod_group is not None else None,
     )
 
 
