@@ -285,8 +285,7 @@ class Control:
 
     def stored_objects(self) -> Iterator[dict[str, Any]]:
         """Every object the cluster holds now, of every resource (for scans over a whole cluster)."""
-        for bucket in list(self._store._objects.values()):
-            yield from list(bucket.values())
+        yield from self._store.every_object()
 
     # --- hooks for the HTTP layer ----------------------------------------------------------------
     def record(self, request: RecordedRequest) -> None:

@@ -131,6 +131,10 @@ class Store:
         keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
         return [bucket[k] for k in keys]
 
+    def every_object(self) -> list[dict[str, Any]]:
+        """Every stored object of every resource (unordered): for scans over a whole cluster."""
+        return [obj for bucket in self._objects.values() for obj in bucket.values()]
+
     def count(self, key: StorageKey | None = None) -> int:
         if key is not None:
             return len(self._objects.get(key, {}))
