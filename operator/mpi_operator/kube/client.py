@@ -31,14 +31,13 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypedDict, Unpack
 
 import aiohttp
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration
 
 from mpi_operator import __version__
 from mpi_operator.flowcontrol import TokenBucket
 from mpi_operator.kube import errors
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import RetryPolicy
+from mpi_operator.kube.sdk import ApiClient, Configuration, kube_config
 from mpi_operator.objects import KubeObject, WatchEvent, metadata, resource_version
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
