@@ -11,16 +11,17 @@ Two rules decide what may go:
   * A kind may lose more only if the operator never sends the cached object back. Pods are such a
     kind: they are created, merge-patched (annotations) and deleted, never updated, so a cached pod
     keeps its metadata, the few spec fields read (`hostname` for the elastic incarnation,
-    `subdomain`, `nodeName`) and the status fields read (phase, conditions, reason, message,
-    startTime, and per container its name, readiness, restarts and states). Everything else of the
+    `subdomain`, `nodeName`) and the status fields read (phase, the Ready condition, reason,
+    message, startTime, and per container its name, readiness, restarts and states). Everything else of the
     spec (containers, env, volumes: the bulk of a pod) is what the operator itself wrote from the
     MPIJob's template, which it reads from the MPIJob, never from the pod. Jobs, Services, ConfigMaps,
     Secrets and PodGroups may be updated from the cache, so they lose only managedFields.
 
-Strings that repeat across objects (label and annotation keys and values, namespaces, condition types,
-owner kinds) are interned, so 9,000 pods share one copy of `training.kubeflow.org/job-role` instead
-of holding 9,000. A transform never mutates its input: it builds a new dict (the reflector may hand
-the same object to other readers).
+Label and annotation keys and values and namespaces, the strings that repeat most across objects, are
+interned, so 9,000 pods share one copy of `training.kubeflow.org/job-role` instead of holding 9,000.
+A transform is a handful of dict copies per object, no deep walk (it runs on every watch event). It
+never mutates its input: it builds new dicts along the paths it changes and shares the rest (objects
+in a store are read-only, see `cache.store`).
 
 `tests/unit/runtime/test_cache_transforms.py` states, table-driven, what each transform strips and
 keeps; the reconcile and elastic integration tiers run with these transforms on.
@@ -41,38 +42,37 @@ POD_STATUS_KEPT: Final = frozenset(
     {"phase", "conditions", "reason", "message", "startTime", "containerStatuses"}
 )
 CONTAINER_STATUS_KEPT: Final = frozenset({"name", "ready", "started", "restartCount", "state", "lastState"})
+POD_CONDITIONS_KEPT: Final = frozenset({"Ready"})
 METADATA_DROPPED: Final = frozenset({"managedFields"})
 
 
-def _intern(value: Any) -> Any:
-    """`value` with every string in it interned (dicts and lists rebuilt, nothing mutated)."""
-    if isinstance(value, str):
-        return sys.intern(value)
-    if isinstance(value, Mapping):
-        return {sys.intern(str(k)): _intern(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_intern(v) for v in value]
-    return value
+def _interned(value: Any) -> Any:
+    """A flat string map (labels, annotations) with its keys and values interned; anything else as is."""
+    if not isinstance(value, Mapping):
+        return value
+    return {
+        sys.intern(k) if isinstance(k, str) else k: sys.intern(v) if isinstance(v, str) else v
+        for k, v in value.items()
+    }
 
 
 def _metadata(meta: Any) -> Any:
-    """The metadata without managedFields; labels, annotations and owner references interned."""
+    """The metadata without managedFields; label and annotation keys and values interned."""
     if not isinstance(meta, Mapping):
         return meta
-    out: dict[str, Any] = {}
-    for key, value in meta.items():
-        if key in METADATA_DROPPED:
-            continue
-        if key in ("labels", "annotations", "ownerReferences", "namespace", "finalizers"):
-            value = _intern(value)
-        out[sys.intern(key)] = value
+    out = {key: value for key, value in meta.items() if key not in METADATA_DROPPED}
+    for key in ("labels", "annotations"):
+        if key in out:
+            out[key] = _interned(out[key])
+    if isinstance(out.get("namespace"), str):
+        out["namespace"] = sys.intern(out["namespace"])
     return out
 
 
 def _only(value: Any, kept: frozenset[str]) -> Any:
     if not isinstance(value, Mapping):
         return value
-    return {sys.intern(k): _intern(v) for k, v in value.items() if k in kept}
+    return {k: v for k, v in value.items() if k in kept}
 
 
 def strip_managed_fields(obj: KubeObject) -> KubeObject:
@@ -84,21 +84,22 @@ def strip_managed_fields(obj: KubeObject) -> KubeObject:
 
 def pod(obj: KubeObject) -> KubeObject:
     """A pod as the operator reads it (see the module docstring); never sent back to the server."""
-    out: KubeObject = {}
-    for key, value in obj.items():
-        if key == "metadata":
-            out[key] = _metadata(value)
-        elif key == "spec":
-            out[key] = _only(value, POD_SPEC_KEPT)
-        elif key == "status":
-            status = _only(value, POD_STATUS_KEPT)
-            if isinstance(status, dict) and isinstance(status.get("containerStatuses"), list):
-                status["containerStatuses"] = [
-                    _only(cs, CONTAINER_STATUS_KEPT) for cs in status["containerStatuses"]
-                ]
-            out[key] = status
-        else:
-            out[sys.intern(key)] = _intern(value)
+    out: KubeObject = dict(obj)
+    if "metadata" in out:
+        out["metadata"] = _metadata(out["metadata"])
+    if "spec" in out:
+        out["spec"] = _only(out["spec"], POD_SPEC_KEPT)
+    status = _only(out.get("status"), POD_STATUS_KEPT)
+    if isinstance(status, dict):
+        conditions = status.get("conditions")
+        if isinstance(conditions, list):
+            status["conditions"] = [
+                c for c in conditions if isinstance(c, Mapping) and c.get("type") in POD_CONDITIONS_KEPT
+            ]
+        statuses = status.get("containerStatuses")
+        if isinstance(statuses, list):
+            status["containerStatuses"] = [_only(cs, CONTAINER_STATUS_KEPT) for cs in statuses]
+        out["status"] = status
     return out
 
 

@@ -19,7 +19,7 @@ elsewhere, and the job would then wait for its launcher forever without an error
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
@@ -140,3 +140,55 @@ def build_workers(
         )
         for i in range(job.worker.replicas)
     }
+
+
+class LazyWorkers(Mapping[int, KubeObject]):
+    """`build_workers` as a mapping that builds a worker pod when it is first read.
+
+    A sync needs the desired pod of a worker only to create it, and most syncs of a running job create
+    none: building every worker's pod from the template each time (a deep copy of the template per
+    worker) was a fifth of the operator's CPU per write in a fan-in. Iterating gives the indices
+    without building anything; equality compares as the plain dict would.
+    """
+
+    def __init__(
+        self,
+        job: MPIJob,
+        *,
+        cluster_domain: str = "",
+        gang: GangScheduler | None = None,
+        scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+        hostnames: Mapping[int, str] | None = None,
+        annotations: Mapping[int, Mapping[str, str]] | None = None,
+    ) -> None:
+        self._job = job
+        self._cluster_domain = cluster_domain
+        self._gang = gang
+        self._scheduler_plugins_name = scheduler_plugins_name
+        self._hostnames = hostnames or {}
+        self._annotations = annotations or {}
+        self._count = job.worker.replicas if job.worker is not None else 0
+        self._built: dict[int, KubeObject] = {}
+
+    def __getitem__(self, index: int) -> KubeObject:
+        if not isinstance(index, int) or not 0 <= index < self._count:
+            raise KeyError(index)
+        pod = self._built.get(index)
+        if pod is None:
+            pod = build_worker(
+                self._job,
+                index,
+                cluster_domain=self._cluster_domain,
+                gang=self._gang,
+                scheduler_plugins_name=self._scheduler_plugins_name,
+                hostname=self._hostnames.get(index),
+                annotations=self._annotations.get(index),
+            )
+            self._built[index] = pod
+        return pod
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self._count))
+
+    def __len__(self) -> int:
+        return self._count

@@ -37,7 +37,7 @@ from mpi_operator.flowcontrol import TokenBucket
 from mpi_operator.kube import errors
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import RetryPolicy
-from mpi_operator.kube.sdk import ApiClient, Configuration, kube_config
+from mpi_operator.kube.sdk import ApiClient, Configuration, kube_config, resolve_proxy_once
 from mpi_operator.objects import KubeObject, WatchEvent, metadata, resource_version
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -121,6 +121,7 @@ class Kube:
     ) -> None:
         self.api_client = api_client
         api_client.user_agent = user_agent
+        resolve_proxy_once(api_client)
         self.limiter = limiter or TokenBucket(qps, burst)
         self.limit_until_apf = limit_until_apf
         self.server_has_apf = False

@@ -44,7 +44,6 @@ from mpi_operator.objects import (
     is_job_suspended,
     is_pod_ready,
     is_terminating,
-    name_of,
     pod_phase,
     uid_of,
 )
@@ -192,10 +191,10 @@ class _Planner:
                 self.delete(own[index], "v1", "Pod")
         by_name = pods_by_name(self.observed)
         for index in sorted(self.desired.workers):
-            pod = self.desired.workers[index]
-            existing = by_name.get(name_of(pod))
+            # By name, so a desired pod is only built when it is created (desired.workers is lazy).
+            existing = by_name.get(naming.worker_name(self.job, index))
             if existing is None:
-                self.add(Phase.WORKLOAD, Create.of(pod))
+                self.add(Phase.WORKLOAD, Create.of(self.desired.workers[index]))
             else:
                 self.owned_or_stop(existing, "v1", "Pod")
 
