@@ -37,7 +37,7 @@ from mpi_operator.flowcontrol import TokenBucket
 from mpi_operator.kube import errors
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import RetryPolicy
-from mpi_operator.kube.sdk import ApiClient, Configuration, kube_config, resolve_proxy_once
+from mpi_operator.kube.sdk import ApiClient, Configuration, PlainApiClient, kube_config, resolve_proxy_once
 from mpi_operator.objects import KubeObject, WatchEvent, metadata, resource_version
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -150,7 +150,7 @@ class Kube:
         path = path or os.environ.get("KUBECONFIG") or None
         if path is None and server:
             configuration.host = server.rstrip("/")
-            return cls(ApiClient(configuration), **options)
+            return cls(PlainApiClient(configuration), **options)
         if path is None:
             try:
                 kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -162,7 +162,7 @@ class Kube:
             )
         if server:
             configuration.host = server.rstrip("/")
-        return cls(ApiClient(configuration), **options)
+        return cls(PlainApiClient(configuration), **options)
 
     async def close(self) -> None:
         await self.api_client.close()

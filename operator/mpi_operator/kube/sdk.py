@@ -90,6 +90,19 @@ import kubernetes_asyncio.config as kube_config  # noqa: E402
 from kubernetes_asyncio.client.api_client import ApiClient  # noqa: E402
 from kubernetes_asyncio.client.configuration import Configuration  # noqa: E402
 
+
+class PlainApiClient(ApiClient):
+    """`ApiClient` for a client that sends only plain JSON: no model objects to serialize.
+
+    `ApiClient.sanitize_for_serialization` walks every request body (and the headers and parameters)
+    to turn model objects and datetimes into JSON; `kube.client` never passes either, so the walk only
+    rebuilt each body once more before `json.dumps`. Here it passes them through.
+    """
+
+    def sanitize_for_serialization(self, obj: Any) -> Any:
+        return obj
+
+
 READ_BUFSIZE = 2**21
 """kubernetes_asyncio's read buffer: a watch event may carry an object of up to etcd's 1.5 MiB."""
 
@@ -122,4 +135,11 @@ def resolve_proxy_once(api_client: ApiClient) -> None:
     rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE)
 
 
-__all__ = ["ApiClient", "Configuration", "DeferredPackage", "kube_config", "resolve_proxy_once"]
+__all__ = [
+    "ApiClient",
+    "Configuration",
+    "DeferredPackage",
+    "PlainApiClient",
+    "kube_config",
+    "resolve_proxy_once",
+]
