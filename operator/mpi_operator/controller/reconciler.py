@@ -38,13 +38,14 @@ from typing import Any, Final, assert_never
 
 from mpi_operator import desired as desired_state
 from mpi_operator import planning, reasons
-from mpi_operator.api import InvalidMPIJob, MPIJob, parse_and_validate
+from mpi_operator.api import InvalidMPIJob, MPIJob
 from mpi_operator.api import constants as c
 from mpi_operator.api.validation import worker_limit
 from mpi_operator.controller import handlers
 from mpi_operator.controller.applier import Applied, Applier, DeletedRecently, Report, collect_warning
 from mpi_operator.controller.observe import observe, priority_classes
 from mpi_operator.controller.pacing import ProgressPacer
+from mpi_operator.controller.parsed import ParsedJobs
 from mpi_operator.controller.types import ManagerDeps, Reconciler, Result
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
@@ -156,6 +157,7 @@ class MPIJobReconciler:
         self._deleted = DeletedRecently(deps.clock.now)
         self._diverged_since: dict[str, float] = {}
         self._pacer = ProgressPacer(deps.clock, deps.settings.progress_batch_seconds)
+        self._parsed = ParsedJobs(gpus_per_node=deps.settings.gpus_per_node, max_workers=self._max_workers)
         # One client serves every worker: warnings reach the write that caused them through a contextvar.
         deps.kube.on_warning = collect_warning
 
@@ -177,9 +179,7 @@ class MPIJobReconciler:
             return Result()
         obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, **raw}
         try:
-            normalized = parse_and_validate(
-                obj, gpus_per_node=self.settings.gpus_per_node, max_workers=self._max_workers
-            )
+            normalized = self._parsed.parse(key, raw, obj)
         except InvalidMPIJob as exc:
             await self._report_invalid(key, raw, [str(e) for e in exc.errors])
             return Result()
