@@ -264,8 +264,9 @@ class MPIJobReconciler:
             update = elastic_sync.finish_status(update, decision, now=now)
         stored = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
         if hold and progress_only(stored, update.status):
-            return Result(requeue_after=hold)
-        await self._write_status(key, raw, job, update, legacy)
+            held = True  # the requeue below writes it, unless an earlier sync does
+        else:
+            await self._write_status(key, raw, job, update, legacy)
         if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
             self.deps.metrics.set_job_info(launcher=naming.launcher_name(job), namespace=job.namespace)
         if decision is None:
