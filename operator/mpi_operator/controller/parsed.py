@@ -17,7 +17,7 @@ from mpi_operator.api import parse_and_validate
 from mpi_operator.api.normalize import Normalized
 from mpi_operator.objects import resource_version, uid_of
 
-DEFAULT_SIZE = 256
+DEFAULT_SIZE = 64
 
 
 class ParsedJobs:
