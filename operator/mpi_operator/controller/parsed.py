@@ -1,10 +1,12 @@
 """The last few MPIJobs parsed, so the syncs of one job version do not parse and validate it again.
 
-A job's children change many times while its own object does not (each pod event is a sync of the
-same MPIJob version), and pydantic's parse and the cross-field validation of the same spec were a
-tenth of the operator's CPU per sync. An object is identified by its uid and resourceVersion: any
-change to it, status included, is a new version and is parsed anew. The cache holds the most
-recently used `size` versions only, so its memory does not grow with the number of jobs.
+Pydantic's parse and the cross-field validation of a spec cost about half a millisecond per sync. A
+job whose pods change while its own object does not (a running elastic job's churn, pod events after
+the last status write) is synced again and again at one version; those syncs now parse it once. In a
+fan-in most syncs follow a status write, so they see a new version (about 300 parses for 315 syncs at
+100 jobs x 8 workers): the gain is there only when the job is quiet. An object is identified by its
+uid and resourceVersion, so any change to it, status included, is parsed anew. Only the `size` most
+recently used versions are kept, so the cache's memory does not grow with the number of jobs.
 """
 
 from __future__ import annotations
