@@ -17,8 +17,9 @@ Two rules decide what may go:
     MPIJob's template, which it reads from the MPIJob, never from the pod. Jobs, Services, ConfigMaps,
     Secrets and PodGroups may be updated from the cache, so they lose only managedFields.
 
-Label and annotation keys and values and namespaces, the strings that repeat most across objects, are
-interned, so 9,000 pods share one copy of `training.kubeflow.org/job-role` instead of holding 9,000.
+Label and annotation keys and values, owner references and namespaces, the strings that repeat most
+across objects, are interned, so 9,000 pods share one copy of `training.kubeflow.org/job-role`
+instead of holding 9,000.
 A transform is a handful of dict copies per object, no deep walk (it runs on every watch event). It
 never mutates its input: it builds new dicts along the paths it changes and shares the rest (objects
 in a store are read-only, see `cache.store`).
@@ -57,7 +58,7 @@ def _interned(value: Any) -> Any:
 
 
 def _metadata(meta: Any) -> Any:
-    """The metadata without managedFields; label and annotation keys and values interned."""
+    """The metadata without managedFields; labels, annotations and owner references interned."""
     if not isinstance(meta, Mapping):
         return meta
     out = {key: value for key, value in meta.items() if key not in METADATA_DROPPED}
@@ -66,6 +67,10 @@ def _metadata(meta: Any) -> Any:
             out[key] = _interned(out[key])
     if isinstance(out.get("namespace"), str):
         out["namespace"] = sys.intern(out["namespace"])
+    refs = out.get("ownerReferences")
+    if isinstance(refs, list):
+        # The owner's apiVersion, kind, name and uid repeat in each of a job's pods.
+        out["ownerReferences"] = [_interned(ref) for ref in refs]
     return out
 
 

@@ -172,6 +172,17 @@ def test_repeated_strings_are_shared_between_objects() -> None:
     assert va is vb
 
 
+def test_owner_references_are_shared_between_a_jobs_pods() -> None:
+    a, b = pod(), pod()
+    b["metadata"]["ownerReferences"] = [
+        {"kind": "".join(["MPI", "Job"]), "name": "pi", "uid": "".join(["j", "1"]), "controller": True}
+    ]
+    ra, rb = (transforms.pod(o)["metadata"]["ownerReferences"][0] for o in (a, b))
+    assert ra == rb
+    assert ra["kind"] is rb["kind"]
+    assert ra["uid"] is rb["uid"]
+
+
 def test_a_pod_keeps_its_ready_condition_only() -> None:
     assert transforms.pod(pod())["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
 
