@@ -72,6 +72,9 @@ class Settings:
     which the CRD enforces). It may only lower the ceiling (`api.validation.worker_limit`); a job above it
     gets the Invalid condition naming the field and the limit."""
     field_manager: str = "mpi-operator"
+    progress_batch_seconds: float = 1.0
+    """How long a static job's progress writes (counts, Running, discover_hosts.sh) may wait for its
+    other pods, counted from its last such write (`planning.progress`); 0 writes each at once."""
 
 
 def client_limit(settings: Settings) -> tuple[float, int, bool]:

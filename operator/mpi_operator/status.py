@@ -169,6 +169,36 @@ def status_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None)
     return _comparable(old) != _comparable(new)
 
 
+_PROGRESS_COUNTS: Final = ("active", "ready", "succeeded")
+
+
+def _without_progress(status: Status) -> Status:
+    out = dict(status)
+    out["replicaStatuses"] = {
+        role: {k: v for k, v in counts.items() if k not in _PROGRESS_COUNTS}
+        for role, counts in (status.get("replicaStatuses") or {}).items()
+    }
+    out["conditions"] = {
+        kind: cond
+        for kind, cond in (status.get("conditions") or {}).items()
+        if not (kind == c.CONDITION_RUNNING and cond.get("status") == "True")
+    }
+    return out
+
+
+def progress_only(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether `new` differs from `old` only by a starting job's progress: the active, ready and
+    succeeded counts, and Running turning True (`planning.progress` says why that may wait)."""
+    before, after = _comparable(old), _comparable(new)
+    if before == after:
+        return False
+    if c.CONDITION_RUNNING in before["conditions"] and before["conditions"].get(c.CONDITION_RUNNING) != after[
+        "conditions"
+    ].get(c.CONDITION_RUNNING):
+        return False  # Running changed after it was set: suspended, finished, ...
+    return _without_progress(before) == _without_progress(after)
+
+
 def status_merge_patch(
     old: Mapping[str, Any] | None, new: Mapping[str, Any], *, resource_version: str | None = None
 ) -> dict[str, Any]:

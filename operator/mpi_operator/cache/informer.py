@@ -10,6 +10,9 @@ enqueue them. A handler that raises is logged and the next one still runs.
   * on_delete(obj)         its final state from the DELETED event, or, when the deletion was only
                            noticed by a relist, the last state we knew (client-go's tombstone case).
 
+`transform` (client-go's `SetTransform`; `cache.transforms` declares the operator's) runs on every
+object before it is stored or handed to a handler, so the store keeps only what readers read.
+
 Scope: `namespaces=()` runs one cluster-wide reflector; otherwise one reflector per namespace, each
 replacing only its own namespace's slice of the shared store on relist. Objects handed to handlers
 are the store's own: read-only (see `cache.store`).
@@ -56,8 +59,10 @@ class Informer:
         backoff_factory: Callable[[], Backoff] | None = None,  # None: the reflector's default
         min_watch_timeout: int | None = None,
         recovery: RecoveryProber | None = None,  # shared by every informer of one client
+        transform: Callable[[KubeObject], KubeObject] | None = None,  # None: store objects as sent
     ) -> None:
         self.name = name
+        self.transform = transform
         self.store = Store(indexers)
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()
@@ -146,8 +151,13 @@ class _ScopedSink:
         self.namespace = namespace
         self.synced = False
 
+    def _kept(self, obj: KubeObject) -> KubeObject:
+        transform = self.informer.transform
+        return obj if transform is None else transform(obj)
+
     def replace(self, items: list[KubeObject], resource_version: str) -> None:
         store = self.informer.store
+        items = [self._kept(obj) for obj in items]
         previous = store.replace(items, resource_version, namespace=self.namespace)
         for obj in items:
             self.informer._changed(previous.get(object_key(obj)), obj)
@@ -159,11 +169,14 @@ class _ScopedSink:
         self.informer._notify_synced()
 
     def add(self, obj: KubeObject) -> None:
+        obj = self._kept(obj)
         self.informer._changed(self.informer.store.upsert(obj), obj)
 
     def update(self, obj: KubeObject) -> None:
+        obj = self._kept(obj)
         self.informer._changed(self.informer.store.upsert(obj), obj)
 
     def delete(self, obj: KubeObject) -> None:
+        obj = self._kept(obj)
         if self.informer.store.delete(object_key(obj)) is not None:
             self.informer._deleted(obj)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from mpi_operator.api import constants
+from mpi_operator.cache import transforms
 from mpi_operator.cache.informer import Informer
 from mpi_operator.cache.store import object_key
 from mpi_operator.kube import resources
@@ -85,6 +86,11 @@ class Watch:
     selector: str | None
     events: Literal["mpijob", "child"] | None = "child"
     """`mpijob`: its own key; `child`: its controller MPIJob's key; None: cache only."""
+
+    @property
+    def transform(self) -> transforms.Transform:
+        """What the informer keeps of each object (`cache.transforms`)."""
+        return transforms.for_resource(self.resource.group, self.resource.plural)
 
 
 def pod_group_resource(gang_scheduling: GangScheduler | None) -> Resource | None:

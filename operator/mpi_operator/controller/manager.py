@@ -308,6 +308,7 @@ class Manager:
                 name=watch.name,
                 clock=self.clock,
                 recovery=self.recovery,
+                transform=watch.transform,
             )
         inf = self.informers
         optional = {

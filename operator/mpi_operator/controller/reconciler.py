@@ -42,20 +42,22 @@ from typing import Any, Final, assert_never
 
 from mpi_operator import desired as desired_state
 from mpi_operator import planning, reasons
-from mpi_operator.api import InvalidMPIJob, MPIJob, parse_and_validate
+from mpi_operator.api import InvalidMPIJob, MPIJob
 from mpi_operator.api import constants as c
 from mpi_operator.api.validation import worker_limit
 from mpi_operator.controller import handlers
 from mpi_operator.controller.applier import Applied, Applier, DeletedRecently, Report, collect_warning
 from mpi_operator.controller.expectations import CreatedPods
 from mpi_operator.controller.observe import observe, priority_classes
+from mpi_operator.controller.pacing import ProgressPacer
+from mpi_operator.controller.parsed import ParsedJobs
 from mpi_operator.controller.types import ManagerDeps, Reconciler, Result
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
 from mpi_operator.kube import errors, resources
 from mpi_operator.objects import KubeObject, is_terminating, resource_version, uid_of
-from mpi_operator.planning import ObjectRef, Phase, TooLarge
+from mpi_operator.planning import ObjectRef, Phase, TooLarge, progress
 from mpi_operator.reasons import Event
 from mpi_operator.status import (
     JobCounter,
@@ -63,6 +65,7 @@ from mpi_operator.status import (
     compute_status,
     format_time,
     normalize_status,
+    progress_only,
     status_changed,
     status_merge_patch,
 )
@@ -162,6 +165,12 @@ class MPIJobReconciler:
         self._deleted = DeletedRecently(deps.clock.now)
         self._created = CreatedPods(deps.clock.now)
         self._diverged_since: dict[str, float] = {}
+        self._pacer = ProgressPacer(deps.clock, deps.settings.progress_batch_seconds)
+        self._parsed = ParsedJobs(
+            gpus_per_node=deps.settings.gpus_per_node,
+            max_workers=self._max_workers,
+            cluster_domain=deps.settings.cluster_domain,
+        )
         # One client serves every worker: warnings reach the write that caused them through a contextvar.
         deps.kube.on_warning = collect_warning
 
@@ -171,6 +180,7 @@ class MPIJobReconciler:
             self._invalid_reported.pop(key, None)
             self._diverged_since.pop(key, None)
             self._created.forget(key)
+            self._pacer.forget(key)
             namespace, _, name = key.partition("/")
             self.deps.metrics.remove_job_info(launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace)
             self.deps.metrics.remove_elastic_workers(namespace=namespace, mpijob=name)
@@ -183,12 +193,7 @@ class MPIJobReconciler:
             return Result()
         obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, **raw}
         try:
-            normalized = parse_and_validate(
-                obj,
-                gpus_per_node=self.settings.gpus_per_node,
-                max_workers=self._max_workers,
-                cluster_domain=self.settings.cluster_domain,
-            )
+            normalized = self._parsed.parse(key, raw, obj)
         except InvalidMPIJob as exc:
             await self._report_invalid(key, raw, [str(e) for e in exc.errors])
             return Result()
@@ -246,6 +251,12 @@ class MPIJobReconciler:
             # The API would refuse these on every retry: say why once, write nothing, do not requeue.
             await self._report_invalid(key, raw, [too_large_message(problem) for problem in too_large])
             return Result()
+        hold, held = 0.0, False
+        if sync is None:  # a static job's progress may wait for its other pods (planning.progress)
+            settled = progress.settled(job, planning.observed_after(observed, plan))
+            hold = self._pacer.hold(key, settled=settled)
+            if hold:
+                plan, held = progress.without_discovery_refresh(plan, observed)
         current = self._is_current(key, job)
         applier = Applier(
             self.kube,
@@ -278,14 +289,20 @@ class MPIJobReconciler:
         update = compute_status(job, after, now=now, fail_on_eviction=sync is None)
         if decision is not None:
             update = elastic_sync.finish_status(update, decision, now=now)
-        await self._write_status(key, raw, job, update, legacy)
+        stored = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
+        if hold and progress_only(stored, update.status):
+            held = True  # the requeue below writes it, unless an earlier sync does
+        else:
+            await self._write_status(key, raw, job, update, legacy)
         if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
             self.deps.metrics.set_job_info(launcher=naming.launcher_name(job), namespace=job.namespace)
         if plan.deferred_workers:
             # More workers than one window: the status above says the job was seen; the next window
             # waits behind every other queued job (and recomputes any elastic timer).
             return Result(requeue=True)
-        return Result(requeue_after=decision.requeue_after if decision is not None else None)
+        if decision is None:
+            return Result(requeue_after=hold if held else None)
+        return Result(requeue_after=decision.requeue_after)
 
     def _expect(self, key: str, job: MPIJob) -> Callable[[KubeObject], None]:
         """Records each worker pod the applier creates until the pod store shows it (`CreatedPods`)."""
@@ -318,6 +335,7 @@ class MPIJobReconciler:
         rv = str(_mapping(raw.get("metadata")).get("resourceVersion") or "") or None
         patch = status_merge_patch(old, update.status, resource_version=rv)
         written = await self.kube.patch_status(resources.MPIJOB, job.name, patch, namespace=job.namespace)
+        self._pacer.wrote(key)
         if rv is not None:
             self._written[key] = (rv, written)
         if legacy and update.status.get("observedGeneration") != normalize_status(old).get(

@@ -54,7 +54,8 @@ class DesiredState:
     config_map: KubeObject
     secret: KubeObject | None
     launcher_job: KubeObject
-    workers: dict[int, KubeObject] = field(default_factory=dict)
+    workers: Mapping[int, KubeObject] = field(default_factory=dict)
+    """Built when read (`workers.LazyWorkers`): a sync reads only the pods it creates."""
     pod_group: KubeObject | None = None
 
 
@@ -107,7 +108,7 @@ def build(
         ),
         workers={}
         if suspended
-        else workers.build_workers(
+        else workers.LazyWorkers(
             job,
             cluster_domain=domain,
             gang=gang,

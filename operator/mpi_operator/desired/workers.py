@@ -19,7 +19,7 @@ elsewhere, and the job would then wait for its launcher forever without an error
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
@@ -145,3 +145,64 @@ def build_workers(
         for i in wanted
         if 0 <= i < job.worker.replicas
     }
+
+
+class LazyWorkers(Mapping[int, KubeObject]):
+    """`build_workers` as a mapping that builds a worker pod when it is first read.
+
+    A sync needs the desired pod of a worker only to create it, and most syncs of a running job create
+    none: building every worker's pod from the template each time (a deep copy of the template per
+    worker) was a fifth of the operator's CPU per write in a fan-in. Iterating gives the indices
+    without building anything; equality compares as the plain dict would.
+    """
+
+    def __init__(
+        self,
+        job: MPIJob,
+        *,
+        cluster_domain: str = "",
+        gang: GangScheduler | None = None,
+        scheduler_plugins_name: str = podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+        hostnames: Mapping[int, str] | None = None,
+        annotations: Mapping[int, Mapping[str, str]] | None = None,
+        indices: Iterable[int] | None = None,
+    ) -> None:
+        """`indices`: only these workers (those outside 0..replicas-1 are ignored); None: every one."""
+        self._job = job
+        self._cluster_domain = cluster_domain
+        self._gang = gang
+        self._scheduler_plugins_name = scheduler_plugins_name
+        self._hostnames = hostnames or {}
+        self._annotations = annotations or {}
+        count = job.worker.replicas if job.worker is not None else 0
+        self._indices: Sequence[int] = (
+            range(count) if indices is None else sorted(i for i in set(indices) if 0 <= i < count)
+        )
+        self._built: dict[int, KubeObject] = {}
+
+    def __contains__(self, index: object) -> bool:
+        # Mapping's own `in` reads the item, which would build the pod.
+        return isinstance(index, int) and index in self._indices
+
+    def __getitem__(self, index: int) -> KubeObject:
+        if index not in self:
+            raise KeyError(index)
+        pod = self._built.get(index)
+        if pod is None:
+            pod = build_worker(
+                self._job,
+                index,
+                cluster_domain=self._cluster_domain,
+                gang=self._gang,
+                scheduler_plugins_name=self._scheduler_plugins_name,
+                hostname=self._hostnames.get(index),
+                annotations=self._annotations.get(index),
+            )
+            self._built[index] = pod
+        return pod
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._indices)
+
+    def __len__(self) -> int:
+        return len(self._indices)

@@ -31,14 +31,13 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypedDict, Unpack
 
 import aiohttp
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration
 
 from mpi_operator import __version__
 from mpi_operator.flowcontrol import TokenBucket
 from mpi_operator.kube import errors
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import RetryPolicy
+from mpi_operator.kube.sdk import ApiClient, Configuration, PlainApiClient, kube_config, resolve_proxy_once
 from mpi_operator.objects import KubeObject, WatchEvent, metadata, resource_version
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -122,6 +121,7 @@ class Kube:
     ) -> None:
         self.api_client = api_client
         api_client.user_agent = user_agent
+        resolve_proxy_once(api_client)
         self.limiter = limiter or TokenBucket(qps, burst)
         self.limit_until_apf = limit_until_apf
         self.server_has_apf = False
@@ -150,7 +150,7 @@ class Kube:
         path = path or os.environ.get("KUBECONFIG") or None
         if path is None and server:
             configuration.host = server.rstrip("/")
-            return cls(ApiClient(configuration), **options)
+            return cls(PlainApiClient(configuration), **options)
         if path is None:
             try:
                 kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -162,7 +162,7 @@ class Kube:
             )
         if server:
             configuration.host = server.rstrip("/")
-        return cls(ApiClient(configuration), **options)
+        return cls(PlainApiClient(configuration), **options)
 
     async def close(self) -> None:
         await self.api_client.close()

@@ -62,10 +62,26 @@ class RetryPolicy:
         )
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Runs `fn()` until it succeeds, fails permanently or runs out of attempts."""
+        """Runs `fn()` until it succeeds, fails permanently or runs out of attempts.
+
+        The first attempt runs outside tenacity, whose bookkeeping per attempt (a retry state and
+        every callback wrapped again) cost more CPU than the request itself; only a transient failure
+        enters the loop, as its first attempt, so waits and attempt numbers are what they were."""
+        try:
+            return await fn()
+        except Exception as exc:
+            if self.attempts <= 1 or not errors.is_transient(exc):
+                raise
+            first: list[Exception] = [exc]
+
+        async def again() -> T:
+            if first:
+                raise first.pop()
+            return await fn()
+
         async for attempt in self.retrying():
             with attempt:
-                return await fn()
+                return await again()
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
 

@@ -7,7 +7,6 @@ ever mutates what the stores hold.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -71,8 +70,11 @@ _SLOTS = {"Service": "service", "ConfigMap": "config_map", "Secret": "secret", "
 
 
 def merge_patched(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> KubeObject:
-    """`obj` after a JSON merge patch (RFC 7386: maps merge, None removes a key, the rest replaces)."""
-    out = copy.deepcopy(dict(obj))
+    """`obj` after a JSON merge patch (RFC 7386: maps merge, None removes a key, the rest replaces).
+
+    New dicts along the patched paths; everything else is shared with `obj` and `patch`, which, like
+    every object here, are read-only."""
+    out = dict(obj)
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
@@ -80,7 +82,7 @@ def merge_patched(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> KubeObjec
             current = out.get(key)
             out[key] = merge_patched(current if isinstance(current, Mapping) else {}, value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = value
     return out
 
 
@@ -89,7 +91,8 @@ def observed_after(observed: Observed, plan: Plan) -> Observed:
 
     The API server adds defaults and metadata the objects here lack; everything the plan compares is
     exactly what was sent. Used to compute the status of the same sync (upstream hands the objects it
-    just created to `updateMPIJobStatus`) and to check that planning is idempotent.
+    just created to `updateMPIJobStatus`) and to check that planning is idempotent. The result shares
+    what it does not change with `observed` and the plan's objects: read it, never mutate it.
     """
     slots: dict[str, Any] = {f.name: getattr(observed, f.name) for f in dataclasses.fields(observed)}
     workers = {name_of(pod): pod for pod in observed.worker_pods}
@@ -108,12 +111,12 @@ def observed_after(observed: Observed, plan: Plan) -> Observed:
                 continue  # 404: the applier skips it
             new = merge_patched(current, action.patch)
         else:
-            new = copy.deepcopy(action.obj)
+            new = dict(action.obj)
             # The main resource ignores status and the status subresource ignores everything else.
             if isinstance(action, Update) and current is not None and "status" in current:
-                new["status"] = copy.deepcopy(current["status"])
+                new["status"] = current["status"]
             elif isinstance(action, UpdateStatus) and current is not None:
-                new = {**copy.deepcopy(dict(current)), "status": new.get("status", {})}
+                new = {**current, "status": new.get("status", {})}
         if kind == "Pod":
             if new is None:
                 workers.pop(name, None)
