@@ -37,3 +37,23 @@ def test_a_plan_builds_only_the_workers_it_creates() -> None:
     created = [a.ref.name for a in plan.actions if isinstance(a, Create)]
     assert created == ["test-worker-3"]
     assert set(state.workers._built) == {3}
+
+
+@pytest.mark.parametrize("indices", [[], [2], [5, 1, 1, 3], [0, 1, 2, 3, 4, 5]])
+def test_a_window_of_lazy_workers_is_the_built_window(indices: list[int]) -> None:
+    job = make_job(workers=5)
+    lazy = worker_builder.LazyWorkers(job, indices=indices)
+    eager = worker_builder.build_workers(job, indices=indices)
+    assert list(lazy) == list(eager) == sorted(i for i in set(indices) if i < 5)
+    assert lazy == eager
+
+
+def test_membership_builds_nothing() -> None:
+    # The planner asks `index in desired.workers` for every index; Mapping's own `in` would build the pod.
+    lazy = worker_builder.LazyWorkers(make_job(workers=40), indices=range(32))
+    assert 31 in lazy
+    assert 32 not in lazy
+    assert "0" not in lazy
+    assert lazy._built == {}
+    with pytest.raises(KeyError):
+        lazy[32]
