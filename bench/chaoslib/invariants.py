@@ -12,8 +12,10 @@ counts violations as they happen:
   worker is not live.
 - `terminal_reverted`: a job's Succeeded or Failed condition was True and later is not.
 - `children_after_deletion`: an object owned by an MPIJob was created more than `grace` seconds after that
-  job (that UID) was seen deleted. Creates already in flight may land within the grace; they are counted
-  apart (`children_in_grace`, not a violation) and the garbage collector removes them.
+  job (that UID) was deleted, or after the leader could have seen it when its MPIJob informer was
+  waiting to retry a failed LIST/WATCH at that moment (`known_at`). Creates already in flight may land
+  within the grace; they are counted apart (`children_in_grace`, and `children_late_while_blind` for
+  the ones the informer's wait excuses; neither is a violation), and the garbage collector removes them.
 - `children_without_owner`: an object carrying the operator's job-name label created with no owner
   reference; at the end, `orphans` adds the ones whose owner no longer exists after the garbage
   collector had its chance.
@@ -25,7 +27,7 @@ from `converged` at the end.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +97,9 @@ class _Pod:
 class Checker:
     grace: float = 1.0
     """Seconds after a job's deletion within which a child's create may still land."""
+    known_at: Callable[[float], float] = lambda deleted: deleted
+    """When the operator could have seen a deletion made at this time: later than it when the leader's
+    MPIJob informer was waiting to retry a failed LIST/WATCH (it cannot know what it cannot see)."""
     counts: Counter[str] = field(default_factory=Counter)
     details: list[str] = field(default_factory=list)
     jobs: dict[str, Obj] = field(default_factory=dict)
@@ -152,7 +157,12 @@ class Checker:
             if condition_true(job, kind):
                 had.add(kind)
             elif kind in had and event != "DELETED":
-                self.count("terminal_reverted", f"{meta['name']} ({uid}) {kind} was True, now not", now)
+                now_conditions = {
+                    c.get("type"): c.get("status") for c in (job.get("status") or {}).get("conditions") or []
+                }
+                self.count(
+                    "terminal_reverted", f"{meta['name']} ({uid}) {kind} was True, now {now_conditions}", now
+                )
                 had.discard(kind)
 
     def _created(self, kind: str, obj: Obj, owner: str | None, now: float) -> None:
@@ -165,9 +175,16 @@ class Checker:
         deleted = self.deleted_at.get(owner)
         if deleted is None:
             return
-        late = now - deleted
-        if late > self.grace:
-            self.count("children_after_deletion", f"{name} created {late:.2f}s after its job {owner}", now)
+        late, seen = now - deleted, now - self.known_at(deleted)
+        if seen > self.grace:
+            self.count(
+                "children_after_deletion",
+                f"{name} created {late:.2f}s after its job {owner} was deleted, {seen:.2f}s after it was "
+                "visible",
+                now,
+            )
+        elif late > self.grace:
+            self.counts["children_late_while_blind"] += 1
         else:
             self.counts["children_in_grace"] += 1
 

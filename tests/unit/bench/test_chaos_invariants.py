@@ -149,6 +149,23 @@ def test_operator_deletes_do_not_count_when_the_job_is_not_running_or_someone_el
     assert by_user.violations == 0
 
 
+def test_a_late_child_counts_from_when_the_deletion_could_be_seen() -> None:
+    """The leader's MPIJob informer waited to retry a failed WATCH from 0.5 s to 3 s: a deletion at 1 s
+    is visible at 3 s, so a child at 3.5 s is within the grace, one at 4.5 s is not."""
+    checker = Checker(grace=1.0, known_at=lambda deleted: 3.0 if 0.5 <= deleted <= 3.0 else deleted)
+    for event, kind, obj, now, _ in [
+        ("ADDED", "MPIJob", job(), 0, False),
+        ("DELETED", "MPIJob", job(), 1, False),
+        ("ADDED", "Pod", pod("p1", 0), 3.5, False),
+    ]:
+        checker.observe(event, kind, obj, now)
+    assert checker.violations == 0
+    assert checker.counts["children_late_while_blind"] == 1
+    checker.observe("ADDED", "Pod", pod("p2", 1), 4.5)
+    assert checker.counts["children_after_deletion"] == 1
+    assert "1.50s after it was visible" in checker.details[0]
+
+
 def test_orphans_are_children_whose_owner_is_gone() -> None:
     checker = Checker()
     checker.orphans([("Pod", pod("p1", 0, owner="gone")), ("Pod", pod("p2", 0, owner="j1"))], {"j1"}, 9.0)
