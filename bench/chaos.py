@@ -145,6 +145,7 @@ def report(
     done["jobs finished (Succeeded/Failed)"] = driver.finished()
     done["children created within the grace"] = checker.counts["children_in_grace"]
     done["children late, MPIJob watch failing"] = checker.counts["children_late_while_blind"]
+    done["worker deletes racing a spec change"] = checker.counts["worker_deletes_racing_a_change"]
     done |= driver.faults()
     lines.append(f"{'what happened':<40} {'count':>8}")
     lines += [f"{key:<40} {value:>8}" for key, value in sorted(done.items())]

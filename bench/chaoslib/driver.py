@@ -95,7 +95,15 @@ class Driver:
         starts_terminating = event == "DELETED" or meta.get("deletionTimestamp")
         if rt.kind == "Pod" and starts_terminating and not (old and old["metadata"].get("deletionTimestamp")):
             by_operator = OPERATOR_AGENT in self._deleter(str(meta["name"]))
-        self.checker.observe(event, rt.kind, obj, self.elapsed(), deleted_by_operator=by_operator)
+        name = str(meta.get("name"))
+        self.checker.observe(
+            event,
+            rt.kind,
+            obj,
+            self.elapsed(),
+            deleted_by_operator=by_operator,
+            writer=lambda: self._writer(rt.plural, name),
+        )
 
     def _deleter(self, name: str) -> str:
         for i, record in enumerate(reversed(self.sim.control.requests)):
@@ -109,6 +117,20 @@ class Driver:
             ):
                 return str(record.user_agent)
         return ""
+
+    def _writer(self, resource: str, name: str) -> str:
+        """The request being answered that changes this object (its verb, subresource and client)."""
+        for i, r in enumerate(reversed(self.sim.control.requests)):
+            if i > RECORDS_SCANNED:
+                break
+            if (
+                r.resource == resource
+                and r.name == name
+                and r.status is None
+                and r.verb not in ("get", "watch")
+            ):
+                return f"{r.verb} {r.subresource or ''} from {r.user_agent!r}"
+        return "kubesim itself (no request in flight)"
 
     def _lease(self, lease: dict[str, Any]) -> None:
         holder = str((lease.get("spec") or {}).get("holderIdentity") or "")

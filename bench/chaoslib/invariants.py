@@ -45,8 +45,8 @@ VIOLATIONS = (
     "tracebacks",
 )
 """Every counter that fails a run, in the order the report prints them."""
-DETAILS_KEPT = 20
-"""How many violation messages a run keeps (the counters count them all)."""
+DETAILS_KEPT = 6
+"""How many violation messages a run keeps per counter (the counters count them all)."""
 
 Obj = Mapping[str, Any]
 
@@ -86,6 +86,23 @@ def mpijob_owner(obj: Obj) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Allowed:
+    """Which live workers the operator may delete in one state of a job: all when it is suspended or not
+    Running, else the indices at or above Worker.replicas (a scale-in)."""
+
+    suspended: bool
+    desired: int
+    running: bool
+
+    @property
+    def key(self) -> tuple[bool, int, bool]:
+        return (self.suspended, self.desired, self.running)
+
+    def __call__(self, index: int) -> bool:
+        return self.suspended or not self.running or index >= self.desired
+
+
 @dataclass
 class _Pod:
     job: str
@@ -108,6 +125,9 @@ class Checker:
     finished: dict[str, set[str]] = field(default_factory=dict)
     """UID -> the terminal conditions it has had True."""
     _pods: dict[str, _Pod] = field(default_factory=dict)
+    _history: dict[str, list[tuple[float, _Allowed]]] = field(default_factory=dict)
+    """Job UID -> (since when, which indices the operator may delete a live worker of) per change of
+    the job's suspend, Worker.replicas or Running condition."""
     _holders: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     """(job UID, index) -> UIDs of the live worker pods holding it."""
 
@@ -117,7 +137,7 @@ class Checker:
 
     def count(self, name: str, what: str, at: float) -> None:
         self.counts[name] += 1
-        if name in VIOLATIONS and len(self.details) < DETAILS_KEPT:
+        if name in VIOLATIONS and sum(f" {name}: " in d for d in self.details) < DETAILS_KEPT:
             self.details.append(f"{at:8.2f}s {name}: {what}")
 
     @property
@@ -125,13 +145,21 @@ class Checker:
         return sum(self.counts[name] for name in VIOLATIONS)
 
     def observe(
-        self, event: str, kind: str, obj: Obj, now: float, *, deleted_by_operator: bool = False
+        self,
+        event: str,
+        kind: str,
+        obj: Obj,
+        now: float,
+        *,
+        deleted_by_operator: bool = False,
+        writer: Callable[[], str] = lambda: "",
     ) -> None:
         """One committed change: `event` ADDED, MODIFIED or DELETED; `kind` the object's kind;
         `deleted_by_operator` whether the last DELETE of this object came from the operator (only read
-        for a pod that starts terminating)."""
+        for a pod that starts terminating); `writer` names the request that made the change, for the
+        message of a violation."""
         if kind == "MPIJob":
-            self._job(event, obj, now)
+            self._job(event, obj, now, writer)
             return
         meta = obj["metadata"]
         owner = mpijob_owner(obj)
@@ -146,10 +174,14 @@ class Checker:
         ):
             self._worker(event, obj, owner, int(labels[INDEX_LABEL]), now, deleted_by_operator)
 
-    def _job(self, event: str, job: Obj, now: float) -> None:
+    def _job(self, event: str, job: Obj, now: float, writer: Callable[[], str]) -> None:
         meta = job["metadata"]
         uid = str(meta["uid"])
         self.jobs[uid] = job
+        key = (suspended(job), desired_workers(job), condition_true(job, "Running"))
+        history = self._history.setdefault(uid, [])
+        if not history or history[-1][1].key != key:
+            history.append((now, _Allowed(*key)))
         if event == "DELETED" or meta.get("deletionTimestamp"):
             self.deleted_at.setdefault(uid, now)
         had = self.finished.setdefault(uid, set())
@@ -161,7 +193,9 @@ class Checker:
                     c.get("type"): c.get("status") for c in (job.get("status") or {}).get("conditions") or []
                 }
                 self.count(
-                    "terminal_reverted", f"{meta['name']} ({uid}) {kind} was True, now {now_conditions}", now
+                    "terminal_reverted",
+                    f"{meta['name']} ({uid}) {kind} was True, now {now_conditions}, by {writer()}",
+                    now,
                 )
                 had.discard(kind)
 
@@ -210,20 +244,31 @@ class Checker:
         if before is None or not before.live or not by_operator:
             return
         owner = self.jobs.get(job)
-        if (
-            owner is None
-            or job in self.deleted_at
-            or suspended(owner)
-            or not condition_true(owner, "Running")
-        ):
+        if owner is None or job in self.deleted_at:
             return
-        if index < desired_workers(owner):
-            self.count(
-                "running_workers_deleted",
-                f"the operator deleted live {pod['metadata']['name']} (index {index}) of Running "
-                f"{owner['metadata']['name']} with Worker.replicas {desired_workers(owner)}",
-                now,
-            )
+        since = self._wrong_since(job, index)
+        if since is None:
+            return
+        if now - self.known_at(since) <= self.grace:
+            self.counts["worker_deletes_racing_a_change"] += 1
+            return
+        self.count(
+            "running_workers_deleted",
+            f"the operator deleted live {pod['metadata']['name']} (index {index}) of Running "
+            f"{owner['metadata']['name']} with Worker.replicas {desired_workers(owner)}, "
+            f"{now - since:.2f}s after the job last allowed it",
+            now,
+        )
+
+    def _wrong_since(self, job: str, index: int) -> float | None:
+        """Since when deleting a live worker of this index is wrong (the job Running, not suspended, the
+        index below Worker.replicas, without a break); None while it is allowed."""
+        since = None
+        for at, allowed in reversed(self._history.get(job, [])):
+            if allowed(index):
+                return since
+            since = at
+        return since
 
     def orphans(self, children: Iterable[tuple[str, Obj]], existing: set[str], now: float) -> None:
         """Counts the children (kind, object) whose MPIJob owner is not among the `existing` UIDs (call it

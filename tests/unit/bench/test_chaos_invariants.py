@@ -166,6 +166,23 @@ def test_a_late_child_counts_from_when_the_deletion_could_be_seen() -> None:
     assert "1.50s after it was visible" in checker.details[0]
 
 
+@pytest.mark.parametrize(("deleted_at", "violations"), [(1.5, 0), (2.5, 1)])
+def test_a_delete_racing_the_change_that_made_it_wrong_is_within_the_grace(
+    deleted_at: float, violations: int
+) -> None:
+    """Resumed at 1 s: a worker delete decided on the suspended job may land within the grace."""
+    checker = feed(
+        [
+            ("ADDED", "MPIJob", job(runPolicy={"suspend": True}), 0, False),
+            ("ADDED", "Pod", pod("p", 0), 0.5, False),
+            ("MODIFIED", "MPIJob", job(), 1.0, False),
+            ("MODIFIED", "Pod", pod("p", 0, terminating=True), deleted_at, True),
+        ]
+    )
+    assert checker.counts["running_workers_deleted"] == violations
+    assert checker.counts["worker_deletes_racing_a_change"] == 1 - violations
+
+
 def test_orphans_are_children_whose_owner_is_gone() -> None:
     checker = Checker()
     checker.orphans([("Pod", pod("p1", 0, owner="gone")), ("Pod", pod("p2", 0, owner="j1"))], {"j1"}, 9.0)
