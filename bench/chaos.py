@@ -102,7 +102,9 @@ async def run(args: argparse.Namespace) -> int:
         driver.note("chaos over: faults cleared, every replica running")
         stuck = await wait_converged(driver, args.converge_seconds)
         for name, why in sorted(stuck.items()):
-            checker.count("jobs_not_converged", f"{name}: {why}", driver.elapsed())
+            checker.count(
+                "jobs_not_converged", f"{name}: {why}; {driver.describe_pods(name)}", driver.elapsed()
+            )
         driver.note(f"converged: {len(jobs) - len(stuck)}/{len(jobs)}")
         await driver.check_orphans(ORPHAN_WAIT_SECONDS)
     finally:
@@ -147,8 +149,15 @@ def report(
     done["children late, MPIJob watch failing"] = checker.counts["children_late_while_blind"]
     done["worker deletes racing a spec change"] = checker.counts["worker_deletes_racing_a_change"]
     done |= driver.faults()
+    if checker.late:
+        late = sorted(checker.late)
+        lines_late = f"late children (s after visible): median {late[len(late) // 2]:.2f}, max {late[-1]:.2f}"
+    else:
+        lines_late = ""
     lines.append(f"{'what happened':<40} {'count':>8}")
     lines += [f"{key:<40} {value:>8}" for key, value in sorted(done.items())]
+    if lines_late:
+        lines += ["", lines_late]
     if checker.details:
         lines += ["", "first violations:", *checker.details]
     if checker.violations:

@@ -193,6 +193,24 @@ class Driver:
             out[plan.name] = converged(job, workers, self._pods_of(plan.name, "launcher"))
         return out
 
+    def describe_pods(self, job: str) -> str:
+        """The pods named after `job`, for the message of a job that did not converge."""
+        rt = resource_type(self.sim.cluster, "kubeflow.org/v2beta1", "MPIJob")
+        found = [j for j in self.sim.cluster.list(rt, NS)["items"] if j["metadata"]["name"] == job]
+        uid = found[0]["metadata"]["uid"] if found else ""
+        parts = []
+        for pod in self._pods_of(job, "worker") + self._pods_of(job, "launcher"):
+            meta = pod["metadata"]
+            owners = {r.get("kind"): r.get("uid") for r in meta.get("ownerReferences") or []}
+            whose = "this job's" if uid in owners.values() else f"owners {owners}"
+            terminating = " terminating" if meta.get("deletionTimestamp") else ""
+            parts.append(f"{meta['name']} ({whose}, {(pod.get('status') or {}).get('phase')}{terminating})")
+        conditions = {
+            c.get("type"): c.get("status")
+            for c in ((found[0].get("status") or {}) if found else {}).get("conditions") or []
+        }
+        return f"conditions {conditions}; pods: {', '.join(parts) or 'none'}"
+
     async def check_orphans(self, within: float) -> None:
         """Children whose MPIJob is gone, once the garbage collector had `within` seconds."""
         deadline = time.monotonic() + within

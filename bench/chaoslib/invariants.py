@@ -119,6 +119,8 @@ class Checker:
     MPIJob informer was waiting to retry a failed LIST/WATCH (it cannot know what it cannot see)."""
     counts: Counter[str] = field(default_factory=Counter)
     details: list[str] = field(default_factory=list)
+    late: list[float] = field(default_factory=list)
+    """Seconds after visibility of every child counted in `children_after_deletion`."""
     jobs: dict[str, Obj] = field(default_factory=dict)
     """UID -> the job as last seen (kept after its deletion, for late children)."""
     deleted_at: dict[str, float] = field(default_factory=dict)
@@ -211,6 +213,7 @@ class Checker:
             return
         late, seen = now - deleted, now - self.known_at(deleted)
         if seen > self.grace:
+            self.late.append(seen)
             self.count(
                 "children_after_deletion",
                 f"{name} created {late:.2f}s after its job {owner} was deleted, {seen:.2f}s after it was "
