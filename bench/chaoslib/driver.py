@@ -32,6 +32,9 @@ OPERATOR_AGENT = DEFAULT_USER_AGENT
 CHILD_KINDS = frozenset({"Pod", "ConfigMap", "Service", "Secret", "Job", "PodGroup"})
 LEASE = "mpi-operator"
 LEADER_WAIT_SECONDS = 30.0
+RETRY_SECONDS = 0.5
+"""How long one LIST/WATCH retry may take to fail (an injected answer comes at once): a wait logged this
+soon after the previous one ended continues the informer's blindness."""
 RECORDS_SCANNED = 400
 """How far back in kubesim's request record the deleter of a pod is looked for (it is the newest
 request still open, so a few entries suffice even with many clients)."""
@@ -149,7 +152,8 @@ class Driver:
         windows = sorted(w for r in self.replicas for w in r.blind.get(self.leader, []))
         seen = deleted + self.started
         for start, end in windows:
-            if start <= seen <= end:
+            # A wait that starts just after the last one ended is that retry failing: still blind.
+            if start <= seen + RETRY_SECONDS and end > seen:
                 seen = end
         return seen - self.started
 
