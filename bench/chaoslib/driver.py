@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from chaoslib.invariants import JOB_LABEL, ROLE_LABEL, Checker, converged
+from chaoslib.invariants import JOB_LABEL, ROLE_LABEL, Checker, converged, visible_at
 from chaoslib.jobs import JobPlan
 from chaoslib.plan import RESTART_SECONDS, Step, next_step
 from chaoslib.replicas import Replica
@@ -149,13 +149,8 @@ class Driver:
     def known_at(self, deleted: float) -> float:
         """When the leader (now) could have seen a deletion at `deleted` (run time): the end of the
         retry waits of its MPIJob informer that cover that moment, chained."""
-        windows = sorted(w for r in self.replicas for w in r.blind.get(self.leader, []))
-        seen = deleted + self.started
-        for start, end in windows:
-            # A wait that starts just after the last one ended is that retry failing: still blind.
-            if start <= seen + RETRY_SECONDS and end > seen:
-                seen = end
-        return seen - self.started
+        windows = [w for r in self.replicas for w in r.blind.get(self.leader, [])]
+        return visible_at(deleted + self.started, windows, RETRY_SECONDS) - self.started
 
     def finished(self) -> int:
         rt = resource_type(self.sim.cluster, "kubeflow.org/v2beta1", "MPIJob")

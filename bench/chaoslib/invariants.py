@@ -284,6 +284,17 @@ class Checker:
                 )
 
 
+def visible_at(changed: float, waits: Iterable[tuple[float, float]], retry: float) -> float:
+    """When an informer could see a change made at `changed`: the end of its retry waits (start, end)
+    covering that moment, chained (a wait that starts within `retry` of the previous one's end is that
+    retry failing: no event got through in between)."""
+    seen = changed
+    for start, end in sorted(waits):
+        if start <= seen + retry and end > seen:
+            seen = end
+    return seen
+
+
 def converged(job: Obj, workers: Iterable[Obj], launchers: Iterable[Obj]) -> str | None:
     """Why `job` is not (yet) in the state its spec asks for, None when it is. A finished job is done;
     a suspended one runs no pod; a running one has exactly one Ready live worker per index below

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chaoslib.invariants import VIOLATIONS, Checker, converged
+from chaoslib.invariants import VIOLATIONS, Checker, converged, visible_at
 
 Obj = dict[str, Any]
 
@@ -181,6 +181,24 @@ def test_a_delete_racing_the_change_that_made_it_wrong_is_within_the_grace(
     )
     assert checker.counts["running_workers_deleted"] == violations
     assert checker.counts["worker_deletes_racing_a_change"] == 1 - violations
+
+
+@pytest.mark.parametrize(
+    ("changed", "waits", "seen"),
+    [
+        (5.0, [], 5.0),
+        (5.0, [(1.0, 2.0)], 5.0),  # the wait was over
+        (5.0, [(4.0, 6.0)], 6.0),
+        (5.0, [(4.0, 6.0), (6.2, 9.0)], 9.0),  # the retry at 6.0 failed: still blind until 9
+        (5.0, [(4.0, 6.0), (7.0, 9.0)], 6.0),  # a second between them: the retry at 6.0 got through
+        (5.0, [(6.2, 9.0), (4.0, 6.0)], 9.0),  # in any order
+        (5.3, [(5.5, 7.0)], 7.0),  # the attempt under way at the change failed
+    ],
+)
+def test_a_change_is_visible_after_the_retry_waits_covering_it(
+    changed: float, waits: list[tuple[float, float]], seen: float
+) -> None:
+    assert visible_at(changed, waits, retry=0.5) == seen
 
 
 def test_orphans_are_children_whose_owner_is_gone() -> None:
