@@ -10,7 +10,10 @@ counts violations as they happen:
   while the job was Running, not suspended and not deleted (the caller says who deleted, from kubesim's
   request record): a scale-in deletes only indices at or above the new count, and a failed or finished
   worker is not live.
-- `terminal_reverted`: a job's Succeeded or Failed condition was True and later is not.
+- `terminal_reverted`: a job's Succeeded condition, or its Failed condition with a completionTime, was
+  True and later is not. A Failed=True without completionTime (an evicted worker of a static job) is not
+  final, by design and as upstream: the launcher's outcome still wins (tests/unit/reconcile/
+  test_status_conditions.py::test_evicted_workers).
 - `children_after_deletion`: an object owned by an MPIJob was created more than `grace` seconds after that
   job (that UID) was deleted, or after the leader could have seen it when its MPIJob informer was
   waiting to retry a failed LIST/WATCH at that moment (`known_at`). Creates already in flight may land
@@ -187,8 +190,9 @@ class Checker:
         if event == "DELETED" or meta.get("deletionTimestamp"):
             self.deleted_at.setdefault(uid, now)
         had = self.finished.setdefault(uid, set())
+        final = (job.get("status") or {}).get("completionTime") is not None
         for kind in TERMINAL:
-            if condition_true(job, kind):
+            if condition_true(job, kind) and (final or kind == "Succeeded"):
                 had.add(kind)
             elif kind in had and event != "DELETED":
                 now_conditions = {

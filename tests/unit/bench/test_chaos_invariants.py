@@ -13,13 +13,13 @@ Obj = dict[str, Any]
 
 
 def job(uid: str = "j1", *, workers: int = 2, conditions: tuple[str, ...] = ("Running",), **spec: Any) -> Obj:
+    status: Obj = {"observedGeneration": 1, "conditions": [{"type": c, "status": "True"} for c in conditions]}
+    if {"Succeeded", "Failed"} & set(conditions):
+        status["completionTime"] = "2026-01-01T00:00:00Z"
     return {
         "metadata": {"name": "a", "uid": uid, "generation": 1},
         "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": workers}}, **spec},
-        "status": {
-            "observedGeneration": 1,
-            "conditions": [{"type": c, "status": "True"} for c in conditions],
-        },
+        "status": status,
     }
 
 
@@ -199,6 +199,18 @@ def test_a_change_is_visible_after_the_retry_waits_covering_it(
     changed: float, waits: list[tuple[float, float]], seen: float
 ) -> None:
     assert visible_at(changed, waits, retry=0.5) == seen
+
+
+def test_an_eviction_failure_without_completion_time_may_give_way_to_the_launchers_outcome() -> None:
+    evicted = job(conditions=("Failed",))
+    del evicted["status"]["completionTime"]
+    checker = feed(
+        [
+            ("ADDED", "MPIJob", evicted, 0, False),
+            ("MODIFIED", "MPIJob", job(conditions=("Succeeded",)), 1, False),
+        ]
+    )
+    assert checker.violations == 0
 
 
 def test_orphans_are_children_whose_owner_is_gone() -> None:
