@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from chaoslib.invariants import VIOLATIONS
 
 from operator_testing import source_env
@@ -29,6 +30,7 @@ def counters(out: str) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\S[^\n]*?)\s+(\d+)$", out, re.MULTILINE)}
 
 
+@pytest.mark.timeout(TIMEOUT + 30)
 def test_the_ci_chaos_run_passes_with_every_counter_at_zero() -> None:
     # Its own session, so a timeout ends the script together with its operator processes.
     proc = subprocess.Popen(
