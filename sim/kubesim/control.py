@@ -59,11 +59,18 @@ class FaultRule:
     message: str | None = None
     retry_after: int | None = None
     hits: int = 0
+    user_agent: str | None = None
+    """Only requests whose User-Agent contains this (None: every client)."""
+    probability: float = 1.0
+    """The chance that a matching request is failed (a rate of faults rather than the next `count`)."""
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, user_agent: str = "") -> bool:
         if self.remaining is not None and self.remaining <= 0:
             return False
-        return self.method in ("*", method) and self.path.search(path) is not None
+        if self.user_agent is not None and self.user_agent not in user_agent:
+            return False
+        methods = WRITE_METHODS if self.method == "WRITE" else (self.method,)
+        return ("*" in methods or method in methods) and self.path.search(path) is not None
 
 
 @dataclass
@@ -182,14 +189,30 @@ class Control:
         count: int | None = 1,
         message: str | None = None,
         retry_after: int | None = None,
+        user_agent: str | None = None,
+        probability: float = 1.0,
     ) -> FaultRule:
         """Answers the next `count` requests whose method and URL path (regex search) match with `status`.
 
         `count=None` fails every match until `clear_faults()`. A 429 gets `Retry-After: retry_after or 1`.
+        `method="WRITE"` matches POST, PUT, PATCH and DELETE; `user_agent` limits the rule to one client
+        (a substring of its User-Agent), so a chaos run can fail the operator's requests and not its own;
+        `probability` < 1 fails only that share of the matches (seeded, as `fault_rate`).
         """
         if status == 429 and retry_after is None:
             retry_after = 1
-        rule = FaultRule(method.upper(), re.compile(path), status, count, message, retry_after)
+        if not 0.0 < probability <= 1.0:
+            raise ValueError(f"probability must be in (0, 1], got {probability}")
+        rule = FaultRule(
+            method.upper(),
+            re.compile(path),
+            status,
+            count,
+            message,
+            retry_after,
+            user_agent=user_agent,
+            probability=probability,
+        )
         self._faults.append(rule)
         return rule
 
@@ -294,9 +317,11 @@ class Control:
         for observer in _observers:
             observer(self, request)
 
-    def fault_for(self, method: str, path: str) -> errors.StatusError | None:
+    def fault_for(self, method: str, path: str, user_agent: str = "") -> errors.StatusError | None:
         for rule in self._faults:
-            if rule.matches(method, path):
+            if rule.matches(method, path, user_agent) and (
+                rule.probability >= 1.0 or self._rng.random() < rule.probability
+            ):
                 rule.hits += 1
                 if rule.remaining is not None:
                     rule.remaining -= 1

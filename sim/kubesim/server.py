@@ -474,7 +474,7 @@ def build_middleware(control: Control) -> Middleware:
         try:
             if delay := control.latency_for(request.method, request.path):
                 await asyncio.sleep(delay)
-            if (fault := control.fault_for(request.method, request.path)) is not None:
+            if (fault := control.fault_for(request.method, request.path, record.user_agent)) is not None:
                 record.injected = True
                 raise fault
             response = await handler(request)

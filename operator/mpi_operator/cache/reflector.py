@@ -223,8 +223,11 @@ class Reflector:
             if aclose is not None:
                 await aclose()
         if events == 0 and self._clock.now() - started < SHORT_WATCH_SECONDS:
-            # A stream that closes at once, again and again, would otherwise be a hot loop.
-            await self._clock.sleep(self._backoff.next())
+            # A stream that closes at once, again and again, would otherwise be a hot loop. Logged: the
+            # informer is blind meanwhile, for up to the backoff's cap.
+            delay = self._backoff.next()
+            log.info("%s: the watch ended at once without an event; resuming in %.2fs", self.name, delay)
+            await self._clock.sleep(delay)
         elif events:
             self._backoff.reset()
 

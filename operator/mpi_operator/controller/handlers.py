@@ -7,7 +7,10 @@
   * a launcher Pod is controlled by the launcher `batch/v1` Job: follow that Job, looked up in the
     Job store, to its controller (Pod -> Job -> MPIJob);
   * the MPIJob must be in the MPIJob store with the uid the reference names, otherwise the object
-    belongs to nobody we manage (or to a deleted incarnation that the GC will remove) and is ignored.
+    belongs to nobody we manage (or to a deleted incarnation that the GC will remove) and is ignored;
+    except that the *deletion* of a deleted incarnation's child enqueues the MPIJob that now has that
+    name (`successor_key`): the leftover may be what blocked its same-named child (ErrResourceExists,
+    retried with a per-key backoff that grows to minutes), and its going is the only event that says so.
     Nothing is lost when a child's event beats its MPIJob into the cache during the initial sync: the
     MPIJob's own add event enqueues the key.
 
@@ -160,6 +163,19 @@ def owner_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter, jobs: ObjectGett
     return key
 
 
+def successor_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter) -> str | None:
+    """The key of the MPIJob now named by `obj`'s controller reference when that is another
+    incarnation (another uid) than the one that owned `obj`, else None."""
+    namespace, ref = namespace_of(obj), controller_ref(obj)
+    if not namespace or ref is None or not is_ref_to(ref, constants.GROUP, constants.KIND):
+        return None
+    key = f"{namespace}/{ref.get('name')}"
+    current = mpijobs.get(key)
+    if current is None or uid_of(current) == ref.get("uid"):
+        return None
+    return key
+
+
 class EventHandlers:
     """Binds the mapping to the stores and the queue and registers it on informers."""
 
@@ -194,9 +210,14 @@ class EventHandlers:
             on_add=self.on_mpijob, on_update=self.on_mpijob_update, on_delete=self.on_mpijob
         )
 
+    def on_child_delete(self, obj: KubeObject) -> None:
+        key = owner_key(obj, mpijobs=self.mpijobs, jobs=self.jobs) or successor_key(obj, mpijobs=self.mpijobs)
+        if key is not None:
+            self.enqueue(key)
+
     def register_children(self, informer: Informer) -> None:
         informer.add_event_handler(
-            on_add=self.on_child, on_update=self.on_child_update, on_delete=self.on_child
+            on_add=self.on_child, on_update=self.on_child_update, on_delete=self.on_child_delete
         )
 
     # --- pods ----------------------------------------------------------------------------------
@@ -212,6 +233,8 @@ class EventHandlers:
         key = owner_key(obj, mpijobs=self.mpijobs, jobs=self.jobs)
         if key is not None:
             self.enqueue(key, urgent=lost_pod(obj, None))
+        elif (successor := successor_key(obj, mpijobs=self.mpijobs)) is not None:
+            self.enqueue(successor)
 
     def register_pods(self, informer: Informer) -> None:
         informer.add_event_handler(

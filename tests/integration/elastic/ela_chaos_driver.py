@@ -32,13 +32,23 @@ import dataclasses
 import itertools
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from ela_harness import elastic_job, is_ready, scale
+from chaoslib.invariants import is_ready
+from chaoslib.steps import (
+    FAULT_METHODS,
+    FAULT_PATHS,
+    FAULT_STATUSES,
+    SCALE_PATHS,
+    WATCH_PATHS,
+    retry_transient,
+    scale,
+)
+from ela_harness import elastic_job
 
 from integration.reconcile.rc_harness import NS, OPERATOR_AGENT
 from kubesim.app import KubeSim
@@ -47,7 +57,7 @@ from kubesim.control import FaultRule
 from kubesim.controllers import resource_type
 from kubesim.registry import ResourceType
 from mpi_discovery import hostfile
-from mpi_operator.kube import errors, resources
+from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 
 POLL_SECONDS = 0.2
@@ -83,21 +93,6 @@ INDEX_LABEL = "training.kubeflow.org/replica-index"
 RECENT_STEPS = 20
 """How much of the replay log an assertion message carries."""
 
-# Fault targets: the operator's own API traffic (the file endpoint is not under /api, so the watcher's
-# reads are never failed); a 429 answers with Retry-After: 1, which the clients honour.
-FAULT_PATHS = (
-    r"^/api/v1/namespaces/default/pods",
-    r"^/api/v1/namespaces/default/configmaps",
-    r"^/apis/kubeflow\.org/v2beta1/namespaces/default/mpijobs",
-    r"^/apis/kubeflow\.org/v2beta1/namespaces/default/mpijobs/[^/]+/status$",
-    r"^/apis/batch/v1/namespaces/default/jobs",
-    r"^/api/v1/namespaces/default/events",
-)
-# The informers' cluster-wide LIST and WATCH (the operator has no namespaced reads).
-WATCH_PATHS = (r"^/api/v1/pods$", r"^/api/v1/configmaps$", r"^/apis/kubeflow\.org/v2beta1/mpijobs$")
-FAULT_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "*")
-FAULT_STATUSES = (500, 503, 429)
-SCALE_PATHS = ("merge", "json", "scale")
 KINDS = ("scale", "flip", "kill", "evict", "delete", "fault", "drop_watches", "compact", "pause")
 WEIGHTS = (4, 2, 2, 2, 2, 3, 1, 1, 2)
 """How often each kind is drawn. A flip scales to a value and back soon after (A -> B -> A host sets,
@@ -404,14 +399,14 @@ class Chaos:
         control = self.sim.control
         if step.kind == "scale":
             note(step.describe())
-            await self._retry(lambda: scale(self.kube, step.job, step.value, step.via))
+            await retry_transient(lambda: scale(self.kube, step.job, step.value, step.via))
         elif step.kind == "flip":
             job = await self.kube.get(resources.MPIJOB, step.job, NS)
             back = int(job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
             note(f"{step.describe()} (to {back})")
-            await self._retry(lambda: scale(self.kube, step.job, step.value, step.via))
+            await retry_transient(lambda: scale(self.kube, step.job, step.value, step.via))
             await asyncio.sleep(step.seconds)
-            await self._retry(lambda: scale(self.kube, step.job, back, step.via))
+            await retry_transient(lambda: scale(self.kube, step.job, back, step.via))
         elif step.kind == "fault":
             note(step.describe())
             rule = control.inject_error(step.value, method=step.method, path=step.path, count=step.count)
@@ -447,17 +442,4 @@ class Chaos:
         elif step.kind == "evict":
             kubelet.evict(NS, pod)
         else:
-            await self._retry(lambda: self.kube.delete(resources.POD, pod, namespace=NS))
-
-    async def _retry(self, call: Callable[[], Awaitable[object]]) -> None:
-        """The client retries 5xx and 429 five times already; a chaos step may outlast that once."""
-        for attempt in range(3):
-            try:
-                await call()
-                return
-            except errors.NotFound:
-                return
-            except errors.ApiError as exc:
-                if attempt == 2 or not (exc.status >= 500 or exc.status == 429):
-                    raise
-                await asyncio.sleep(0.2)
+            await retry_transient(lambda: self.kube.delete(resources.POD, pod, namespace=NS))

@@ -1,11 +1,12 @@
 """Shared helpers of the elastic reconciler tests (a helper module, not a test module).
 
 Reuses the reconciler suite's helpers (`rc_harness`: the real Manager against kubesim over HTTP) and adds
-elastic manifests, the launcher's *mounted* `discover_hosts.sh` read through kubesim's file endpoint
-(`GET /kubesim/v1/namespaces/{ns}/pods/{pod}/files/etc/mpi/discover_hosts.sh`), and scaling through
-each path a user has. This tier's kubesim (its conftest.py) syncs volumes only every
-`VOLUME_SYNC_SECONDS`, far beyond any wait of a test: a mounted script that changes during a test proves
-the operator's launcher touch, since nothing else refreshes it.
+elastic manifests and the launcher's *mounted* `discover_hosts.sh` read through kubesim's file endpoint
+(`GET /kubesim/v1/namespaces/{ns}/pods/{pod}/files/etc/mpi/discover_hosts.sh`); scaling through each
+path a user has (`scale`) and `is_ready` are the chaos runs' (`bench/chaoslib`), imported from there.
+This tier's kubesim (its conftest.py) syncs volumes only every `VOLUME_SYNC_SECONDS`, far beyond any
+wait of a test: a mounted script that changes during a test proves the operator's launcher touch, since
+nothing else refreshes it.
 """
 
 from __future__ import annotations
@@ -113,25 +114,6 @@ async def wait_mounted(
     await eventually(check, within=within, what=f"the launcher's mounted discover_hosts.sh to list {want}")
 
 
-async def scale(kube: Kube, job: str, replicas: int, via: str) -> None:
-    """Sets Worker.replicas by a merge patch, a JSON patch, an edit (PUT) or the scale subresource."""
-    if via == "merge":
-        patch = {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": replicas}}}}
-        await kube.patch(resources.MPIJOB, job, patch, namespace=NS)
-    elif via == "json":
-        ops = [{"op": "replace", "path": "/spec/mpiReplicaSpecs/Worker/replicas", "value": replicas}]
-        await kube.patch(resources.MPIJOB, job, ops, namespace=NS, patch_type="json")
-    elif via == "edit":  # kubectl edit: GET, change, PUT with the resourceVersion read
-        obj = await kube.get(resources.MPIJOB, job, NS)
-        obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = replicas
-        await kube.replace(resources.MPIJOB, obj)
-    else:
-        assert via == "scale"
-        await kube.patch(
-            resources.MPIJOB, job, {"spec": {"replicas": replicas}}, namespace=NS, subresource="scale"
-        )
-
-
 async def worker_pods(kube: Kube, job: str) -> dict[str, dict[str, Any]]:
     items, _ = await kube.list(
         resources.POD,
@@ -139,11 +121,6 @@ async def worker_pods(kube: Kube, job: str) -> dict[str, dict[str, Any]]:
         label_selector=f"training.kubeflow.org/job-name={job},training.kubeflow.org/job-role=worker",
     )
     return {p["metadata"]["name"]: p for p in items}
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 async def elastic_status(kube: Kube, job: str) -> dict[str, Any]:

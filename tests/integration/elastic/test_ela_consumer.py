@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from ela_harness import elastic_job, host, is_ready, mounted_script, scale, wait_mounted
+from chaoslib.invariants import is_ready
+from chaoslib.steps import scale
+from ela_harness import elastic_job, host, mounted_script, wait_mounted
 
 from integration.reconcile.rc_harness import wait_condition
 from kubesim.app import KubeSim

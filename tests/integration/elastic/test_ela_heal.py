@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 
 import aiohttp
 import pytest
-from ela_harness import elastic_job, host, is_ready, wait_mounted, worker_pods
+from chaoslib.invariants import is_ready
+from ela_harness import elastic_job, host, wait_mounted, worker_pods
 
 from integration.reconcile.rc_harness import conditions, get_job, settle, wait_condition, wait_event
 from kubesim.app import KubeSim

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-from ela_harness import elastic_job, elastic_status, host, launcher_pod, scale, wait_mounted, worker_pods
+from chaoslib.steps import scale
+from ela_harness import elastic_job, elastic_status, host, launcher_pod, wait_mounted, worker_pods
 
 from integration.reconcile.rc_harness import (
     NS,

@@ -13,15 +13,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import aiohttp
+from chaoslib.invariants import is_ready
+from chaoslib.steps import scale
 from ela_harness import (
     Terminations,
     draining_since,
     elastic_job,
     elastic_status,
     host,
-    is_ready,
     launcher_pod,
-    scale,
     wait_mounted,
     worker_pods,
 )

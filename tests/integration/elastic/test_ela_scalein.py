@@ -9,13 +9,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import aiohttp
+from chaoslib.steps import scale
 from ela_harness import (
     Terminations,
     draining_since,
     elastic_job,
     elastic_status,
     host,
-    scale,
     wait_mounted,
     worker_pods,
 )

@@ -12,7 +12,9 @@ from typing import Any
 
 import aiohttp
 import yaml
-from ela_harness import elastic_status, host, is_ready, scale, wait_mounted, worker_pods
+from chaoslib.invariants import is_ready
+from chaoslib.steps import scale
+from ela_harness import elastic_status, host, wait_mounted, worker_pods
 
 from integration.reconcile.rc_harness import FAST_PODS, NS, get_job, settle, wait_condition, wait_event
 from kubesim.app import KubeSim

@@ -48,6 +48,38 @@ async def test_injected_429_carries_retry_after(kube_api: ApiClient, kubesim: Ku
     await client.CoreV1Api(kube_api).list_namespaced_config_map("default")
 
 
+async def test_a_rule_for_one_client_and_writes_fails_only_those(
+    kube_api: ApiClient, kubesim: KubeSim
+) -> None:
+    """`user_agent` scopes a rule to one client, `method="WRITE"` to its writes: a chaos run fails the
+    operator's requests while its own driver's go through."""
+    core = client.CoreV1Api(kube_api)
+    kube_api.user_agent = "chaos-driver"
+    rule = kubesim.control.inject_error(503, method="WRITE", user_agent="victim/1", count=None)
+    await core.create_namespaced_config_map("default", configmap("mine"))  # another client: untouched
+    kube_api.user_agent = "victim/1.0"
+    await core.list_namespaced_config_map("default")  # a read: untouched
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_config_map("default", configmap("theirs"))
+    assert err.value.status == 503
+    assert rule.hits == 1
+
+
+async def test_a_rule_with_a_probability_fails_that_share(kube_api: ApiClient, kubesim: KubeSim) -> None:
+    core = client.CoreV1Api(kube_api)
+    rule = kubesim.control.inject_error(500, method="GET", count=None, probability=0.5)
+    failed = 0
+    for _ in range(60):
+        try:
+            await core.list_namespaced_config_map("default")
+        except ApiException:
+            failed += 1
+    assert failed == rule.hits
+    assert 10 <= failed <= 50  # 60 draws at 1/2: outside this with a chance of about 1e-6
+    with pytest.raises(ValueError, match="probability"):
+        kubesim.control.inject_error(500, probability=0.0)
+
+
 async def test_injected_latency_delays_matching_requests(kube_api: ApiClient, kubesim: KubeSim) -> None:
     kubesim.control.inject_latency(0.3, method="GET", path="/configmaps", count=1)
     loop = asyncio.get_running_loop()
