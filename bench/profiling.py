@@ -1,6 +1,7 @@
 """Sampling profiles of the benchmark's processes with py-spy (a dev dependency), attached from outside
-so the measured processes run unchanged: `py-spy record --format raw` writes collapsed stacks, read here
-into the functions that hold the most samples. py-spy needs ptrace rights over the process (root, or
+so the measured processes run unchanged: `py-spy record --gil --format raw` writes collapsed stacks of the
+thread holding the GIL (running Python, not waiting in a system call such as a write to a full pipe), read
+here into the functions that hold the most samples. py-spy needs ptrace rights over the process (root, or
 `kernel.yama.ptrace_scope` 0); when it cannot attach, the report says so instead of a profile."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import shutil
 import signal
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,7 +39,7 @@ class Profile:
             return
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.proc = await asyncio.create_subprocess_exec(
-            *(exe, "record", "--pid", str(self.pid), "--rate", str(RATE), "--nonblocking"),
+            *(exe, "record", "--pid", str(self.pid), "--rate", str(RATE), "--nonblocking", "--gil"),
             *("--format", "raw", "--output", str(self.out)),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
@@ -73,24 +75,32 @@ def _frame(frame: str) -> str:
     return f"{name} ({where.rstrip(')').rsplit(':', 1)[0]})"
 
 
-def top_functions(collapsed: str, limit: int = 15) -> dict[str, Any]:
-    """From py-spy's collapsed stacks (`frame;frame;... count` per line): the samples, the share that was
-    busy (not waiting in the event loop's select or an idle thread), and of the busy samples, the
-    functions most often on top of the stack (self) and this project's functions most often anywhere in
-    it (inclusive; the command line's entry points left out)."""
-    own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    total = busy = 0
+def stacks(collapsed: str) -> Iterator[tuple[list[str], int]]:
+    """(frames root first, samples) of every stack in py-spy's collapsed format (`f;f;... count`)."""
     for line in collapsed.splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        n = int(count)
         frames = [_frame(f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
-        if not frames:
-            continue
+        if frames:
+            yield frames, int(count)
+
+
+def is_busy(frames: list[str]) -> bool:
+    """Not a wait in the event loop's select or an idle thread."""
+    return not frames[-1].startswith(IDLE)
+
+
+def top_functions(collapsed: str, limit: int = 15) -> dict[str, Any]:
+    """The samples, the busy ones, and of the busy samples, the functions most often on top of the stack
+    (self) and this project's functions most often anywhere in it (inclusive; the command line's entry
+    points left out)."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = busy = 0
+    for frames, n in stacks(collapsed):
         total += n
-        if frames[-1].startswith(IDLE):
+        if not is_busy(frames):
             continue
         busy += n
         own[frames[-1]] += n

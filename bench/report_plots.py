@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import matplotlib
+import profiling
 
 matplotlib.use("Agg")
 
@@ -92,6 +94,66 @@ def _rss(ax: Axes, r: dict[str, Any]) -> None:
     ax.grid(alpha=0.3)
 
 
+@dataclass
+class _Node:
+    samples: int = 0
+    children: dict[str, _Node] = field(default_factory=dict)
+
+
+def _colour(frame: str) -> str:
+    path = frame.rsplit(" (", 1)[-1]
+    if path.startswith("mpi_operator/"):
+        return "#5b9bd5"
+    if path.startswith("kubesim/"):
+        return "#ed7d31"
+    return "#a5d6a7" if "/" in path and not path.startswith(("asyncio/", "json/", "logging/")) else "#d9d9d9"
+
+
+def flame_graph(collapsed: str, title: str, out: Path) -> None:
+    """An icicle-style flame graph of the busy stacks: one bar per frame, as wide as its samples, callers
+    above callees; the frames every stack shares (the command line, the event loop) are cut off the top.
+    Blue: the operator's code, orange: kubesim's, green: libraries, grey: the standard library."""
+    root = _Node()
+    for frames, n in profiling.stacks(collapsed):
+        if not profiling.is_busy(frames):
+            continue
+        root.samples += n
+        node = root
+        for f in frames:
+            node = node.children.setdefault(f, _Node())
+            node.samples += n
+    name = "all busy samples"
+    while len(root.children) == 1:  # the shared entry frames
+        name, root = next(iter(root.children.items()))
+    total = max(root.samples, 1)
+    fig, ax = plt.subplots(figsize=(16, 9), dpi=100)
+    depth_max = 0
+
+    def draw(node: _Node, label: str, x: float, depth: int) -> None:
+        nonlocal depth_max
+        width = node.samples / total
+        if width < 0.002:
+            return
+        depth_max = max(depth_max, depth)
+        ax.barh(-depth, width, left=x, height=0.95, color=_colour(label), edgecolor="white", linewidth=0.3)
+        if width > 0.04:
+            chars = int(width * 230)
+            ax.text(x + 0.002, -depth, label[:chars], va="center", fontsize=6.5, clip_on=True)
+        for child_label, child in sorted(node.children.items()):
+            draw(child, child_label, x, depth + 1)
+            x += child.samples / total
+
+    draw(root, f"below {name}", 0.0, 0)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-depth_max - 0.6, 0.6)
+    ax.set_yticks([])
+    ax.set_xlabel(f"share of {root.samples:,} busy samples (py-spy, 50 Hz, thread holding the GIL)")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+
+
 PLOTS: dict[str, Callable[[Axes, dict[str, Any]], None]] = {
     "fan_in_running.png": _fan_in,
     "scale_reaction.png": _reaction,
@@ -101,11 +163,18 @@ PLOTS: dict[str, Callable[[Axes, dict[str, Any]], None]] = {
 
 
 def render(results: dict[str, Any], out: Path) -> list[str]:
-    """Writes every plot into `out`; returns the file names."""
+    """Writes every plot into `out` (flame graphs for the profiles there); returns the file names."""
     for name, draw in PLOTS.items():
         fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
         draw(ax, results)
         fig.tight_layout()
         fig.savefig(out / name)
         plt.close(fig)
-    return list(PLOTS)
+    images = list(PLOTS)
+    fan = results["scale"]["fan_in"]
+    for process, prof in fan["profiles"].items():
+        if "file" in prof and (out / prof["file"]).exists():
+            title = f"{process} during the fan-in of {fan['jobs']:,} jobs x {fan['workers']} workers"
+            flame_graph((out / prof["file"]).read_text(), title, out / f"flame_{process}.png")
+            images.append(f"flame_{process}.png")
+    return images

@@ -148,8 +148,9 @@ async def steady(c: Cluster, seconds: float) -> dict[str, Any]:
 
 async def restart(c: Cluster, seconds: float) -> dict[str, Any]:
     """Kills the operator, starts it again, and counts what the new one does in its first `seconds`."""
+    sim0 = c.sim.usage()
     op = await c.restart_operator()
-    ready, until_ready = await op.scrape(c.api.session), op.usage()
+    ready, until_ready, sim1 = await op.scrape(c.api.session), op.usage(), c.sim.usage()
     await asyncio.sleep(seconds)
     after = await op.scrape(c.api.session)
     return {
@@ -157,6 +158,7 @@ async def restart(c: Cluster, seconds: float) -> dict[str, Any]:
         "window_s": seconds,
         "requests_until_ready": requests(ready, {}),
         "operator_cpu_s_until_ready": until_ready["cpu_s"],
+        "kubesim_cpu_s_until_ready": _cpu(sim1, sim0),
         "requests": requests(after, {}),
         "writes": requests(after, {})["writes"],
         "operator_rss_mib": op.usage()["rss_mib"],
@@ -167,7 +169,11 @@ async def restart(c: Cluster, seconds: float) -> dict[str, Any]:
 async def run(args: argparse.Namespace, profile_dir: Path | None) -> dict[str, Any]:
     async with cluster(args) as c:
         await asyncio.sleep(args.idle_seconds)  # the start's garbage collected, the caches synced and quiet
-        idle = {"operator": c.op.usage(), "kubesim": c.sim.usage(), "operator_ready_s": c.op.ready_s}
+        idle: dict[str, Any] = {
+            "operator": c.op.usage(),
+            "kubesim": c.sim.usage(),
+            "operator_ready_s": c.op.ready_s,
+        }
         fan = await fan_in(c, args, profile_dir)
         st = await steady(c, args.steady_seconds)
         rs = await restart(c, args.restart_seconds)
