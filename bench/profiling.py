@@ -60,7 +60,9 @@ class Profile:
         if not self.out.exists() or not self.out.stat().st_size:
             tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {self.proc.returncode}"]
             return {"error": f"py-spy wrote no profile: {tail[0]}"}
-        return {"file": self.out.name, **top_functions(self.out.read_text())}
+        collapsed = by_function(self.out.read_text())
+        self.out.write_text(collapsed)
+        return {"file": self.out.name, **top_functions(collapsed)}
 
 
 IDLE: Final = ("EpollSelector.select ", "_worker (", "Condition.wait ", "Event.wait ")
@@ -73,6 +75,17 @@ def _frame(frame: str) -> str:
     """`name (path/module.py:123)` -> `name (path/module.py)`: one row per function, not per line."""
     name, _, where = frame.partition(" (")
     return f"{name} ({where.rstrip(')').rsplit(':', 1)[0]})"
+
+
+def by_function(collapsed: str) -> str:
+    """The same collapsed stacks with the line numbers dropped and equal stacks merged: a tenth of the
+    size, still the format every flame graph tool reads."""
+    merged: Counter[str] = Counter()
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            merged[";".join(_frame(f) for f in stack.split(";"))] += int(count)
+    return "".join(f"{stack} {n}\n" for stack, n in sorted(merged.items()))
 
 
 def stacks(collapsed: str) -> Iterator[tuple[list[str], int]]:

@@ -340,8 +340,9 @@ def _profiles(r: dict[str, Any]) -> list[str]:
         "py-spy sampled both processes from outside (`--nonblocking --gil`, 50 Hz: only the thread holding "
         "the GIL, so time blocked in a system call is not counted) from before the first create until all "
         "jobs were Running. Shares are of the busy samples (any left in the event loop's select or idle "
-        "threads are dropped); inclusive lists only this project's functions. The collapsed stacks "
-        "(`*.pyspy.txt`, for any flame graph tool) are in the report directory beside the plots.",
+        "threads are dropped); inclusive lists only this project's functions. The flame graphs below "
+        "are drawn from the collapsed stacks, which stay beside them (`*.pyspy.txt`, for any flame graph "
+        "tool; git ignores them).",
         "",
     ]
     profiles = r["scale"]["fan_in"]["profiles"] or {"profiles": {"error": "--no-profile"}}
