@@ -177,6 +177,21 @@ def _scale_rows(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _pipeline(fan: dict[str, Any]) -> str:
+    """Where the jobs waited: when the operator had created the workers, the launchers, and when they ran."""
+    t = fan["timeline_s"]
+
+    def span(key: str) -> str:
+        times = sorted(t[key])
+        return f"{_f(times[0])}-{_f(times[-1])} s" if times else "none seen"
+
+    return (
+        f"Pipeline, in seconds from the first create: worker pods created {span('workers_created')}, "
+        f"launcher Jobs {span('launchers_created')} (the operator creates a launcher once its workers "
+        f"are Ready), jobs Running {span('running')}."
+    )
+
+
 def _scale(r: dict[str, Any]) -> list[str]:
     s = r["scale"]
     fan = s["fan_in"]
@@ -196,7 +211,7 @@ def _scale(r: dict[str, Any]) -> list[str]:
         "",
         *_scale_rows(r),
         "",
-        f"**Bottleneck of the fan-in:** {_bottleneck_fan_in(r)}",
+        f"**Bottleneck of the fan-in:** {_bottleneck_fan_in(r)} {_pipeline(fan)}",
         "",
         f"Writes per job the operator logged, until quiet (status writes are not logged): {logged}.",
         "",

@@ -22,11 +22,26 @@ MB = 1.048576
 
 def _fan_in(ax: Axes, r: dict[str, Any]) -> None:
     fan = r["scale"]["fan_in"]
-    times = fan["running_latencies_s"]
-    ax.plot(times, [100 * (i + 1) / len(times) for i in range(len(times))], drawstyle="steps-post")
-    ax.set_xlabel("seconds from the job's create request to its Running condition")
-    ax.set_ylabel("% of jobs Running")
-    ax.set_title(f"Fan-in: {fan['jobs']} jobs x {fan['workers']} workers, created at once")
+    curves = [
+        ("workers_created", "worker pods created (operator log)"),
+        ("launchers_created", "launcher Jobs created (operator log)"),
+        ("running", "jobs Running (watch)"),
+    ]
+    for key, label in curves:
+        times = sorted(fan["timeline_s"][key])
+        if times:
+            ax.plot(
+                times,
+                [100 * (i + 1) / len(times) for i in range(len(times))],
+                drawstyle="steps-post",
+                label=label,
+            )
+    ax.set_xlabel("seconds from the first create request")
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, 102)
+    ax.set_ylabel("% done")
+    ax.set_title(f"Fan-in: {fan['jobs']:,} jobs x {fan['workers']} workers, created at once")
+    ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
 
 

@@ -107,6 +107,7 @@ async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None)
         "creates_sent_s": created_s,
         "running_s": summary([running[k] - sent[k] for k in names]),
         "running_latencies_s": sorted(running[k] - sent[k] for k in names),
+        "timeline_s": _timeline(op, start, running),
         "client_limit_lifted": any(LIMIT_LIFTED in str(e.get("msg", "")) for _, e in op.logs),
         "requests_per_job": {k: v / n for k, v in requests(at_running, before).items()},
         "writes_per_job_running": (writes_running - events_running[1]) / n,
@@ -130,6 +131,20 @@ async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None)
         "kubesim_peak_rss_mib": c.sim.peak_rss,
         "profiles": profiled,
     }
+
+
+def _timeline(op: Operator, start: float, running: dict[str, float]) -> dict[str, list[float]]:
+    """Seconds from the first create at which the operator logged each worker pod's and each launcher
+    Job's create, and at which each job turned Running: where the pipeline waits."""
+    logged: dict[str, list[float]] = {"workers_created": [], "launchers_created": []}
+    for t, entry in op.logs:
+        words = str(entry.get("msg", "")).split()
+        if t >= start and len(words) >= 3 and words[0] == "create":
+            if words[1] == "Pod" and "-worker-" in words[2]:
+                logged["workers_created"].append(t - start)
+            elif words[1] == "Job":
+                logged["launchers_created"].append(t - start)
+    return {**logged, "running": sorted(t - start for t in running.values())}
 
 
 async def steady(c: Cluster, seconds: float) -> dict[str, Any]:

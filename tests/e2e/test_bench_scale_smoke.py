@@ -121,6 +121,14 @@ def test_the_reaction_takes_every_step(run: tuple[Path, str, dict[str, Any]]) ->
     assert results["reaction"]["steps"] == len(results["reaction"]["latencies_s"]) == 5
 
 
+def test_the_fan_in_pipeline_is_timed_object_by_object(run: tuple[Path, str, dict[str, Any]]) -> None:
+    _, _, results = run
+    timeline = results["scale"]["fan_in"]["timeline_s"]
+    assert len(timeline["workers_created"]) == 5 * 2  # --quick: 5 jobs x 2 workers
+    assert len(timeline["launchers_created"]) == len(timeline["running"]) == 5
+    assert max(timeline["workers_created"]) <= max(timeline["running"])
+
+
 def test_memory_growth_is_read_after_every_wave(run: tuple[Path, str, dict[str, Any]]) -> None:
     _, markdown, results = run
     points = results["memory"]["points"]
