@@ -15,10 +15,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
@@ -251,7 +251,13 @@ async def start_sim(
     return proc, url
 
 
-async def start_operator(args: argparse.Namespace, kubeconfig: Path, api: Api) -> Operator:
+OPERATOR: Final = ("-m", "mpi_operator")
+"""How `python` runs the operator's command line; bench/heapsnap.py stands in for it under tracemalloc."""
+
+
+async def start_operator(
+    args: argparse.Namespace, kubeconfig: Path, api: Api, command: Sequence[str] = OPERATOR
+) -> Operator:
     flags = ["--kubeconfig", str(kubeconfig), "--no-leader-elect", "--metrics-address", "127.0.0.1:0"]
     flags += ["--log-format", "json", "--workers", str(args.operator_workers)]
     if args.operator_qps is not None:
@@ -260,7 +266,7 @@ async def start_operator(args: argparse.Namespace, kubeconfig: Path, api: Api) -
         flags += ["--burst", str(args.operator_burst)]
     spawned = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "mpi_operator", "run", *flags),
+        *(sys.executable, *command, "run", *flags),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -304,17 +310,18 @@ class Cluster:
     op: Operator
     kubeconfig: Path
     args: argparse.Namespace
+    command: Sequence[str] = OPERATOR
 
     async def restart_operator(self, sig: signal.Signals = signal.SIGKILL) -> Operator:
         """Ends the operator (killed by default: a crash, no graceful drain) and starts a new one."""
         await self.op.stop(sig)
-        self.op = await start_operator(self.args, self.kubeconfig, self.api)
+        self.op = await start_operator(self.args, self.kubeconfig, self.api, self.command)
         return self.op
 
 
 @contextlib.asynccontextmanager
 async def cluster(
-    args: argparse.Namespace, volume_sync_seconds: float | None = None
+    args: argparse.Namespace, volume_sync_seconds: float | None = None, command: Sequence[str] = OPERATOR
 ) -> AsyncIterator[Cluster]:
     """kubesim (`args.pod_seconds`) with the MPIJob CRD, and `mpi-operator run` against it; both stopped
     on exit."""
@@ -325,7 +332,8 @@ async def cluster(
             api = Api(session, url)
             await install_crd(api)
             meter = Meter(sim.pid)
-            running = Cluster(api, meter, await start_operator(args, kubeconfig, api), kubeconfig, args)
+            op = await start_operator(args, kubeconfig, api, command)
+            running = Cluster(api, meter, op, kubeconfig, args, command)
             try:
                 yield running
             finally:

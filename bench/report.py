@@ -7,8 +7,10 @@ default client settings unless `--operator-qps`/`--operator-burst` say otherwise
    both processes, writes per job, steady state, restart at scale, and py-spy profiles of both
    processes during the fan-in;
 2. memory growth (bench/scale.py): the same N jobs created in waves, RSS after each;
-3. scale reaction (bench/latency.py): one elastic job scaled up one worker at a time;
-4. discovery comparison (bench/latency.py): a scale-out seen in the launcher's mounted
+3. heap snapshot (bench/scale.py, bench/heapsnap.py): where the operator's live Python memory was
+   allocated, by tracemalloc, with `--heap-jobs` jobs Running;
+4. scale reaction (bench/latency.py): one elastic job scaled up one worker at a time;
+5. discovery comparison (bench/latency.py): a scale-out seen in the launcher's mounted
    discover_hosts.sh, with the operator's launcher-pod annotation and with the ConfigMap alone.
 
     .venv/bin/python bench/report.py            # 1,000 x 8: see bench/README.md for how long it takes
@@ -44,10 +46,10 @@ from mpi_operator.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 FULL = {"jobs": 1000, "workers": 8, "pod_seconds": 1.0, "steady_seconds": 15.0, "restart_seconds": 10.0}
 FULL |= {"idle_seconds": 5.0, "quiet_seconds": 3.0, "steps": 30, "discovery_samples": 5, "timeout": 900.0}
-FULL |= {"ramp_steps": 10}
+FULL |= {"ramp_steps": 10, "heap_jobs": 200}
 QUICK = {"jobs": 5, "workers": 2, "pod_seconds": 0.3, "steady_seconds": 2.0, "restart_seconds": 1.0}
 QUICK |= {"idle_seconds": 1.0, "quiet_seconds": 1.0, "steps": 5, "discovery_samples": 2, "timeout": 120.0}
-QUICK |= {"volume_sync_seconds": 3.0, "ramp_steps": 2}
+QUICK |= {"volume_sync_seconds": 3.0, "ramp_steps": 2, "heap_jobs": 3}
 
 
 def machine() -> dict[str, Any]:
@@ -95,6 +97,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     await timed("scale", scale.run(args, profile_dir))
     await timed("memory", scale.ramp(args))
+    await timed("heap", scale.heap(args))
     # One small cluster for both latency scenarios (each start of the two processes costs seconds).
     async with cluster(args, args.volume_sync_seconds) as c:
         await timed("reaction", latency.reaction(c, args))
@@ -117,6 +120,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quiet-seconds", type=float, help="no writes for this long ends the fan-in (3)")
     parser.add_argument(
         "--ramp-steps", type=int, help="waves of the memory-growth ramp (default 10; quick 2)"
+    )
+    parser.add_argument(
+        "--heap-jobs", type=int, help="jobs Running at the heap snapshot (default 200; quick 3)"
     )
     parser.add_argument("--steps", type=int, help="scale-reaction steps (default 30; quick 5)")
     parser.add_argument("--step-pause-seconds", type=float, default=0.2, help="pause between steps")

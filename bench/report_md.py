@@ -26,7 +26,7 @@ def _row(what: str, measured: str, target: str, ok: bool | None) -> str:
 
 
 TABLE = ["| | measured | target | |", "|---|---|---|---|"]
-SCENARIOS = ("scale", "memory", "reaction", "discovery")
+SCENARIOS = ("scale", "memory", "heap", "reaction", "discovery")
 
 
 def _machine(r: dict[str, Any]) -> list[str]:
@@ -260,6 +260,33 @@ def _memory(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _heap(r: dict[str, Any]) -> list[str]:
+    h = r["heap"]
+    total = h["total_bytes"]
+    packages = [
+        f"| `{name}` | {_f(size / 1e6, 2)} | {_f(100 * size / total)} |" for name, size in h["packages"]
+    ]
+    lines = [f"| `{site}` | {_f(size / 1e6, 2)} | {count:,} |" for site, size, count in h["lines"]]
+    return [
+        "## Heap snapshot",
+        "",
+        f"Where the operator's live Python memory was allocated with {h['jobs']:,} jobs x {h['workers']} "
+        "workers Running and the operator quiet: a tracemalloc snapshot (bench/heapsnap.py runs "
+        "`mpi-operator run` with tracing on from before its first import; its RSS and timings are not "
+        f"measured, tracing inflates them). {_f(total / 1e6)} MB in {h['blocks']:,} blocks are traced; "
+        "RSS also holds the interpreter, C libraries and freed memory the allocator keeps.",
+        "",
+        "| allocated in | MB | % |",
+        "|---|---|---|",
+        *packages,
+        "",
+        "| allocation site (file:line) | MB | blocks |",
+        "|---|---|---|",
+        *lines,
+        "",
+    ]
+
+
 def _reaction(r: dict[str, Any]) -> list[str]:
     rc = r["reaction"]
     op_cpu, sim_cpu = rc["operator_cpu_ms_per_step"], rc["kubesim_cpu_ms_per_step"]
@@ -384,6 +411,7 @@ def render(r: dict[str, Any], images: list[str], plots: Path) -> str:
     lines = ["# Scale benchmark report", "", *_machine(r), ""]
     lines += _scale(r) + img("fan_in_running.png", "time to Running per job")
     lines += _memory(r) + img("rss_vs_jobs.png", "RSS against Running jobs")
+    lines += _heap(r)
     lines += _reaction(r) + img("scale_reaction.png", "scale reaction per step")
     lines += _discovery(r) + img("discovery.png", "discovery comparison")
     lines += _profiles(r)

@@ -16,14 +16,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
+import signal
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
 from opbench_jobs import static_mpijob
-from opbench_processes import JOBS, NS, Api, Cluster, Operator, Snapshot, cluster, requests, watch_running
+from opbench_processes import (
+    JOBS,
+    NS,
+    Api,
+    Cluster,
+    Operator,
+    Snapshot,
+    cluster,
+    poll,
+    requests,
+    watch_running,
+)
 from opbench_report import busy_pct, summary
 from profiling import Profile
 
@@ -248,3 +262,27 @@ def _slope(xy: list[tuple[float, float]]) -> float:
     mx, my = sum(x for x, _ in xy) / max(n, 1), sum(y for _, y in xy) / max(n, 1)
     var = sum((x - mx) ** 2 for x, _ in xy)
     return sum((x - mx) * (y - my) for x, y in xy) / var if var else math.nan
+
+
+async def heap(args: argparse.Namespace) -> dict[str, Any]:
+    """Where the operator's live Python memory was allocated once `args.heap_jobs` jobs are Running: a
+    tracemalloc snapshot taken by bench/heapsnap.py, on a cluster of its own (tracing slows the operator
+    and inflates its RSS, so nothing else is measured on it)."""
+    out = Path(tempfile.mkdtemp(prefix="heapsnap-")) / "heap.json"
+    command = (str(Path(__file__).with_name("heapsnap.py")), str(out))
+    async with cluster(args, command=command) as c:
+        names = [f"heap-{i:04d}" for i in range(args.heap_jobs)]
+        rv = (await c.api.call("GET", JOBS))["metadata"]["resourceVersion"]
+        watcher = asyncio.create_task(watch_running(c.api, rv, set(names)))
+        await create_all(c.api, [static_mpijob(n, args.workers) for n in names])
+        await asyncio.wait_for(watcher, args.timeout)
+        await _quiet(c.api, c.op, args.quiet_seconds, args.timeout)
+        c.op.proc.send_signal(signal.SIGUSR1)
+
+        async def written() -> bool:
+            return out.exists()
+
+        await poll(written, args.timeout, 0.2)
+        snapshot: dict[str, Any] = json.loads(out.read_text())
+        await c.op.stop(signal.SIGKILL)  # nothing left to measure: no graceful drain to wait for
+    return {"jobs": args.heap_jobs, "workers": args.workers, **snapshot}
