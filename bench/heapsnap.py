@@ -12,6 +12,7 @@ import json
 import runpy
 import signal
 import sys
+import sysconfig
 import tracemalloc
 from collections import Counter
 from pathlib import Path
@@ -31,7 +32,10 @@ def package(filename: str) -> str:
         if root in parts:
             at = parts.index(root)
             return "/".join(parts[at : at + 2]).removesuffix(".py")
-    return "stdlib " + Path(filename).stem if filename.startswith(sys.base_prefix) else filename
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    if Path(filename).is_relative_to(stdlib):
+        return "stdlib " + Path(filename).relative_to(stdlib).with_suffix("").as_posix()
+    return filename
 
 
 def dump(out: Path) -> None:

@@ -274,7 +274,9 @@ def _heap(r: dict[str, Any]) -> list[str]:
         "workers Running and the operator quiet: a tracemalloc snapshot (bench/heapsnap.py runs "
         "`mpi-operator run` with tracing on from before its first import; its RSS and timings are not "
         f"measured, tracing inflates them). {_f(total / 1e6)} MB in {h['blocks']:,} blocks are traced; "
-        "RSS also holds the interpreter, C libraries and freed memory the allocator keeps.",
+        "RSS also holds the interpreter, C libraries and freed memory the allocator keeps. What `stdlib "
+        "json/decoder` allocated and is still alive is the objects decoded from the API's answers, mostly "
+        "what the informer caches hold; `imports` is the modules' code objects.",
         "",
         "| allocated in | MB | % |",
         "|---|---|---|",
