@@ -411,7 +411,7 @@ def render(r: dict[str, Any], images: list[str], plots: Path) -> str:
         return [f"![{alt}]({plots / name})", ""] if name in images else []
 
     lines = ["# Scale benchmark report", "", *_machine(r), ""]
-    lines += _scale(r) + img("fan_in_running.png", "time to Running per job")
+    lines += _scale(r) + img("fan_in_running.png", "the fan-in pipeline over time")
     lines += _memory(r) + img("rss_vs_jobs.png", "RSS against Running jobs")
     lines += _heap(r)
     lines += _reaction(r) + img("scale_reaction.png", "scale reaction per step")
