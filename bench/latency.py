@@ -98,11 +98,12 @@ async def reaction(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
 
 def _logged_create(op: Operator, pod: str, since: float) -> float:
     """When the operator logged `create Pod .../<pod>` (just before sending it), NaN if it did not."""
-    for t, entry in op.logs:
-        msg = str(entry.get("msg", ""))
-        if t >= since and msg.startswith("create Pod") and msg.split()[2].endswith(f"/{pod}"):
-            return t
-    return math.nan
+    found = (
+        t
+        for t, verb, kind, name in op.logged_writes(since)
+        if (verb, kind) == ("create", "Pod") and name.endswith(f"/{pod}")
+    )
+    return next(found, math.nan)
 
 
 def _client_flags(args: argparse.Namespace) -> str:

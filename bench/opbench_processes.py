@@ -32,6 +32,8 @@ NS = "default"
 JOBS = f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "stop"})
+"""The first word of the operator's log line for each write it sends (`Action.describe()`)."""
 CONVERGENCE = "mpi_operator_elastic_convergence_seconds"
 _INDEX = re.compile(r"-worker-(\d+)(?:-r\d+)?$")
 Snapshot = dict[str, float]
@@ -156,14 +158,19 @@ class Operator(Meter):
                 snap[f"{s.name}{{{labels}}}"] = s.value
         return snap
 
+    def logged_writes(self, start: float = 0.0, end: float = math.inf) -> list[tuple[float, str, str, str]]:
+        """(time read, verb, kind, `namespace/name`) of each write the operator logged in [start, end), from
+        its log lines naming one (`create Pod default/x-worker-0`, `patch ConfigMap ...`)."""
+        out = []
+        for t, entry in self.logs:
+            words = str(entry.get("msg", "")).split()
+            if start <= t < end and len(words) >= 2 and words[0] in WRITE_VERBS:
+                out.append((t, words[0], words[1], words[2].rstrip(":") if len(words) > 2 else ""))
+        return out
+
     def writes_between(self, start: float, end: float) -> Counter[str]:
-        """Operator log lines naming a write (`create Pod ...`, `patch ConfigMap ...`) in [start, end)."""
-        verbs = ("create ", "update ", "patch ", "delete ", "stop ")
-        return Counter(
-            " ".join(str(e["msg"]).split()[:2])
-            for t, e in self.logs
-            if start <= t < end and str(e.get("msg", "")).startswith(verbs)
-        )
+        """Logged writes in [start, end) by verb and kind (`create Pod`)."""
+        return Counter(f"{verb} {kind}" for _, verb, kind, _ in self.logged_writes(start, end))
 
     async def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
         self.close()

@@ -150,15 +150,12 @@ async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None)
 def _timeline(op: Operator, start: float, running: dict[str, float]) -> dict[str, list[float]]:
     """Seconds from the first create at which the operator logged each worker pod's and each launcher
     Job's create, and at which each job turned Running: where the pipeline waits."""
-    logged: dict[str, list[float]] = {"workers_created": [], "launchers_created": []}
-    for t, entry in op.logs:
-        words = str(entry.get("msg", "")).split()
-        if t >= start and len(words) >= 3 and words[0] == "create":
-            if words[1] == "Pod" and "-worker-" in words[2]:
-                logged["workers_created"].append(t - start)
-            elif words[1] == "Job":
-                logged["launchers_created"].append(t - start)
-    return {**logged, "running": sorted(t - start for t in running.values())}
+    creates = [(t, kind, name) for t, verb, kind, name in op.logged_writes(start) if verb == "create"]
+    return {
+        "workers_created": [t - start for t, kind, name in creates if kind == "Pod" and "-worker-" in name],
+        "launchers_created": [t - start for t, kind, _ in creates if kind == "Job"],
+        "running": sorted(t - start for t in running.values()),
+    }
 
 
 async def steady(c: Cluster, seconds: float) -> dict[str, Any]:
