@@ -192,6 +192,11 @@ def _pipeline(fan: dict[str, Any]) -> str:
     )
 
 
+def _profiled(fan: dict[str, Any]) -> str:
+    sampled = [name for name, prof in fan["profiles"].items() if "error" not in prof]
+    return f"; py-spy sampled {' and '.join(sampled)} meanwhile (on the same cores)" if sampled else ""
+
+
 def _scale(r: dict[str, Any]) -> list[str]:
     s = r["scale"]
     fan = s["fan_in"]
@@ -203,9 +208,10 @@ def _scale(r: dict[str, Any]) -> list[str]:
         "",
         f"{n:,} static MPIJobs created at once (16 creates in flight; all sent after "
         f"{_f(fan['creates_sent_s'])} s); kubesim pods start and turn Ready {r['args']['pod_seconds']} s "
-        f"each. The targets are the issue's, for 1,000 x 8{smaller}. Writes are the operator's own "
-        "`rest_client_requests_total` (POST, PUT, PATCH, DELETE) less its Event writes (each Event it "
-        "recorded in the cluster is one create plus `count` - 1 patches); 'quiet' is when its write count "
+        f"each{_profiled(fan)}. The targets are the issue's, for 1,000 x 8{smaller}. Writes are the "
+        "operator's own `rest_client_requests_total` (POST, PUT, PATCH, DELETE) less its Event writes "
+        "(each Event it recorded in the cluster is one create plus `count` - 1 patches); 'quiet' is when "
+        "its write count "
         f"had not moved for {r['args']['quiet_seconds']} s ({_f(fan['quiet_after_s'])} s after the first "
         "create).",
         "",
