@@ -1,5 +1,6 @@
-"""The processes and HTTP plumbing of bench/operator_elastic.py: `mpi-operator sim` and `mpi-operator
-run` started as their own processes, a small API client, and the operator's metrics read as snapshots."""
+"""The processes and HTTP plumbing of the operator benchmarks (bench/operator_elastic.py, bench/scale.py):
+`mpi-operator sim` and `mpi-operator run` started as their own processes with their RSS and CPU sampled, a
+small API client, a watch of the MPIJobs' Running condition, and the operator's metrics read as snapshots."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import math
 import re
 import signal
 import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
@@ -29,6 +32,8 @@ NS = "default"
 JOBS = f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "stop"})
+"""The first word of the operator's log line for each write it sends (`Action.describe()`)."""
 CONVERGENCE = "mpi_operator_elastic_convergence_seconds"
 _INDEX = re.compile(r"-worker-(\d+)(?:-r\d+)?$")
 Snapshot = dict[str, float]
@@ -74,15 +79,41 @@ async def poll(check: Callable[[], Awaitable[bool]], within: float, interval: fl
             await asyncio.sleep(interval)
 
 
-class Operator:
-    """The `mpi-operator run` process: its metrics endpoint, its JSON log and its own RSS/CPU."""
+def _running(job: dict[str, Any]) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
 
-    def __init__(self, proc: asyncio.subprocess.Process, metrics_url: str) -> None:
-        self.proc, self.metrics_url = proc, metrics_url
-        self.ps = psutil.Process(proc.pid)
-        self.logs: list[tuple[float, dict[str, Any]]] = []
+
+async def watch_running(
+    api: Api, rv: str, names: set[str], seen: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Monotonic time each named MPIJob first reported Running=True, from a watch stream. `seen` (filled
+    as they come) lets a caller follow the progress."""
+    seen = {} if seen is None else seen
+    params = {"watch": "true", "resourceVersion": rv}
+    timeout = aiohttp.ClientTimeout(total=None)
+    while len(seen) < len(names):
+        async with api.session.get(api.url + JOBS, params=params, timeout=timeout) as resp:
+            async for line in resp.content:
+                event = json.loads(line)
+                obj = event["object"]
+                name = obj.get("metadata", {}).get("name", "")
+                if event["type"] in ("ADDED", "MODIFIED") and name in names and _running(obj):
+                    seen.setdefault(name, time.monotonic())
+                if rv_new := obj.get("metadata", {}).get("resourceVersion"):
+                    params["resourceVersion"] = rv_new
+                if len(seen) == len(names):
+                    break
+    return seen
+
+
+class Meter:
+    """RSS and CPU time of one process, sampled every 0.25 s for the peak RSS."""
+
+    def __init__(self, pid: int) -> None:
+        self.ps = psutil.Process(pid)
         self.peak_rss = 0.0
-        self._tasks = [asyncio.create_task(self._drain()), asyncio.create_task(self._sample())]
+        self._sampler = asyncio.create_task(self._sample())
 
     def usage(self) -> dict[str, float]:
         cpu = self.ps.cpu_times()
@@ -91,9 +122,25 @@ class Operator:
         return {"rss_mib": rss, "cpu_s": cpu.user + cpu.system}
 
     async def _sample(self) -> None:
-        while True:
-            self.usage()
-            await asyncio.sleep(0.25)
+        with contextlib.suppress(psutil.Error):
+            while True:
+                self.usage()
+                await asyncio.sleep(0.25)
+
+    def close(self) -> None:
+        self._sampler.cancel()
+
+
+class Operator(Meter):
+    """The `mpi-operator run` process: its metrics endpoint, its JSON log and its own RSS/CPU.
+    `ready_s`: seconds from its spawn until `/readyz` first answered 200."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, metrics_url: str) -> None:
+        super().__init__(proc.pid)
+        self.proc, self.metrics_url = proc, metrics_url
+        self.logs: list[tuple[float, dict[str, Any]]] = []
+        self.ready_s = math.nan
+        self._drainer = asyncio.create_task(self._drain())
 
     async def _drain(self) -> None:
         assert self.proc.stderr is not None
@@ -111,24 +158,29 @@ class Operator:
                 snap[f"{s.name}{{{labels}}}"] = s.value
         return snap
 
+    def logged_writes(self, start: float = 0.0, end: float = math.inf) -> list[tuple[float, str, str, str]]:
+        """(time read, verb, kind, `namespace/name`) of each write the operator logged in [start, end), from
+        its log lines naming one (`create Pod default/x-worker-0`, `patch ConfigMap ...`)."""
+        out = []
+        for t, entry in self.logs:
+            words = str(entry.get("msg", "")).split()
+            if start <= t < end and len(words) >= 2 and words[0] in WRITE_VERBS:
+                out.append((t, words[0], words[1], words[2].rstrip(":") if len(words) > 2 else ""))
+        return out
+
     def writes_between(self, start: float, end: float) -> Counter[str]:
-        """Operator log lines naming a write (`create Pod ...`, `patch ConfigMap ...`) in [start, end)."""
-        verbs = ("create ", "update ", "patch ", "delete ", "stop ")
-        return Counter(
-            " ".join(str(e["msg"]).split()[:2])
-            for t, e in self.logs
-            if start <= t < end and str(e.get("msg", "")).startswith(verbs)
-        )
+        """Logged writes in [start, end) by verb and kind (`create Pod`)."""
+        return Counter(f"{verb} {kind}" for _, verb, kind, _ in self.logged_writes(start, end))
 
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await stop_process(self.proc)
+    async def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        self.close()
+        self._drainer.cancel()
+        await stop_process(self.proc, sig)
 
 
-async def stop_process(proc: asyncio.subprocess.Process) -> None:
+async def stop_process(proc: asyncio.subprocess.Process, sig: signal.Signals = signal.SIGTERM) -> None:
     if proc.returncode is None:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         try:
             await asyncio.wait_for(proc.wait(), 10)
         except TimeoutError:
@@ -183,11 +235,15 @@ def histogram(after: Snapshot, before: Snapshot, name: str = CONVERGENCE) -> dic
     return out
 
 
-async def start_sim(args: argparse.Namespace, kubeconfig: Path) -> tuple[asyncio.subprocess.Process, str]:
-    sec = str(args.pod_seconds)
+async def start_sim(
+    kubeconfig: Path, pod_seconds: float, volume_sync_seconds: float | None = None
+) -> tuple[asyncio.subprocess.Process, str]:
+    """`mpi-operator sim` with pods starting and turning Ready `pod_seconds` each; its URL."""
+    sec = str(pod_seconds)
+    sync = ("--volume-sync-seconds", str(volume_sync_seconds)) if volume_sync_seconds is not None else ()
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "mpi_operator", "sim", "--port", "0"),
-        *("--kubeconfig-out", str(kubeconfig), "--start-seconds", sec, "--ready-seconds", sec),
+        *("--kubeconfig-out", str(kubeconfig), "--start-seconds", sec, "--ready-seconds", sec, *sync),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -202,21 +258,28 @@ async def start_sim(args: argparse.Namespace, kubeconfig: Path) -> tuple[asyncio
     return proc, url
 
 
-async def start_operator(args: argparse.Namespace, kubeconfig: Path, api: Api) -> Operator:
+OPERATOR: Final = ("-m", "mpi_operator")
+"""How `python` runs the operator's command line; bench/heapsnap.py stands in for it under tracemalloc."""
+
+
+async def start_operator(
+    args: argparse.Namespace, kubeconfig: Path, api: Api, command: Sequence[str] = OPERATOR
+) -> Operator:
     flags = ["--kubeconfig", str(kubeconfig), "--no-leader-elect", "--metrics-address", "127.0.0.1:0"]
     flags += ["--log-format", "json", "--workers", str(args.operator_workers)]
     if args.operator_qps is not None:
         flags += ["--qps", str(args.operator_qps)]
     if args.operator_burst is not None:
         flags += ["--burst", str(args.operator_burst)]
+    spawned = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "mpi_operator", "run", *flags),
+        *(sys.executable, *command, "run", *flags),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
     msg = ""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(args.timeout):
         while "serving /healthz" not in msg:
             raw = await proc.stderr.readline()
             if not raw:
@@ -229,7 +292,7 @@ async def start_operator(args: argparse.Namespace, kubeconfig: Path, api: Api) -
         async with api.session.get(op.metrics_url + "/readyz") as resp:
             return resp.status == 200
 
-    await poll(ready, 30, 0.1)
+    op.ready_s = await poll(ready, args.timeout, 0.05) - spawned
     return op
 
 
@@ -243,3 +306,45 @@ async def install_crd(api: Api) -> None:
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions["conditions"])
 
     await poll(established, 30, 0.1)
+
+
+@dataclass
+class Cluster:
+    """One benchmark cluster: kubesim's process (its URL behind `api`) and the operator's."""
+
+    api: Api
+    sim: Meter
+    op: Operator
+    kubeconfig: Path
+    args: argparse.Namespace
+    command: Sequence[str] = OPERATOR
+
+    async def restart_operator(self, sig: signal.Signals = signal.SIGKILL) -> Operator:
+        """Ends the operator (killed by default: a crash, no graceful drain) and starts a new one."""
+        await self.op.stop(sig)
+        self.op = await start_operator(self.args, self.kubeconfig, self.api, self.command)
+        return self.op
+
+
+@contextlib.asynccontextmanager
+async def cluster(
+    args: argparse.Namespace, volume_sync_seconds: float | None = None, command: Sequence[str] = OPERATOR
+) -> AsyncIterator[Cluster]:
+    """kubesim (`args.pod_seconds`) with the MPIJob CRD, and `mpi-operator run` against it; both stopped
+    on exit."""
+    kubeconfig = Path(tempfile.mkdtemp(prefix="operator-bench-")) / "kubeconfig"
+    sim, url = await start_sim(kubeconfig, args.pod_seconds, volume_sync_seconds)
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
+            api = Api(session, url)
+            await install_crd(api)
+            meter = Meter(sim.pid)
+            op = await start_operator(args, kubeconfig, api, command)
+            running = Cluster(api, meter, op, kubeconfig, args, command)
+            try:
+                yield running
+            finally:
+                meter.close()
+                await running.op.stop()
+    finally:
+        await stop_process(sim)

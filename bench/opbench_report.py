@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
 from opbench_processes import CONVERGENCE
 
 from mpi_operator.settings import FALLBACK_BURST
@@ -34,6 +35,14 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "loadavg_start": os.getloadavg(),
     }
+
+
+def busy_pct(cpu0: Any, since: float) -> float:
+    """Share of all CPUs' time since `since` (monotonic; `cpu0` = psutil.cpu_times() then) that was not
+    idle: every process on the machine, the benchmark's own included."""
+    cpu1 = psutil.cpu_times()
+    busy = sum(cpu1) - cpu1.idle - cpu1.iowait - (sum(cpu0) - cpu0.idle - cpu0.iowait)
+    return 100 * busy / ((time.monotonic() - since) * (os.cpu_count() or 1))
 
 
 def _f(value: float, digits: int = 2) -> str:

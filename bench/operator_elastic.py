@@ -18,28 +18,24 @@ import asyncio
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
+from opbench_jobs import elastic_mpijob
 from opbench_processes import (  # bench/ is the script's directory, so on sys.path
     JOBS,
     NS,
     Api,
     Operator,
+    cluster,
     delta,
     histogram,
     indices,
-    install_crd,
     poll,
     requests,
-    start_operator,
-    start_sim,
-    stop_process,
+    watch_running,
 )
 from opbench_report import machine, report, summary
 
@@ -50,59 +46,6 @@ FULL = {"jobs": 50, "scale_jobs": 10, "replace_jobs": 10, "steady_seconds": 30.0
 FULL |= {"grace_seconds": 10, "pod_seconds": 1.0, "timeout": 600.0}
 QUICK = {"jobs": 4, "scale_jobs": 2, "replace_jobs": 2, "steady_seconds": 5.0, "settle_seconds": 1}
 QUICK |= {"grace_seconds": 1, "pod_seconds": 0.3, "timeout": 60.0}
-
-
-def mpijob(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    def template(role: str, command: list[str]) -> dict[str, Any]:
-        return {
-            "spec": {"containers": [{"name": role, "image": "horovod/horovod:0.28.1", "command": command}]}
-        }
-
-    launcher = ["horovodrun", "-np", "2", "--min-np", "1", "--max-np", "4"]
-    launcher += ["--host-discovery-script", "/etc/mpi/discover_hosts.sh", "python", "train.py"]
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "slotsPerWorker": 1,
-            "elasticPolicy": {
-                "minReplicas": 1,
-                "maxReplicas": 4,
-                "settleSeconds": args.settle_seconds,
-                "scaleInGracePeriodSeconds": args.grace_seconds,
-            },
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template("launcher", launcher)},
-                "Worker": {"replicas": 2, "template": template("worker", ["/usr/sbin/sshd", "-De"])},
-            },
-        },
-    }
-
-
-def _running(job: dict[str, Any]) -> bool:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
-
-
-async def watch_running(api: Api, rv: str, names: set[str]) -> dict[str, float]:
-    """Monotonic time each named MPIJob first reported Running=True, from a watch stream."""
-    seen: dict[str, float] = {}
-    params = {"watch": "true", "resourceVersion": rv}
-    timeout = aiohttp.ClientTimeout(total=None)
-    while len(seen) < len(names):
-        async with api.session.get(api.url + JOBS, params=params, timeout=timeout) as resp:
-            async for line in resp.content:
-                event = json.loads(line)
-                obj = event["object"]
-                name = obj.get("metadata", {}).get("name", "")
-                if event["type"] in ("ADDED", "MODIFIED") and name in names and _running(obj):
-                    seen.setdefault(name, time.monotonic())
-                if rv_new := obj.get("metadata", {}).get("resourceVersion"):
-                    params["resourceVersion"] = rv_new
-                if len(seen) == len(names):
-                    break
-    return seen
 
 
 async def first_listed(
@@ -149,7 +92,9 @@ async def fan_in(api: Api, op: Operator, names: list[str], args: argparse.Namesp
     async def create(name: str) -> None:
         async with gate:
             sent[name] = time.monotonic()
-            await api.call("POST", JOBS, mpijob(name, args))
+            await api.call(
+                "POST", JOBS, elastic_mpijob(name, settle=args.settle_seconds, grace=args.grace_seconds)
+            )
 
     start = time.monotonic()
     lister = asyncio.create_task(first_listed(api, names, args))
@@ -267,28 +212,18 @@ async def replace(
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": machine(), "args": vars(args).copy()}
-    kubeconfig = Path(tempfile.mkdtemp(prefix="operator-bench-")) / "kubeconfig"
-    sim, url = await start_sim(args, kubeconfig)
-    op: Operator | None = None
-    try:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
-            api = Api(session, url)
-            await install_crd(api)
-            op = await start_operator(args, kubeconfig, api)
-            results["operator_idle"] = op.usage()
-            names = [f"bench-{i:03d}" for i in range(args.jobs)]
-            fan = await fan_in(api, op, names, args)
-            launchers = fan.pop("launchers")
-            results["fan_in"] = fan
-            results["scale"] = await scale(api, op, launchers, args)
-            results["steady"] = await steady(api, op, args.jobs, args)
-            results["replace"] = await replace(api, op, launchers, args)
-            results["operator_total"] = {**op.usage(), "peak_rss_mib": op.peak_rss}
-            results["kubesim_total_cpu_s"] = sum(psutil.Process(sim.pid).cpu_times()[:2])
-    finally:
-        if op is not None:
-            await op.stop()
-        await stop_process(sim)
+    async with cluster(args) as c:
+        api, op = c.api, c.op
+        results["operator_idle"] = op.usage()
+        names = [f"bench-{i:03d}" for i in range(args.jobs)]
+        fan = await fan_in(api, op, names, args)
+        launchers = fan.pop("launchers")
+        results["fan_in"] = fan
+        results["scale"] = await scale(api, op, launchers, args)
+        results["steady"] = await steady(api, op, args.jobs, args)
+        results["replace"] = await replace(api, op, launchers, args)
+        results["operator_total"] = {**op.usage(), "peak_rss_mib": op.peak_rss}
+        results["kubesim_total_cpu_s"] = c.sim.usage()["cpu_s"]
     results["machine"]["loadavg_end"] = os.getloadavg()
     return results
 
