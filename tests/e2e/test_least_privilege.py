@@ -27,11 +27,12 @@ from typing import Any
 
 import aiohttp
 import pytest
+from chaoslib.steps import scale
 
 import operator_testing
 import rbac_audit
 import secret_scan
-from integration.elastic.ela_harness import elastic_job, scale, worker_pods
+from integration.elastic.ela_harness import elastic_job, worker_pods
 from integration.reconcile.rc_harness import get_job, mpijob, wait_condition
 from kubesim.app import KubeSim
 from kubesim.control import RecordedRequest

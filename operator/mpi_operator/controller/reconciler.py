@@ -51,6 +51,7 @@ from mpi_operator.controller.expectations import CreatedPods
 from mpi_operator.controller.observe import observe, priority_classes
 from mpi_operator.controller.pacing import ProgressPacer
 from mpi_operator.controller.parsed import ParsedJobs
+from mpi_operator.controller.recreates import MadeChildren
 from mpi_operator.controller.types import ManagerDeps, Reconciler, Result
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
@@ -164,6 +165,7 @@ class MPIJobReconciler:
         self._written: dict[str, tuple[str, KubeObject]] = {}
         self._deleted = DeletedRecently(deps.clock.now)
         self._created = CreatedPods(deps.clock.now)
+        self._made = MadeChildren()
         self._diverged_since: dict[str, float] = {}
         self._pacer = ProgressPacer(deps.clock, deps.settings.progress_batch_seconds)
         self._parsed = ParsedJobs(
@@ -180,6 +182,7 @@ class MPIJobReconciler:
             self._invalid_reported.pop(key, None)
             self._diverged_since.pop(key, None)
             self._created.forget(key)
+            self._made.forget(key)
             self._pacer.forget(key)
             namespace, _, name = key.partition("/")
             self.deps.metrics.remove_job_info(launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace)
@@ -251,6 +254,8 @@ class MPIJobReconciler:
             # The API would refuse these on every retry: say why once, write nothing, do not requeue.
             await self._report_invalid(key, raw, [too_large_message(problem) for problem in too_large])
             return Result()
+        if await self._confirmed_gone(key, job, plan):
+            return Result()  # the informer will drop the job; its collected children stay gone
         hold, held = 0.0, False
         if sync is None:  # a static job's progress may wait for its other pods (planning.progress)
             settled = progress.settled(job, planning.observed_after(observed, plan))
@@ -305,14 +310,39 @@ class MPIJobReconciler:
         return Result(requeue_after=decision.requeue_after)
 
     def _expect(self, key: str, job: MPIJob) -> Callable[[KubeObject], None]:
-        """Records each worker pod the applier creates until the pod store shows it (`CreatedPods`)."""
+        """Records each worker pod the applier creates until the pod store shows it (`CreatedPods`), and
+        every other child it creates (`MadeChildren`)."""
         uid = job.uid
 
         def created(obj: KubeObject) -> None:
-            if obj.get("kind") == "Pod" and naming.is_controlled_by(obj, job):
+            if not naming.is_controlled_by(obj, job):
+                return
+            if obj.get("kind") == "Pod":
                 self._created.add(key, uid, obj)
+            else:
+                self._made.add(key, uid, obj)
 
         return created
+
+    async def _confirmed_gone(self, key: str, job: MPIJob, plan: planning.Plan) -> bool:
+        """Whether the job is gone from the API although the cache holds it, asked only when the plan
+        would re-create a child created before (see `controller/recreates.py`)."""
+        if self._made.is_gone(job.uid):
+            return True
+        creates = [action.ref for action in plan.actions if isinstance(action, planning.Create)]
+        if not self._made.recreates(key, job.uid, creates):
+            return False
+        try:
+            stored = await self.kube.get(resources.MPIJOB, job.name, namespace=job.namespace)
+        except errors.NotFound:
+            stored = None
+        except errors.KubeError:
+            return False  # cannot tell: repair as before
+        if stored is not None and uid_of(stored) == job.uid and not is_terminating(stored):
+            return False
+        log.info("the MPIJob is gone from the API (its cache lags): its missing children are not re-created")
+        self._made.mark_gone(job.uid)
+        return True
 
     def _is_current(self, key: str, job: MPIJob) -> Callable[[], bool]:
         """Whether the store still holds this job (same uid, not being deleted): checked between writes,

@@ -43,7 +43,7 @@ The operator's rules (see deploy/base/clusterrole.yaml for why each is there; te
 {{- define "mpi-operator.rules" -}}
 - apiGroups: ["kubeflow.org"]
   resources: ["mpijobs"]
-  verbs: ["list", "watch"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["kubeflow.org"]
   resources: ["mpijobs/status"]
   verbs: ["patch"]

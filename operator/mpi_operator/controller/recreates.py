@@ -1,0 +1,72 @@
+"""A child the operator created that is gone again: re-created only once the API confirms its job.
+
+The Service, ConfigMap, Secret, launcher Job and PodGroup of a job are created once; nobody but a user
+or the garbage collector removes them. The garbage collector removes them when their job was deleted,
+and the operator learns of that deletion only through its MPIJob watch. While that watch is failing
+(an API under load answering 429/5xx to the LIST, a long backoff) the cache still holds the job, and
+every child deletion the collector makes is a child event that syncs the job again: the sync re-creates
+the child, the collector deletes it, and so on, a write every few milliseconds for a job that no
+longer exists (seen by `bench/chaos.py`: thousands in three minutes).
+
+So a sync that would re-create a child this process already created for the same job uid first reads
+the job with one GET. Gone (404), replaced (another uid) or being deleted: nothing is written and the
+uid is remembered as gone, so the syncs that follow (one per collector deletion) write nothing and
+read nothing until the cache drops the job. A GET that fails for another reason does not block the
+repair: the sync goes on as before. Worker pods are left out: they are re-created after every
+failure, and the applier already stops a sync once the cache sees the job deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from mpi_operator.objects import KubeObject
+from mpi_operator.planning import ObjectRef
+
+_SKIPPED_KINDS = frozenset({"Pod"})
+
+
+@dataclass
+class _Made:
+    uid: str
+    refs: set[tuple[str, str]] = field(default_factory=set)
+
+
+class MadeChildren:
+    """Per job key, which of its (non-pod) children this process created for the job's current uid."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, _Made] = {}
+        self._gone: set[str] = set()
+
+    def add(self, key: str, uid: str, child: KubeObject) -> None:
+        kind = str(child.get("kind") or "")
+        if kind in _SKIPPED_KINDS:
+            return
+        made = self._jobs.get(key)
+        if made is None or made.uid != uid:
+            if made is not None:
+                self._gone.discard(made.uid)
+            made = self._jobs[key] = _Made(uid)
+        made.refs.add((kind, str((child.get("metadata") or {}).get("name") or "")))
+
+    def recreates(self, key: str, uid: str, creates: Iterable[ObjectRef]) -> bool:
+        """Whether any of `creates` is a child created before for this job uid (so it went away)."""
+        made = self._jobs.get(key)
+        if made is None or made.uid != uid:
+            return False
+        return any((ref.kind, ref.name) in made.refs for ref in creates)
+
+    def mark_gone(self, uid: str) -> None:
+        self._gone.add(uid)
+
+    def is_gone(self, uid: str) -> bool:
+        """The API said this job uid is gone: its syncs write nothing until the cache drops it."""
+        return uid in self._gone
+
+    def forget(self, key: str) -> None:
+        """The cache dropped the job: nothing more is kept of it (its uid is never synced again)."""
+        made = self._jobs.pop(key, None)
+        if made is not None:
+            self._gone.discard(made.uid)
