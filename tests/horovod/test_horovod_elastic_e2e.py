@@ -34,13 +34,13 @@ import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
+from chaoslib.invariants import is_ready
 
 from integration.elastic.ela_harness import (
     JOB_LABEL,
     ROLE_LABEL,
     elastic_job,
     host,
-    is_ready,
     launcher_pod,
     mounted_hosts,
     worker_pods,
