@@ -129,22 +129,16 @@ def build_workers(
     """Worker pods 0..replicas-1, by index; `hostnames` / `annotations` per index as in `build_worker`.
 
     `indices`: only these (those outside 0..replicas-1 are ignored); None: every one."""
-    if job.worker is None:
-        return {}
-    wanted = range(job.worker.replicas) if indices is None else sorted(set(indices))
-    return {
-        i: build_worker(
-            job,
-            i,
-            cluster_domain=cluster_domain,
-            gang=gang,
-            scheduler_plugins_name=scheduler_plugins_name,
-            hostname=(hostnames or {}).get(i),
-            annotations=(annotations or {}).get(i),
-        )
-        for i in wanted
-        if 0 <= i < job.worker.replicas
-    }
+    lazy = LazyWorkers(
+        job,
+        cluster_domain=cluster_domain,
+        gang=gang,
+        scheduler_plugins_name=scheduler_plugins_name,
+        hostnames=hostnames,
+        annotations=annotations,
+        indices=indices,
+    )
+    return {index: lazy[index] for index in lazy}
 
 
 class LazyWorkers(Mapping[int, KubeObject]):

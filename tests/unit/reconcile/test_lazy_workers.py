@@ -1,5 +1,5 @@
-"""`desired.workers.LazyWorkers`: the same pods as `build_workers`, built only when read, and a plan for a
-job whose workers all exist reads none of them (the planner finds existing workers by name)."""
+"""`desired.workers.LazyWorkers`: the pods `build_worker` builds one by one, built only when read, and
+a plan for a job whose workers all exist reads none of them (the planner finds them by name)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,16 @@ def test_lazy_workers_are_the_built_workers(count: int) -> None:
         "annotations": {count - 1: {"a": "b"}} if count else {},
     }
     lazy = worker_builder.LazyWorkers(job, **options)  # type: ignore[arg-type]
-    eager = worker_builder.build_workers(job, **options)  # type: ignore[arg-type]
+    eager = {
+        i: worker_builder.build_worker(
+            job,
+            i,
+            cluster_domain="cluster.local",
+            hostname=options["hostnames"].get(i),  # type: ignore[attr-defined]
+            annotations=options["annotations"].get(i),  # type: ignore[attr-defined]
+        )
+        for i in range(count)
+    }
     assert len(lazy) == len(eager) == count
     assert list(lazy) == list(eager)
     assert lazy == eager
@@ -43,7 +52,7 @@ def test_a_plan_builds_only_the_workers_it_creates() -> None:
 def test_a_window_of_lazy_workers_is_the_built_window(indices: list[int]) -> None:
     job = make_job(workers=5)
     lazy = worker_builder.LazyWorkers(job, indices=indices)
-    eager = worker_builder.build_workers(job, indices=indices)
+    eager = {i: worker_builder.build_worker(job, i) for i in sorted(set(indices)) if i < 5}
     assert list(lazy) == list(eager) == sorted(i for i in set(indices) if i < 5)
     assert lazy == eager
 
