@@ -57,7 +57,14 @@ from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
 from mpi_operator.kube import errors, resources
-from mpi_operator.objects import KubeObject, is_terminating, resource_version, uid_of
+from mpi_operator.objects import (
+    KubeObject,
+    is_terminating,
+    name_of,
+    namespace_of,
+    resource_version,
+    uid_of,
+)
 from mpi_operator.planning import ObjectRef, Phase, TooLarge, progress
 from mpi_operator.reasons import Event
 from mpi_operator.status import (
@@ -166,6 +173,7 @@ class MPIJobReconciler:
         self._deleted = DeletedRecently(deps.clock.now)
         self._created = CreatedPods(deps.clock.now)
         self._made = MadeChildren()
+        self._fresher_configs: dict[str, tuple[str, KubeObject]] = {}
         self._diverged_since: dict[str, float] = {}
         self._pacer = ProgressPacer(deps.clock, deps.settings.progress_batch_seconds)
         self._parsed = ParsedJobs(
@@ -183,6 +191,7 @@ class MPIJobReconciler:
             self._diverged_since.pop(key, None)
             self._created.forget(key)
             self._made.forget(key)
+            self._fresher_configs.pop(key, None)
             self._pacer.forget(key)
             namespace, _, name = key.partition("/")
             self.deps.metrics.remove_job_info(launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace)
@@ -225,7 +234,7 @@ class MPIJobReconciler:
         in_flight = self._created.pending(
             key, job.uid, lambda name: self.stores.pods.get(f"{namespace}/{name}") is not None
         )
-        observed = observe(self.stores, job, in_flight)  # step 2, then 3: elastic
+        observed = self._with_fresher_config(key, observe(self.stores, job, in_flight))  # step 2, then 3
         sync = elastic_sync.prepare(
             job, observed, now=self.deps.now(), cluster_domain=settings.cluster_domain
         )
@@ -256,6 +265,8 @@ class MPIJobReconciler:
             return Result()
         if await self._confirmed_gone(key, job, plan):
             return Result()  # the informer will drop the job; its collected children stay gone
+        if sync is not None and await self._config_map_lags(key, observed, plan):
+            return Result(requeue=True)  # planned again from the ConfigMap the API holds
         hold, held = 0.0, False
         if sync is None:  # a static job's progress may wait for its other pods (planning.progress)
             settled = progress.settled(job, planning.observed_after(observed, plan))
@@ -323,6 +334,40 @@ class MPIJobReconciler:
                 self._made.add(key, uid, obj)
 
         return created
+
+    def _with_fresher_config(self, key: str, observed: planning.Observed) -> planning.Observed:
+        """`observed`, with the ConfigMap `_config_map_lags` read while the cache still shows the version
+        it replaced; once the cache shows another version, the cache is the truth again."""
+        entry = self._fresher_configs.get(key)
+        cached = observed.config_map
+        if entry is None:
+            return observed
+        stale, fresh = entry
+        if cached is None or resource_version(cached) != stale or uid_of(fresh) != uid_of(cached):
+            del self._fresher_configs[key]
+            return observed
+        return dataclasses.replace(observed, config_map=fresh)
+
+    async def _config_map_lags(self, key: str, observed: planning.Observed, plan: planning.Plan) -> bool:
+        """Whether the cached ConfigMap of an elastic job is older than the API's, asked only before the
+        plan creates worker pods: the elastic state in it says which incarnation, so which host name, a
+        new pod gets. A lagging ConfigMap watch (one in backoff, or after a failover) would hand out a
+        name Horovod may have blacklisted, and the pod would be deleted as superseded once the cache
+        caught up. One GET; a stale cache means the job is planned again from what the GET returned."""
+        cached = observed.config_map
+        if cached is None or not any(
+            isinstance(action, planning.Create) and action.ref.kind == "Pod" for action in plan.actions
+        ):
+            return False
+        try:
+            fresh = await self.kube.get(resources.CONFIG_MAP, name_of(cached), namespace=namespace_of(cached))
+        except errors.KubeError:
+            return False  # cannot tell: go on as before
+        if resource_version(fresh) == resource_version(cached):
+            return False
+        log.info("the cached ConfigMap lags behind the API's: planning the elastic job again from the API's")
+        self._fresher_configs[key] = (resource_version(cached) or "", fresh)
+        return True
 
     async def _confirmed_gone(self, key: str, job: MPIJob, plan: planning.Plan) -> bool:
         """Whether the job is gone from the API although the cache holds it, asked only when the plan
