@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,13 @@ from kubesim.control import REQUEST_LOG_ENV, Control, RecordedRequest, observe_r
 FORCE_UNUSED_ENV = "RBAC_AUDIT_UNUSED"
 LOG_FIELDS = ("user_agent", "method", "path", "verb", "group", "resource", "subresource", "namespace", "name")
 """The fields of kubesim's request log (`kubesim.control.log_requests_from_env`) the audit reads."""
+
+
+def as_request(fields: Mapping[str, object], named: Iterable[tuple[str, str]]) -> rbac_audit.Request:
+    """The RBAC attributes of one request, from a `RecordedRequest`'s fields or a line of the log."""
+    return rbac_audit.request_of(named_resources=named, **{k: str(fields.get(k, "")) for k in LOG_FIELDS})
+
+
 OPERATOR_TIERS = ("tests/integration/reconcile/", "tests/integration/elastic/")
 """Tests that run the operator in process: if any passed, the operator sent requests."""
 NOT_THE_OPERATOR = ("tests/integration/runtime/",)
@@ -73,18 +80,7 @@ class RequestAudit:
             NOT_THE_OPERATOR
         ):
             return
-        request = rbac_audit.request_of(
-            method=r.method,
-            path=r.path,
-            verb=r.verb,
-            group=r.group,
-            resource=r.resource,
-            subresource=r.subresource,
-            namespace=r.namespace,
-            name=r.name,
-            user_agent=r.user_agent,
-            named_resources=self.named,
-        )
+        request = as_request(vars(r), self.named)
         self.first.setdefault(request, self.current)
 
     def read_children(self) -> None:
@@ -98,9 +94,7 @@ class RequestAudit:
                 continue  # a line a killed child did not finish
             if not str(got.get("user_agent", "")).startswith(rbac_audit.OPERATOR_AGENT):
                 continue
-            request = rbac_audit.request_of(
-                named_resources=self.named, **{k: str(got.get(k, "")) for k in LOG_FIELDS}
-            )
+            request = as_request(got, self.named)
             test = str(got.get("test", "")).rsplit(" (", 1)[0] or "(a child process)"
             if test.startswith(NOT_THE_OPERATOR):
                 continue

@@ -31,6 +31,7 @@ from chaoslib.steps import scale
 
 import operator_testing
 import rbac_audit
+import request_audit
 import secret_scan
 from integration.elastic.ela_harness import elastic_job, worker_pods
 from integration.reconcile.rc_harness import get_job, mpijob, wait_condition
@@ -54,21 +55,7 @@ def kubesim_settings() -> SimSettings:
 
 
 def requests_of(sent: list[RecordedRequest], named: set[tuple[str, str]]) -> dict[rbac_audit.Request, str]:
-    return {
-        rbac_audit.request_of(
-            method=r.method,
-            path=r.path,
-            verb=r.verb,
-            group=r.group,
-            resource=r.resource,
-            subresource=r.subresource,
-            namespace=r.namespace,
-            name=r.name,
-            user_agent=r.user_agent,
-            named_resources=named,
-        ): "this test"
-        for r in sent
-    }
+    return {request_audit.as_request(vars(r), named): "this test" for r in sent}
 
 
 def all_installs() -> list[rbac_audit.Install]:
