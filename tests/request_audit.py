@@ -25,6 +25,7 @@ import pytest
 
 import rbac_audit
 from kubesim.control import REQUEST_LOG_ENV, Control, RecordedRequest, observe_requests
+from session_audits import SessionAudits
 
 FORCE_UNUSED_ENV = "RBAC_AUDIT_UNUSED"
 LOG_FIELDS = ("user_agent", "method", "path", "verb", "group", "resource", "subresource", "namespace", "name")
@@ -125,9 +126,6 @@ class RequestAudit:
         )
 
 
-_KEY = pytest.StashKey[RequestAudit]()
-
-
 def whole_suite(args: list[str], invocation_dir: Path, *, narrowed: bool) -> bool:
     """The run selected every test: its arguments name `tests/` or the repository (or nothing), and
     nothing `narrowed` it (-k, -m, a deselection, an early stop)."""
@@ -168,49 +166,46 @@ def _whole_suite(session: pytest.Session, audit: RequestAudit) -> bool:
     return True
 
 
-_ACTIVE: list[RequestAudit] = []
-"""The session's audit, for the hooks that get no config (pytest_runtest_logstart, _logreport)."""
+_AUDITS = SessionAudits(RequestAudit)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    audit = RequestAudit()
-    audit.start()
-    config.stash[_KEY] = audit
-    _ACTIVE.append(audit)
+    _AUDITS.configure(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _KEY in config.stash:
-        audit = config.stash[_KEY]
-        audit.stop()
-        _ACTIVE.remove(audit)
+    _AUDITS.unconfigure(config)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     # pytest_deselected has no config argument: the audit is found through the items.
     if items:
-        items[0].config.stash[_KEY].deselected += len(items)
+        _AUDITS.of(items[0].config).deselected += len(items)
 
 
 def pytest_runtest_logstart(nodeid: str) -> None:
-    _ACTIVE[-1].current = nodeid
+    if (audit := _AUDITS.current) is not None:
+        audit.current = nodeid
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when == "call" and report.passed and report.nodeid.startswith(OPERATOR_TIERS):
-        _ACTIVE[-1].operator_tests += 1
+    audit = _AUDITS.current
+    if audit is None or report.when != "call" or not report.passed:
+        return
+    if report.nodeid.startswith(OPERATOR_TIERS):
+        audit.operator_tests += 1
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    audit = session.config.stash[_KEY]
+    audit = _AUDITS.of(session.config)
     audit.run(_whole_suite(session, audit))
     if audit.problem is not None or (audit.report is not None and not audit.report.ok):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    audit = config.stash[_KEY]
+    audit = _AUDITS.of(config)
     report = audit.report
     if report is None and audit.problem is None:
         return

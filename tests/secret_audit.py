@@ -28,6 +28,7 @@ import pytest
 
 import secret_scan
 from kubesim.control import Control, RecordedRequest, observe_requests
+from session_audits import SessionAudits
 
 
 class SecretAudit:
@@ -74,44 +75,39 @@ class SecretAudit:
 LOG_SUFFIXES = frozenset({".log", ".out", ".err"})
 LOG_BYTES = 8 << 20
 """How much of each child log is read: a runaway log must not make the audit slow."""
-_KEY = pytest.StashKey[SecretAudit]()
-_ACTIVE: list[SecretAudit] = []
+_AUDITS = SessionAudits(SecretAudit)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    audit = SecretAudit()
-    audit.start()
-    config.stash[_KEY] = audit
-    _ACTIVE.append(audit)
+    _AUDITS.configure(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _KEY in config.stash:
-        audit = config.stash[_KEY]
-        audit.stop()
-        _ACTIVE.remove(audit)
+    _AUDITS.unconfigure(config)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     tmp_path = getattr(item, "funcargs", {}).get("tmp_path")
-    if isinstance(tmp_path, Path) and _ACTIVE:
-        _ACTIVE[-1].tmp_paths[item.nodeid] = tmp_path
+    audit = _AUDITS.current
+    if isinstance(tmp_path, Path) and audit is not None:
+        audit.tmp_paths[item.nodeid] = tmp_path
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # The teardown report carries the sections of all three phases.
-    if report.when == "teardown" and _ACTIVE:
-        _ACTIVE[-1].scan(report)
+    audit = _AUDITS.current
+    if report.when == "teardown" and audit is not None:
+        audit.scan(report)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if session.config.stash[_KEY].findings:
+    if _AUDITS.of(session.config).findings:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    audit = config.stash[_KEY]
+    audit = _AUDITS.of(config)
     if not audit.findings:
         return
     terminalreporter.section("private key material outside Secrets (tests/secret_audit.py)", red=True)
