@@ -23,11 +23,7 @@ from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    conds = (pod.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+from mpi_operator.objects import is_pod_ready
 
 
 async def test_success_wait_for_workers_then_run_then_clean_up(kube: Kube, operator: Manager) -> None:
@@ -48,7 +44,7 @@ async def test_success_wait_for_workers_then_run_then_clean_up(kube: Kube, opera
     # WaitForWorkersReady: the Job appears only after every worker is Ready.
     workers = await pods_of(kube, "pi", "worker")
     assert len(workers) == 2
-    assert all(is_ready(p) for p in workers), "launcher created before the workers were Ready"
+    assert all(is_pod_ready(p) for p in workers), "launcher created before the workers were Ready"
     assert job["metadata"]["name"] == "pi-launcher"
 
     running = await wait_condition(kube, "pi", "Running")
