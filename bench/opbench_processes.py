@@ -9,10 +9,12 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -131,22 +133,39 @@ class Meter:
         self._sampler.cancel()
 
 
+class LogReader:
+    """The operator's JSON log lines, read from its stderr pipe by a thread of their own, each with the
+    monotonic time it was read. A reader on the benchmark's event loop falls behind while that loop is
+    busy (a thousand creates, watches); the pipe then fills, and the operator blocks in its log writes,
+    which the benchmark would measure as the operator's slowness."""
+
+    def __init__(self, fd: int) -> None:
+        self.entries: list[tuple[float, dict[str, Any]]] = []
+        self.serving: str | None = None
+        """The metrics address, once the operator logged `serving /healthz ... on URL`."""
+        self._thread = threading.Thread(target=self._read, args=(fd,), name="operator-log", daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        with open(fd, "rb") as pipe:  # EOF when the operator exits
+            for raw in pipe:
+                with contextlib.suppress(ValueError):
+                    entry = json.loads(raw)
+                    self.entries.append((time.monotonic(), entry))
+                    msg = str(entry.get("msg", ""))
+                    if self.serving is None and "serving /healthz" in msg:
+                        self.serving = msg.rsplit(" ", 1)[-1]
+
+
 class Operator(Meter):
     """The `mpi-operator run` process: its metrics endpoint, its JSON log and its own RSS/CPU.
     `ready_s`: seconds from its spawn until `/readyz` first answered 200."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, metrics_url: str) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, log: LogReader, metrics_url: str) -> None:
         super().__init__(proc.pid)
         self.proc, self.metrics_url = proc, metrics_url
-        self.logs: list[tuple[float, dict[str, Any]]] = []
+        self.logs = log.entries
         self.ready_s = math.nan
-        self._drainer = asyncio.create_task(self._drain())
-
-    async def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        async for raw in self.proc.stderr:
-            with contextlib.suppress(ValueError):
-                self.logs.append((time.monotonic(), json.loads(raw)))
 
     async def scrape(self, session: aiohttp.ClientSession) -> Snapshot:
         async with session.get(self.metrics_url + "/metrics") as resp:
@@ -174,7 +193,6 @@ class Operator(Meter):
 
     async def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
         self.close()
-        self._drainer.cancel()
         await stop_process(self.proc, sig)
 
 
@@ -272,21 +290,26 @@ async def start_operator(
     if args.operator_burst is not None:
         flags += ["--burst", str(args.operator_burst)]
     spawned = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, *command, "run", *flags),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stderr is not None
-    msg = ""
-    async with asyncio.timeout(args.timeout):
-        while "serving /healthz" not in msg:
-            raw = await proc.stderr.readline()
-            if not raw:
-                raise RuntimeError(f"mpi-operator run exited with {await proc.wait()}")
-            with contextlib.suppress(ValueError):
-                msg = str(json.loads(raw).get("msg", ""))
-    op = Operator(proc, msg.rsplit(" ", 1)[-1])
+    read_end, write_end = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *(sys.executable, *command, "run", *flags), stdout=asyncio.subprocess.DEVNULL, stderr=write_end
+        )
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    log = LogReader(read_end)
+
+    async def serving() -> bool:
+        if log.serving is None and proc.returncode is not None:
+            raise RuntimeError(f"mpi-operator run exited with {proc.returncode}")
+        return log.serving is not None
+
+    await poll(serving, args.timeout, 0.05)
+    assert log.serving is not None
+    op = Operator(proc, log, log.serving)
 
     async def ready() -> bool:
         async with api.session.get(op.metrics_url + "/readyz") as resp:
