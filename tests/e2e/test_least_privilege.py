@@ -330,23 +330,37 @@ sys.exit(cli.main(sys.argv[1:]))
 
 JAIL = r"""
 set -e
-pyroot=$1 view=$2; shift 2
-if [ -n "$pyroot" ]; then
-    # The interpreter lives under /root (mode 0700): show uid 65532 that one directory, read-only.
-    mkdir -p "$view/python"
-    mount --bind "$pyroot" "$view/python"
-    mount -t tmpfs -o mode=0711,size=1m tmpfs /root
-    mkdir -p "$pyroot"
-    mount --bind "$view/python" "$pyroot"
-    mount -o remount,bind,ro "$pyroot"
-fi
+view=$1; shift
+n=0
+while [ "$1" != "--" ]; do
+    # A directory closed to others (/root, a checkout under mktemp -d): in its place a tmpfs that
+    # others may traverse, holding read-only binds of its entries (their own modes still apply).
+    closed=$1; shift; n=$((n + 1))
+    mkdir -p "$view/$n"
+    mount --bind "$closed" "$view/$n"
+    mount -t tmpfs -o mode=0711,size=1m tmpfs "$closed"
+    for entry in "$view/$n"/* "$view/$n"/.[!.]*; do
+        target="$closed/${entry##*/}"
+        if [ -L "$entry" ]; then
+            ln -s "$(readlink "$entry")" "$target"
+            continue
+        fi
+        [ -e "$entry" ] || continue
+        if [ -d "$entry" ]; then mkdir "$target"; else touch "$target"; fi
+        mount --bind "$entry" "$target"
+        mount -o remount,bind,ro "$target"
+    done
+    mount -o remount,ro "$closed"
+done
+shift
 mount -o remount,bind,ro /
 exec setpriv --reuid=65532 --regid=65532 --clear-groups \
     --inh-caps=-all --bounding-set=-all --no-new-privs "$@"
 """
-"""Runs the rest of its arguments as the image would: in a private mount namespace whose root
-filesystem is read-only (every path, /tmp too: stricter than the Deployment's emptyDir), as uid and
-gid 65532 with no capabilities and no way to gain privileges."""
+"""Runs what follows `--` as the image would: in a private mount namespace whose root filesystem is
+read-only (every path, /tmp too: stricter than the Deployment's emptyDir), as uid and gid 65532 with no
+capabilities and no way to gain privileges. The arguments before `--` are directories closed to
+others on the way to the interpreter or the checkout, which uid 65532 must be able to traverse."""
 
 
 def readable_copy(kubeconfig: Path, shared: Path) -> Path:
@@ -358,25 +372,21 @@ def readable_copy(kubeconfig: Path, shared: Path) -> Path:
     return copy
 
 
-def _python_root() -> str:
-    real = Path(os.path.realpath(sys.executable))
-    if real.is_relative_to("/root") and len(real.parts) > 2:
-        return str(Path("/root", real.parts[2]))
-    return ""
+CHECKOUT = operator_testing.ROOT
+INTERPRETER = Path(os.path.realpath(sys.executable))
 
 
-def _others_may_enter(path: Path) -> bool:
-    """Whether a user other than the owner may traverse every directory down to `path`."""
-    return all(p.stat().st_mode & 0o001 for p in (path, *path.parents))
+def closed_directories(*paths: Path) -> list[str]:
+    """The directories on the way to `paths` that others may not traverse, outermost first."""
+    closed = {
+        str(p) for path in paths for p in (path, *path.parents) if p.is_dir() and not p.stat().st_mode & 0o001
+    }
+    return sorted(closed, key=lambda p: (p.count("/"), p))
 
 
 @pytest.mark.skipif(
     os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")),
     reason="a read-only root and uid 65532 need root, unshare and setpriv",
-)
-@pytest.mark.skipif(
-    not _others_may_enter(Path(__file__).resolve().parent),
-    reason="uid 65532 cannot reach this checkout (a parent directory is closed to others: mktemp -d)",
 )
 async def test_the_operator_runs_non_root_on_a_read_only_root_and_writes_no_file(
     kube: Kube, kubesim: KubeSim
@@ -396,8 +406,8 @@ async def test_the_operator_runs_non_root_on_a_read_only_root_and_writes_no_file
         }
         env.update({"HOME": "/nonexistent", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
         proc = await asyncio.create_subprocess_exec(
-            "unshare", "--mount", "--propagation", "private", "sh", "-c", JAIL, "jail",
-            _python_root(), str(shared),
+            "unshare", "--mount", "--propagation", "private", "sh", "-c", JAIL, "jail", str(shared),
+            *closed_directories(INTERPRETER, CHECKOUT), "--",
             sys.executable, "-c", WRITE_WATCH, "run", "--kubeconfig", str(kubeconfig),
             "--no-leader-elect", "--metrics-address", "127.0.0.1:0", "--log-format", "json",
             cwd="/", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
