@@ -8,9 +8,12 @@ whose status counts them, a status that goes back and forth. The reconciler reco
 creates here and `observe` counts the ones the store does not show yet as observed.
 
 An expectation ends when the store shows a pod of that name (whatever happened to it since: the store
-is then the truth), when its job goes away or is replaced (new uid), or after `TTL` seconds, in case
-the watch never delivers it (a relist after the pod was already deleted again): the next sync then
-plans from the store alone, and at worst meets a 409 that the applier resolves.
+is then the truth), when this operator deletes that pod (a job suspended while its pods are in flight;
+the store may never show a pod deleted before its watch delivered it), when its job goes away or is
+replaced (new uid), or after `TTL` seconds, in case the watch never delivers it (a relist after the pod
+was already deleted again): the next sync then plans from the store alone, and at worst meets a 409
+that the applier resolves. A sync that still counts on an expectation asks to be synced again when it
+expires (`expires_in`), since no watch event may come to say the pod never arrived.
 """
 
 from __future__ import annotations
@@ -64,6 +67,20 @@ class CreatedPods:
             del self._jobs[key]
             return []
         return [pod for _, pod in job.pods.values()]
+
+    def discard(self, key: str, name: str) -> None:
+        """Pod `name` of job `key` is being deleted by this operator: no longer a create in flight."""
+        job = self._jobs.get(key)
+        if job is not None:
+            job.pods.pop(name, None)
+
+    def expires_in(self, key: str) -> float | None:
+        """Seconds until the oldest expectation of job `key` expires; None if it has none."""
+        job = self._jobs.get(key)
+        if job is None or not job.pods:
+            return None
+        oldest = min(at for at, _ in job.pods.values())
+        return max(0.0, oldest + self._ttl - self._clock())
 
     def forget(self, key: str) -> None:
         self._jobs.pop(key, None)

@@ -212,7 +212,13 @@ class MPIJobReconciler:
         self._invalid_reported.pop(key, None)
         job = without_invalid(normalized.job)  # step 1: the job, valid and canonical
         legacy = "; ".join(str(note) for note in normalized.notes)
-        return await self._sync(key, raw, job, legacy)
+        result = await self._sync(key, raw, job, legacy)
+        expiry = self._created.expires_in(key)
+        if expiry is None or result.requeue:
+            return result
+        # The plan counted pods still in flight; if one never arrives, nothing else would say so.
+        wait = expiry if result.requeue_after is None else min(result.requeue_after, expiry)
+        return dataclasses.replace(result, requeue_after=wait)
 
     def _latest(self, key: str, cached: KubeObject | None) -> KubeObject | None:
         """The cached MPIJob, or the one our last status write returned while the cache lags behind it.
@@ -273,6 +279,9 @@ class MPIJobReconciler:
             hold = self._pacer.hold(key, settled=settled)
             if hold:
                 plan, held = progress.without_discovery_refresh(plan, observed)
+        for action in plan.actions:
+            if isinstance(action, planning.Delete) and action.ref.kind == "Pod":
+                self._created.discard(key, action.ref.name)
         current = self._is_current(key, job)
         applier = Applier(
             self.kube,

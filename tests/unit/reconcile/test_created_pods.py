@@ -79,3 +79,27 @@ def test_forget_drops_a_job() -> None:
     expectations.forget(KEY)
     assert expectations.pending(KEY, "u1", nothing_cached) == []
     assert names(expectations.pending("default/other", "u9", nothing_cached)) == ["o-0"]
+
+
+def test_a_pod_the_operator_deletes_is_no_longer_in_flight() -> None:
+    expectations = expecting(FakeClock(), "w-0", "w-1")
+    expectations.discard(KEY, "w-0")
+    expectations.discard(KEY, "never-created")
+    expectations.discard("default/other", "w-1")
+    assert names(expectations.pending(KEY, "u1", nothing_cached)) == ["w-1"]
+
+
+def test_expires_in_counts_down_to_the_oldest_expectation() -> None:
+    clock = FakeClock()
+    expectations = expecting(clock, "w-0")
+    assert expectations.expires_in("default/other") is None
+    assert expectations.expires_in(KEY) == pytest.approx(TTL)
+    clock.advance(10)
+    expectations.add(KEY, "u1", pod("w-1"))
+    assert expectations.expires_in(KEY) == pytest.approx(TTL - 10)
+    expectations.discard(KEY, "w-0")
+    assert expectations.expires_in(KEY) == pytest.approx(TTL)
+    clock.advance(TTL + 5)
+    assert expectations.expires_in(KEY) == 0.0
+    assert expectations.pending(KEY, "u1", nothing_cached) == []
+    assert expectations.expires_in(KEY) is None
