@@ -2,7 +2,8 @@
 the event loop. A sync of a job at the worker ceiling builds and creates one window of its workers
 (`planning.window`), writes its status and goes to the back of the queue; before, one sync built,
 planned and created all 1,000 workers, holding a reconcile worker all along (a small job behind two
-such jobs waited 9-18 s for its first write, behind ten failing ones 3-6 s).
+such jobs waited 9-18 s for its first write; on 8e85b2e, at its default 20 QPS, 99 s). Failing jobs
+(`FAILING`) are retried, and before, each retry built all of its workers.
 
 These bounds are the issue's, and the only timed ones of this tier besides the deletion bound of
 test_rc_big_job.py. They hold with margin on a loaded 2-core machine: a small job's first write comes
@@ -13,9 +14,9 @@ processes take, the wall-clock delay says more about them than about the loop.
 The stall test proves the loop never stalls for 1 s while jobs at the ceiling are created beside a job
 of 100,000 workers that got past admission (as under an old CRD without the ceiling): validation refuses
 it before anything is built. Jobs at the ceiling alone would not prove it: on 8e85b2e (before the
-ceiling and the windows) a sync that built all 1,000 workers was about 0.3 s of CPU, but each sync of
-the 100,000-worker job held the loop for 4.9 s of CPU (6.8 s wall, measured with this test), and it
-was retried: the issue's freeze, at a size that ends."""
+ceiling and the windows) the longest step beside them was 0.998 s of CPU, just within the bound, but
+each sync of the 100,000-worker job held the loop for 4.9-9.2 s of CPU (two runs), and it was retried:
+the issue's freeze, at a size that ends."""
 
 from __future__ import annotations
 
@@ -58,7 +59,12 @@ TRAINING_WORKER = container(env=[{"name": f"TRAINING_SETTING_{i}", "value": "v" 
 HUGE = 100_000
 """The workers of a job stored past admission (as an old CRD without the ceiling let it in): refused by
 validation before anything is built. On 8e85b2e every sync of it built and planned them all in one step
-of the loop (4.9 s of CPU), and was retried."""
+of the loop (4.9-9.2 s of CPU), and was retried."""
+FAILING = 30
+"""Jobs at the ceiling whose pod creates are all refused. Thirty, not the issue's ten: 8e85b2e already
+stopped a sync at its first refused create, so beside ten such jobs its small job's first write came
+after 1.4 s, within the bound; what it lacked was a bounded build (each failing sync built all 1,000
+workers, about 0.15 s of CPU), and beside thirty it took 4.5-8.6 s (two runs)."""
 QUOTA_NS = "quota"
 """The namespace of the failing jobs: every pod create in it is refused, as by an exhausted quota."""
 QUOTA_EXCEEDED = (
@@ -151,7 +157,7 @@ async def test_a_small_job_beside_jobs_at_the_ceiling_gets_its_first_write_withi
         )
 
 
-async def test_a_small_job_beside_10_failing_jobs_gets_its_first_write_within_2s(
+async def test_a_small_job_beside_failing_jobs_gets_its_first_write_within_2s(
     kubesim: KubeSim, kube: Kube
 ) -> None:
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": QUOTA_NS}}
@@ -164,11 +170,14 @@ async def test_a_small_job_beside_10_failing_jobs_gets_its_first_write_within_2s
         message=QUOTA_EXCEEDED,
     )
     async with running_operator(kubesim, qps=None, workers=Settings.workers):
-        names = await big_jobs(kube, 10, QUOTA_NS)
+        names = await big_jobs(kube, FAILING, QUOTA_NS)
+        # The small job comes once they are failing and being retried, not while they are still new.
+        await eventually(
+            lambda: refusal.hits >= 2 * len(names), sim=kubesim, within=120, what="the failing jobs' retries"
+        )
         took = await first_reaction(kubesim, kube, "small")
-        print(f"first reaction beside 10 failing jobs: {took:.3f} s")
+        print(f"first reaction beside {FAILING} failing jobs: {took:.3f} s")
         assert took < FIRST_REACTION, f"the small job's first write took {took:.2f} s"
-        assert refusal.hits >= len(names), "the failing jobs had not failed yet: the test measured nothing"
         assert not any(has_worker(kubesim, name, 0, QUOTA_NS) for name in names)
 
 
