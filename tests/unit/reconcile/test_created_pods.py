@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from mpi_operator.cache import transforms
 from mpi_operator.controller.expectations import TTL, CreatedPods
 from mpi_operator.flowcontrol import FakeClock
 
@@ -79,3 +80,15 @@ def test_forget_drops_a_job() -> None:
     expectations.forget(KEY)
     assert expectations.pending(KEY, "u1", nothing_cached) == []
     assert names(expectations.pending("default/other", "u9", nothing_cached)) == ["o-0"]
+
+
+def test_a_created_pod_is_kept_as_the_pod_store_keeps_it() -> None:
+    created = {
+        **pod("w-0"),
+        "spec": {"hostname": "w-0", "containers": [{"name": "worker", "image": "x"}]},
+        "status": {"phase": "Pending", "qosClass": "BestEffort"},
+    }
+    expectations = CreatedPods(FakeClock().now)
+    expectations.add(KEY, "u1", created)
+    assert expectations.pending(KEY, "u1", nothing_cached) == [transforms.pod(created)]
+    assert "containers" in created["spec"], "the applier's object is not mutated"
