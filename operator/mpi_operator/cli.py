@@ -113,6 +113,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from mpi_operator.controller import manager
     from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
     from mpi_operator.controller.server import parse_address
+    from mpi_operator.controller.tuning import tune_memory
     from mpi_operator.controller.types import FatalError
 
     try:  # checked before any logging or connection, as argparse checks the rest
@@ -125,6 +126,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     log = logging.getLogger("mpi_operator.cli")
     if notice := runflags.klog_notice(args):
         log.info("%s", notice)
+    tune_memory()
     try:
         asyncio.run(manager.run(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS))
     except FatalError as exc:

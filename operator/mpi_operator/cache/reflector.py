@@ -13,9 +13,10 @@ advance the resourceVersion (bookmarks advance it too). Then:
     prober sees the server answer again (plus a small jitter): after an outage the watch resumes
     within about a second, not after a backoff that grew while the server was away. A watch resumes
     from its resourceVersion (410: relist), so what changed during the outage is delivered.
-`run()` never returns; cancel its task to stop it. It works through two small protocols so the
-caching machinery does not depend on the HTTP client: `ListerWatcher` (kube.client's
-`ResourceListerWatcher` implements it; tests use an in-memory one) and `ReflectorStore`.
+Every object goes through `transform` before the store sees it (list items page by page, as they
+arrive, and watch events). `run()` never returns; cancel its task to stop it. It works through two
+small protocols so the caching machinery does not depend on the HTTP client: `ListerWatcher`
+(kube.client's `ResourceListerWatcher` implements it; tests use an in-memory one) and `ReflectorStore`.
 """
 
 from __future__ import annotations
@@ -40,9 +41,17 @@ SHORT_WATCH_SECONDS = 1.0
 """A watch that ends sooner than this without one event counts as a failure (gets backoff)."""
 
 
+Transform = Callable[[KubeObject], KubeObject]
+"""What a store keeps of each object the server sent (client-go's `SetTransform`; see `cache.transforms`)."""
+
+
 class ListerWatcher(Protocol):
-    async def list(self, namespace: str | None, label_selector: str | None) -> tuple[list[KubeObject], str]:
-        """Every matching object and the list's resourceVersion. `namespace=None`: all namespaces."""
+    async def list(
+        self, namespace: str | None, label_selector: str | None, *, transform: Transform | None = None
+    ) -> tuple[list[KubeObject], str]:
+        """Every matching object, as `transform` returns it, and the list's resourceVersion.
+        `namespace=None`: all namespaces. A paged list transforms each page as it arrives, so that the
+        raw objects of the whole list are never alive at once."""
         ...
 
     def watch(
@@ -125,8 +134,10 @@ class Reflector:
         min_watch_timeout: int = DEFAULT_MIN_WATCH_TIMEOUT,
         rng: random.Random | None = None,
         recovery: RecoveryProber | None = None,  # None: plain backoff after every failure
+        transform: Transform | None = None,  # None: store objects as sent
     ) -> None:
         self.lister_watcher = lister_watcher
+        self.transform = transform
         self.store = store
         self.namespace = namespace
         self.label_selector = label_selector
@@ -195,7 +206,9 @@ class Reflector:
     async def _list(self) -> Exception | None:
         """Lists into the store; returns the failure, or None on success."""
         try:
-            items, rv = await self.lister_watcher.list(self.namespace, self.label_selector)
+            items, rv = await self.lister_watcher.list(
+                self.namespace, self.label_selector, transform=self.transform
+            )
         except Exception as exc:  # never give up: anything else is logged and retried
             log.warning("%s: list failed: %s", self.name, exc, exc_info=not isinstance(exc, errors.KubeError))
             return exc
@@ -239,6 +252,8 @@ class Reflector:
         if kind == "ERROR":
             raise errors.from_status_object(obj)
         rv = resource_version(obj)
+        if kind != "BOOKMARK" and self.transform is not None:
+            obj = self.transform(obj)
         if kind == "ADDED":
             self.store.add(obj)
         elif kind == "MODIFIED":

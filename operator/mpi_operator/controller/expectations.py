@@ -7,6 +7,11 @@ sync would plan them again: a 409 AlreadyExists and a GET per pod (a conflict st
 whose status counts them, a status that goes back and forth. The reconciler records every pod it
 creates here and `observe` counts the ones the store does not show yet as observed.
 
+Each pod is kept as the pod store would keep it (`cache.transforms.pod`), not as the create returned
+it: reads of a pending pod and of a cached one are then the same, and in a fan-in thousands of pods
+are pending at once (about 7,900 at 1,000 jobs x 8 workers, 12 KB each whole, 97 MB, against a
+few KB each slim).
+
 An expectation ends when the store shows a pod of that name (whatever happened to it since: the store
 is then the truth), when this operator deletes that pod (a job suspended while its pods are in flight;
 the store may never show a pod deleted before its watch delivered it), when its job goes away or is
@@ -22,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from mpi_operator.cache import transforms
 from mpi_operator.objects import KubeObject, name_of
 
 TTL: Final = 30.0
@@ -46,7 +52,7 @@ class CreatedPods:
         job = self._jobs.get(key)
         if job is None or job.uid != uid:
             job = self._jobs[key] = _Job(uid)
-        job.pods[name_of(pod)] = (self._clock(), pod)
+        job.pods[name_of(pod)] = (self._clock(), transforms.pod(pod))
 
     def pending(self, key: str, uid: str | None, cached: Callable[[str], bool]) -> list[KubeObject]:
         """The pods of job `key` (with `uid`) still in flight; `cached(name)` says whether the store

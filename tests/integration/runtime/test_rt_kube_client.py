@@ -142,6 +142,24 @@ async def test_list_follows_continue_pages(kube: Kube, kubesim: KubeSim) -> None
     assert len(kubesim.control.recorded(verb="list", resource="configmaps")) == 3
 
 
+async def test_list_transforms_each_page_before_asking_for_the_next(kube: Kube, kubesim: KubeSim) -> None:
+    for i in range(7):
+        await kube.create(resources.CONFIG_MAP, configmap(f"page-{i}"))
+    pages_asked: list[int] = []
+
+    def transform(obj: dict[str, Any]) -> dict[str, Any]:
+        pages_asked.append(len(kubesim.control.recorded(verb="list", resource="configmaps")))
+        return {"kind": obj["kind"], "metadata": {"name": obj["metadata"]["name"]}}
+
+    items, _ = await kube.list(
+        resources.CONFIG_MAP, "default", label_selector="app=rt", page_size=3, transform=transform
+    )
+    assert pages_asked == [1, 1, 1, 2, 2, 2, 3]
+    assert sorted(items, key=lambda i: i["metadata"]["name"]) == [
+        {"kind": "ConfigMap", "metadata": {"name": f"page-{i}"}} for i in range(7)
+    ]
+
+
 async def test_list_restarts_unpaginated_when_its_continue_token_expires(
     kube: Kube, kubesim: KubeSim, fake_clock: FakeClock
 ) -> None:

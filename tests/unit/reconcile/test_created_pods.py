@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from mpi_operator.cache import transforms
 from mpi_operator.controller.expectations import TTL, CreatedPods
 from mpi_operator.flowcontrol import FakeClock
 
@@ -103,3 +104,15 @@ def test_expires_in_counts_down_to_the_oldest_expectation() -> None:
     assert expectations.expires_in(KEY) == 0.0
     assert expectations.pending(KEY, "u1", nothing_cached) == []
     assert expectations.expires_in(KEY) is None
+
+
+def test_a_created_pod_is_kept_as_the_pod_store_keeps_it() -> None:
+    created = {
+        **pod("w-0"),
+        "spec": {"hostname": "w-0", "containers": [{"name": "worker", "image": "x"}]},
+        "status": {"phase": "Pending", "qosClass": "BestEffort"},
+    }
+    expectations = CreatedPods(FakeClock().now)
+    expectations.add(KEY, "u1", created)
+    assert expectations.pending(KEY, "u1", nothing_cached) == [transforms.pod(created)]
+    assert "containers" in created["spec"], "the applier's object is not mutated"

@@ -22,7 +22,7 @@ import pytest
 
 from kubesim.testing import eventually
 from mpi_operator.cache.informer import Informer
-from mpi_operator.cache.reflector import Backoff, Reflector
+from mpi_operator.cache.reflector import Backoff, Reflector, Transform
 from mpi_operator.cache.store import object_key
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import errors
@@ -91,13 +91,15 @@ class MemoryApi:
         self._open.set()
 
     # --- the ListerWatcher protocol ------------------------------------------------------------
-    async def list(self, namespace: str | None, label_selector: str | None) -> tuple[list[Obj], str]:
+    async def list(
+        self, namespace: str | None, label_selector: str | None, *, transform: Transform | None = None
+    ) -> tuple[list[Obj], str]:
         self.list_calls.append((namespace, label_selector))
         if self.list_failures:
             self.list_failures -= 1
             raise errors.TransientError("connection refused")
         items = [copy.deepcopy(o) for o in self.objects.values() if _matches(o, namespace, label_selector)]
-        return items, str(self.rv)
+        return [transform(o) for o in items] if transform else items, str(self.rv)
 
     async def watch(
         self,
@@ -212,6 +214,27 @@ async def test_initial_list_fills_the_store_calls_on_add_and_marks_synced() -> N
         assert run.keys() == ["ns/a", "ns/b"]
         assert sorted(run.recorder.take()) == [("add", "ns/a"), ("add", "ns/b")]
         assert api.watch_calls == [(None, None, "2")], "watches from the list's resourceVersion"
+
+
+async def test_transform_shapes_what_lists_and_watch_events_store_and_hand_on() -> None:
+    def slim(o: Obj) -> Obj:
+        return {"metadata": {k: o["metadata"][k] for k in ("name", "namespace", "resourceVersion")}}
+
+    api = MemoryApi()
+    api.create("listed", role="x")
+    seen: list[Obj] = []
+    async with Running(api, transform=slim) as run:
+        run.informer.add_event_handler(on_update=lambda _old, new: seen.append(new))
+        api.create("watched", role="x")
+        api.modify("ns/listed", x="1")
+        await eventually(lambda: len(run.recorder.calls) == 3)
+        stored = {object_key(o): o for o in run.informer.store.list()}
+        assert stored == {
+            "ns/listed": {"metadata": {"name": "listed", "namespace": "ns", "resourceVersion": "3"}},
+            "ns/watched": {"metadata": {"name": "watched", "namespace": "ns", "resourceVersion": "2"}},
+        }
+        assert seen == [stored["ns/listed"]], "handlers get what the store keeps"
+        assert api.list_calls == [(None, None)]
 
 
 async def test_watch_events_reach_store_and_handlers_in_order() -> None:
@@ -382,7 +405,9 @@ class EmptyStreams:
         self.lists = 0
         self.watches = 0
 
-    async def list(self, namespace: str | None, label_selector: str | None) -> tuple[list[Obj], str]:
+    async def list(
+        self, namespace: str | None, label_selector: str | None, *, transform: Transform | None = None
+    ) -> tuple[list[Obj], str]:
         self.lists += 1
         if self.failures:
             self.failures -= 1

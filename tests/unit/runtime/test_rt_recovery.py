@@ -19,7 +19,7 @@ from test_rt_informer import MemoryApi
 from kubesim.testing import eventually
 from mpi_operator.cache.informer import Informer
 from mpi_operator.cache.recovery import PROBE_INTERVAL, SPREAD, RecoveryProber
-from mpi_operator.cache.reflector import Reflector
+from mpi_operator.cache.reflector import Reflector, Transform
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import errors
 
@@ -58,10 +58,12 @@ class Link:
     def heal(self) -> None:
         self.down = False
 
-    async def list(self, namespace: str | None, label_selector: str | None) -> tuple[list[Any], str]:
+    async def list(
+        self, namespace: str | None, label_selector: str | None, *, transform: Transform | None = None
+    ) -> tuple[list[Any], str]:
         if self.down:
             raise self.failure
-        return await self.api.list(namespace, label_selector)
+        return await self.api.list(namespace, label_selector, transform=transform)
 
     async def watch(
         self,
