@@ -26,7 +26,9 @@ POD_FAILED: Final = "Failed"
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # Decoded JSON is made of dicts: `type is dict` first spares the ABC check (its __instancecheck__
+    # costs several times more, and this runs some hundred thousand times a minute in a fan-in).
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 # --- metadata ------------------------------------------------------------------------------------
@@ -63,7 +65,7 @@ def is_terminating(obj: Mapping[str, Any]) -> bool:
 def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ownerReference marked `controller: true` (the API server allows at most one)."""
     for ref in metadata(obj).get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
+        if (type(ref) is dict or isinstance(ref, Mapping)) and ref.get("controller") is True:
             return ref
     return None
 
@@ -95,7 +97,11 @@ def status_field(obj: Mapping[str, Any], key: str) -> Any:
 def _true_condition(obj: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
     conditions = status_field(obj, "conditions")
     for cond in conditions if isinstance(conditions, list) else ():
-        if isinstance(cond, Mapping) and cond.get("type") == condition_type and cond.get("status") == "True":
+        if (
+            (type(cond) is dict or isinstance(cond, Mapping))
+            and cond.get("type") == condition_type
+            and cond.get("status") == "True"
+        ):
             return cond
     return None
 

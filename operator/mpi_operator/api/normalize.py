@@ -69,12 +69,17 @@ def _plain(value: Any, loc: Loc = ()) -> Any:
     """A deep copy as JSON data: nulls inside objects dropped, YAML timestamps as strings."""
     if len(loc) > _MAX_DEPTH:
         raise _NotJSON(loc, f"nested deeper than {_MAX_DEPTH} levels")
-    if isinstance(value, Mapping):
+    if type(value) is str:  # most of a job; the exact types first: the ABC check below costs more
+        return value
+    if type(value) is dict or isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if not isinstance(key, str | int | float | bool):
+            if type(key) is str:
+                name = key
+            elif isinstance(key, str | int | float | bool):
+                name = str(key).lower() if isinstance(key, bool) else str(key)
+            else:
                 raise _NotJSON(loc, f"object keys must be strings, got {describe(key)}")
-            name = str(key).lower() if isinstance(key, bool) else str(key)
             if item is not None:
                 out[name] = _plain(item, (*loc, name))
         return out

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
+import orjson
+
 LogFormat = Literal["json", "text"]
 
 reconcile_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("reconcile_key", default=None)
@@ -30,6 +32,7 @@ _STANDARD_ATTRS = frozenset(
     {*logging.LogRecord("", 0, "", 0, "", None, None).__dict__, "message", "asctime", "key", "taskName"}
 )
 _HANDLER_NAME = "mpi-operator"
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 @contextlib.contextmanager
@@ -58,7 +61,21 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD_ATTRS and not k.startswith("_")}
+    fields = record.__dict__
+    if fields.keys() <= _STANDARD_ATTRS:  # most records: a set operation instead of a loop in Python
+        return {}
+    return {k: v for k, v in fields.items() if k not in _STANDARD_ATTRS and not k.startswith("_")}
+
+
+def _json_line(entry: dict[str, Any]) -> str:
+    """`json.dumps(entry, default=str, ensure_ascii=False)`, by orjson (a line per write in a fan-in).
+
+    Datetimes and dataclasses pass through to `str` as with json (enums are written as their values, NaN
+    as null); what orjson refuses (integers past 64 bits, keys that are not strings) is left to json."""
+    try:
+        return orjson.dumps(entry, default=str, option=_ORJSON_OPTIONS).decode()
+    except TypeError:
+        return json.dumps(entry, default=str, ensure_ascii=False)
 
 
 class JsonFormatter(logging.Formatter):
@@ -80,7 +97,7 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = record.exc_text
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return _json_line(entry)
 
 
 class TextFormatter(logging.Formatter):

@@ -115,6 +115,11 @@ class Metrics:
             ["code", "method"],
             registry=r,
         )
+        # `labels()` checks and joins its arguments on every call; these series are never removed, so
+        # each child is looked up once (one per request or queue add was ~4 % of a fan-in's CPU).
+        self._request_counters: dict[tuple[str, str], Any] = {}
+        self._queue_counters: dict[tuple[Counter, str], Any] = {}
+        self._outcome_counters: dict[str, Any] = {}
 
     # --- hooks for the reconciler ------------------------------------------------------------------
     def job_created(self) -> None:
@@ -174,20 +179,34 @@ class Metrics:
         self.queue_depth.labels(name=name).set_function(depth)
 
     def queue_add(self, *, name: str = QUEUE_NAME) -> None:
-        self.queue_adds.labels(name=name).inc()
+        self._queue_counter(self.queue_adds, name).inc()
 
     def queue_retry(self, *, name: str = QUEUE_NAME) -> None:
-        self.queue_retries.labels(name=name).inc()
+        self._queue_counter(self.queue_retries, name).inc()
+
+    def _queue_counter(self, counter: Counter, name: str) -> Any:
+        child = self._queue_counters.get((counter, name))
+        if child is None:
+            child = self._queue_counters[counter, name] = counter.labels(name=name)
+        return child
 
     def observe_reconcile(self, seconds: float, outcome: ReconcileOutcome) -> None:
         self.reconcile_duration.observe(seconds)
-        self.reconciles.labels(result=outcome).inc()
+        child = self._outcome_counters.get(outcome)
+        if child is None:
+            child = self._outcome_counters[outcome] = self.reconciles.labels(result=outcome)
+        child.inc()
         if outcome in ("error", "permanent_error"):
             self.reconcile_errors.inc()
 
     def observe_api_request(self, method: str, code: str) -> None:
         """One HTTP request and its status code ("<error>" when there was no answer)."""
-        self.api_requests.labels(code=code, method=method.upper()).inc()
+        child = self._request_counters.get((method, code))
+        if child is None:
+            child = self._request_counters[method, code] = self.api_requests.labels(
+                code=code, method=method.upper()
+            )
+        child.inc()
 
     def instrument_api_client(self, api_client: Any) -> None:
         """Counts every HTTP request of a kubernetes_asyncio `ApiClient` (`kube.Kube.api_client`).

@@ -63,9 +63,7 @@ def observed_worker_index(job: MPIJob, pod: Mapping[str, Any]) -> int | None:
     controlled by it; the index comes from the name, which `runLauncherAsWorker` does not shift.
     """
     labels = objects.metadata(pod).get("labels")
-    if not isinstance(labels, Mapping) or any(
-        labels.get(k) != v for k, v in naming.worker_selector(job).items()
-    ):
+    if not isinstance(labels, Mapping) or not naming.has_worker_labels(job, labels):
         return None
     controller = objects.controller_ref(pod)
     if job.uid and controller is not None and controller.get("uid") != job.uid:

@@ -107,6 +107,16 @@ def worker_selector(job: MPIJob) -> dict[str, str]:
     return default_labels(job, c.ROLE_WORKER)
 
 
+def has_worker_labels(job: MPIJob, labels: Mapping[str, Any]) -> bool:
+    """`labels` include `worker_selector(job)`; without building it, as this runs for every pod of
+    every sync."""
+    return (
+        labels.get(c.LABEL_JOB_NAME) == job.name
+        and labels.get(c.LABEL_JOB_ROLE) == c.ROLE_WORKER
+        and labels.get(c.LABEL_OPERATOR_NAME) == c.OPERATOR_NAME
+    )
+
+
 def worker_replica_index(job: MPIJob, index: int) -> str:
     """The `replica-index` label of worker `index`: shifted by one when the launcher is rank 0's host."""
     return str(index + 1 if job.spec.run_launcher_as_worker else index)

@@ -16,9 +16,22 @@ from mpi_operator.objects import KubeObject
 CLUSTER_FIRST_WITH_HOST_NET: Final = "ClusterFirstWithHostNet"
 
 
+def _json_copy(value: Any) -> Any:
+    """`copy.deepcopy` of JSON data, several times faster: dicts and lists copied, scalars shared (they
+    are immutable); anything else is left to deepcopy. Every worker pod built copies its template."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_json_copy(item) for item in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def copy_template(spec: ReplicaSpec) -> KubeObject:
     """A deep copy of the replica's pod template with `metadata`, `spec` and `spec.containers` present."""
-    template: KubeObject = copy.deepcopy(dict(spec.template))
+    template: KubeObject = _json_copy(dict(spec.template))
     if not isinstance(template.get("metadata"), dict):
         template["metadata"] = {}
     if not isinstance(template.get("spec"), dict):

@@ -3,7 +3,8 @@
 It rides on kubernetes_asyncio's `ApiClient` for what that does well (kubeconfig and in-cluster
 config, auth and token refresh, TLS, proxies, the aiohttp session) but not for (de)serialization:
 `call_api(..., _preload_content=False)` hands back the raw aiohttp response and we decode JSON
-ourselves, so no generated model class is ever built (they are slow and drop unknown fields).
+ourselves (`codec`, orjson), so no generated model class is ever built (they are slow and drop unknown
+fields).
 
 Every request first takes a token from the client-side QPS/burst bucket (client-go's rate limiter;
 retries and watch (re)connects pay too), then runs under `RetryPolicy` (transient failures only, 429
@@ -22,7 +23,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import contextvars
-import json
 import logging
 import os
 import re
@@ -34,7 +34,7 @@ import aiohttp
 
 from mpi_operator import __version__
 from mpi_operator.flowcontrol import TokenBucket
-from mpi_operator.kube import errors
+from mpi_operator.kube import codec, errors
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import RetryPolicy
 from mpi_operator.kube.sdk import ApiClient, Configuration, PlainApiClient, kube_config, resolve_proxy_once
@@ -267,7 +267,7 @@ class Kube:
                 if not line:
                     return
                 if line.strip():
-                    yield json.loads(line)
+                    yield codec.loads(line)
         finally:
             response.close()
 
@@ -396,7 +396,7 @@ class Kube:
                     raise errors.TransientError(f"{method} {path}: {exc!r}") from exc
             finally:
                 response.release()
-            decoded = json.loads(data) if data else {}
+            decoded = codec.loads(data) if data else {}
             if not isinstance(decoded, dict):
                 raise ValueError(f"{method} {path}: expected a JSON object, got {type(decoded).__name__}")
             return decoded

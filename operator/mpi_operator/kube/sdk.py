@@ -22,11 +22,13 @@ import importlib.util
 import sys
 import types
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 from urllib.request import proxy_bypass
 
 import aiohttp
 from aiohttp.helpers import proxies_from_env
+
+from mpi_operator.kube import codec
 
 _DEFERRED = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.models")
 
@@ -90,6 +92,10 @@ import kubernetes_asyncio.config as kube_config  # noqa: E402
 from kubernetes_asyncio.client.api_client import ApiClient  # noqa: E402
 from kubernetes_asyncio.client.configuration import Configuration  # noqa: E402
 
+_PLAIN_PARAMS = frozenset(
+    {"query_params", "header_params", "body", "auth_settings", "_preload_content", "_request_timeout"}
+)
+
 
 class PlainApiClient(ApiClient):
     """`ApiClient` for a client that sends only plain JSON: no model objects to serialize.
@@ -97,10 +103,62 @@ class PlainApiClient(ApiClient):
     `ApiClient.sanitize_for_serialization` walks every request body (and the headers and parameters)
     to turn model objects and datetimes into JSON; `kube.client` never passes either, so the walk only
     rebuilt each body once more before `json.dumps`. Here it passes them through.
+
+    `call_api` for a raw answer (`_preload_content=False`, what `kube.client` asks for) goes straight to
+    the aiohttp session, with the same headers, authentication (a token refresh hook still runs before
+    each request), URL and proxy as kubernetes_asyncio's path, and the body encoded by `codec.dumps`:
+    that path's copies, parameter tuples and regular expressions cost more CPU than the request itself.
+    Any other call is kubernetes_asyncio's own.
     """
 
     def sanitize_for_serialization(self, obj: Any) -> Any:
         return obj
+
+    def call_api(self, resource_path: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        timeout = kwargs.get("_request_timeout")
+        if (
+            args
+            or kwargs.get("_preload_content", True)
+            or not kwargs.keys() <= _PLAIN_PARAMS
+            or not (timeout is None or isinstance(timeout, aiohttp.ClientTimeout))
+        ):
+            return super().call_api(resource_path, method, *args, **kwargs)
+        return self._plain_call(resource_path, method, **kwargs)
+
+    async def _plain_call(
+        self,
+        resource_path: str,
+        method: str,
+        *,
+        query_params: list[tuple[str, str]] | None = None,
+        header_params: dict[str, str] | None = None,
+        body: Any = None,
+        auth_settings: list[str] | None = None,
+        _preload_content: bool = False,
+        _request_timeout: aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        headers = dict(header_params or {})
+        headers.update(self.default_headers)
+        if self.cookie:
+            headers["Cookie"] = self.cookie
+        query = list(query_params or ())
+        await self.update_params_for_auth(headers, query, auth_settings or [])
+        headers.setdefault("Content-Type", "application/json")
+        url = f"{self.configuration.host}{resource_path}"
+        if query:
+            url += "?" + urlencode(query)
+        rest = self.rest_client
+        session: aiohttp.ClientSession = rest.pool_manager
+        return await session.request(
+            method.upper(),
+            url,
+            headers=headers,
+            data=None if body is None else codec.dumps(body),
+            timeout=_request_timeout or aiohttp.ClientTimeout(),
+            proxy=rest.proxy or None,
+            proxy_headers=rest.proxy_headers or None,
+            server_hostname=rest.server_hostname or None,
+        )
 
 
 READ_BUFSIZE = 2**21

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from mpi_operator.planning.actions import Create, ObjectRef, Plan, Update, UpdateStatus
 
 DATA_MAX_BYTES: Final = 1024 * 1024
@@ -52,6 +54,15 @@ class TooLarge:
 
 def _shown(text: str) -> str:
     return json.dumps(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")
+
+
+def _json_size(obj: Mapping[str, Any]) -> int:
+    """Bytes of `obj` as compact UTF-8 JSON, as the request carries it. By orjson, several times faster
+    than json for every object a plan creates; json for what orjson refuses (integers past 64 bits)."""
+    try:
+        return len(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
+    except TypeError:
+        return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def _size(count: int, limit: int, unit: str) -> str:
@@ -131,7 +142,7 @@ def object_problems(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
         found += _metadata_problems(template.get("metadata"), "spec.template.metadata")
     if obj.get("kind") in ("ConfigMap", "Secret"):
         found += _data_problems(obj)
-    size = len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
+    size = _json_size(obj)
     if size > OBJECT_MAX_BYTES:
         found.append(("<object>", _size(size, OBJECT_MAX_BYTES, "1.5 MiB, etcd's request limit")))
     first: dict[str, str] = {}

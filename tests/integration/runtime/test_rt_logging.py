@@ -118,3 +118,22 @@ def test_key_context_nests_and_restores() -> None:
             assert oplog.reconcile_key.get() == "c/d"
         assert oplog.reconcile_key.get() == "a/b"
     assert oplog.reconcile_key.get() is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"count": 3, "city": "caf\u00e9"}, {"count": 3, "city": "caf\u00e9"}),
+        ({"big": 2**70}, {"big": 2**70}),  # past 64 bits: written by json, as before
+        ({"by_index": {1: "a"}}, {"by_index": {"1": "a"}}),  # a key that is not a string
+        ({"obj": object}, {"obj": str(object)}),  # what JSON cannot hold is written as its str()
+    ],
+)
+def test_json_lines_carry_extra_fields_as_json_would(
+    stream: io.StringIO, extra: dict[str, object], expected: dict[str, object]
+) -> None:
+    oplog.setup("json", stream=stream)
+    logging.getLogger("mpi_operator.test").info("with extras", extra=extra)
+    entry = json.loads(stream.getvalue().splitlines()[-1])
+    assert {k: entry[k] for k in expected} == expected
+    assert entry["msg"] == "with extras"

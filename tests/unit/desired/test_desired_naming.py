@@ -114,3 +114,20 @@ def test_dns_names_honour_the_cluster_domain(cluster_domain: str, fqdn: str, sea
 def test_worker_index_inverts_worker_name(index: int) -> None:
     job = make_job("job-1")
     assert naming.worker_index(job, naming.worker_name(job, index)) == index
+
+
+LABEL_VALUES = st.sampled_from(["pi", "pie", "worker", "launcher", "mpi-operator", "other", ""])
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(sorted({*naming.worker_selector(make_job("pi")), "app", "x"})),
+        LABEL_VALUES,
+        max_size=5,
+    )
+)
+def test_has_worker_labels_is_the_worker_selector_matching(labels: dict[str, str]) -> None:
+    job = make_job("pi")
+    selected = all(labels.get(k) == v for k, v in naming.worker_selector(job).items())
+    assert naming.has_worker_labels(job, labels) == selected
+    assert naming.has_worker_labels(job, {**labels, **naming.worker_selector(job)})

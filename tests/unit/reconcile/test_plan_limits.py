@@ -6,6 +6,7 @@ the longest names validation allows (the arithmetic of api/constants.py, MAX_WOR
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -177,3 +178,16 @@ def test_twice_the_ceiling_could_not_be_stored_and_the_guard_says_so() -> None:
     ceiling = 2 * c.MAX_WORKER_REPLICAS
     config_map = ceiling_config_map(ceiling, c.DNS1035_LABEL_MAX_LENGTH - len(f"-worker-{ceiling - 1}"))
     assert [field for field, _ in object_problems(config_map)] == ["data"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["caf\u00e9 \u2603 \U0001f600", 'quotes " and \\ and \n', 2**70, 1.5, None, [1, {"k": True}]],
+)
+def test_an_objects_size_is_its_compact_utf8_json(value: Any) -> None:
+    """Measured as the request carries it: compact, UTF-8 (not ASCII escapes), whatever the encoder."""
+    from mpi_operator.planning.limits import _json_size
+
+    big = obj(spec={"value": value})
+    expected = len(json.dumps(big, separators=(",", ":"), ensure_ascii=False).encode())
+    assert _json_size(big) == expected
