@@ -265,10 +265,11 @@ class Kubelet:
         )
         if status != pod.get("status"):
             self._own_write = (key, str(meta.get("resourceVersion", "")))
+            # Handed over (`owned`): the status was rendered for this write, and the top level and the
+            # metadata (the parts a write changes in place) are copies, so the cluster copies nothing.
+            body = {**pod, "metadata": dict(meta), "status": status}
             try:
-                self._cluster.update(
-                    self._pods_rt, key[0], key[1], {**pod, "status": status}, subresource="status"
-                )
+                self._cluster.update(self._pods_rt, key[0], key[1], body, subresource="status", owned=True)
             finally:
                 self._own_write = None
 
