@@ -45,6 +45,9 @@ class WriteOptions:
     user_agent: str = ""
 
 
+_DEFAULT_OPTIONS = WriteOptions()
+
+
 @dataclass(frozen=True)
 class DeleteOptions:
     propagation_policy: Literal["Background", "Foreground", "Orphan"] | None = None
@@ -262,11 +265,14 @@ class Cluster:
         *,
         opts: WriteOptions | None = None,
         owned: bool = False,
+        decoded: bool = False,
     ) -> Written:
         """Creates `body`. With `owned`, the caller hands `body` over (a freshly decoded request): it is
-        used, not copied, and must not be touched afterwards."""
-        opts = opts or WriteOptions()
-        obj = self._incoming(rt, body, private=owned)
+        used, not copied, and must not be touched afterwards. `decoded` (implies `owned`; built-in kinds):
+        kubesim's own controller built `body` in the shape decoding leaves, so admission does not walk it
+        again (defaults and validation still apply; see `admission.admit`)."""
+        opts = opts or _DEFAULT_OPTIONS
+        obj = self._incoming(rt, body, private=owned or decoded)
         meta = _meta(obj)
         ns = self._writable_namespace(rt, namespace, meta, creating=True)
         if meta.get("resourceVersion"):
@@ -290,7 +296,7 @@ class Cluster:
         if builtins.is_type(rt, builtins.CRDS) and (problems := builtins.crd_problems(obj)):
             raise errors.invalid(rt.kind, rt.group, name, problems)
         builtins.prepare_create(rt, obj, node_name=self.settings.node_name, now=now)
-        obj, warnings = self._admit("CREATE", rt, obj, None, opts, None)
+        obj, warnings = self._admit("CREATE", rt, obj, None, opts, None, decoded=decoded)
         if not opts.dry_run:
             self._commit("ADDED", rt, obj, None)
             if builtins.is_type(rt, builtins.CRDS):
@@ -309,7 +315,7 @@ class Cluster:
         owned: bool = False,
     ) -> Written:
         """Replaces the object (or its `subresource`) with `body`; `owned` as for `create`."""
-        opts = opts or WriteOptions()
+        opts = opts or _DEFAULT_OPTIONS
         current = self._require(rt, namespace, name)
         if subresource == "scale":
             return self._update_scale(rt, current, body, opts)
@@ -344,7 +350,7 @@ class Cluster:
         subresource: str | None = None,
         opts: WriteOptions | None = None,
     ) -> Written:
-        opts = opts or WriteOptions()
+        opts = opts or _DEFAULT_OPTIONS
         media = (content_type or "").split(";")[0].strip().lower()
         current = self.store.get(rt.storage_key, self._scope(rt, namespace), name)
         if current is None and media == patch.APPLY_PATCH and subresource is None:
@@ -578,6 +584,8 @@ class Cluster:
         old: dict[str, Any] | None,
         opts: WriteOptions,
         subresource: str | None,
+        *,
+        decoded: bool = False,
     ) -> tuple[dict[str, Any], Warnings]:
         served = self.registry.storage_type(*rt.storage_key) or rt
         try:
@@ -590,6 +598,7 @@ class Cluster:
                 schema=rt.schema if rt.schema is not None else served.schema,
                 field_validation=opts.field_validation,
                 subresource=subresource,
+                decoded=decoded,
             )
         except admission.AdmissionError as exc:
             causes = [{"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes]

@@ -113,10 +113,14 @@ def admit(
     schema: dict[str, Any] | None,
     field_validation: Literal["Ignore", "Warn", "Strict"] = "Warn",
     subresource: str | None = None,
+    decoded: bool = False,
 ) -> AdmissionResult:
     """Checks, prunes and defaults `obj` (a new dict is returned; `obj` is not mutated).
 
     `schema` is the CRD version's openAPIV3Schema for custom resources, None for built-in kinds.
+    `decoded` (built-in kinds): kubesim built `obj` itself in the shape the decode leaves (no unknown
+    fields, nulls or wrong types) and hands it over: the schema walk is skipped, and defaults and validation
+    apply to `obj` itself, which is returned.
     Raises AdmissionError when the object must be refused.
     """
     meta = obj.get("metadata") or {}
@@ -137,13 +141,16 @@ def admit(
     if node is None:
         return AdmissionResult(_copy(obj))
     walker = Walker(builtin=True)
-    decoded = walker.walk(
-        obj, node, "", MISSING if old is None else old, go=(node.go_type.rpartition(".")[2], "")
-    )
-    if walker.decode_error:
-        raise _decode_failure(kind, api_version, name, walker.decode_error)
+    if decoded:
+        result = obj
+    else:
+        walked = walker.walk(
+            obj, node, "", MISSING if old is None else old, go=(node.go_type.rpartition(".")[2], "")
+        )
+        if walker.decode_error:
+            raise _decode_failure(kind, api_version, name, walker.decode_error)
+        result = walked if isinstance(walked, dict) else {}
     warnings = _unknown_fields(kind, api_version, name, walker.unknown, field_validation)
-    result: dict[str, Any] = decoded if isinstance(decoded, dict) else {}
     result.setdefault("apiVersion", api_version)
     result.setdefault("metadata", {})
     apply_defaults(kind, result, old, create=create and subresource is None)
