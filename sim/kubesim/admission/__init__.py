@@ -153,7 +153,9 @@ def admit(
     warnings = _unknown_fields(kind, api_version, name, walker.unknown, field_validation)
     result.setdefault("apiVersion", api_version)
     result.setdefault("metadata", {})
-    apply_defaults(kind, result, old, create=create and subresource is None)
+    if not (kind == "Pod" and subresource == "status"):
+        # A pod's defaults are its spec's, which a status write takes from the stored (defaulted) pod.
+        apply_defaults(kind, result, old, create=create and subresource is None)
     errs: FieldErrors = walker.errors
     if subresource is None:
         validate_builtin(kind, result, errs)
