@@ -313,9 +313,11 @@ class Cluster:
         subresource: str | None = None,
         opts: WriteOptions | None = None,
         owned: bool = False,
+        decoded: bool = False,
     ) -> Written:
-        """Replaces the object (or its `subresource`) with `body`; `owned` as for `create`."""
+        """Replaces the object (or its `subresource`) with `body`; `owned` and `decoded` as for `create`."""
         opts = opts or _DEFAULT_OPTIONS
+        owned = owned or decoded
         current = self._require(rt, namespace, name)
         if subresource == "scale":
             return self._update_scale(rt, current, body, opts)
@@ -337,7 +339,7 @@ class Cluster:
         if not body_rv and not builtins.allows_unconditional_update(rt):
             why = "Invalid value: 0x0: must be specified for an update"
             raise errors.field_invalid(rt.kind, rt.group, name, "metadata.resourceVersion", why)
-        return self._write_update(rt, current, new, subresource, opts)
+        return self._write_update(rt, current, new, subresource, opts, decoded=decoded)
 
     def patch(
         self,
@@ -621,6 +623,8 @@ class Cluster:
         new: dict[str, Any],
         subresource: str | None,
         opts: WriteOptions,
+        *,
+        decoded: bool = False,
     ) -> Written:
         cur_meta = current["metadata"]
         meta = new["metadata"]
@@ -645,7 +649,9 @@ class Cluster:
                 raise errors.field_invalid(
                     rt.kind, rt.group, name, "metadata.finalizers", why, reason="FieldValueForbidden"
                 )
-        merged, warnings = self._admit("UPDATE", rt, merged, self._relabel(rt, current), opts, subresource)
+        merged, warnings = self._admit(
+            "UPDATE", rt, merged, self._relabel(rt, current), opts, subresource, decoded=decoded
+        )
         if builtins.spec_changed(rt, current, merged):
             merged["metadata"]["generation"] = int(cur_meta.get("generation") or 0) + 1
         if merged == current:
