@@ -140,23 +140,23 @@ def admit(
     node = builtin_schema(api_version, kind)
     if node is None:
         return AdmissionResult(_copy(obj))
-    walker = Walker(builtin=True)
     if decoded:
-        result = obj
+        result, errs, warnings = obj, FieldErrors(), []
     else:
+        walker = Walker(builtin=True)
         walked = walker.walk(
             obj, node, "", MISSING if old is None else old, go=(node.go_type.rpartition(".")[2], "")
         )
         if walker.decode_error:
             raise _decode_failure(kind, api_version, name, walker.decode_error)
         result = walked if isinstance(walked, dict) else {}
-    warnings = _unknown_fields(kind, api_version, name, walker.unknown, field_validation)
+        errs = walker.errors
+        warnings = _unknown_fields(kind, api_version, name, walker.unknown, field_validation)
     result.setdefault("apiVersion", api_version)
     result.setdefault("metadata", {})
     if not (kind == "Pod" and subresource == "status"):
         # A pod's defaults are its spec's, which a status write takes from the stored (defaulted) pod.
         apply_defaults(kind, result, old, create=create and subresource is None)
-    errs: FieldErrors = walker.errors
     if subresource is None:
         validate_builtin(kind, result, errs)
         if kind == "CustomResourceDefinition":
