@@ -113,10 +113,14 @@ def admit(
     schema: dict[str, Any] | None,
     field_validation: Literal["Ignore", "Warn", "Strict"] = "Warn",
     subresource: str | None = None,
+    decoded: bool = False,
 ) -> AdmissionResult:
     """Checks, prunes and defaults `obj` (a new dict is returned; `obj` is not mutated).
 
     `schema` is the CRD version's openAPIV3Schema for custom resources, None for built-in kinds.
+    `decoded` (built-in kinds): kubesim built `obj` itself in the shape the decode leaves (no unknown
+    fields, nulls or wrong types) and hands it over: the schema walk is skipped, and defaults and validation
+    apply to `obj` itself, which is returned.
     Raises AdmissionError when the object must be refused.
     """
     meta = obj.get("metadata") or {}
@@ -136,18 +140,23 @@ def admit(
     node = builtin_schema(api_version, kind)
     if node is None:
         return AdmissionResult(_copy(obj))
-    walker = Walker(builtin=True)
-    decoded = walker.walk(
-        obj, node, "", MISSING if old is None else old, go=(node.go_type.rpartition(".")[2], "")
-    )
-    if walker.decode_error:
-        raise _decode_failure(kind, api_version, name, walker.decode_error)
-    warnings = _unknown_fields(kind, api_version, name, walker.unknown, field_validation)
-    result: dict[str, Any] = decoded if isinstance(decoded, dict) else {}
+    if decoded:
+        result, errs, warnings = obj, FieldErrors(), []
+    else:
+        walker = Walker(builtin=True)
+        walked = walker.walk(
+            obj, node, "", MISSING if old is None else old, go=(node.go_type.rpartition(".")[2], "")
+        )
+        if walker.decode_error:
+            raise _decode_failure(kind, api_version, name, walker.decode_error)
+        result = walked if isinstance(walked, dict) else {}
+        errs = walker.errors
+        warnings = _unknown_fields(kind, api_version, name, walker.unknown, field_validation)
     result.setdefault("apiVersion", api_version)
     result.setdefault("metadata", {})
-    apply_defaults(kind, result, old, create=create and subresource is None)
-    errs: FieldErrors = walker.errors
+    if not (kind == "Pod" and subresource == "status"):
+        # A pod's defaults are its spec's, which a status write takes from the stored (defaulted) pod.
+        apply_defaults(kind, result, old, create=create and subresource is None)
     if subresource is None:
         validate_builtin(kind, result, errs)
         if kind == "CustomResourceDefinition":

@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 import celpy
+import orjson
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
@@ -104,17 +105,27 @@ def _field_path(base: str, relative: str) -> str:
 # Verdicts by (rule spec, value, old value): an object re-admitted with the same content (status writes,
 # no-op updates) skips cel-python's tree-walking interpreter, which costs milliseconds per rule.
 _Verdict = tuple[str, str]  # ("ok" | "fail" | "error" | "warn", text)
-_VERDICTS: OrderedDict[tuple[str, str, str], _Verdict] = OrderedDict()
+_VERDICTS: OrderedDict[tuple[bytes, bytes, bytes], _Verdict] = OrderedDict()
 _VERDICT_LIMIT = 4096
+
+
+def _canonical(value: Any) -> bytes:
+    """JSON with sorted keys: equal values, equal keys (orjson, as the verdict's cache key is built on
+    every write of a custom resource; the standard library for what orjson refuses, e.g. huge integers).
+    orjson writes NaN as null: NaN is not JSON, and an apiserver refuses a body holding it."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return b"~" + json.dumps(value, sort_keys=True).encode()
 
 
 def _verdict(rule_spec: dict[str, Any], site: CelSite, transition: bool) -> _Verdict:
     scope = _scope(str(rule_spec.get("rule", "")), str(rule_spec.get("messageExpression") or ""))
     site = replace(site, value=_project(site.value, scope[0]), old=_project(site.old, scope[1]))
     key = (
-        json.dumps(rule_spec, sort_keys=True),
-        json.dumps(site.value, sort_keys=True),
-        json.dumps(site.old, sort_keys=True) if transition else "",
+        _canonical(rule_spec),
+        _canonical(site.value),
+        _canonical(site.old) if transition else b"",
     )
     hit = _VERDICTS.get(key)
     if hit is not None:

@@ -57,6 +57,8 @@ class Node:
     patch_merge_key: str = ""
     validations: tuple[dict[str, Any], ...] = ()
     all_of: tuple[Node, ...] = field(default=())
+    walk_plan: Any = None
+    """What `structural.Walker` derives from this node once, on its first walk of a built-in kind."""
 
     def child(self, key: str) -> Node | None:
         if self.properties is not None and key in self.properties:

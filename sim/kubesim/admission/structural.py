@@ -81,23 +81,41 @@ def _go_json_kind(value: Any) -> str:
     return {"boolean": "bool"}.get(kind, kind)
 
 
-_PLAIN: dict[int, type | None] = {}
-"""Built-in schema nodes (cached for the life of the process, so ids stay theirs) whose string or
-boolean values decode as they are: no format, enum or other check applies."""
+def _leaf(node: Node) -> type | None:
+    """The type (str or bool) whose values of a built-in node decode as they are: no format, enum or other
+    check applies to them. None when every value needs its walk."""
+    simple = not (node.int_or_string or node.enum is not None or node.validations or node.all_of)
+    simple = simple and node.format in (None, "", "date-time")
+    if simple and node.types == frozenset({"string"}):
+        return str
+    if simple and node.types == frozenset({"boolean"}):
+        return bool
+    return None
 
 
-def _plain(node: Node) -> type | None:
-    plain = _PLAIN.get(id(node), MISSING)
-    if plain is MISSING:
-        simple = not (node.int_or_string or node.enum is not None or node.validations or node.all_of)
-        simple = simple and node.format in (None, "", "date-time")
-        plain = None
-        if simple and node.types == frozenset({"string"}):
-            plain = str
-        elif simple and node.types == frozenset({"boolean"}):
-            plain = bool
-        _PLAIN[id(node)] = plain
-    return plain  # type: ignore[no-any-return]
+@dataclass(slots=True)
+class _Plan:
+    """What the walk of a built-in node needs, derived once per node (kept on `Node.walk_plan`): its
+    properties with their leaf types, so the common field (a string) costs one lookup and no call."""
+
+    fields: dict[str, tuple[Node, type | None]]
+    additional_leaf: type | None
+    item_leaf: type | None
+    struct: str
+
+
+def _plan(node: Node) -> _Plan:
+    # Built-in schemas are compiled in full before their first walk and never change afterwards.
+    plan = node.walk_plan
+    if plan is None:
+        props = node.properties or {}
+        plan = node.walk_plan = _Plan(
+            fields={key: (child, _leaf(child)) for key, child in props.items()},
+            additional_leaf=None if node.additional is None else _leaf(node.additional),
+            item_leaf=None if node.items is None else _leaf(node.items),
+            struct=node.go_type.rpartition(".")[2],
+        )
+    return plan  # type: ignore[no-any-return]
 
 
 def _join(path: str, key: str) -> str:
@@ -120,12 +138,10 @@ class Walker:
         self, value: Any, node: Node, path: str = "", old: Any = MISSING, go: tuple[str, str] = ("", "")
     ) -> Any:
         """Returns the cleaned value, or MISSING when the value is to be dropped."""
+        if self.builtin:
+            return self._builtin(value, node, path, old, go)
         if value is None:
             return self._null(node, path)
-        if self.builtin and old is not MISSING and value == old:
-            # Unchanged since the stored version, which was decoded, pruned and defaulted already: a
-            # second decode would give the same value back (a status write leaves the spec alone).
-            return value
         if node.int_or_string:
             return self._int_or_string(value, node, path)
         if node.format == "quantity":
@@ -135,7 +151,7 @@ class Walker:
         if types and kind not in types:
             if kind == "integer" and "number" in types:
                 pass
-            elif kind == "number" and "integer" in types and not self.builtin and value.is_integer():
+            elif kind == "number" and "integer" in types and value.is_integer():
                 value, kind = int(value), "integer"  # what the JSON decoder of unstructured objects does
             else:
                 self._type_error(value, node, path, go, kind)
@@ -155,17 +171,116 @@ class Walker:
                 self._check_only(result, sub, path)
         return result
 
+    # ------------------------------------------------------------------ built-in kinds (Go's decoder)
+
+    def _builtin(self, value: Any, node: Node, path: str, old: Any, go: tuple[str, str]) -> Any:
+        """`walk` for built-in kinds: decode errors for wrong types, nulls dropped, enums checked; built-in
+        schemas carry no defaults, CEL rules or allOf."""
+        if value is None:
+            return MISSING
+        if old is not MISSING and value == old:
+            # Unchanged since the stored version, which was decoded, pruned and defaulted already: a
+            # second decode would give the same value back (a status write leaves the spec alone).
+            return value
+        if node.int_or_string:
+            return self._int_or_string(value, node, path)
+        if node.format == "quantity":
+            return self._quantity(value, go)
+        kind = _TYPE_NAMES.get(type(value)) or _slow_json_type(value)
+        types = node.types
+        if types and kind not in types and not (kind == "integer" and "number" in types):
+            self._decode(value, node, go)
+            return MISSING
+        if kind == "object":
+            result: Any = self._builtin_object(value, node, path, old, go)
+        elif kind == "array":
+            result = self._builtin_array(value, node, path, old, go)
+        else:
+            result = self._scalar(value, node, path, go)
+        if node.enum is not None and result is not MISSING:
+            self._enum(result, node, path)
+        return result
+
+    def _builtin_object(
+        self, value: dict[str, Any], node: Node, path: str, old: Any, go: tuple[str, str]
+    ) -> dict[str, Any]:
+        plan = node.walk_plan or _plan(node)
+        fields = plan.fields
+        props = node.properties
+        additional = node.additional
+        out: dict[str, Any] = {}
+        old_map = old if isinstance(old, dict) else None
+        # Go names a field by its struct; map values by the map field itself (`ObjectMeta.metadata.labels`)
+        struct = plan.struct if props is not None else go[0]
+        go_prefix = go[1] + "." if go[1] else ""
+        prefix = path + "." if path else ""
+        walk = self._builtin
+        for key, item in value.items():
+            # One string per field name (and label key) for all stored objects, not one per object.
+            key = intern(key)
+            entry = fields.get(key)
+            if entry is not None:
+                child, leaf = entry
+            elif additional is not None:
+                child, leaf = additional, plan.additional_leaf
+            else:
+                if (
+                    node.preserve_unknown
+                    or node.additional_any
+                    or (node.embedded and key in ("apiVersion", "kind", "metadata"))
+                    or (props is None and not node.types)
+                ):
+                    out[key] = item
+                else:
+                    self.unknown.append(prefix + key)
+                continue
+            if type(item) is leaf:
+                out[key] = item  # the common leaf (a string), decoded as it is without a walk
+                continue
+            cleaned = walk(
+                item,
+                child,
+                prefix + key,
+                MISSING if old_map is None else old_map.get(key, MISSING),
+                (struct, go_prefix + key) if props is not None else go,
+            )
+            if cleaned is not MISSING:
+                out[key] = cleaned
+        for key in node.required:
+            present = out.get(key)
+            if present is None or (not present and isinstance(present, str | list | dict)):
+                self.errors.required(_join(path, key))
+        return out
+
+    def _builtin_array(
+        self, value: list[Any], node: Node, path: str, old: Any, go: tuple[str, str]
+    ) -> list[Any]:
+        item_node = node.items
+        if item_node is None:
+            return list(value)
+        leaf = (node.walk_plan or _plan(node)).item_leaf
+        # `old` serves only to skip unchanged parts, so the item at the same index will do.
+        old_list = old if isinstance(old, list) else ()
+        known = len(old_list)
+        out: list[Any] = []
+        walk = self._builtin
+        for i, item in enumerate(value):
+            if type(item) is leaf:
+                out.append(item)
+                continue
+            cleaned = walk(item, item_node, f"{path}[{i}]", old_list[i] if i < known else MISSING, go)
+            if cleaned is not MISSING:
+                out.append(cleaned)  # a null item is dropped, as Go decodes it to a zero value
+        return out
+
     # ------------------------------------------------------------------ kinds of values
 
     def _null(self, node: Node, path: str) -> Any:
-        if self.builtin or node.nullable or not node.types:
-            return MISSING if self.builtin else None
+        if node.nullable or not node.types:
+            return None
         return MISSING  # apiextensions prunes nulls of non-nullable fields (before defaulting)
 
     def _type_error(self, value: Any, node: Node, path: str, go: tuple[str, str], kind: str) -> None:
-        if self.builtin:
-            self._decode(value, node, go)
-            return
         expected = ",".join(sorted(node.types))
         self.errors.invalid_shown(
             path, go_quote(kind), f"{path} in body must be of type {expected}: {go_quote(kind)}"
@@ -228,18 +343,12 @@ class Walker:
         additional = node.additional
         out: dict[str, Any] = {}
         old_map = old if isinstance(old, dict) else None
-        builtin = self.builtin
-        struct = node.go_type.rpartition(".")[2] if props is not None else go[0]
-        go_prefix = go[1] + "." if go[1] else ""
         prefix = path + "." if path else ""
         walk = self.walk
         for key, item in value.items():
             # One string per field name (and label key) for all stored objects, not one per object.
             key = intern(key)
             child = props.get(key) if props is not None else None
-            if builtin and child is not None and type(item) is _plain(child):
-                out[key] = item  # the common leaf (a string), decoded as it is without a walk
-                continue
             if child is None:
                 child = additional
                 if child is None:
@@ -254,60 +363,40 @@ class Walker:
                         self.unknown.append(prefix + key)
                     continue
             cleaned = walk(
-                item,
-                child,
-                prefix + key,
-                MISSING if old_map is None else old_map.get(key, MISSING),
-                # Go names map values by the map field itself (`ObjectMeta.metadata.labels`)
-                (struct, go_prefix + key) if builtin and props is not None else go,
+                item, child, prefix + key, MISSING if old_map is None else old_map.get(key, MISSING), go
             )
             if cleaned is not MISSING:
                 out[key] = cleaned
         old_map = old_map or {}
-        if props is not None and self.defaults and not self.builtin:
+        if props is not None and self.defaults:
             for key, child in props.items():
                 if key not in out and child.default is not MISSING:
                     out[key] = self.walk(
                         copy.deepcopy(child.default), child, _join(path, key), old_map.get(key, MISSING)
                     )
-        if self.builtin:
-            for key in node.required:
-                if _empty(out.get(key)):
-                    self.errors.required(_join(path, key))
-        else:
-            for key in node.required:
-                if key not in out:
-                    self.errors.required(_join(path, key))
-            self._object_checks(out, node, path)
+        for key in node.required:
+            if key not in out:
+                self.errors.required(_join(path, key))
+        self._object_checks(out, node, path)
         return out
 
     def _array(self, value: list[Any], node: Node, path: str, old: Any, go: tuple[str, str]) -> Any:
         item_node = node.items
         out: list[Any] = []
-        builtin = self.builtin
-        # Built-in kinds use `old` only to skip unchanged parts, so the item at the same index will do.
-        old_list = old if builtin and isinstance(old, list) else ()
-        old_items = _correlate(old, node) if old is not MISSING and not builtin else {}
-        plain = _plain(item_node) if builtin and item_node is not None else None
+        old_items = _correlate(old, node) if old is not MISSING else {}
         for i, item in enumerate(value):
-            if item_node is None or type(item) is plain:
+            if item_node is None:
                 out.append(item)
                 continue
-            if item is None and not builtin and item_node.types and not item_node.nullable:
+            if item is None and item_node.types and not item_node.nullable:
                 # nulls are pruned from objects only; in a list they are a type error
                 self._type_error(item, item_node, f"{path}[{i}]", go, "null")
                 out.append(None)
                 continue
-            if builtin:
-                old_item = old_list[i] if i < len(old_list) else MISSING
-            else:
-                old_item = old_items.get(_identity(item, node), MISSING) if old_items else MISSING
+            old_item = old_items.get(_identity(item, node), MISSING) if old_items else MISSING
             cleaned = self.walk(item, item_node, f"{path}[{i}]", old_item, go)
-            if cleaned is MISSING and self.builtin:
-                continue
             out.append(None if cleaned is MISSING else cleaned)
-        if not self.builtin:
-            self._array_checks(out, node, path)
+        self._array_checks(out, node, path)
         return out
 
     # ------------------------------------------------------------------ value validations (CRDs)
@@ -389,10 +478,6 @@ class Walker:
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
-
-
-def _empty(value: Any) -> bool:
-    return value is None or value == "" or value == [] or value == {}
 
 
 def _identity(item: Any, node: Node) -> Any:

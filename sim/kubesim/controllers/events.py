@@ -176,5 +176,6 @@ class EventRecorder:
             body["firstTimestamp"] = stamp
             body["lastTimestamp"] = stamp
             body["count"] = 1
-        created = self._cluster.create(builtins.EVENTS, namespace, body, owned=True).stored
+        # Built here to the Event schema (strings, an int count, no nulls): admission need not decode it.
+        created = self._cluster.create(builtins.EVENTS, namespace, body, decoded=True).stored
         return str(created["metadata"]["name"])

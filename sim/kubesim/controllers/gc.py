@@ -41,10 +41,14 @@ def _key(rt: ResourceType, obj: dict[str, Any]) -> ObjectKey:
     return rt.group, rt.plural, str(meta.get("namespace") or ""), str(meta.get("name", ""))
 
 
+_NO_OWNERS: frozenset[str] = frozenset()
+
+
 def _owner_uids(obj: dict[str, Any] | None) -> frozenset[str]:
-    if obj is None:
-        return frozenset()
-    return frozenset(str(r.get("uid", "")) for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
+    refs = None if obj is None else (obj.get("metadata") or {}).get("ownerReferences")
+    if not refs:
+        return _NO_OWNERS
+    return frozenset(str(r.get("uid", "")) for r in refs)
 
 
 def _finalizers(obj: dict[str, Any]) -> list[str]:
@@ -83,23 +87,24 @@ class GarbageCollector:
         self._kinds[(rt.group, rt.kind)] = rt
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid", ""))
-        before = self._owners_of.get(key, frozenset())
-        after = frozenset() if event == "DELETED" else _owner_uids(obj)
-        for owner in before - after:
-            deps = self._dependents.get(owner)
-            if deps is not None:
-                deps.discard(key)
-                if not deps:
-                    del self._dependents[owner]
-            # A foreground-deleting owner may be waiting for exactly this dependent.
-            if owner in self._by_uid:
-                self._queue.add(("owner", self._by_uid[owner]))
-        for owner in after - before:
-            self._dependents.setdefault(owner, set()).add(key)
-        if after:
-            self._owners_of[key] = after
-        else:
-            self._owners_of.pop(key, None)
+        before = self._owners_of.get(key, _NO_OWNERS)
+        after = _NO_OWNERS if event == "DELETED" else _owner_uids(obj)
+        if before != after:  # most changes (status writes, Events) leave the owners alone
+            for owner in before - after:
+                deps = self._dependents.get(owner)
+                if deps is not None:
+                    deps.discard(key)
+                    if not deps:
+                        del self._dependents[owner]
+                # A foreground-deleting owner may be waiting for exactly this dependent.
+                if owner in self._by_uid:
+                    self._queue.add(("owner", self._by_uid[owner]))
+            for owner in after - before:
+                self._dependents.setdefault(owner, set()).add(key)
+            if after:
+                self._owners_of[key] = after
+            else:
+                self._owners_of.pop(key, None)
 
         if event == "DELETED":
             if self._by_uid.get(uid) == key:

@@ -161,6 +161,8 @@ class Kubelet:
             code = int(body.get("exitCode", ps.SIGKILL_EXIT_CODE))
         except (TypeError, ValueError):
             return web.json_response(errors.bad_request("exitCode must be an integer").status(), status=400)
+        if not -(2**31) <= code < 2**31:  # what containerStatuses[].state.terminated.exitCode holds
+            return web.json_response(errors.bad_request("exitCode must be an int32").status(), status=400)
         return self._answer(lambda ns, pod: self.kill(ns, pod, code), request)
 
     def _answer(self, act: Callable[[str, str], None], request: web.Request) -> web.Response:
@@ -187,7 +189,7 @@ class Kubelet:
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
-        if rt != self._pods_rt:
+        if rt.plural != "pods" or rt != self._pods_rt:  # the plural first: no dataclass __eq__ per Event
             return
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -265,10 +267,12 @@ class Kubelet:
         )
         if status != pod.get("status"):
             self._own_write = (key, str(meta.get("resourceVersion", "")))
+            # Handed over: the status was rendered for this write, and the top level and the metadata
+            # (the parts a write changes in place) are copies, so the cluster copies nothing. `decoded`:
+            # podstatus renders only what the decode keeps (no nulls; strings, int32s, booleans).
+            body = {**pod, "metadata": dict(meta), "status": status}
             try:
-                self._cluster.update(
-                    self._pods_rt, key[0], key[1], {**pod, "status": status}, subresource="status"
-                )
+                self._cluster.update(self._pods_rt, key[0], key[1], body, subresource="status", decoded=True)
             finally:
                 self._own_write = None
 

@@ -66,6 +66,13 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
+def _exit_code(value: str | None, default: int) -> int:
+    """An exit code annotation; one `containerStatuses[].state.terminated.exitCode` (an int32) cannot
+    hold reads as the default, like one that is not a number."""
+    code = _int(value, default)
+    return code if -(2**31) <= code < 2**31 else default
+
+
 @dataclass(frozen=True)
 class PodTiming:
     """The `kubesim/*` annotations of one pod, with the cluster defaults filled in, and which of its
@@ -95,15 +102,15 @@ class PodTiming:
         """`min_run` bounds how fast a crashing container can restart (no busy loop on run-seconds 0)."""
         run = _optional_seconds(annotations.get(RUN_SECONDS))
         init = _seconds(annotations.get(INIT_SECONDS), DEFAULT_INIT_SECONDS)
-        init_exit_code = _int(annotations.get(INIT_EXIT_CODE), 0)
+        init_exit_code = _exit_code(annotations.get(INIT_EXIT_CODE), 0)
         return cls(
             start=_seconds(annotations.get(START_SECONDS), start_default),
             ready=_seconds(annotations.get(READY_SECONDS), ready_default),
             run=None if run is None else max(run, min_run),
-            exit_code=_int(annotations.get(EXIT_CODE), 0),
+            exit_code=_exit_code(annotations.get(EXIT_CODE), 0),
             never_ready=annotations.get(READY, "").lower() == "false",
             termination=_seconds(annotations.get(TERMINATION_SECONDS), DEFAULT_TERMINATION_SECONDS),
-            termination_exit_code=_int(annotations.get(TERMINATION_EXIT_CODE), SIGTERM_EXIT_CODE),
+            termination_exit_code=_exit_code(annotations.get(TERMINATION_EXIT_CODE), SIGTERM_EXIT_CODE),
             # Only a failing init container restarts, so only then does it need the floor.
             init=init if init_exit_code == 0 else max(init, min_run),
             init_exit_code=init_exit_code,

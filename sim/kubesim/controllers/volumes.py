@@ -528,7 +528,7 @@ class VolumeManager:
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
-        if rt != self._pods_rt:
+        if rt.plural != "pods" or rt != self._pods_rt:  # the plural first: no dataclass __eq__ per Event
             return
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))

@@ -8,6 +8,7 @@ moves time itself, so it can check what a pod looks like just before and just af
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,11 +16,14 @@ import aiohttp
 import pytest
 
 from kubesim import table
+from kubesim.admission.schema import builtin_schema
+from kubesim.admission.structural import Walker
 from kubesim.app import KubeSim
-from kubesim.cluster import DeleteOptions
+from kubesim.cluster import DeleteOptions, EventType
 from kubesim.controllers import FakeClock
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.errors import StatusError
+from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
 
 JUST = 2**-10
@@ -30,6 +34,30 @@ of two, so that adding it back lands exactly on `due`)."""
 @pytest.fixture
 def kubesim_settings(clock: FakeClock) -> SimSettings:
     return SimSettings(clock=clock, start_seconds=1.0, ready_seconds=1.0)
+
+
+@pytest.fixture(autouse=True)
+def statuses_need_no_decode(sim: KubeSim) -> Iterator[None]:
+    """The kubelet's status writes skip admission's schema walk (`decoded=True`): every pod these tests
+    drive (phases, init containers, sidecars, restarts, deletion, eviction, kill) must be stored just as
+    the walk would have left it, with nothing unknown or undecodable."""
+    node = builtin_schema("v1", "Pod")
+    assert node is not None
+    problems: list[str] = []
+
+    def check(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if rt.kind == "Pod" and event != "DELETED":
+            walker = Walker(builtin=True)
+            walked = walker.walk(obj, node, go=("Pod", ""))
+            if walked != obj or walker.unknown or walker.decode_error or walker.errors:
+                problems.append(
+                    f"{obj['metadata']['name']}: {obj.get('status')} walks to {walked.get('status')}"
+                )
+
+    sim.cluster.add_listener(check)
+    yield
+    sim.cluster.remove_listener(check)
+    assert problems == []
 
 
 async def make_pod(
