@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -44,6 +45,18 @@ def source_env() -> dict[str, str]:
     roots = [str(ROOT / root) for root in ("operator", "discovery", "sim")]
     inherited = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, *([inherited] if inherited else [])])}
+
+
+def run_python(script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`script` run by a child `python -c` on this tree's code (`source_env`), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=source_env(),
+        check=False,
+    )
 
 
 def operator_settings(kubesim: KubeSim, **overrides: Any) -> Settings:

@@ -4,13 +4,11 @@ the `sim` extra installs (tests/e2e/test_install_wheel.py installs the wheel for
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 from mpi_operator import demo
-from operator_testing import source_env
+from operator_testing import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 # Top-level modules of kubesim and of the `sim` extra's distributions.
@@ -60,14 +58,7 @@ code = cli.main(["run", "--kubeconfig", "/nonexistent/kubeconfig", "--no-leader-
 assert code == 1, code
 assert "mpi_operator.controller.manager" in sys.modules
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=source_env(),
-        check=False,
-    )
+    result = run_python(script)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert "fatal: cannot configure the Kubernetes client from /nonexistent/kubeconfig" in result.stderr

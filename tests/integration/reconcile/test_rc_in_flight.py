@@ -13,7 +13,7 @@ brought back through a compaction, so the watch relists and the store never hold
 
 from __future__ import annotations
 
-from rc_harness import NS, OPERATOR_AGENT, idle, mpijob, pods_of
+from rc_harness import NS, OPERATOR_AGENT, WITHIN, idle, mpijob, pods_of
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
@@ -23,6 +23,7 @@ from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from operator_testing import SteppedClock, quick_settings, running_operator
 
+BOTH = ["pi-worker-0", "pi-worker-1"]
 SOON = TTL / 3
 """A bound well inside the expectations' TTL: what the operator does by then, it did not do because
 an expectation ran out (the operator's clock flows with real time in these tests)."""
@@ -57,6 +58,24 @@ async def suspend(kube: Kube, name: str, value: bool) -> None:
     await kube.patch(resources.MPIJOB, name, patch, namespace=NS)
 
 
+async def created_unseen(kubesim: KubeSim, kube: Kube) -> int:
+    """Blinds the operator's pod watch and creates MPIJob `pi` with two workers; returns, once both
+    exist, how many pod LISTs the operator had made before (see `relisted`)."""
+    await eventually(lambda: kubesim.control.open_watches() > 0, what="the operator's watches")
+    blind_pod_watch(kubesim)
+    lists = pod_lists(kubesim)
+    await kube.create(resources.MPIJOB, mpijob("pi", workers=2), namespace=NS)
+    await has_workers(kube, BOTH, "both workers created while the pod cache is blind")
+    return lists
+
+
+async def has_workers(kube: Kube, names: list[str], what: str, within: float = WITHIN) -> None:
+    async def check() -> bool:
+        return await worker_names(kube, "pi") == names
+
+    await eventually(check, within=within, what=what)
+
+
 async def relisted(kubesim: KubeSim, mgr: Manager, lists_before: int) -> None:
     restore_pod_watch(kubesim)
     await eventually(lambda: pod_lists(kubesim) > lists_before, sim=kubesim, what="the pod relist")
@@ -68,26 +87,12 @@ async def test_workers_deleted_by_a_suspend_before_the_cache_saw_them_come_back_
 ) -> None:
     clock = SteppedClock()
     async with running_operator(quick_settings(kubesim), clock=clock, now=clock.utc_now) as mgr:
-        await eventually(lambda: kubesim.control.open_watches() > 0, what="the operator's watches")
-        blind_pod_watch(kubesim)
-        lists = pod_lists(kubesim)
-        await kube.create(resources.MPIJOB, mpijob("pi", workers=2), namespace=NS)
-        wanted = ["pi-worker-0", "pi-worker-1"]
-
-        async def created() -> bool:
-            return await worker_names(kube, "pi") == wanted
-
-        await eventually(created, what="both workers created while the pod cache is blind")
+        lists = await created_unseen(kubesim, kube)
         await suspend(kube, "pi", True)
-
-        async def gone() -> bool:
-            return await worker_names(kube, "pi") == []
-
-        await eventually(gone, what="the suspend deleting the workers it never saw in its cache")
+        await has_workers(kube, [], "the suspend deleting the workers it never saw in its cache")
         await relisted(kubesim, mgr, lists)
-
         await suspend(kube, "pi", False)
-        await eventually(created, within=SOON, what="both workers created again on resume")
+        await has_workers(kube, BOTH, "both workers created again on resume", within=SOON)
 
 
 async def test_a_worker_that_vanished_before_the_cache_saw_it_is_created_when_its_expectation_expires(
@@ -95,25 +100,13 @@ async def test_a_worker_that_vanished_before_the_cache_saw_it_is_created_when_it
 ) -> None:
     clock = SteppedClock()
     async with running_operator(quick_settings(kubesim), clock=clock, now=clock.utc_now) as mgr:
-        await eventually(lambda: kubesim.control.open_watches() > 0, what="the operator's watches")
-        blind_pod_watch(kubesim)
-        lists = pod_lists(kubesim)
-        await kube.create(resources.MPIJOB, mpijob("pi", workers=2), namespace=NS)
-
-        async def both() -> bool:
-            return await worker_names(kube, "pi") == ["pi-worker-0", "pi-worker-1"]
-
-        await eventually(both, what="both workers created while the pod cache is blind")
+        lists = await created_unseen(kubesim, kube)
         # Someone else deletes a worker before the operator's cache ever showed it.
         await kube.delete(resources.POD, "pi-worker-0", namespace=NS)
-
-        async def one() -> bool:
-            return await worker_names(kube, "pi") == ["pi-worker-1"]
-
-        await eventually(one, what="worker-0 gone")
+        await has_workers(kube, ["pi-worker-1"], "worker-0 gone")
         await relisted(kubesim, mgr, lists)
         # The expectation for worker-0 still hides it; once it expires the job must be synced again,
         # although no event about the job comes.
         assert await worker_names(kube, "pi") == ["pi-worker-1"]
         clock.advance(TTL)
-        await eventually(both, within=SOON, what="worker-0 created again once its expectation expired")
+        await has_workers(kube, BOTH, "worker-0 created again once its expectation expired", within=SOON)

@@ -5,10 +5,8 @@ model modules or its dynamic client; and code that does want the whole SDK still
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from operator_testing import source_env
+from operator_testing import run_python
 
 EXCLUDED = (
     "kubesim",
@@ -24,20 +22,9 @@ SDK_MODULES_AT_MOST = 30
 """kubernetes_asyncio modules `run` may import (15 today); the whole package is about 870."""
 
 
-def run(script: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=source_env(),
-        check=False,
-    )
-
-
 def test_run_imports_only_what_it_runs() -> None:
     # `run` goes all the way into the manager, which stops at the missing kubeconfig.
-    result = run(
+    result = run_python(
         """
 import json, sys
 from mpi_operator import cli
@@ -57,7 +44,7 @@ print(json.dumps(sorted(sys.modules)))
 
 
 def test_the_whole_sdk_is_still_there_for_who_asks() -> None:
-    result = run(
+    result = run_python(
         """
 import mpi_operator.kube.client
 from kubernetes_asyncio import client, watch

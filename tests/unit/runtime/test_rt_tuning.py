@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
 from mpi_operator.controller import tuning
-from operator_testing import source_env
+from operator_testing import run_python
 
 
 class RecordingLibc:
@@ -69,14 +68,7 @@ code = cli.main(["run", "--kubeconfig", "/nonexistent/kubeconfig", "--no-leader-
                  "--metrics-address", "127.0.0.1:0"])
 print(json.dumps([code, gc.get_threshold(), gc.get_freeze_count() > 0]))
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=source_env(),
-        check=False,
-    )
+    result = run_python(script)
     assert result.returncode == 0, result.stderr
     code, thresholds, frozen = json.loads(result.stdout.splitlines()[-1])
     assert code == 1, "stops at the missing kubeconfig, after tuning"
