@@ -156,7 +156,8 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
     finally:
         await stop(proc)
     assert proc.returncode == 0, err.decode()
-    assert '"msg": "stopped"' in err.decode()
+    last = json.loads(err.decode().splitlines()[-1])
+    assert (last["logger"], last["msg"]) == ("mpi_operator.cli", "stopped")
 
 
 FLAG_CASES = [

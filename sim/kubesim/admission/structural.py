@@ -224,15 +224,7 @@ class Walker:
             elif additional is not None:
                 child, leaf = additional, plan.additional_leaf
             else:
-                if (
-                    node.preserve_unknown
-                    or node.additional_any
-                    or (node.embedded and key in ("apiVersion", "kind", "metadata"))
-                    or (props is None and not node.types)
-                ):
-                    out[key] = item
-                else:
-                    self.unknown.append(prefix + key)
+                self._unknown_field(out, node, key, item, prefix)
                 continue
             if type(item) is leaf:
                 out[key] = item  # the common leaf (a string), decoded as it is without a walk
@@ -251,6 +243,19 @@ class Walker:
             if present is None or (not present and isinstance(present, str | list | dict)):
                 self.errors.required(_join(path, key))
         return out
+
+    def _unknown_field(self, out: dict[str, Any], node: Node, key: str, item: Any, prefix: str) -> None:
+        """A field the schema does not name: kept where the schema lets unknown fields through, else
+        listed in `unknown` (pruned, or refused under strict field validation)."""
+        if (
+            node.preserve_unknown
+            or node.additional_any
+            or (node.embedded and key in ("apiVersion", "kind", "metadata"))
+            or (node.properties is None and not node.types)
+        ):
+            out[key] = item
+        else:
+            self.unknown.append(prefix + key)
 
     def _builtin_array(
         self, value: list[Any], node: Node, path: str, old: Any, go: tuple[str, str]
@@ -352,15 +357,7 @@ class Walker:
             if child is None:
                 child = additional
                 if child is None:
-                    if (
-                        node.preserve_unknown
-                        or node.additional_any
-                        or (node.embedded and key in ("apiVersion", "kind", "metadata"))
-                        or (props is None and not node.types)
-                    ):
-                        out[key] = item
-                    else:
-                        self.unknown.append(prefix + key)
+                    self._unknown_field(out, node, key, item, prefix)
                     continue
             cleaned = walk(
                 item, child, prefix + key, MISSING if old_map is None else old_map.get(key, MISSING), go
