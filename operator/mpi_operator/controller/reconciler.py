@@ -212,11 +212,18 @@ class MPIJobReconciler:
         self._invalid_reported.pop(key, None)
         job = without_invalid(normalized.job)  # step 1: the job, valid and canonical
         legacy = "; ".join(str(note) for note in normalized.notes)
-        result = await self._sync(key, raw, job, legacy)
-        expiry = self._created.expires_in(key)
+        namespace = job.namespace
+        in_flight = self._created.pending(
+            key, job.uid, lambda name: self.stores.pods.get(f"{namespace}/{name}") is not None
+        )
+        result = await self._sync(key, raw, job, legacy, in_flight)
+        expiry = self._created.expires_in(key) if in_flight else None
         if expiry is None or result.requeue:
             return result
-        # The plan counted pods still in flight; if one never arrives, nothing else would say so.
+        # This sync counted pods created by an earlier one that the store still does not show: if one
+        # never arrives (gone again while the pod watch was down), no event would say so. Pods created
+        # by this sync are left to their own watch events (waking every job 30 s after its creates
+        # would cost a sync per job for nothing).
         wait = expiry if result.requeue_after is None else min(result.requeue_after, expiry)
         return dataclasses.replace(result, requeue_after=wait)
 
@@ -234,12 +241,11 @@ class MPIJobReconciler:
             return obj
         return cached
 
-    async def _sync(self, key: str, raw: Mapping[str, Any], job: MPIJob, legacy: str) -> Result:
+    async def _sync(
+        self, key: str, raw: Mapping[str, Any], job: MPIJob, legacy: str, in_flight: list[KubeObject]
+    ) -> Result:
+        """`in_flight`: the worker pods earlier syncs created that the pod store does not show yet."""
         settings = self.settings
-        namespace = job.namespace
-        in_flight = self._created.pending(
-            key, job.uid, lambda name: self.stores.pods.get(f"{namespace}/{name}") is not None
-        )
         observed = self._with_fresher_config(key, observe(self.stores, job, in_flight))  # step 2, then 3
         sync = elastic_sync.prepare(
             job, observed, now=self.deps.now(), cluster_domain=settings.cluster_domain
