@@ -221,9 +221,25 @@ def _scale(r: dict[str, Any]) -> list[str]:
         "",
         f"Writes per job the operator logged, until quiet (status writes are not logged): {logged}.",
         "",
+        _status_writes(fan),
+        "",
         f"**Bottleneck of the restart:** {_bottleneck_restart(r)}",
         "",
     ]
+
+
+def _status_writes(fan: dict[str, Any]) -> str:
+    """What the writes per job beyond the logged ones were: the MPIJob's status writes, and why."""
+    status = fan["writes_per_job_quiet"] - sum(fan["logged_writes_per_job"].values())
+    return (
+        f"**Status writes per job:** {_f(status)} (the writes until quiet less the logged ones). A static "
+        "job writes its status when it is created and when it is Running; the worker counts in between "
+        "are progress, held back while its pods are still starting, for at most `progress_batch_seconds` "
+        "(1 s) after its last status write (planning/progress.py). A job whose pods all start within that "
+        "second writes twice. Here the jobs waited seconds for kubesim, the bottleneck, to start their "
+        "pods, longer than that second, so the counts got a write of their own: above two, the price of "
+        "a status never more than a second behind its pods."
+    )
 
 
 def _bottleneck_restart(r: dict[str, Any]) -> str:
@@ -280,9 +296,10 @@ def _heap(r: dict[str, Any]) -> list[str]:
         "workers Running and the operator quiet: a tracemalloc snapshot (bench/heapsnap.py runs "
         "`mpi-operator run` with tracing on from before its first import; its RSS and timings are not "
         f"measured, tracing inflates them). {_f(total / 1e6)} MB in {h['blocks']:,} blocks are traced; "
-        "RSS also holds the interpreter, C libraries and freed memory the allocator keeps. What `stdlib "
-        "json/decoder` allocated and is still alive is the objects decoded from the API's answers, mostly "
-        "what the informer caches hold; `imports` is the modules' code objects.",
+        "RSS also holds the interpreter, C libraries and freed memory the allocator keeps. What "
+        "`mpi_operator/kube` allocated and is still alive is mostly the objects its JSON codec "
+        "(`kube/codec.py`) decoded from the API's answers, which the informer caches hold; "
+        "`mpi_operator/cache`, what their transforms rebuilt of them; `imports`, the modules' code objects.",
         "",
         "| allocated in | MB | % |",
         "|---|---|---|",
