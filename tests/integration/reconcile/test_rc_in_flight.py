@@ -110,3 +110,23 @@ async def test_a_worker_that_vanished_before_the_cache_saw_it_is_created_when_it
         assert await worker_names(kube, "pi") == ["pi-worker-1"]
         clock.advance(TTL)
         await has_workers(kube, BOTH, "worker-0 created again once its expectation expired", within=SOON)
+
+
+async def test_a_job_whose_only_worker_vanished_unseen_gets_it_again_when_its_expectation_expires(
+    kubesim: KubeSim, kube: Kube
+) -> None:
+    """No pod of the job is left for the relist to show, so no pod event names it: what wakes it is
+    the expiry a later sync of the job asked for (the one its own status write brings)."""
+    clock = SteppedClock()
+    async with running_operator(quick_settings(kubesim), clock=clock, now=clock.utc_now) as mgr:
+        await eventually(lambda: kubesim.control.open_watches() > 0, what="the operator's watches")
+        blind_pod_watch(kubesim)
+        lists = pod_lists(kubesim)
+        await kube.create(resources.MPIJOB, mpijob("pi", workers=1), namespace=NS)
+        await has_workers(kube, ["pi-worker-0"], "the worker created while the pod cache is blind")
+        await kube.delete(resources.POD, "pi-worker-0", namespace=NS)
+        await has_workers(kube, [], "the worker gone")
+        await relisted(kubesim, mgr, lists)
+        assert await worker_names(kube, "pi") == []
+        clock.advance(TTL)
+        await has_workers(kube, ["pi-worker-0"], "the worker created again", within=SOON)
