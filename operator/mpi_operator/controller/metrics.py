@@ -115,11 +115,7 @@ class Metrics:
             ["code", "method"],
             registry=r,
         )
-        # `labels()` checks and joins its arguments on every call; these series are never removed, so
-        # each child is looked up once (one per request or queue add was ~4 % of a fan-in's CPU).
-        self._request_counters: dict[tuple[str, str], Any] = {}
-        self._queue_counters: dict[tuple[Counter, str], Any] = {}
-        self._outcome_counters: dict[str, Any] = {}
+        self._children: dict[tuple[Counter, tuple[str, ...]], Any] = {}
 
     # --- hooks for the reconciler ------------------------------------------------------------------
     def job_created(self) -> None:
@@ -179,34 +175,29 @@ class Metrics:
         self.queue_depth.labels(name=name).set_function(depth)
 
     def queue_add(self, *, name: str = QUEUE_NAME) -> None:
-        self._queue_counter(self.queue_adds, name).inc()
+        self._child(self.queue_adds, name).inc()
 
     def queue_retry(self, *, name: str = QUEUE_NAME) -> None:
-        self._queue_counter(self.queue_retries, name).inc()
+        self._child(self.queue_retries, name).inc()
 
-    def _queue_counter(self, counter: Counter, name: str) -> Any:
-        child = self._queue_counters.get((counter, name))
+    def _child(self, counter: Counter, *values: str) -> Any:
+        """`counter.labels(*values)`, looked up once: `labels()` checks and joins its arguments on every
+        call, and the series counted per request, queue add or reconcile are never removed (one lookup
+        each was ~4 % of a fan-in's CPU)."""
+        child = self._children.get((counter, values))
         if child is None:
-            child = self._queue_counters[counter, name] = counter.labels(name=name)
+            child = self._children[counter, values] = counter.labels(*values)
         return child
 
     def observe_reconcile(self, seconds: float, outcome: ReconcileOutcome) -> None:
         self.reconcile_duration.observe(seconds)
-        child = self._outcome_counters.get(outcome)
-        if child is None:
-            child = self._outcome_counters[outcome] = self.reconciles.labels(result=outcome)
-        child.inc()
+        self._child(self.reconciles, outcome).inc()
         if outcome in ("error", "permanent_error"):
             self.reconcile_errors.inc()
 
     def observe_api_request(self, method: str, code: str) -> None:
         """One HTTP request and its status code ("<error>" when there was no answer)."""
-        child = self._request_counters.get((method, code))
-        if child is None:
-            child = self._request_counters[method, code] = self.api_requests.labels(
-                code=code, method=method.upper()
-            )
-        child.inc()
+        self._child(self.api_requests, code, method.upper()).inc()
 
     def instrument_api_client(self, api_client: Any) -> None:
         """Counts every HTTP request of a kubernetes_asyncio `ApiClient` (`kube.Kube.api_client`).
