@@ -90,19 +90,18 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _normalized_time(value: Any) -> str | None:
+    parsed = parse_time(value)
+    return format_time(parsed) if parsed is not None else None
+
+
+_time_text = functools.lru_cache(maxsize=1024)(_normalized_time)
+"""`_normalized_time` of a string, remembered: every sync normalizes the same few stored timestamps
+again (parsing and formatting them was ~1 % of a fan-in's CPU)."""
+
+
 def _time(value: Any) -> str | None:
-    if type(value) is str:
-        return _time_text(value)
-    parsed = parse_time(value)
-    return format_time(parsed) if parsed is not None else None
-
-
-@functools.lru_cache(maxsize=1024)
-def _time_text(value: str) -> str | None:
-    """`_time` of a string: every sync normalizes the same few stored timestamps again (parsing and
-    formatting them was ~1 % of a fan-in's CPU)."""
-    parsed = parse_time(value)
-    return format_time(parsed) if parsed is not None else None
+    return _time_text(value) if type(value) is str else _normalized_time(value)
 
 
 def _replica_status(raw: Mapping[str, Any]) -> Status:
