@@ -34,6 +34,7 @@ from mpi_operator.api.validation import (
     unsupported,
     validate,
 )
+from mpi_operator.objects import is_mapping
 
 # metav1.ObjectMeta: metadata stays a plain dict in the model, so typos there are caught here.
 _OBJECT_META_FIELDS = frozenset(
@@ -71,7 +72,7 @@ def _plain(value: Any, loc: Loc = ()) -> Any:
         raise _NotJSON(loc, f"nested deeper than {_MAX_DEPTH} levels")
     if type(value) is str:  # most of a job; the exact types first: the ABC check below costs more
         return value
-    if type(value) is dict or isinstance(value, Mapping):
+    if is_mapping(value):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if type(key) is str:
