@@ -161,7 +161,7 @@ class Kubelet:
             code = int(body.get("exitCode", ps.SIGKILL_EXIT_CODE))
         except (TypeError, ValueError):
             return web.json_response(errors.bad_request("exitCode must be an integer").status(), status=400)
-        if not -(2**31) <= code < 2**31:  # what containerStatuses[].state.terminated.exitCode holds
+        if not ps.is_exit_code(code):
             return web.json_response(errors.bad_request("exitCode must be an int32").status(), status=400)
         return self._answer(lambda ns, pod: self.kill(ns, pod, code), request)
 

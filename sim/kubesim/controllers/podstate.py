@@ -66,11 +66,16 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
+def is_exit_code(code: int) -> bool:
+    """Whether `containerStatuses[].state.terminated.exitCode` (an int32) can hold `code`."""
+    return -(2**31) <= code < 2**31
+
+
 def _exit_code(value: str | None, default: int) -> int:
-    """An exit code annotation; one `containerStatuses[].state.terminated.exitCode` (an int32) cannot
-    hold reads as the default, like one that is not a number."""
+    """An exit code annotation; one that is not an exit code reads as the default, like one that is not
+    a number."""
     code = _int(value, default)
-    return code if -(2**31) <= code < 2**31 else default
+    return code if is_exit_code(code) else default
 
 
 @dataclass(frozen=True)
