@@ -8,7 +8,8 @@ Fixtures:
   `process_runtime` skips the test unless the process runtime can run here (root, iproute2, util-linux);
                    a module that sets `kubesim_settings` with `runtime="process"` asks for it too.
 `eventually(check, within=, what=, sim=)` is the suite's one polling helper; `wait_for(sim, check)` is
-it re-checking on every committed change of `sim`.
+it re-checking on every committed change of `sim`. `decode_changes(obj, api_version, kind)` says what
+admission's decode would change in an object kubesim's own controllers write with `decoded=True`.
 Override `kubesim_settings` (a SimSettings) or `kubesim_run_controllers` (bool) in a test module or
 conftest to change the cluster the fixtures build.
 """
@@ -29,11 +30,27 @@ import pytest_asyncio
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient
 
+from kubesim.admission.schema import builtin_schema
+from kubesim.admission.structural import Walker
 from kubesim.app import KubeSim
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
 
 T = TypeVar("T")
+
+
+def decode_changes(obj: dict[str, Any], api_version: str, kind: str) -> str | None:
+    """None when admission's decode of the built-in `kind` leaves `obj` as it is, with nothing unknown,
+    undecodable or invalid: what a write with `decoded=True` promises (`admission.admit`); else what the
+    decode would change."""
+    node = builtin_schema(api_version, kind)
+    assert node is not None, f"no built-in schema for {api_version} {kind}"
+    walker = Walker(builtin=True)
+    walked = walker.walk(obj, node, go=(kind, ""))
+    found = (walker.unknown, walker.decode_error, walker.errors.causes)
+    if walked == obj and found == ([], None, []):
+        return None
+    return f"decodes to {walked}; unknown, decode error, invalid: {found}"
 
 
 def pytest_configure(config: pytest.Config) -> None:

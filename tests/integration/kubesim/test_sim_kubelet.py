@@ -16,8 +16,6 @@ import aiohttp
 import pytest
 
 from kubesim import table
-from kubesim.admission.schema import builtin_schema
-from kubesim.admission.structural import Walker
 from kubesim.app import KubeSim
 from kubesim.cluster import DeleteOptions, EventType
 from kubesim.controllers import FakeClock
@@ -25,6 +23,7 @@ from kubesim.controllers.kubelet import Kubelet
 from kubesim.errors import StatusError
 from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
+from kubesim.testing import decode_changes
 
 JUST = 2**-10
 """A simulated instant: `advance(due - JUST)` checks the state right before something is due (a power
@@ -41,18 +40,11 @@ def statuses_need_no_decode(sim: KubeSim) -> Iterator[None]:
     """The kubelet's status writes skip admission's schema walk (`decoded=True`): every pod these tests
     drive (phases, init containers, sidecars, restarts, deletion, eviction, kill) must be stored just as
     the walk would have left it, with nothing unknown or undecodable."""
-    node = builtin_schema("v1", "Pod")
-    assert node is not None
     problems: list[str] = []
 
     def check(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if rt.kind == "Pod" and event != "DELETED":
-            walker = Walker(builtin=True)
-            walked = walker.walk(obj, node, go=("Pod", ""))
-            if walked != obj or walker.unknown or walker.decode_error or walker.errors:
-                problems.append(
-                    f"{obj['metadata']['name']}: {obj.get('status')} walks to {walked.get('status')}"
-                )
+        if rt.kind == "Pod" and event != "DELETED" and (change := decode_changes(obj, "v1", "Pod")):
+            problems.append(f"{obj['metadata']['name']}: {change}")
 
     sim.cluster.add_listener(check)
     yield
