@@ -13,6 +13,9 @@ brought back through a compaction, so the watch relists and the store never hold
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from rc_harness import NS, OPERATOR_AGENT, WITHIN, idle, mpijob, pods_of
 
 from kubesim.app import KubeSim
@@ -58,14 +61,23 @@ async def suspend(kube: Kube, name: str, value: bool) -> None:
     await kube.patch(resources.MPIJOB, name, patch, namespace=NS)
 
 
-async def created_unseen(kubesim: KubeSim, kube: Kube) -> int:
-    """Blinds the operator's pod watch and creates MPIJob `pi` with two workers; returns, once both
-    exist, how many pod LISTs the operator had made before (see `relisted`)."""
+@contextlib.asynccontextmanager
+async def stepped_operator(kubesim: KubeSim) -> AsyncIterator[tuple[SteppedClock, Manager]]:
+    """The operator on a `SteppedClock` (so a test can move past the expectations' TTL), and that clock."""
+    clock = SteppedClock()
+    async with running_operator(quick_settings(kubesim), clock=clock, now=clock.utc_now) as mgr:
+        yield clock, mgr
+
+
+async def created_unseen(kubesim: KubeSim, kube: Kube, workers: int = 2) -> int:
+    """Blinds the operator's pod watch and creates MPIJob `pi` with `workers` workers; returns, once
+    they all exist, how many pod LISTs the operator had made before (see `relisted`)."""
     await eventually(lambda: kubesim.control.open_watches() > 0, what="the operator's watches")
     blind_pod_watch(kubesim)
     lists = pod_lists(kubesim)
-    await kube.create(resources.MPIJOB, mpijob("pi", workers=2), namespace=NS)
-    await has_workers(kube, BOTH, "both workers created while the pod cache is blind")
+    await kube.create(resources.MPIJOB, mpijob("pi", workers=workers), namespace=NS)
+    names = [f"pi-worker-{index}" for index in range(workers)]
+    await has_workers(kube, names, "the workers created while the pod cache is blind")
     return lists
 
 
@@ -85,8 +97,7 @@ async def relisted(kubesim: KubeSim, mgr: Manager, lists_before: int) -> None:
 async def test_workers_deleted_by_a_suspend_before_the_cache_saw_them_come_back_on_resume(
     kubesim: KubeSim, kube: Kube
 ) -> None:
-    clock = SteppedClock()
-    async with running_operator(quick_settings(kubesim), clock=clock, now=clock.utc_now) as mgr:
+    async with stepped_operator(kubesim) as (_, mgr):
         lists = await created_unseen(kubesim, kube)
         await suspend(kube, "pi", True)
         await has_workers(kube, [], "the suspend deleting the workers it never saw in its cache")
@@ -98,8 +109,7 @@ async def test_workers_deleted_by_a_suspend_before_the_cache_saw_them_come_back_
 async def test_a_worker_that_vanished_before_the_cache_saw_it_is_created_when_its_expectation_expires(
     kubesim: KubeSim, kube: Kube
 ) -> None:
-    clock = SteppedClock()
-    async with running_operator(quick_settings(kubesim), clock=clock, now=clock.utc_now) as mgr:
+    async with stepped_operator(kubesim) as (clock, mgr):
         lists = await created_unseen(kubesim, kube)
         # Someone else deletes a worker before the operator's cache ever showed it.
         await kube.delete(resources.POD, "pi-worker-0", namespace=NS)
@@ -117,13 +127,8 @@ async def test_a_job_whose_only_worker_vanished_unseen_gets_it_again_when_its_ex
 ) -> None:
     """No pod of the job is left for the relist to show, so no pod event names it: what wakes it is
     the expiry a later sync of the job asked for (the one its own status write brings)."""
-    clock = SteppedClock()
-    async with running_operator(quick_settings(kubesim), clock=clock, now=clock.utc_now) as mgr:
-        await eventually(lambda: kubesim.control.open_watches() > 0, what="the operator's watches")
-        blind_pod_watch(kubesim)
-        lists = pod_lists(kubesim)
-        await kube.create(resources.MPIJOB, mpijob("pi", workers=1), namespace=NS)
-        await has_workers(kube, ["pi-worker-0"], "the worker created while the pod cache is blind")
+    async with stepped_operator(kubesim) as (clock, mgr):
+        lists = await created_unseen(kubesim, kube, workers=1)
         await kube.delete(resources.POD, "pi-worker-0", namespace=NS)
         await has_workers(kube, [], "the worker gone")
         await relisted(kubesim, mgr, lists)
