@@ -11,7 +11,12 @@ import functools
 from typing import Any
 
 import pytest
-from install_checks import (
+
+from kubesim.app import KubeSim
+from kubesim.testing import Kubectl
+from mpi_operator.api import crd
+
+from .install_checks import (
     REQUIRED,
     REQUIRED_GANG,
     REQUIRED_LEASE,
@@ -30,10 +35,6 @@ from install_checks import (
     settings_from_args,
     wildcards,
 )
-
-from kubesim.app import KubeSim
-from kubesim.testing import Kubectl
-from mpi_operator.api import crd
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk (a dev dependency) is not installed")
 

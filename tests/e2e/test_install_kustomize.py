@@ -13,7 +13,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from install_checks import (
+
+from kubesim.app import KubeSim
+from kubesim.testing import Kubectl
+
+from .install_checks import (
     REQUIRED,
     REQUIRED_GANG,
     REQUIRED_LEASE,
@@ -29,9 +33,6 @@ from install_checks import (
     settings_from_args,
     wildcards,
 )
-
-from kubesim.app import KubeSim
-from kubesim.testing import Kubectl
 
 DEPLOY = ROOT / "deploy"
 OPERATOR_NS = "mpi-operator"

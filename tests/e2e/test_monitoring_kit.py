@@ -22,7 +22,6 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from install_checks import ROOT, Obj, find, load_all, one
 from prometheus_client.parser import text_string_to_metric_families
 
 from integration.reconcile.rc_harness import NS, mpijob, wait_condition
@@ -30,6 +29,8 @@ from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .install_checks import ROOT, Obj, find, load_all, one
 
 promql = pytest.importorskip("promql_parser", reason="promql-parser (a dev dependency) is not installed")
 

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from procrt_helpers import PROCESS_TIME_SCALE
 
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl
 from operator_testing import operator_process
-from process.mpi_images import catalog, missing
+
+from .mpi_images import catalog, missing
+from .procrt_helpers import PROCESS_TIME_SCALE
 
 CRD = Path(__file__).parents[2] / "crds" / "kubeflow.org_mpijobs.yaml"
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mpi_e2e import PI, containers, manifest, ranks, run_mpijob
 
 from kubesim.testing import Kubectl
+
+from .mpi_e2e import PI, containers, manifest, ranks, run_mpijob
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.timeout(300)]
 

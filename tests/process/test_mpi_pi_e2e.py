@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mpi_e2e import MANIFESTS, PI, manifest, ranks, run_mpijob
 
 from kubesim.testing import Kubectl
+
+from .mpi_e2e import MANIFESTS, PI, manifest, ranks, run_mpijob
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.timeout(300)]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from process.mpi_images import (
+from .mpi_images import (
     IMAGES,
     IMPI,
     MPICH,

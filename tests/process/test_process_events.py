@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from procrt_helpers import container_status, create, is_gone, phase, pod, shell
-
 from kubesim.app import KubeSim
 from kubesim.testing import Kubectl, wait_for
+
+from .procrt_helpers import container_status, create, is_gone, phase, pod, shell
 
 
 async def events_of(kubectl: Kubectl, name: str) -> list[dict[str, Any]]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from procrt_helpers import create, get_pod, is_ready, log_text, phase, pod, shell
-
 from kubesim.app import KubeSim
 from kubesim.testing import wait_for
+
+from .procrt_helpers import create, get_pod, is_ready, log_text, phase, pod, shell
 
 # A readiness gate the test opens from outside: the pod is Ready once /tmp/ready exists in it.
 READY_FILE_PROBE = {"exec": {"command": ["test", "-e", "/tmp/ready"]}, "periodSeconds": 1}

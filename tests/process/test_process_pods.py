@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from procrt_helpers import (
+from kubesim.app import KubeSim
+from kubesim.cluster import DeleteOptions
+from kubesim.testing import Kubectl, wait_for
+
+from .procrt_helpers import (
     container_status,
     create,
     get_pod,
@@ -16,10 +20,6 @@ from procrt_helpers import (
     shell,
     terminated,
 )
-
-from kubesim.app import KubeSim
-from kubesim.cluster import DeleteOptions
-from kubesim.testing import Kubectl, wait_for
 
 
 async def test_exit_code_output_and_environment_come_from_the_process(kubesim: KubeSim) -> None:

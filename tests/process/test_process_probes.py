@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from procrt_helpers import container_status, create, get_pod, is_ready, log_text, pod, shell
-
 from kubesim.app import KubeSim
 from kubesim.procrt.containers import ContainerRun
 from kubesim.testing import wait_for
+
+from .procrt_helpers import container_status, create, get_pod, is_ready, log_text, pod, shell
 
 SLEEP = "sleep 1000"
 TCP_LISTEN = "0A"

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procrt_helpers import (
+
+from kubesim.app import KubeSim
+from kubesim.procrt.containers import ContainerRun
+from kubesim.procrt.images import ImageCatalog, ImageSpec
+from kubesim.settings import SimSettings
+from kubesim.testing import wait_for
+
+from .procrt_helpers import (
     PROCESS_TIME_SCALE,
     container_status,
     create,
@@ -25,12 +32,6 @@ from procrt_helpers import (
     rt,
     shell,
 )
-
-from kubesim.app import KubeSim
-from kubesim.procrt.containers import ContainerRun
-from kubesim.procrt.images import ImageCatalog, ImageSpec
-from kubesim.settings import SimSettings
-from kubesim.testing import wait_for
 
 IMAGE = "registry.example/volumes-test:1"
 """A stand-in image with its own root directory, entrypoint, cmd, env, working directory and user."""

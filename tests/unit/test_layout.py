@@ -26,3 +26,17 @@ def test_packages_import_from_their_source_roots() -> None:
     assert Path(mpi_operator.__file__).is_relative_to(ROOT / "operator")
     assert Path(mpi_discovery.__file__).is_relative_to(ROOT / "discovery")
     assert Path(kubesim.__file__).is_relative_to(ROOT / "sim")
+
+
+def test_test_folders_are_packages_so_test_names_mirror_the_source() -> None:
+    """tests/unit/kube/test_events.py and tests/integration/kubesim/test_events.py may both exist only
+    when their folders are packages. tests/horovod is not one: a package `horovod` on the path would
+    shadow Horovod itself, which its tests import."""
+    tests = ROOT / "tests"
+    missing = sorted(
+        str(folder.relative_to(ROOT))
+        for folder in {p.parent for p in tests.rglob("test_*.py")}
+        if folder != tests / "horovod" and not (folder / "__init__.py").exists()
+    )
+    assert missing == []
+    assert not (tests / "horovod" / "__init__.py").exists()

@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from ela_harness import VOLUME_SYNC_SECONDS
 
 import operator_testing
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube.client import Kube
+
+from .ela_harness import VOLUME_SYNC_SECONDS
 
 
 @pytest.fixture

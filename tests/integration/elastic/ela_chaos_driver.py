@@ -48,7 +48,6 @@ from chaoslib.steps import (
     retry_transient,
     scale,
 )
-from ela_harness import elastic_job
 
 from integration.reconcile.rc_harness import NS, OPERATOR_AGENT
 from kubesim.app import KubeSim
@@ -59,6 +58,8 @@ from kubesim.registry import ResourceType
 from mpi_discovery import hostfile
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .ela_harness import elastic_job
 
 POLL_SECONDS = 0.2
 PROPAGATION_SECONDS = 1.0

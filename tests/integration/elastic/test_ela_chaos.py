@@ -36,8 +36,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from ela_chaos_driver import Chaos, JobPlan, Watcher, plan_jobs, plan_schedule, usable
-from ela_harness import mounted_hosts
 
 from integration.reconcile.rc_harness import NS, condition_true, get_job, wait_condition
 from kubesim.app import KubeSim
@@ -46,6 +44,9 @@ from mpi_operator.controller.manager import Manager
 from mpi_operator.elastic import DRAINING_ANNOTATION
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .ela_chaos_driver import Chaos, JobPlan, Watcher, plan_jobs, plan_schedule, usable
+from .ela_harness import mounted_hosts
 
 DEFAULT_SEEDS = (6, 13, 24)
 """Chosen for coverage: between them one and two jobs, every kind of step, faults on the informers'

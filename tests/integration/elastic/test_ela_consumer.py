@@ -14,7 +14,6 @@ from typing import Any
 import aiohttp
 from chaoslib.invariants import is_ready
 from chaoslib.steps import scale
-from ela_harness import elastic_job, host, mounted_script, wait_mounted
 
 from integration.reconcile.rc_harness import wait_condition
 from kubesim.app import KubeSim
@@ -24,6 +23,8 @@ from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from operator_testing import SteppedClock
+
+from .ela_harness import elastic_job, host, mounted_script, wait_mounted
 
 GRACE = 600
 """scaleInGracePeriodSeconds, on the operator's `SteppedClock`: over when the test moves the clock."""

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 import aiohttp
 import pytest
 from chaoslib.invariants import is_ready
-from ela_harness import elastic_job, host, wait_mounted, worker_pods
 
 from integration.reconcile.rc_harness import conditions, get_job, settle, wait_condition, wait_event
 from kubesim.app import KubeSim
@@ -21,6 +20,8 @@ from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from operator_testing import SteppedClock
+
+from .ela_harness import elastic_job, host, wait_mounted, worker_pods
 
 PACING = 600
 """settleSeconds and belowMinTimeoutSeconds: far beyond the test's own duration."""

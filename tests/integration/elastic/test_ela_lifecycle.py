@@ -9,7 +9,6 @@ from typing import Any
 
 import aiohttp
 from chaoslib.steps import scale
-from ela_harness import elastic_job, elastic_status, host, launcher_pod, wait_mounted, worker_pods
 
 from integration.reconcile.rc_harness import (
     NS,
@@ -31,6 +30,8 @@ from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .ela_harness import elastic_job, elastic_status, host, launcher_pod, wait_mounted, worker_pods
 
 OOB = "ReplicasOutOfBounds"
 

@@ -15,7 +15,16 @@ from datetime import timedelta
 import aiohttp
 from chaoslib.invariants import is_ready
 from chaoslib.steps import scale
-from ela_harness import (
+
+from integration.reconcile.rc_harness import OPERATOR_AGENT, get_job, quiet, settle, wait_condition
+from kubesim.app import KubeSim
+from kubesim.testing import eventually
+from mpi_operator.controller.manager import Manager
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+from operator_testing import SteppedClock
+
+from .ela_harness import (
     Terminations,
     draining_since,
     elastic_job,
@@ -25,14 +34,6 @@ from ela_harness import (
     wait_mounted,
     worker_pods,
 )
-
-from integration.reconcile.rc_harness import OPERATOR_AGENT, get_job, quiet, settle, wait_condition
-from kubesim.app import KubeSim
-from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
-from mpi_operator.kube import resources
-from mpi_operator.kube.client import Kube
-from operator_testing import SteppedClock
 
 GRACE = 600
 """scaleInGracePeriodSeconds: far beyond the test's own duration, so only the clock's jump ends it."""

@@ -10,15 +10,6 @@ from datetime import timedelta
 
 import aiohttp
 from chaoslib.steps import scale
-from ela_harness import (
-    Terminations,
-    draining_since,
-    elastic_job,
-    elastic_status,
-    host,
-    wait_mounted,
-    worker_pods,
-)
 
 from integration.reconcile.rc_harness import settle, wait_condition
 from kubesim.app import KubeSim
@@ -28,6 +19,16 @@ from mpi_operator.elastic import DRAINING_ANNOTATION
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from operator_testing import SteppedClock
+
+from .ela_harness import (
+    Terminations,
+    draining_since,
+    elastic_job,
+    elastic_status,
+    host,
+    wait_mounted,
+    worker_pods,
+)
 
 GRACE = 600
 """scaleInGracePeriodSeconds: far beyond the test's own duration, so only the clock's jump ends it."""

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ela_harness import elastic_job, worker_pods
-
 from integration.reconcile.rc_harness import NS, OPERATOR_AGENT
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
@@ -19,6 +17,8 @@ from mpi_operator.controller.manager import Manager
 from mpi_operator.elastic.state import STATE_ANNOTATION
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .ela_harness import elastic_job, worker_pods
 
 
 async def test_a_worker_created_while_the_config_map_cache_lags_gets_the_api_s_incarnation(

@@ -6,12 +6,13 @@ syncs are still waiting: an order, not a duration, so a slow machine cannot make
 from __future__ import annotations
 
 import aiohttp
-from ela_harness import elastic_job, host, wait_mounted
 
 from integration.reconcile.rc_harness import mpijob, running_operator
 from kubesim.app import KubeSim
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .ela_harness import elastic_job, host, wait_mounted
 
 QPS = 4
 BACKLOG_JOBS = 6

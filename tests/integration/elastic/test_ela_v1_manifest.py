@@ -14,7 +14,6 @@ import aiohttp
 import yaml
 from chaoslib.invariants import is_ready
 from chaoslib.steps import scale
-from ela_harness import elastic_status, host, wait_mounted, worker_pods
 
 from integration.reconcile.rc_harness import FAST_PODS, NS, get_job, settle, wait_condition, wait_event
 from kubesim.app import KubeSim
@@ -23,6 +22,8 @@ from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from operator_testing import SteppedClock
+
+from .ela_harness import elastic_status, host, wait_mounted, worker_pods
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "valid" / "v1-horovod-elastic.yaml"
 NAME = "tensorflow-mnist-elastic"

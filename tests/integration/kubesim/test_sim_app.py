@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
-from kubesim_contract import pod
 
 from kubesim.app import KubeSim
 from kubesim.controllers import Clock, FakeClock
 from kubesim.settings import SimSettings
 from kubesim.testing import wait_for
+
+from .kubesim_contract import pod
 
 
 @pytest.fixture

@@ -9,11 +9,12 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubesim_contract import configmap, status_of
 
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from kubesim.testing import eventually
+
+from .kubesim_contract import configmap, status_of
 
 pytestmark = pytest.mark.kubesim_control
 

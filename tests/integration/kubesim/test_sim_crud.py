@@ -10,7 +10,10 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubesim_contract import (
+
+from kubesim.app import KubeSim
+
+from .kubesim_contract import (
     GROUP,
     JSON_PATCH,
     MERGE,
@@ -24,8 +27,6 @@ from kubesim_contract import (
     status_of,
     widget,
 )
-
-from kubesim.app import KubeSim
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
-from kubesim_contract import GROUP, create_widget, install_widget_crd, merge_patch_widget
 
 from kubesim.app import KubeSim
+
+from .kubesim_contract import GROUP, create_widget, install_widget_crd, merge_patch_widget
 
 AGGREGATED = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"

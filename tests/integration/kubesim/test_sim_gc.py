@@ -10,13 +10,14 @@ import random
 from typing import Any
 
 import pytest
-from sim_controller_helpers import rt
 
 from kubesim.app import KubeSim
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import FakeClock
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
+
+from .sim_controller_helpers import rt
 
 
 @pytest.fixture

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sim_controller_helpers import rt
 
 from kubesim.app import KubeSim
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import FakeClock
 from kubesim.settings import SimSettings
+
+from .sim_controller_helpers import rt
 
 JUST = 2**-10
 """A simulated instant: `advance(due - JUST)` checks the state right before something is due (a power

@@ -8,10 +8,11 @@ import json
 import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient
-from kubesim_contract import CRD_PATH, get_widget, merge_patch_widget
 
 from kubesim.app import KubeSim
 from kubesim.testing import Kubectl, eventually
+
+from .kubesim_contract import CRD_PATH, get_widget, merge_patch_widget
 
 pytestmark = pytest.mark.kubectl
 

@@ -10,7 +10,8 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubesim_contract import AS_MERGE_PATCH, configmap, status_of
+
+from .kubesim_contract import AS_MERGE_PATCH, configmap, status_of
 
 
 @pytest.fixture

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sim_controller_helpers import rt
 
 from kubesim.app import KubeSim
 from kubesim.controllers import FakeClock
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
+
+from .sim_controller_helpers import rt
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubesim_contract import (
+
+from .kubesim_contract import (
     GROUP,
     PLURAL,
     VERSION,

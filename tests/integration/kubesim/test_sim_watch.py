@@ -12,10 +12,11 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubesim_contract import AS_MERGE_PATCH, configmap
 
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
+
+from .kubesim_contract import AS_MERGE_PATCH, configmap
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rc_harness import NS, OPERATOR_AGENT, idle, mpijob, pods_of, quiet, wait_condition
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.api.constants import MAX_WORKER_REPLICAS
@@ -25,6 +23,8 @@ from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.objects import is_pod_ready
 from mpi_operator.planning import WORKER_WINDOW
+
+from .rc_harness import NS, OPERATOR_AGENT, idle, mpijob, pods_of, quiet, wait_condition
 
 WORKERS = 5 * WORKER_WINDOW + 3
 LATE = 1.0

@@ -10,7 +10,14 @@ import dataclasses
 from typing import Any
 
 import pytest
-from rc_harness import (
+
+from kubesim.app import KubeSim
+from mpi_operator.api.constants import MAX_WORKER_REPLICAS
+from mpi_operator.controller.manager import Manager
+from mpi_operator.kube import errors, resources
+from mpi_operator.kube.client import Kube
+
+from .rc_harness import (
     NS,
     conditions,
     get_job,
@@ -24,12 +31,6 @@ from rc_harness import (
     wait_condition,
     wait_event,
 )
-
-from kubesim.app import KubeSim
-from mpi_operator.api.constants import MAX_WORKER_REPLICAS
-from mpi_operator.controller.manager import Manager
-from mpi_operator.kube import errors, resources
-from mpi_operator.kube.client import Kube
 
 INT32_MAX = 2**31 - 1
 CEILING_WORDS = f"must be no more than {MAX_WORKER_REPLICAS} workers, the most an MPIJob may have"

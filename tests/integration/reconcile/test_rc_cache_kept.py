@@ -4,12 +4,12 @@ managedFields, and everything the reconcile reads still there (the rest of this 
 
 from __future__ import annotations
 
-from rc_harness import NS, get_job, mpijob, wait_condition
-
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import NS, get_job, mpijob, wait_condition
 
 
 async def test_cached_pods_keep_only_what_the_operator_reads(kube: Kube, operator: Manager) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rc_harness import NS, OPERATOR_AGENT, condition_true, get_job, mpijob, wait_event
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
@@ -19,6 +18,8 @@ from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
+
+from .rc_harness import NS, OPERATOR_AGENT, condition_true, get_job, mpijob, wait_event
 
 POD_SPEC = {"containers": [{"name": "c", "image": "busybox"}]}
 STRANGERS: dict[str, tuple[Resource, str, dict[str, Any]]] = {

@@ -6,13 +6,14 @@ half, `TestNewLauncherAndWorker`, `TestNewConfigMap` through the API)."""
 from __future__ import annotations
 
 import pytest
-from rc_harness import NS, OPERATOR_AGENT, controller_of, get_job, list_names, mpijob, wait_event
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import NS, OPERATOR_AGENT, controller_of, get_job, list_names, mpijob, wait_event
 
 HOSTFILES = {
     "OpenMPI": "".join(f"pi-worker-{i}.pi.default.svc slots=1\n" for i in range(5)),

@@ -4,14 +4,14 @@ store between batches, so at most the batch in flight when the deletion reached 
 
 from __future__ import annotations
 
-from rc_harness import NS, OPERATOR_AGENT, idle, list_names, mpijob
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.applier import SLOW_START_MAX
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import NS, OPERATOR_AGENT, idle, list_names, mpijob
 
 WORKERS = 120
 

@@ -29,15 +29,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from rc_harness import (
-    NS,
-    container,
-    mpijob,
-    operator_writes,
-    running_operator,
-    store_past_admission,
-    wait_event,
-)
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
@@ -46,6 +37,16 @@ from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.settings import Settings
+
+from .rc_harness import (
+    NS,
+    container,
+    mpijob,
+    operator_writes,
+    running_operator,
+    store_past_admission,
+    wait_event,
+)
 
 FIRST_REACTION = 2.0
 """The issue's bound on a small job's first write beside a big or failing neighbour."""

@@ -5,13 +5,13 @@ informer cache untouched and succeeds on retry."""
 
 from __future__ import annotations
 
-from rc_harness import NS, get_job, list_names, mpijob, wait_condition
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import NS, get_job, list_names, mpijob, wait_condition
 
 
 async def test_server_errors_and_dropped_watches_converge_without_duplicates(

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rc_harness import CRD, NS, OPERATOR_AGENT, container, list_names, mpijob, running_operator
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
@@ -16,6 +15,8 @@ from mpi_operator.controller import handlers
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
+
+from .rc_harness import CRD, NS, OPERATOR_AGENT, container, list_names, mpijob, running_operator
 
 GANGS: dict[str, tuple[Resource, str]] = {
     "scheduler-plugins": (resources.SCHEDULER_PLUGINS_POD_GROUP, "scheduler-plugins-scheduler"),

@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rc_harness import NS, list_names, mpijob, pods_of
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import NS, list_names, mpijob, pods_of
 
 GPU_WORKER = {
     "name": "main",

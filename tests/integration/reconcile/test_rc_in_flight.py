@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from rc_harness import NS, OPERATOR_AGENT, WITHIN, idle, mpijob, pods_of
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.expectations import TTL
@@ -25,6 +23,8 @@ from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from operator_testing import SteppedClock, quick_settings, running_operator
+
+from .rc_harness import NS, OPERATOR_AGENT, WITHIN, idle, mpijob, pods_of
 
 BOTH = ["pi-worker-0", "pi-worker-1"]
 SOON = TTL / 3

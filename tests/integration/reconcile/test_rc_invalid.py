@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rc_harness import (
+from kubesim.app import KubeSim
+from kubesim.testing import eventually
+from mpi_operator.controller.manager import Manager
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+
+from .rc_harness import (
     NS,
     OPERATOR_AGENT,
     conditions,
@@ -22,12 +28,6 @@ from rc_harness import (
     wait_condition,
     wait_event,
 )
-
-from kubesim.app import KubeSim
-from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
-from mpi_operator.kube import resources
-from mpi_operator.kube.client import Kube
 
 
 async def all_children(kube: Kube) -> list[str]:

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rc_harness import (
+
+from kubesim.app import KubeSim
+from kubesim.testing import eventually
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+from mpi_operator.kube.resources import Resource
+
+from .rc_harness import (
     NS,
     condition_true,
     events_for,
@@ -21,12 +28,6 @@ from rc_harness import (
     wait_condition,
     wait_event,
 )
-
-from kubesim.app import KubeSim
-from kubesim.testing import eventually
-from mpi_operator.kube import resources
-from mpi_operator.kube.client import Kube
-from mpi_operator.kube.resources import Resource
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "valid"
 FAST = {"kubesim/start-seconds": "0.1", "kubesim/ready-seconds": "0.1"}

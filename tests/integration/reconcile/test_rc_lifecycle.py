@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rc_harness import (
+from kubesim.testing import eventually
+from mpi_operator.controller.manager import Manager
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+from mpi_operator.objects import is_pod_ready
+
+from .rc_harness import (
     NS,
     condition_true,
     conditions,
@@ -18,12 +24,6 @@ from rc_harness import (
     wait_condition,
     wait_event,
 )
-
-from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
-from mpi_operator.kube import resources
-from mpi_operator.kube.client import Kube
-from mpi_operator.objects import is_pod_ready
 
 
 async def test_success_wait_for_workers_then_run_then_clean_up(kube: Kube, operator: Manager) -> None:

@@ -5,13 +5,13 @@ names this operator explicitly runs as usual."""
 
 from __future__ import annotations
 
-from rc_harness import OPERATOR_AGENT, events_for, get_job, list_names, mpijob, wait_condition
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import OPERATOR_AGENT, events_for, get_job, list_names, mpijob, wait_condition
 
 
 async def test_job_managed_elsewhere_is_left_alone(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:

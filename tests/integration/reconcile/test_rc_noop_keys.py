@@ -6,13 +6,13 @@ error (so no requeue), and the operator keeps serving other jobs.
 
 from __future__ import annotations
 
-from rc_harness import idle, mpijob, operator_writes, reconciles, wait_condition
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import idle, mpijob, operator_writes, reconciles, wait_condition
 
 
 def _errors(mgr: Manager) -> float:

@@ -9,14 +9,14 @@ spread: `sleepers=1` is what parked means there.
 
 from __future__ import annotations
 
-from rc_harness import NS, OPERATOR_AGENT, mpijob
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
 from operator_testing import quick_settings, running_operator
+
+from .rc_harness import NS, OPERATOR_AGENT, mpijob
 
 OUTAGE = 20.0
 ACTED_WITHIN = 3.0

@@ -5,7 +5,12 @@ Warning) is finished by the successor, which creates only what is missing."""
 
 from __future__ import annotations
 
-from rc_harness import (
+from kubesim.app import KubeSim
+from kubesim.testing import eventually
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+
+from .rc_harness import (
     OPERATOR_AGENT,
     list_names,
     mpijob,
@@ -16,11 +21,6 @@ from rc_harness import (
     wait_condition,
     wait_event,
 )
-
-from kubesim.app import KubeSim
-from kubesim.testing import eventually
-from mpi_operator.kube import resources
-from mpi_operator.kube.client import Kube
 
 
 async def child_names(kube: Kube) -> dict[str, list[str]]:

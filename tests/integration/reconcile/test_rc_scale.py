@@ -5,12 +5,13 @@ through the scale subresource (`kubectl scale`, an autoscaler), which reads back
 from __future__ import annotations
 
 import pytest
-from rc_harness import NS, get_job, list_names, mpijob, wait_condition
 
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import NS, get_job, list_names, mpijob, wait_condition
 
 WORKERS = "mpi_job_name=pi,mpi_role_type=worker"
 

@@ -6,13 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from rc_harness import NS, condition_true, conditions, get_job, list_names, mpijob, wait_condition, wait_event
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import (
+    NS,
+    condition_true,
+    conditions,
+    get_job,
+    list_names,
+    mpijob,
+    wait_condition,
+    wait_event,
+)
 
 
 def replica_status(job: dict[str, Any], role: str) -> dict[str, Any] | None:

@@ -5,13 +5,13 @@ and finished jobs alike."""
 
 from __future__ import annotations
 
-from rc_harness import NS, get_job, list_names, mpijob, operator_writes, reconciles, settle, wait_condition
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import NS, get_job, list_names, mpijob, operator_writes, reconciles, settle, wait_condition
 
 
 async def touch(kube: Kube, i: int) -> None:

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from rc_harness import NS, condition_true, conditions, get_job, list_names, mpijob, wait_condition, wait_event
-
 from kubesim.testing import eventually
 from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+
+from .rc_harness import (
+    NS,
+    condition_true,
+    conditions,
+    get_job,
+    list_names,
+    mpijob,
+    wait_condition,
+    wait_event,
+)
 
 WORKERS = "mpi_job_name=pi,mpi_role_type=worker"
 

@@ -5,13 +5,13 @@ the answer's `Retry-After` on the operator's clock, then send the same write aga
 
 from __future__ import annotations
 
-from rc_harness import NS, OPERATOR_AGENT, mpijob
-
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from operator_testing import SteppedClock, quick_settings, running_operator
+
+from .rc_harness import NS, OPERATOR_AGENT, mpijob
 
 RETRY_AFTER = 40
 """Below the client's 60 s cap on a server's Retry-After, and far beyond any backoff of its own."""

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rc_harness import (
+from kubesim.app import KubeSim
+from kubesim.testing import eventually
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+
+from .rc_harness import (
     NS,
     get_job,
     mpijob,
@@ -17,11 +22,6 @@ from rc_harness import (
     settle,
     wait_condition,
 )
-
-from kubesim.app import KubeSim
-from kubesim.testing import eventually
-from mpi_operator.kube import resources
-from mpi_operator.kube.client import Kube
 
 WORKERS = 8
 BUDGET = 15

@@ -8,7 +8,6 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from desired_factory import container, make_job, template, worker_pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +15,8 @@ from mpi_operator import desired
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired.secret import SSHKeyPair
 from mpi_operator.settings import Settings
+
+from .desired_factory import container, make_job, template, worker_pod
 
 KEYS = SSHKeyPair(
     private_key_pem=b"-----BEGIN EC PRIVATE KEY-----\n", public_key=b"ecdsa-sha2-nistp521 AAAA\n"

@@ -7,12 +7,13 @@ import re
 from typing import Any
 
 import pytest
-from desired_factory import JOB_UID, container, make_job, template, worker_pod
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mpi_discovery import hostfile
 from mpi_operator.desired import config
+
+from .desired_factory import JOB_UID, container, make_job, template, worker_pod
 
 
 @pytest.mark.parametrize(

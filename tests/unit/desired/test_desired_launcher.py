@@ -6,9 +6,10 @@ import copy
 from typing import Any
 
 import pytest
-from desired_factory import JOB_UID, container, make_job, template
 
 from mpi_operator.desired.launcher import build_launcher_job, hides_gpus, template_sets_restart_policy
+
+from .desired_factory import JOB_UID, container, make_job, template
 
 OWNER = {
     "apiVersion": "kubeflow.org/v2beta1",

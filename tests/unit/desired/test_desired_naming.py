@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from desired_factory import JOB_UID, make_job
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mpi_operator.desired import naming
+
+from .desired_factory import JOB_UID, make_job
 
 
 def test_child_names() -> None:

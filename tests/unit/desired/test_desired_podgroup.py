@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from desired_factory import JOB_UID, container, make_job, template
 
 from mpi_operator.api.quantities import render_resource_list
 from mpi_operator.desired import podgroup
+
+from .desired_factory import JOB_UID, container, make_job, template
 
 OWNER = {
     "apiVersion": "kubeflow.org/v2beta1",

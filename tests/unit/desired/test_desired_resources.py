@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from desired_factory import container, make_job, template
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mpi_operator.api import defaults, quantities
 from mpi_operator.api.quantities import Quantity
+
+from .desired_factory import container, make_job, template
 
 
 @pytest.mark.parametrize(

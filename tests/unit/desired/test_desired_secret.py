@@ -7,9 +7,10 @@ import base64
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from desired_factory import make_job
 
 from mpi_operator.desired.secret import SSHKeyPair, build_secret, generate_ssh_keys, has_expected_keys
+
+from .desired_factory import make_job
 
 
 def test_generated_keys_are_a_p521_pair_in_upstream_encoding() -> None:

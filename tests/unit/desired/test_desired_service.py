@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from desired_factory import JOB_UID, make_job
 
 from mpi_operator.desired.service import build_service
+
+from .desired_factory import JOB_UID, make_job
 
 OWNER = {
     "apiVersion": "kubeflow.org/v2beta1",

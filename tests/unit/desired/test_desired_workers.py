@@ -7,10 +7,11 @@ import copy
 from typing import Any
 
 import pytest
-from desired_factory import JOB_UID, container, make_job, template
 
 from mpi_operator.desired import ssh_auth
 from mpi_operator.desired.workers import build_worker, build_workers, ssh_port_unknown
+
+from .desired_factory import JOB_UID, container, make_job, template
 
 OWNER = {
     "apiVersion": "kubeflow.org/v2beta1",

@@ -9,12 +9,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from elastic_cluster import JOB_UID, T0, ElasticCluster, elastic_job
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mpi_operator.api.models import MPIJob
 from mpi_operator.elastic.launcher_stop import launcher_stop
+
+from .elastic_cluster import JOB_UID, T0, ElasticCluster, elastic_job
 
 OOB = "ReplicasOutOfBounds"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from elastic_cluster import elastic_job
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,6 +26,8 @@ from mpi_operator.elastic import (
 )
 from mpi_operator.elastic.identity import parse_worker_host, pod_incarnation
 from mpi_operator.elastic.pacing import Change, next_members
+
+from .elastic_cluster import elastic_job
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from elastic_cluster import ElasticCluster, elastic_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mpi_operator.desired import config
 from mpi_operator.elastic import DRAINING_ANNOTATION, elastic_step, published_state
 from mpi_operator.objects import is_pod_ready, is_terminating
+
+from .elastic_cluster import ElasticCluster, elastic_job
 
 MIN, MAX, SETTLE = 2, 5, 5
 

@@ -6,10 +6,11 @@ import copy
 from collections.abc import Callable
 
 import pytest
-from elastic_cluster import ElasticCluster, elastic_job
 
 from mpi_operator.desired import config
 from mpi_operator.elastic import DRAINING_ANNOTATION, ElasticDecision, elastic_step, published_state
+
+from .elastic_cluster import ElasticCluster, elastic_job
 
 
 def restarted(cluster: ElasticCluster) -> ElasticCluster:

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from elastic_cluster import ElasticCluster, elastic_job
 
 from mpi_operator.elastic import clamp_replicas
+
+from .elastic_cluster import ElasticCluster, elastic_job
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubesim_admission_objects import (
+
+from kubesim.admission import AdmissionError, AdmissionResult, admit
+from kubesim.admission.schema import builtin_schema, schema_version
+
+from .kubesim_admission_objects import (
     JOB_UID,
     headless_service,
     launcher_job,
@@ -16,9 +20,6 @@ from kubesim_admission_objects import (
     ssh_secret,
     worker_pod,
 )
-
-from kubesim.admission import AdmissionError, AdmissionResult, admit
-from kubesim.admission.schema import builtin_schema, schema_version
 
 DNS_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case "

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kubesim_admission_objects import headless_service, owner_ref, worker_pod
 
 from kubesim.patch import (
     APPLY_PATCH,
@@ -19,6 +18,8 @@ from kubesim.patch import (
     PatchError,
     apply_patch,
 )
+
+from .kubesim_admission_objects import headless_service, owner_ref, worker_pod
 
 
 def _patch(

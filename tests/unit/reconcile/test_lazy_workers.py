@@ -4,11 +4,12 @@ a plan for a job whose workers all exist reads none of them (the planner finds t
 from __future__ import annotations
 
 import pytest
-from reconcile_factory import build, converged, make_job, workers
 
 from mpi_operator import planning
 from mpi_operator.desired import workers as worker_builder
 from mpi_operator.planning import Create
+
+from .reconcile_factory import build, converged, make_job, workers
 
 
 @pytest.mark.parametrize("count", [0, 1, 3])

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from reconcile_factory import make_job
 
 from mpi_operator.api import InvalidMPIJob
 from mpi_operator.api.normalize import to_canonical_dict
 from mpi_operator.controller.parsed import ParsedJobs
+
+from .reconcile_factory import make_job
 
 
 def raw(name: str = "test", rv: str = "1", uid: str = "u1", workers: int = 2) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from reconcile_factory import KEYS, NOW, make_job, with_spec, with_status
 
 from kubesim import builtins
 from kubesim.cluster import Cluster, DeleteOptions
@@ -16,6 +15,8 @@ from mpi_operator import desired, planning, status
 from mpi_operator.api.models import MPIJob
 from mpi_operator.planning import Create, Delete, Observed, Plan, Update, UpdateStatus
 from mpi_operator.settings import Settings
+
+from .reconcile_factory import KEYS, NOW, make_job, with_spec, with_status
 
 _TYPES: dict[str, ResourceType] = {
     "Service": builtins.SERVICES,

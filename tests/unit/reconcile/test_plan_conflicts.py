@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from reconcile_factory import (
+
+from mpi_operator.planning import Delete, Observed
+
+from .reconcile_factory import (
     EARLIER,
     build,
     converged,
@@ -17,8 +20,6 @@ from reconcile_factory import (
     steps,
     workers,
 )
-
-from mpi_operator.planning import Delete, Observed
 
 
 def _foreign(obj: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reconcile_factory import (
+
+from mpi_operator import planning, status
+from mpi_operator.api.models import MPIJob
+from mpi_operator.planning import Observed
+from mpi_operator.settings import GangScheduler
+
+from .reconcile_factory import (
     EARLIER,
     NOW,
     build,
@@ -23,11 +29,6 @@ from reconcile_factory import (
     with_status,
     worker,
 )
-
-from mpi_operator import planning, status
-from mpi_operator.api.models import MPIJob
-from mpi_operator.planning import Observed
-from mpi_operator.settings import GangScheduler
 
 CONVERGED = [
     pytest.param({}, None, id="openmpi"),

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from reconcile_factory import (
+
+from mpi_operator import planning
+from mpi_operator.planning import Create, ElasticWrites, Observed
+
+from .reconcile_factory import (
     NOW,
     build,
     converged,
@@ -15,9 +19,6 @@ from reconcile_factory import (
     worker,
     workers,
 )
-
-from mpi_operator import planning
-from mpi_operator.planning import Create, ElasticWrites, Observed
 
 
 @pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])

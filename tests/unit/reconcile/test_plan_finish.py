@@ -4,7 +4,11 @@ per cleanPodPolicy (TestShutdownWorker, TestMPIJobSuccess, TestMPIJobFailure).""
 from __future__ import annotations
 
 import pytest
-from reconcile_factory import (
+
+from mpi_operator import conditions, planning
+from mpi_operator.planning import Delete
+
+from .reconcile_factory import (
     EARLIER,
     converged,
     launcher_job,
@@ -16,9 +20,6 @@ from reconcile_factory import (
     worker,
     workers,
 )
-
-from mpi_operator import conditions, planning
-from mpi_operator.planning import Delete
 
 SUCCEEDED = {
     "conditions": [

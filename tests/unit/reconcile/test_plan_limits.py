@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import pytest
-from reconcile_factory import make_job, plan_for
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import parse_and_validate, to_canonical_dict
@@ -23,6 +22,8 @@ from mpi_operator.planning.limits import (
     OBJECT_MAX_BYTES,
     object_problems,
 )
+
+from .reconcile_factory import make_job, plan_for
 
 MiB = 1024 * 1024
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from reconcile_factory import converged, make_job, plan_for, steps, with_spec, worker, workers
 
 from mpi_operator import planning
 from mpi_operator.planning import Create, Delete, ElasticWrites, Observed
+
+from .reconcile_factory import converged, make_job, plan_for, steps, with_spec, worker, workers
 
 
 def _observed(job, pods):  # type: ignore[no-untyped-def]

@@ -6,7 +6,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-from reconcile_factory import (
+
+from mpi_operator import planning
+from mpi_operator.planning import Create, Observed, Update, UpdateStatus
+
+from .reconcile_factory import (
     EARLIER,
     NOW,
     condition_summary,
@@ -21,9 +25,6 @@ from reconcile_factory import (
     with_status,
     worker,
 )
-
-from mpi_operator import planning
-from mpi_operator.planning import Create, Observed, Update, UpdateStatus
 
 RUNNING_STATUS = {
     "conditions": [

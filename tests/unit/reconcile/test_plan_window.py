@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from reconcile_factory import KEYS, make_job, served, steps, worker
 
 from mpi_operator import desired, planning
 from mpi_operator.api.models import MPIJob
 from mpi_operator.planning import WORKER_WINDOW, Create, Observed, Plan, WorkerWindow, worker_window
 from mpi_operator.settings import Settings
+
+from .reconcile_factory import KEYS, make_job, served, steps, worker
 
 
 def observed_with(job: MPIJob, indices: set[int]) -> Observed:

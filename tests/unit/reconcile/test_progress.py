@@ -8,13 +8,14 @@ import copy
 from typing import Any
 
 import pytest
-from reconcile_factory import converged, launcher_job, launcher_pod, make_job, plan_for, worker, workers
 
 from mpi_operator import status
 from mpi_operator.controller.pacing import ProgressPacer
 from mpi_operator.desired import config
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.planning import Observed, Update, progress
+
+from .reconcile_factory import converged, launcher_job, launcher_pod, make_job, plan_for, worker, workers
 
 T = "2026-11-25T21:00:00Z"
 CREATED = {

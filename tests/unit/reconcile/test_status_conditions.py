@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reconcile_factory import (
+
+from mpi_operator import conditions, reasons, status
+from mpi_operator.planning import Observed
+
+from .reconcile_factory import (
     EARLIER,
     NOW,
     condition_summary,
@@ -24,9 +28,6 @@ from reconcile_factory import (
     worker,
     workers,
 )
-
-from mpi_operator import conditions, reasons, status
-from mpi_operator.planning import Observed
 
 T0 = "2026-11-25T20:00:00Z"
 T1 = "2026-11-25T21:00:00Z"

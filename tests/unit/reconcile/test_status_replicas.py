@@ -7,7 +7,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from reconcile_factory import (
+
+from mpi_operator import status
+from mpi_operator.planning import Observed
+
+from .reconcile_factory import (
     EARLIER,
     NOW,
     converged,
@@ -20,9 +24,6 @@ from reconcile_factory import (
     worker,
     workers,
 )
-
-from mpi_operator import status
-from mpi_operator.planning import Observed
 
 SELECTOR = (
     "training.kubeflow.org/job-name=test,training.kubeflow.org/job-role=worker,"

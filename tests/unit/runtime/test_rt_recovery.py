@@ -14,14 +14,14 @@ import random
 from collections.abc import AsyncIterator
 from typing import Any
 
-from test_rt_informer import MemoryApi
-
 from kubesim.testing import eventually
 from mpi_operator.cache.informer import Informer
 from mpi_operator.cache.recovery import PROBE_INTERVAL, SPREAD, RecoveryProber
 from mpi_operator.cache.reflector import Reflector, Transform
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import errors
+
+from .test_rt_informer import MemoryApi
 
 NAMESPACES = ("a", "b", "c")
 OUTAGE = 20.0
