@@ -136,9 +136,8 @@ class LazyWorkers(Mapping[int, KubeObject]):
     """`build_workers` as a mapping that builds a worker pod when it is first read.
 
     A sync needs the desired pod of a worker only to create it, and most syncs of a running job create
-    none: building every worker's pod from the template each time (a deep copy of the template per
-    worker) was a fifth of the operator's CPU per write in a fan-in. Iterating gives the indices
-    without building anything; equality compares as the plain dict would.
+    none (docs/architecture.md#decisions-and-why). Iterating gives the indices without building
+    anything; equality compares as the plain dict would.
     """
 
     def __init__(

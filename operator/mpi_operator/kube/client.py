@@ -187,7 +187,7 @@ class Kube:
         token expires mid-way (410), the list restarts unpaginated, as client-go's pager does.
         `transform` (an informer's, `cache.transforms`) runs on each item as its page arrives, and the
         page is dropped before the next is asked for: at most one page of raw objects is alive at a
-        time, not the whole list (9,000 decoded pods at once are most of a restart's peak RSS).
+        time, not the whole list (a whole relist decoded at once is most of a restart's peak RSS).
         """
         query = _selectors(label_selector, field_selector)
         items: list[KubeObject] = []
