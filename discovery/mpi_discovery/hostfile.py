@@ -1,16 +1,11 @@
 """The two host lists the launcher reads: MPI's `hostfile` and Horovod's `discover_hosts.sh`.
 
-This module owns both formats (render and parse); the operator's ConfigMap builder calls it, and the
-launcher-side tooling can read them back with the standard library only.
-
-- `hostfile` (static MPI, upstream wire format): Open MPI writes `<host> slots=<n>`, Intel MPI and
-  MPICH write `<host>:<n>`; one line per host, newline-terminated, no header.
-- `discover_hosts.sh` (elastic Horovod): a `#!/bin/sh` script whose stdout is one `<host>:<slots>` line
-  per host. Horovod parses it with `line.split(':')` and `int(slots)` and treats every distinct string as a
-  distinct host (docs/architecture.md#the-elastic-state-machine), so a line must never be empty, carry
-  spaces or a second colon. Host names are therefore validated as DNS names before they are written into the
-  script: nothing that reaches `/bin/sh` is ever quoted, because nothing that needs quoting is accepted.
-  A script that prints nothing means "zero hosts", which is what an empty list renders to.
+Both formats, rendered and parsed, with the standard library only (the launcher image runs it too).
+`hostfile` is upstream's: `<host> slots=<n>` for Open MPI, `<host>:<n>` for Intel MPI and MPICH.
+`discover_hosts.sh` is a `#!/bin/sh` script printing one `<host>:<slots>` line per host, and nothing
+for zero hosts. Horovod treats every distinct string as a host
+(docs/architecture.md#the-elastic-state-machine), so host names are validated as DNS names before
+they are written: nothing that reaches `/bin/sh` needs quoting.
 """
 
 from __future__ import annotations

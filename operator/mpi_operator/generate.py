@@ -1,37 +1,12 @@
-"""The old ksonnet MPI prototypes (`simple`, `custom`, `openmpi`, `elastic`) as v2beta1 MPIJob builders.
+"""The old ksonnet MPI prototypes (`simple`, `custom`, `openmpi`, `elastic`) as v2beta1 MPIJob
+builders.
 
-Pure: options -> a `kubeflow.org/v2beta1` MPIJob dict, or `GenerateError` naming the offending option.
-`generate_cli` is the `mpi-operator generate` command line around them (flags, defaults, YAML). Every
-builder's output goes through `parse_and_validate`, so what is printed is what `validate` accepts.
-
-Mappings from the ksonnet parameters (kubeflow/kubeflow `kubeflow/mpi-job`, `kubeflow/openmpi`):
-
-- common: `--command` is split like a shell line (ksonnet put the whole string in one argv word, which
-  only worked for one-word commands); `--args` is comma-separated, as ksonnet's `std.split(args, ",")`.
-  The launcher runs them; workers keep the operator's default, `sshd -De`. `--command` names the launcher
-  command (`simple`, `custom`), the program after the wait for workers (`openmpi`) or the training
-  program every Horovod slot runs (`elastic`). Every job gets `cleanPodPolicy: Running`, as upstream's
-  examples, so workers go away when the launcher finishes. `--run-as-user`, `--ssh-port` and
-  `--ssh-auth-mount-path` describe the image's SSH user (pod securityContext, the worker port named
-  `ssh` that the operator probes, `sshAuthMountPath`); `elastic` defaults them to the image built from
-  `examples/elastic/Dockerfile` (uid 1000, port 2222, /home/mpiuser/.ssh), the others to their root
-  images (`openmpi`: port 2222, as upstream's `mpioperator/openmpi` base image; `simple`, `custom`: 22).
-  Without a port (`ssh_port=None`, library use only) the worker declares none, so the operator cannot
-  probe its sshd.
-- `simple`: v1alpha1 `spec.gpus` semantics: fewer GPUs than `--gpus-per-node` gives one worker with all
-  of them; otherwise the total must be a multiple, one worker per node-worth. `--gpus-per-node` defaults
-  to 1 like the operator's own `--gpus-per-node` (and upstream's), so a generated job and an old
-  `spec.gpus` manifest applied to a default operator have the same shape.
-- `openmpi`: worker limits (`--gpu`, `--cpu`, `--memory`) and `--node-selector` on workers only, as the
-  prototype did. `--init-timeout` keeps its meaning, a bound on waiting for workers: the launcher is
-  created at once (`launcherCreationPolicy: AtStartup`) and, like the prototype's `init.sh`, first waits
-  until every host of `/etc/mpi/hostfile` accepts ssh, exiting 124 when the bound passes; with the
-  launcher's `restartPolicy: Never` and `backoffLimit: 0` (the prototype's master was a bare Pod) the
-  MPIJob then fails instead of waiting again. `--exec` is what `mpirun -np <workers x slots>` starts.
-- `elastic`: `horovodrun -np <replicas x slots> --min-np <min x slots> --max-np <max x slots>
-  --host-discovery-script /etc/mpi/discover_hosts.sh --network-interface eth0 <program>` plus
-  `elasticPolicy` with the same bounds in workers; `--network-interface` skips Horovod's two-host NIC
-  probe, which would otherwise keep a one-worker job from starting.
+Pure: options -> a `kubeflow.org/v2beta1` MPIJob dict, or `GenerateError` naming the option; every
+output goes through `parse_and_validate`, so what is printed is what `validate` accepts. Common to
+all: `--command` is split like a shell line (ksonnet's one argv word only worked for one-word
+commands), `--args` is comma-separated as ksonnet's, workers keep `sshd -De`, `cleanPodPolicy:
+Running` as upstream's examples, and the SSH user, port and mount path describe the image
+(`generate_cli.SSH_DEFAULTS`); without a port the worker declares none and is not probed.
 """
 
 from __future__ import annotations
@@ -276,7 +251,11 @@ def _launcher(common: CommonOptions) -> dict[str, Any]:
 
 
 def simple(common: CommonOptions, *, gpus: int, gpus_per_node: int = 1) -> dict[str, Any]:
-    """`--gpus` in total, split into workers of `--gpus-per-node` GPUs (one MPI slot per GPU)."""
+    """`--gpus` in total, split into workers of `--gpus-per-node` GPUs (one MPI slot per GPU).
+
+    v1alpha1 `spec.gpus` semantics, with the operator's default of 1 GPU per node: fewer GPUs than a
+    node gives one worker with all of them, otherwise the total must be a multiple.
+    """
     _positive("--gpus", gpus)
     _positive("--gpus-per-node", gpus_per_node)
     if gpus < gpus_per_node:
@@ -311,7 +290,12 @@ def openmpi(
     init_timeout: int = 300,
     exec_: str | None = None,
 ) -> dict[str, Any]:
-    """The kubeflow-openmpi prototype: sized workers, a bounded wait for them, then `mpirun <exec>`."""
+    """The kubeflow-openmpi prototype: sized workers, a bounded wait for them, then `mpirun <exec>`.
+
+    Limits and `--node-selector` on workers only, as the prototype. The launcher starts at once and,
+    as the prototype's `init.sh`, exits 124 when the workers do not accept ssh within
+    `--init-timeout`; `restartPolicy: Never` and `backoffLimit: 0` then fail the MPIJob.
+    """
     _positive("--workers", workers)
     _non_negative("--gpu", gpu)
     _quantity("--cpu", cpu)
@@ -351,7 +335,10 @@ def openmpi(
 def horovodrun_command(
     *, replicas: int, min_replicas: int, max_replicas: int, slots: int, program: Sequence[str]
 ) -> list[str]:
-    """The launcher's elastic `horovodrun`: process bounds are worker bounds times slots per worker."""
+    """The launcher's elastic `horovodrun`: process bounds are worker bounds times slots per worker.
+
+    `--network-interface` skips Horovod's two-host NIC probe, which keeps one worker from starting.
+    """
     return [
         "horovodrun",
         "-np",

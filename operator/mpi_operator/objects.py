@@ -27,8 +27,7 @@ POD_FAILED: Final = "Failed"
 
 def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """`isinstance(value, Mapping)`, with decoded JSON's dicts answered first: the ABC's
-    __instancecheck__ costs several times more, and this runs some hundred thousand times a minute in a
-    fan-in."""
+    __instancecheck__ costs several times more, and this runs on every read of every object."""
     return type(value) is dict or isinstance(value, Mapping)
 
 

@@ -1,19 +1,13 @@
-"""The flags of `mpi-operator run`: ours, upstream's spellings of them, Go's and klog's ways of passing them.
+"""The flags of `mpi-operator run`: ours, upstream's spellings of them, Go's and klog's ways to pass
+them.
 
-Teams moving from the upstream operator keep their Deployment's arguments, so `run` accepts:
-  * upstream's flag names as aliases of ours (`--threadiness` sets what `--workers` sets, ...), plus the
-    flags only upstream has (`--master`, `--monitoring-port`, `--version`);
-  * Go's `flag` syntax: one dash or two, `-x=v` or `-x v` (`go_style` rewrites one dash to two before
-    argparse sees the list, since argparse reads `-threadiness` as `-t hreadiness`);
-  * klog's flags, which upstream's own manifests pass (`-alsologtostderr`): `-v` 4 or more turns on
-    DEBUG logging, the rest are accepted and named in one INFO notice, since this operator always logs
-    to stderr in the format of `--log-format`.
-
-Every value is taken as a string and converted in `settings`, for flags and `MPI_OPERATOR_*` environment
-variables alike, so an error names the spelling or the variable the user wrote, in one line. Precedence:
-flag, then `MPI_OPERATOR_<NAME>`, then the conventional variable (`KUBEFLOW_NAMESPACE`, `POD_NAMESPACE`),
-then the default. Upstream's `--kube-api-qps` default (5) is deliberately not ours: unset means no
-client-side limit once the API server shows API Priority and Fairness.
+So that a Deployment moved from the upstream operator keeps its arguments, `run` accepts upstream's
+flag names as aliases of ours (plus those only upstream has), Go's one-dash `flag` syntax
+(`go_style` rewrites it, as argparse reads `-threadiness` as `-t hreadiness`), and klog's flags
+(`-v` >= 4 is DEBUG, the rest named in one notice). Values are strings converted in `settings`, so
+an error names the spelling the user wrote. Precedence: flag, `MPI_OPERATOR_<NAME>`, the
+conventional variable (`POD_NAMESPACE`, ...), default. `--kube-api-qps` unset is not upstream's 5
+(see "No client-side rate limit" in docs/architecture.md#decisions-and-why).
 """
 
 from __future__ import annotations

@@ -96,8 +96,7 @@ def _normalized_time(value: Any) -> str | None:
 
 
 _time_text = functools.lru_cache(maxsize=1024)(_normalized_time)
-"""`_normalized_time` of a string, remembered: every sync normalizes the same few stored timestamps
-again (parsing and formatting them was ~1 % of a fan-in's CPU)."""
+"""`_normalized_time` of a string, remembered: every sync normalizes the same stored times again."""
 
 
 def _time(value: Any) -> str | None:

@@ -47,10 +47,8 @@ async def serve(args: argparse.Namespace) -> int:
             return 1
     sim = KubeSim(settings)
     await sim.start(int(getattr(args, "port", 0) or 0))
-    # What start-up loaded (Kubernetes' OpenAPI schemas, the libraries) lives as long as the process:
-    # frozen out of the collector's sight. The cluster's objects are JSON trees, freed by reference
-    # counting, so collecting less often finds as much: at 9,000 pods the default thresholds made the
-    # collector a fifth of kubesim's CPU time (bench/kubesim_throughput.py fanin).
+    # Start-up's schemas and libraries live as long as the process, and JSON trees are freed by
+    # reference counting: see "Fewer garbage collections" in docs/architecture.md#decisions-and-why.
     gc.freeze()
     gc.set_threshold(50_000, 20, 10)
     # A test session auditing the requests this process answers (tests/request_audit.py).

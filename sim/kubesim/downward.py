@@ -1,27 +1,12 @@
-"""The downward API as the kubelet resolves it, for downwardAPI volume files (`controllers.volumes`) and for
-environment variables (`procrt.envvars`).
+"""The downward API as the kubelet resolves it, for volume files (`controllers.volumes`) and env
+vars (`procrt.envvars`), one entry point per consumer as upstream has.
 
-Upstream has one implementation with an entry point per consumer, and so has this module:
-
-- `object_field_value` is fieldpath.ExtractFieldPathAsString: `metadata.name`, `namespace`, `uid`,
-  `labels` and `annotations` (a whole map as sorted `key="value"` lines, `format_map`, values quoted as
-  Go's `%q` does, `go_quote`), or one key with `metadata.labels['key']`. It is all a volume item serves
-  (downwardapi.CollectData), so `spec.nodeName` or `status.podIP` in a volume is an error.
-- `pod_field_value` is the kubelet's podFieldSelectorRuntimeValue for an env var `fieldRef`: the path must
-  pass pods.ConvertDownwardAPIFieldLabel first (`ENV_FIELD_PATHS`; `spec.host` reads as `spec.nodeName`),
-  then the kubelet answers `spec.nodeName`, `spec.serviceAccountName` and the pod's and host's IPs itself
-  and leaves the rest to `object_field_value`.
-- `volume_resource_value` (resource.ExtractResourceValueByContainerNameAndNodeAllocatable) and
-  `env_resource_value` (containerResourceRuntimeValue on the kubelet's defaultPodLimitsForDownwardAPI) are
-  a container's request or limit in units of `divisor`, rounded up. They differ only in whose unset
-  limits read as the node's allocatable: a volume's named container always, an env var's own container
-  and the pod's app containers but not another, named, init container.
-
-Errors are `DownwardAPIError`, with the kubelet's message; each consumer turns it into its own (a
-volume's `InvalidSource`, a container's `CreateContainerConfigError`).
-
-Pure: the standard library and `kubesim.admission` only, so the controllers and the process runtime can
-both import it.
+`object_field_value` (fieldpath.ExtractFieldPathAsString: metadata only, all a volume serves);
+`pod_field_value` (an env `fieldRef`, which also reads the node name, service account and IPs);
+`volume_resource_value` and `env_resource_value` (a request or limit in units of `divisor`, rounded
+up; they differ in whose unset limits read as the node's allocatable). Errors are `DownwardAPIError`
+with the kubelet's message. Pure, on `kubesim.admission` only, so both the controllers and the
+process runtime import it.
 """
 
 from __future__ import annotations

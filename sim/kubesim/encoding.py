@@ -1,13 +1,11 @@
 """JSON encoding of API answers, with the bytes of each stored object version cached.
 
-A stored object is never mutated (`kubesim.store`), so its JSON is the same for the write that stored it,
-every watcher it is sent to and every GET or LIST that returns it: it is encoded once. The cache is keyed
-by the object's identity and holds the object itself, so an identity is never reused while cached.
-
-orjson writes the bytes (the JSON encoding was a tenth of kubesim's CPU at 9,000 pods): compact UTF-8, as
-the apiserver writes it, the same bytes as `json.dumps(..., separators=(",", ":"), ensure_ascii=False)`
-for the strings, integers and containers of API objects. What it refuses (integers beyond 64 bits, which
-a custom resource's free-form field may hold; strings with lone surrogates) the standard library writes.
+A stored object is never mutated (`kubesim.store`), so it is encoded once for the write that stored
+it, every watcher and every GET or LIST; the cache is keyed by the object's identity and holds the
+object, so an identity is never reused while cached. orjson writes the bytes
+(docs/architecture.md#decisions-and-why): compact UTF-8 as the apiserver writes it, the same bytes
+as `json.dumps(..., separators=(",", ":"), ensure_ascii=False)` for API objects. What it refuses
+(integers beyond 64 bits, lone surrogates) the standard library writes.
 """
 
 from __future__ import annotations

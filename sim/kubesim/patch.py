@@ -1,19 +1,11 @@
 """Patch bodies applied the way the apiserver applies them, chosen by Content-Type.
 
-- `application/merge-patch+json`: RFC 7386 (null deletes, lists replace). Invalid JSON or a body that is
-  not an object -> 400, as `jsonpatch.MergePatch` + decoding fail upstream.
-- `application/json-patch+json`: RFC 6902 through the `jsonpatch` package. A body that is not a JSON list
-  -> 400; an op that cannot be applied (missing path, failed `test`, unknown op) -> 422 Invalid.
-- `application/strategic-merge-patch+json`: built-in kinds only (custom resources -> 415). The merge keys
-  and strategies are read from Kubernetes' own OpenAPI (`x-kubernetes-patch-merge-key`,
-  `x-kubernetes-patch-strategy`), so containers/env/volumes/ports/conditions/ownerReferences/finalizers
-  merge exactly where upstream merges them; directives `$patch: replace|delete|merge`, `$retainKeys`,
-  `$deleteFromPrimitiveList/<f>` and `$setElementOrder/<f>` are honoured.
-- `application/apply-patch+yaml`: server-side apply, SIMPLIFIED. The YAML (or JSON) body is merged into
-  the live object: maps recursively, lists by `x-kubernetes-list-map-keys` (built-in `list-type: map`)
-  or as sets (`list-type: set`), every other list (and every list of a custom resource) replaced; an
-  explicit null removes the field. Not modelled: managedFields, field ownership and conflicts (no 409),
-  removal of fields a manager stops applying, `force`. An empty `current` means the apply creates.
+Merge patch (RFC 7386), JSON patch (RFC 6902, an op that cannot apply is 422), strategic merge patch
+(built-in kinds only, else 415; merge keys and strategies from Kubernetes' own OpenAPI, with the
+`$patch`, `$retainKeys`, `$deleteFromPrimitiveList` and `$setElementOrder` directives), and a
+SIMPLIFIED server-side apply: the body merged into the live object by list-map keys or as sets,
+other lists replaced. Apply does not model managedFields, ownership conflicts (no 409), removal of
+fields a manager stops applying, or `force`. An empty `current` means the apply creates.
 """
 
 from __future__ import annotations

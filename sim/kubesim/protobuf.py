@@ -1,16 +1,10 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl's typed generators send.
 
-`kubectl create namespace|configmap|secret|serviceaccount|role|rolebinding|clusterrole|
-clusterrolebinding|priorityclass` POST `application/vnd.kubernetes.protobuf`, not JSON. The body is the
-apimachinery envelope: the magic `k8s\\x00`, then a `runtime.Unknown` message whose `raw` field holds the
-object encoded with the field numbers of Kubernetes' `generated.proto` files. This module declares those
-messages (only the fields a client sets on create; the server-owned ObjectMeta fields are absent) with
-the protobuf library's descriptors and turns a body into the object's JSON form, which then goes through
-admission like any other body.
-
-A body with a field this module does not declare is refused, not half-read: dropping a field silently
-would create something other than what the user asked for. So are other kinds; JSON (`kubectl apply -f`,
-`kubectl create -f`) always works.
+`kubectl create namespace|configmap|secret|...` POSTs `application/vnd.kubernetes.protobuf`: the
+`k8s\\x00` envelope around a `runtime.Unknown` whose `raw` holds the object in `generated.proto`'s
+field numbers. The messages are declared here (only the fields a client sets on create) and a body
+becomes the object's JSON form, admitted like any other. A field or kind not declared here is
+refused, never half-read; JSON always works.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
-"""pytest plugin (`pytest_plugins = ["kubesim.testing"]`): a simulated cluster per test, clients for it.
+"""pytest plugin (`pytest_plugins = ["kubesim.testing"]`): a simulated cluster per test, clients for
+it.
 
-Fixtures:
-  `kubesim`        a started `KubeSim` on a free port, its kubeconfig written under tmp_path
-                   (`kubesim.kubeconfig_path`); namespaces default, kube-system, kube-public exist.
-  `kube_api`       a kubernetes_asyncio ApiClient configured from that kubeconfig, closed afterwards.
-  `kubectl`        runs the real kubectl with `--kubeconfig` and its own `--cache-dir`; skips when absent.
-  `process_runtime` skips the test unless the process runtime can run here (root, iproute2, util-linux);
-                   a module that sets `kubesim_settings` with `runtime="process"` asks for it too.
-`eventually(check, within=, what=, sim=)` is the suite's one polling helper; `wait_for(sim, check)` is
-it re-checking on every committed change of `sim`. `decode_changes(obj, api_version, kind)` says what
-admission's decode would change in an object kubesim's own controllers write with `decoded=True`.
-Override `kubesim_settings` (a SimSettings) or `kubesim_run_controllers` (bool) in a test module or
-conftest to change the cluster the fixtures build.
+Fixtures: `kubesim` (a started `KubeSim` with its kubeconfig under tmp_path), `kube_api` (a
+kubernetes_asyncio ApiClient for it), `kubectl` (the real kubectl, skipped when absent) and
+`process_runtime` (skips unless the process runtime can run here). Override `kubesim_settings` or
+`kubesim_run_controllers` in a module or conftest to change the cluster. `eventually(check, within=,
+what=, sim=)` is the suite's one polling helper, `wait_for(sim, check)` the same re-checked on every
+committed change; `decode_changes` says what admission would change in an object written with
+`decoded=True`.
 """
 
 from __future__ import annotations

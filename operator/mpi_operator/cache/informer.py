@@ -1,23 +1,12 @@
 """Informer: reflector(s) + one indexed `Store` + event handlers (client-go `shared_informer.go`).
 
-Handlers are plain sync callables run on the event loop right after the store changed, so a handler
-always sees the store already holding the new state; they should only map the object to keys and
-enqueue them. A handler that raises is logged and the next one still runs.
-
-  * on_add(obj)            a new object (from a watch ADDED, or found by a (re)list);
-  * on_update(old, new)    a changed object; updates that keep the resourceVersion (a relist that
-                           found nothing new) are dropped here, not passed on;
-  * on_delete(obj)         its final state from the DELETED event, or, when the deletion was only
-                           noticed by a relist, the last state we knew (client-go's tombstone case).
-
-`transform` (client-go's `SetTransform`; `cache.transforms` declares the operator's) runs on every
-object before it is stored or handed to a handler, so the store keeps only what readers read. The
-reflectors run it, on each page of a list as it arrives, so a (re)list of 9,000 pods never holds
-them all as the server sent them.
-
-Scope: `namespaces=()` runs one cluster-wide reflector; otherwise one reflector per namespace, each
-replacing only its own namespace's slice of the shared store on relist. Objects handed to handlers
-are the store's own: read-only (see `cache.store`).
+Handlers (`on_add`, `on_update`, `on_delete`) are sync callables run on the event loop right after
+the store changed, and should only map the object to keys and enqueue them; one that raises is
+logged and the next still runs. An update that keeps the resourceVersion is dropped; a deletion only
+a relist noticed hands over the last state known (client-go's tombstone). `transform` runs on every
+object before it is stored or handed on (`cache.transforms`). `namespaces=()` runs one cluster-wide
+reflector, otherwise one per namespace, each relist replacing only its namespace's slice. Objects
+handed to handlers are the store's own: read-only (see `cache.store`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Noticing that the API server is back after an outage, sooner than a watch's backoff would.
 
-A reflector backs off exponentially after each failure (0.8 s doubling to 30 s, as client-go's), which
-protects a struggling server from retries. But after a 20 s outage that backoff has grown to 13-30 s,
-and every watch sleeps that long after the server is back. A failure that got no answer at all (a
-refused or reset connection, `kube.errors.TransientError`) says nothing about load: the server is not
-there. So instead of each watch retrying sooner on its own, one `RecoveryProber` per API client probes
-a cheap endpoint about once a second (jittered) while anyone waits for it, and wakes every waiter when
-it answers; the waiters then retry after a small jitter of their own, so they do not all land in the
-same instant. Failures that did get an answer (5xx, 429, ERROR events) keep the plain backoff: that is
-a server asking for less, not one that is gone.
-
-Pure asyncio on a `Clock`: the probe is an injected coroutine function (the manager gives `Kube.ping`),
-so this module does not depend on the HTTP client.
+A failure that got no answer at all (`kube.errors.TransientError`: refused, reset) says nothing
+about load, so one `RecoveryProber` per API client probes a cheap endpoint about once a second
+(jittered) while anyone waits, and wakes every waiter when it answers; each then retries after its
+own small jitter. Failures that did get an answer (5xx, 429, ERROR events) keep the plain backoff.
+Why: "Probe for the server's return" in docs/architecture.md. The probe is an injected coroutine
+function (`Kube.ping`), so this module does not depend on the HTTP client.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Reflector: keeps a store equal to the API server's view of one resource (client-go `reflector.go`).
 
-LIST (remember the list's resourceVersion) → WATCH from it with bookmarks → apply each event and
-advance the resourceVersion (bookmarks advance it too). Then:
-  * 410 Gone (HTTP 410 when opening, or an `ERROR` event whose Status code is 410): the history we
-    would resume from is compacted away, so LIST again (the store is replaced, deletions included);
-  * the stream ends (server timeout, dropped connection) or breaks (connection errors, 5xx, 429,
-    other ERROR events): WATCH again from the last resourceVersion seen, after a jittered backoff
-    when it failed or ended at once without delivering anything;
-  * a failed LIST is retried with the same backoff;
-  * with a `RecoveryProber` (`cache.recovery`), a failure that got no answer at all (a connection-level
-    `kube.errors.TransientError`) also marks the server lost, and the backoff ends early once the
-    prober sees the server answer again (plus a small jitter): after an outage the watch resumes
-    within about a second, not after a backoff that grew while the server was away. A watch resumes
-    from its resourceVersion (410: relist), so what changed during the outage is delivered.
-Every object goes through `transform` before the store sees it (list items page by page, as they
-arrive, and watch events). `run()` never returns; cancel its task to stop it. It works through two
-small protocols so the caching machinery does not depend on the HTTP client: `ListerWatcher`
-(kube.client's `ResourceListerWatcher` implements it; tests use an in-memory one) and `ReflectorStore`.
+LIST, then WATCH with bookmarks from the list's resourceVersion, advancing it with every event. On
+410 Gone it lists again (the store is replaced, deletions included); when a stream ends or breaks it
+watches again from the last resourceVersion, after a jittered backoff when it failed. With a
+`RecoveryProber` (`cache.recovery`), a connection-level failure ends that backoff as soon as the
+server answers again. `transform` runs on every object before the store sees it, list pages as they
+arrive. `run()` never returns; cancel its task. The `ListerWatcher` and `ReflectorStore` protocols
+keep it independent of the HTTP client.
 """
 
 from __future__ import annotations

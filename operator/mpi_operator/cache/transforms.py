@@ -1,31 +1,12 @@
 """What an informer keeps of each object: client-go's `SetTransform`, declared per resource.
 
-A store holds every object of its resource for as long as it exists, so what it keeps is most of the
-operator's memory: at 1,000 jobs x 8 workers, 9,000 pods. A transform runs on every object before it
-is stored (list items and watch events alike) and returns what the store keeps instead.
-
-Two rules decide what may go:
-  * `metadata.managedFields` goes from everything. No reader looks at it, and it is often the biggest
-    part of an object. An Update (PUT) built from a cached object without it leaves the server's
-    managedFields as they are (an absent list is not an empty one).
-  * A kind may lose more only if the operator never sends the cached object back. Pods are such a
-    kind: they are created, merge-patched (annotations) and deleted, never updated, so a cached pod
-    keeps its metadata, the few spec fields read (`hostname` for the elastic incarnation,
-    `subdomain`, `nodeName`) and the status fields read (phase, the Ready condition, reason,
-    message, startTime, and per container its name, readiness, restarts and states). Everything else of the
-    spec (containers, env, volumes: the bulk of a pod) is what the operator itself wrote from the
-    MPIJob's template, which it reads from the MPIJob, never from the pod. Jobs, Services, ConfigMaps,
-    Secrets and PodGroups may be updated from the cache, so they lose only managedFields.
-
-Label and annotation keys and values, owner references and namespaces, the strings that repeat most
-across objects, are interned, so 9,000 pods share one copy of `training.kubeflow.org/job-role`
-instead of holding 9,000.
-A transform is a handful of dict copies per object, no deep walk (it runs on every watch event). It
-never mutates its input: it builds new dicts along the paths it changes and shares the rest (objects
-in a store are read-only, see `cache.store`).
-
-`tests/unit/runtime/test_cache_transforms.py` states, table-driven, what each transform strips and
-keeps; the reconcile and elastic integration tiers run with these transforms on.
+The stores are most of the operator's memory, so a transform returns what a store keeps instead of
+what the server sent. `metadata.managedFields` goes from everything (no reader uses it, and an
+Update built without it leaves the server's as they are). Only kinds never sent back may lose more:
+pods are created, patched and deleted, never updated, so they keep metadata and the spec and status
+fields the operator reads; Jobs, Services, ConfigMaps, Secrets and PodGroups lose only
+managedFields. Repeated label, annotation and owner strings are interned. A transform never mutates
+its input (stores are read-only, see `cache.store`): it copies the dicts on the paths it changes.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""WorkQueue[K]: client-go's rate-limiting, delaying work queue for asyncio (one event loop, no threads).
+"""WorkQueue[K]: client-go's rate-limiting, delaying work queue for asyncio (one loop, no threads).
 
-Guarantees (client-go `util/workqueue/queue.go`):
-  * fair: keys are handed out in the order they became dirty, except that an `urgent` add puts its key
-    at the front (controller-runtime's priority queue, with two levels): a key whose work cannot wait
-    behind a backlog of routine syncs (an elastic job that just lost a listed worker);
-  * stingy: a key added many times before a worker takes it is processed once, and a key is never
-    held by two workers at once. A key added while it is being processed is remembered and queued
-    again when the worker calls `done(key)`.
-Every `get()` must be paired with `done()` (use try/finally). Delayed adds (`add_after`,
-`add_rate_limited`) keep only the earliest pending deadline per key. After `shut_down()` adds are
-ignored, waiting timers are dropped, keys already queued are still handed out and then `get()`
-raises `ShutDown`; `shut_down_with_drain()` also waits until every in-flight key is done.
+Fair (keys go out in the order they became dirty; an `urgent` add goes to the front, as
+controller-runtime's priority queue) and stingy (a key added many times is processed once, and never
+by two workers at once; one added while processed is queued again at `done(key)`). Every `get()`
+pairs with `done()`. Delayed adds keep the earliest deadline per key. After `shut_down()` adds are
+ignored and queued keys still go out before `get()` raises `ShutDown`; `shut_down_with_drain()` also
+waits for in-flight keys.
 """
 
 from __future__ import annotations

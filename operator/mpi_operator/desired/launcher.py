@@ -1,33 +1,12 @@
-"""The launcher batch/v1 Job `<job>-launcher` (upstream `newLauncherJob` / `newLauncherPodTemplate`).
+"""The launcher batch/v1 Job `<job>-launcher` (upstream `newLauncherJob`, `newLauncherPodTemplate`).
 
-Job: labels `{app: <job>}`; `ttlSecondsAfterFinished`, `activeDeadlineSeconds`, `backoffLimit` copied from
-`runPolicy`; `podReplacementPolicy: Failed` (never a second launcher while the first is terminating);
-`suspend: true` only while the MPIJob is suspended. Pod template, from a deep copy of the Launcher
-template: upstream labels plus the legacy pair (+ `replica-index: "0"` when the launcher runs as a
-worker) and gang markers; `hostname` `<job>-launcher`, `subdomain` `<job>`; the replica restartPolicy;
-volumes and mounts user's, then `ssh-auth`, then `mpi-job-config` at `/etc/mpi` (`hostfile` 0444,
-`discover_hosts.sh` 0555). `containers[0].env` gets, appended after the user's, in this order:
-
-1. `K_MPI_JOB_ROLE=launcher`;
-2. per implementation, upstream's variables, then (Open MPI only) the Open MPI 5 / PRRTE equivalents;
-3. `NVIDIA_VISIBLE_DEVICES` and `NVIDIA_DRIVER_CAPABILITIES` blanked, only when the launcher neither
-   requests GPUs nor runs as a worker (upstream blanks them whenever it is not a worker);
-4. the caller's `extra_env` (elastic jobs: the bounds `MPIJOB_MIN_NP`, ... of `elastic.launcher_env`).
-
-Open MPI 5 replaced ORTE with PRRTE, which ignores every `OMPI_MCA_orte_*` name (kubeflow/mpi-operator
-#842), so a v5 `mpirun` silently ran everything on the launcher. PRRTE reads its parameters from
-`PRTE_MCA_<name>` variables; the names below are those PRRTE registers (`src/runtime/prte_mca_params.c`:
-`prte_default_hostfile`, `prte_set_default_slots`; the `ssh` plm component, renamed from ORTE's `rsh`:
-`plm_ssh_args`). Open MPI 4 ignores them, so both sets are always set. ORTE's `keep_fqdn_hostnames` has
-no PRRTE twin here on purpose: with `prte_keep_fqdn_hostnames` PRRTE no longer recognises the
-launcher's own name in the hostfile (`<job>-launcher.<job>.<ns>.svc`), so with `runLauncherAsWorker` it
-ssh'es to itself, where no sshd runs, and the job fails (seen with Open MPI 5.0.11 in
-tests/process/test_mpi_pi_e2e.py). Without it the workers are still reached by the names written.
-
-MPICH's hydra reads the launcher's (ssh's) extra arguments from `HYDRA_LAUNCHER_EXTRA_ARGS` (the only
-name MPICH 5.0.2's hydra contains); upstream sets `HYDRA_LAUNCH_EXTRA_ARGS`, which only early hydra
-releases read, so `-o ConnectionAttempts=10` never reached a current `mpiexec`. Both are set, upstream's
-first.
+Upstream's Job and pod template (runPolicy's limits, `podReplacementPolicy: Failed` so there is
+never a second launcher while the first terminates, the `ssh-auth` and `mpi-job-config` volumes),
+with `containers[0].env` appended after the user's, in this order: `K_MPI_JOB_ROLE=launcher`; the
+MPI implementation's variables (upstream's, then the Open MPI 5 / PRRTE and current MPICH names,
+which those releases read instead); the NVIDIA variables blanked only when the launcher neither
+requests GPUs nor runs as a worker; then the caller's `extra_env` (elastic bounds,
+`elastic.launcher_env`).
 """
 
 from __future__ import annotations
@@ -74,6 +53,9 @@ def mpi_env(job: MPIJob) -> list[KubeObject]:
                 ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
                 ("OMPI_MCA_plm_rsh_args", SSH_CONNECTION_ARGS),
                 (OPENMPI_SLOTS_ENV, slots),
+                # Open MPI 5's PRRTE ignores ORTE's names (kubeflow/mpi-operator#842), v4 these.
+                # No `prte_keep_fqdn_hostnames`: with it PRRTE misses the launcher's own hostfile
+                # name and ssh'es to itself (Open MPI 5.0.11, tests/process/test_mpi_pi_e2e.py).
                 ("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
                 ("PRTE_MCA_plm_ssh_args", SSH_CONNECTION_ARGS),
                 (PRRTE_SLOTS_ENV, slots),
@@ -91,6 +73,7 @@ def mpi_env(job: MPIJob) -> list[KubeObject]:
         [
             ("HYDRA_HOST_FILE", HOSTFILE_PATH),
             # Upstream's name: only early hydra read it, current hydra ignores it; users' tooling may.
+            # Current hydra (MPICH 5.0.2) reads only the next.
             ("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECTION_ARGS),
             ("HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECTION_ARGS),
         ]

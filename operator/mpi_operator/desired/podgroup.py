@@ -1,18 +1,10 @@
-"""Gang scheduling: the PodGroup `<job>` (Volcano or scheduler-plugins) and the pod decoration it needs.
+"""Gang scheduling: the PodGroup `<job>` (Volcano or scheduler-plugins) and the pods' decoration.
 
-Upstream `pkg/controller/podgroup.go`, field for field:
-
-- `minMember` = `schedulingPolicy.minAvailable`, else workers + 1 (elastic jobs: minReplicas + 1, passed in);
-- Volcano (`scheduling.volcano.sh/v1beta1`): `queue` from the policy, else the MPIJob annotation
-  `scheduling.volcano.sh/queue-name`; `priorityClassName` from the policy, else the launcher's, else the
-  workers'; pods get `schedulerName: volcano` and the annotation `scheduling.k8s.io/group-name`;
-- scheduler-plugins (`scheduling.x-k8s.io/v1alpha1`): `scheduleTimeoutSeconds` (default 0); pods get the
-  configured scheduler name and the label `scheduling.x-k8s.io/pod-group`;
-- `minResources` = the policy's, else nil when minMember is 0, else the sum over the first minMember
-  pods by PriorityClass value (requests, falling back to limits, over `containers` only). PriorityClass
-  values come in as a mapping, so this stays pure; an unknown class counts as 0, as upstream.
-
-Fields are omitted when Go's `omitempty` would omit them, so the objects equal upstream's JSON.
+Upstream `pkg/controller/podgroup.go` field for field: `minMember` (minAvailable, else workers + 1),
+the Volcano queue and priority class or scheduler-plugins' timeout, the scheduler name and group
+marker on the pods, and `minResources` summed over the first minMember pods by PriorityClass value
+(given as a mapping, so this stays pure; an unknown class counts 0). Fields are omitted where Go's
+`omitempty` would omit them, so the objects equal upstream's JSON.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
-"""How the SSH Secret reaches the launcher and the workers: volumes, mounts and, for non-root users, a copy.
+"""How the SSH Secret reaches the launcher and the workers: volumes, mounts, for non-root a copy.
 
-Root (`sshAuthMountPath: /root/.ssh`, upstream's default): exactly upstream. The Secret volume `ssh-auth`
-(items `ssh-privatekey` -> `id_rsa`, `ssh-publickey` -> `id_rsa.pub` and `authorized_keys`,
-`defaultMode: 0600`) is mounted at the path on `containers[0]`.
-
-Any other path (a non-root user): upstream mounts the same volume without a mode, so the kubelet writes
-the files `0644` and owned by root. The private key is then world-readable and `authorized_keys` sits in a
-root-owned, kubelet-managed directory of symlinks, so sshd with `StrictModes yes` refuses it and
-upstream's images have to switch StrictModes off. We instead give the container a private copy:
-
-1. the Secret volume `ssh-auth` is mounted only into a short init container `ssh-auth-setup`, at a
-   staging path; mode `0440` when the pod has an `fsGroup` (the kubelet makes the files group-owned by
-   it, so the user can read them through that supplemental group), `0444` otherwise (the user may be
-   any uid). Either way the readable copy exists only in that init container's mount namespace, which
-   has exited before the main container starts;
-2. the init container runs the main container's image with its `securityContext` (pod-level settings
-   such as `runAsUser`/`fsGroup` apply to it anyway), so it runs as the very user sshd and mpirun run as.
-   With `umask 077` it creates `ssh/` on a memory-backed emptyDir (`ssh-auth-home`), `chmod 700`, and
-   writes `id_rsa`, `id_rsa.pub` and `authorized_keys` `0600` (temp file + rename, so a restarted init
-   container never leaves a half-written key);
-3. the main container mounts that emptyDir with `subPath: ssh` at `sshAuthMountPath`. The mount point
-   is the directory the user created: owned by the user, `0700`, files `0600`, which is exactly what
-   sshd's StrictModes (`secure_filename`) and the ssh client's private-key check demand. The emptyDir's
-   own root (world-writable, kubelet-owned) is never on the path.
-
-The helper copies only the main container's cpu/memory requests and limits (so quotas that demand
-limits admit the pod and the pod's effective request is unchanged), never its GPUs.
+Root (`sshAuthMountPath: /root/.ssh`): exactly upstream, the Secret volume `ssh-auth` at mode 0600.
+Any other path: upstream's mount leaves the key world-readable in a root-owned directory, which
+sshd's StrictModes refuses. Instead an init container `ssh-auth-setup`, running the main image as
+the same user, copies the keys from a staging mount onto a memory-backed emptyDir (`ssh/` 0700,
+files 0600, temp file + rename), and the main container mounts that `subPath: ssh` at the path:
+owned by the user, as StrictModes demands. The init container copies only the main container's
+cpu/memory requests and limits, never its GPUs.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """The TCP port a worker's sshd listens on, when the pod spec itself says so (pure).
 
-The operator probes a worker's sshd only on a port it knows; a guessed port (22) can leave a worker
-that is fine never Ready, and with `launcherCreationPolicy: WaitForWorkersReady` the job then waits
-forever without an error (upstream's `pi.yaml` runs `sshd -f ~/.sshd_config`, whose file says 2222).
-The port is known, in this order, from:
-
-1. the container port named `ssh` (`ports: [{name: ssh, containerPort: 2222}]`);
-2. the sshd command line in `command` + `args`, as sshd's getopt reads it:
-   - `-o ListenAddress=<addr>:<port>` (or `[<addr>]:<port>`): sshd then listens there, whatever `-p` says;
-   - `-p <port>` / `-p<port>` (also inside a flag cluster, `-Dp2222`): the first one;
-   - `-o Port=<port>`, `-oPort=<port>`, `-o "Port <port>"`: the first one (keywords in any case).
-
-Where sshd is found in the argv:
-
-- when `argv[0]` is a shell (`sh`, `bash`, ...) with `-c` (alone or in a cluster such as `-ec`), its
-  script is split like a shell line and each simple command (split at `;`, `&&`, `|`, `&`, newlines,
-  redirections) is looked at: the first whose command word, after `VAR=value` assignments and an
-  `exec` or `nohup`, is sshd (`mkdir -p /run/sshd` does not count);
-- otherwise, and for the words after such a script (`sh -c '... exec "$@"' sh /usr/sbin/sshd -D`): the
-  first word whose basename is `sshd`, so wrappers such as `tini --` or `/entrypoint.sh` may come first.
-
-Unknown (None) when there is no such sshd, when its options do not name a port (the port is then in a
-config file: `/etc/ssh/sshd_config` or `-f FILE`), when a port is not a number in 1..65535 (service names
-such as `ssh` and `$(VAR)` references included), when an option is one sshd does not know or lacks its
-argument, or when the script cannot be split (unbalanced quotes). sshd itself refuses most of those.
+The operator probes sshd only on a port it knows (a guessed 22 could leave a working worker never
+Ready: see "Deviations from upstream" in docs/architecture.md). In order: the container port named
+`ssh`; else the sshd command line, read as sshd's getopt does (`-o ListenAddress=addr:port` first,
+then the first `-p`, then the first `-o Port`), found either in a `sh -c` script's simple commands
+or as the first argv word named `sshd` (wrappers may come first). None when no such sshd is found,
+its options name no port (it is then in a config file), a port is not a number in 1..65535, an
+option is unknown or lacks its argument, or the script cannot be split.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Worker pods `<job>-worker-<i>` (upstream `newWorker`) plus "Ready means sshd answers".
 
-From a deep copy of the Worker template: upstream's labels (template labels overlaid with the job's,
-`replica-index` shifted by one when the launcher runs as a worker) plus the legacy pair; `hostname` =
-pod name and `subdomain` = the Service; `ClusterFirstWithHostNet` under hostNetwork; the DNS search path
-`<job>.<ns>.svc.<cluster domain>` (upstream hard-codes cluster.local); the replica restartPolicy;
-`containers[0]` gets `/usr/sbin/sshd -De` when it has neither command nor args, `K_MPI_JOB_ROLE=worker`
-appended to its env and the SSH keys (`ssh_auth`); gang scheduling sets the scheduler and group marker.
-Resources (GPUs included) pass through untouched.
-
-Beyond upstream: a `containers[0]` without a readinessProbe gets a TCP probe on its sshd port when the
-pod spec says which port that is (`sshd.container_ssh_port`: the container port named `ssh`, else `-p` /
-`-o Port` / `-o ListenAddress` on the sshd command line), so Ready, and therefore discover_hosts.sh and
-WaitForWorkersReady, mean the launcher's ssh will connect (Horovod blacklists a host whose launch fails).
-When the spec does not say, the worker gets no probe, as upstream's workers, and the planner records
-the Warning `SSHPortUnknown` once: a probe on a guessed port (22) never passes when sshd listens
-elsewhere, and the job would then wait for its launcher forever without an error.
+From a deep copy of the Worker template, upstream's pod: labels, hostname and subdomain, the DNS
+search path (with our cluster domain, not a hard-coded cluster.local), `/usr/sbin/sshd -De` when
+`containers[0]` has no command, `K_MPI_JOB_ROLE=worker`, the SSH keys (`ssh_auth`), gang markers;
+resources pass through untouched. Beyond upstream: a `containers[0]` without a readinessProbe gets
+a TCP probe on its sshd port when the spec names it (`sshd.container_ssh_port`), so Ready means the
+launcher's ssh will connect; otherwise no probe, and the planner records `SSHPortUnknown` once.
 """
 
 from __future__ import annotations
@@ -145,9 +136,8 @@ class LazyWorkers(Mapping[int, KubeObject]):
     """`build_workers` as a mapping that builds a worker pod when it is first read.
 
     A sync needs the desired pod of a worker only to create it, and most syncs of a running job create
-    none: building every worker's pod from the template each time (a deep copy of the template per
-    worker) was a fifth of the operator's CPU per write in a fan-in. Iterating gives the indices
-    without building anything; equality compares as the plain dict would.
+    none (docs/architecture.md#decisions-and-why). Iterating gives the indices without building
+    anything; equality compares as the plain dict would.
     """
 
     def __init__(

@@ -1,14 +1,10 @@
 """Host identity of a worker pod incarnation: the blacklist-safe naming of elastic workers.
 
-Horovod keys everything on the exact string the discovery script prints and, without
-`--blacklist-cooldown-range` (upstream's default), blacklists a failed worker's host name for the rest of
-the job: a replacement listed under the same name is ignored forever. So every pod incarnation gets a
-fresh host identity. The pod *name* stays `<job>-worker-<i>`; its `spec.hostname` (and so its DNS name
-and the line `discover_hosts.sh` prints) is `worker_hostname(job, i, n)`: upstream's `<job>-worker-<i>`
-for incarnation 0, `<job>-worker-<i>-r<n>` for the n-th later pod of that index, shortened with a hash
-when the suffix would not fit a DNS-1035 label. The counter of each index lives in the API (the elastic
-state, `state.py`, and `INCARNATION_ANNOTATION` on the pod); `replacement.py` and `scalein.py` retire
-identities. Why fresh names rather than pod IPs or a cooldown, and what they cost:
+Horovod blacklists a failed worker's host name for the rest of the job, so every pod incarnation
+gets a fresh one. The pod *name* stays `<job>-worker-<i>`; its `spec.hostname` (its DNS name and
+script line) is `worker_hostname(job, i, n)`: upstream's name for incarnation 0, `-r<n>` after it,
+shortened with a hash to fit a DNS-1035 label. Each index's counter lives in the API (`state.py`,
+`INCARNATION_ANNOTATION`). Why not pod IPs or a cooldown:
 docs/architecture.md#the-elastic-state-machine.
 """
 

@@ -1,19 +1,12 @@
-"""The launcher's view of the elastic bounds, the PodGroup's gang size, and the discovery refresh marker.
+"""The launcher's elastic bounds, the PodGroup's gang size, and the discovery refresh marker.
 
-`horovodrun` needs `--min-np`/`--max-np` in *processes* while the MPIJob speaks in workers, and users of
-elastic operators get that arithmetic wrong by hand. The launcher therefore gets the computed values, so
-a command reads `horovodrun -np $MPIJOB_MIN_NP --min-np $MPIJOB_MIN_NP --max-np $MPIJOB_MAX_NP
---host-discovery-script $MPIJOB_DISCOVERY_SCRIPT ...`:
-
-- `MPIJOB_MIN_NP` / `MPIJOB_MAX_NP`: minReplicas / maxReplicas times the slots per worker, plus the
-  launcher's own slots when it runs as a worker (it is listed by the script too);
-- `MPIJOB_MIN_REPLICAS` / `MPIJOB_MAX_REPLICAS`, `MPIJOB_SLOTS_PER_WORKER`: the inputs, for scripts;
-- `MPIJOB_DISCOVERY_SCRIPT`: `/etc/mpi/discover_hosts.sh`, the mounted script.
-
-The gang (PodGroup `minMember`) is minReplicas + the launcher: an elastic job can start, and keep its
-reservation, with its minimum. `discovery_revision_annotation` is what the reconciler puts on the
-launcher pod after each change of `discover_hosts.sh`: updating the pod makes the kubelet refresh its
-ConfigMap volumes at once instead of at its next periodic sync, one to two minutes later.
+`horovodrun` counts processes while the MPIJob counts workers, and users get that arithmetic wrong
+by hand, so the launcher gets the computed values: `MPIJOB_MIN_NP`/`MPIJOB_MAX_NP` (the bounds times
+the slots, plus the launcher's slots when it is a worker), `MPIJOB_MIN_REPLICAS`,
+`MPIJOB_MAX_REPLICAS`, `MPIJOB_SLOTS_PER_WORKER` and `MPIJOB_DISCOVERY_SCRIPT`. The gang is
+minReplicas + the launcher. `discovery_revision_annotation` goes on the launcher pod after each
+change of `discover_hosts.sh`, so the kubelet refreshes the mounted script at once rather than at
+its next periodic sync.
 """
 
 from __future__ import annotations

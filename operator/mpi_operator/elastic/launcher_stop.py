@@ -1,18 +1,12 @@
-"""Stopping the launcher of a job the elastic layer failed (ready workers below minReplicas too long).
+"""Stopping the launcher of a job the elastic layer failed (below minReplicas for too long).
 
-The Failed condition ends the MPIJob, but the launcher Job knows nothing of it: its horovodrun would wait
-for hosts forever. The operator stops it the way a Kubernetes user stops a Job that has run long enough:
-it lowers the Job's `spec.activeDeadlineSeconds` (mutable on a running Job) to the time the Job has been
-active, so the Job controller fails the Job with `DeadlineExceeded` and terminates its pod. The Job
-object stays, so `kubectl describe job` shows what happened and when; the launcher pod is deleted by the
-Job controller, as for any Job past its deadline (collect its logs with your log pipeline).
-
-Suspending the Job instead would leave a Job that looks resumable (and Kueue owns `suspend`), and
-deleting it would lose the record. Ordering makes it safe: the MPIJob's Failed condition (with its
-completionTime) is stored by the sync that decides the failure, and only a later sync, which reads that
-condition back, stops the launcher. A finished MPIJob's status is never recomputed from its children,
-so the launcher's own `DeadlineExceeded` cannot replace the below-minReplicas reason and message.
-Pure: the job, the observed launcher Job and `now` in, a merge patch out.
+The launcher Job knows nothing of the MPIJob's Failed condition, and its horovodrun would wait for
+hosts forever, so its `spec.activeDeadlineSeconds` is lowered to the time it has been active: the
+Job controller ends it with `DeadlineExceeded` and the Job stays for `kubectl describe`. Only a sync
+that reads the stored Failed condition back does this, so the launcher's own failure never replaces
+the below-minReplicas reason. Why not suspend or delete: "Below minReplicas" in
+docs/architecture.md#the-elastic-state-machine. Pure: job, launcher Job and `now` in, a merge patch
+out.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Pacing: how the discovered host set moves from what is published towards what is wanted.
 
-Horovod 0.28.1 loses a host removal that reaches rank 0 while it is still resetting for the previous
-change, and deadlocks when a graceful removal takes the job below `--min-np` and a *different* host then
-arrives (horovod#3494; docs/architecture.md#the-elastic-state-machine). So one change is published at
-a time:
-
-1. a listed host that can no longer run (failed, evicted, not Ready, terminating, replaced) leaves at
-   once, whatever the settle clock says: Horovod must never be told to use it (and it is the failure
-   path for Horovod anyway, graceful or not);
-2. otherwise nothing changes until `settleSeconds` after the previous change;
-3. then additions come first, all of them in one change (intermediate targets are coalesced: 1→2→3→4
-   while settling publishes 1→4), so capacity never dips on the way;
-4. only when nothing is to be added, the unwanted hosts leave gracefully, highest index first, as many
-   as keep the listed workers at or above `minReplicas` (never a graceful removal below the minimum).
-
-Each change is therefore a pure addition or a pure removal ("one step"); `next_members` is pure and
-deterministic.
+One change at a time, because Horovod 0.28.1 loses a removal that arrives mid-reset and deadlocks
+below `--min-np` (docs/architecture.md#the-elastic-state-machine): a listed host that can no longer
+run leaves at once; otherwise nothing changes until `settleSeconds` after the previous change; then
+all additions in one change (intermediate targets coalesced); only when nothing is to be added do
+unwanted hosts leave gracefully, highest index first, never below `minReplicas`. So each change is a
+pure addition or a pure removal; `next_members` is pure and deterministic.
 """
 
 from __future__ import annotations

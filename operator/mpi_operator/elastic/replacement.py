@@ -1,18 +1,12 @@
-"""Self-healing of elastic jobs: failed, evicted or deleted workers are replaced under a new identity.
+"""Self-healing of elastic jobs: failed, evicted or deleted workers replaced under a new identity.
 
-A worker whose pod failed (phase Failed: a non-zero exit, an eviction, a node loss), exited, had its
-container restarted in place, or was deleted by someone else has lost its Horovod process, and Horovod
-has blacklisted its host name forever (`identity.py`). Such a worker leaves discovery at once
-(`pacing.py`), its index's incarnation is bumped (recorded in the state before the pod is deleted, so a
-crash in between cannot hand the old name to a new pod), and its pod is deleted so the planner creates
-the replacement under `worker_hostname(job, i, n + 1)`; a pod of an older incarnation still around is
-deleted as superseded. Replacements count against `maxReplacements`; past it, a failed pod is left in
-place (its logs stay) and only recorded.
-
-The job fails only when fewer than `minReplicas` workers are ready for longer than
-`belowMinTimeoutSeconds`, counted once the job has had `minReplicas` ready workers (image pulls at start
-are Horovod's `--elastic-timeout` business); the condition names the failed workers, reasons and exit
-codes. Static MPI jobs never come here: they keep upstream's semantics.
+Horovod blacklists a failed worker's host name for good (`identity.py`), so such a worker leaves
+discovery at once (`pacing.py`), its index's incarnation is bumped in the state before its pod is
+deleted, and the planner creates the replacement under the next host name; an older incarnation's
+pod still around is deleted as superseded. Past `maxReplacements` a failed pod stays (with its logs)
+and is only recorded. Also the below-minReplicas clock (`check_below_min`): the job fails only after
+`belowMinTimeoutSeconds` under the minimum, counted once it has reached it. Static jobs never come
+here.
 """
 
 from __future__ import annotations

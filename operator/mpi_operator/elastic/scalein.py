@@ -1,15 +1,10 @@
 """Graceful scale-in: workers above the desired count drain before their pods are deleted.
 
-Deleting a pod whose Horovod process still holds a rank is the failure path: a rollback to the last commit
-and a blacklisted name, while a host dropped from the script leaves at its next commit without either
-(docs/architecture.md#the-elastic-state-machine). So a worker at an index at or above the desired replica
-count is first taken out of `discover_hosts.sh` (by `pacing.py`, highest index first, never below
-minReplicas); in the same step the pod gets the annotation `DRAINING_ANNOTATION` with the time, and only
-`scaleInGracePeriodSeconds` later (time for Horovod's next commit and re-forming) is it deleted. Its
-identity is retired then (a later scale-out starts that index under a new host name, in case the removal
-was lost in Horovod's reset race). A pod Horovod never saw (never listed, or already dropped as not Ready)
-is deleted at once. A pod below the desired count is never deleted here; one that is draining when the job
-is scaled back out is reused: the annotation is removed and it is listed again.
+Deleting a pod that still holds a Horovod rank is the failure path, while a host dropped from the
+script leaves at its next commit (docs/architecture.md#the-elastic-state-machine). So a worker at or
+above the desired count is first dropped from `discover_hosts.sh` (`pacing.py`), stamped with
+`DRAINING_ANNOTATION` in the same step, deleted `scaleInGracePeriodSeconds` later, and its
+identity retired. A pod Horovod never saw is deleted at once; a draining pod wanted again is reused.
 """
 
 from __future__ import annotations

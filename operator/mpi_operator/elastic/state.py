@@ -1,23 +1,12 @@
-"""The elastic layer's memory, stored in the API: `PublishedState` in an annotation of `<job>-config`.
+"""The elastic layer's memory, stored in the API: `PublishedState` in an annotation of
+`<job>-config`.
 
-All state lives in the API (docs/architecture.md#where-state-lives), so a restarted operator (or another
-leader) continues where the last one stopped. The ConfigMap is the natural home: it already carries
-`discover_hosts.sh`, and writing the state in the same object as the script makes "what is published" and
-"what we remember publishing" one atomic write. The state records:
-
-- `members`: the workers `discover_hosts.sh` lists, as `(index, incarnation)` in index order;
-- `changed_at`: when that list last changed (the settle interval counts from it);
-- `incarnations`: the incarnation of each index's current (or next) pod, when not 0 (`identity.py`);
-- `replacements`: how many failed, evicted or deleted workers were replaced (against `maxReplacements`);
-- `reached_min` / `below_min_since`: whether the job ever had `minReplicas` ready workers, and since
-  when it has had fewer (the `belowMinTimeoutSeconds` clock);
-- `failures`: the most recent worker failures (which pod, which host name, reason, exit code), so the
-  Failed condition can name them after the pods are gone;
-- `out_of_bounds_reported`: the out-of-bounds `Worker.replicas` a `ReplicasOutOfBounds` event was last
-  recorded for (None while in bounds), so the event is recorded once per value, across restarts too.
-
-Draining is the one thing recorded elsewhere: on the draining pod itself (`scalein.py`), where
-`kubectl get pod -o yaml` shows it. Times are epoch seconds (floats) in the JSON.
+In the same object as `discover_hosts.sh`, so "what is published" and "what we remember publishing"
+are one atomic write, and a restarted operator or a new leader continues from it. It records the
+listed members and when they changed, each index's incarnation, the replacements used, the
+below-minimum clock, the recent failures and the last out-of-bounds replicas reported; the fields
+are listed in docs/architecture.md#the-elastic-state-machine ("The published state"). Draining is
+recorded on the pod instead (`scalein.py`). Times are epoch seconds (floats) in the JSON.
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
-"""`elastic_step`: the one entry point of the elastic layer, called by the reconciler for elastic jobs.
+"""`elastic_step`: the elastic layer's one entry point, called by the reconciler for elastic jobs.
 
-    published = published_state(job, observed.config_map, cluster_domain=...)
-    decision  = elastic_step(job, observed.worker_pods, published, now=now, cluster_domain=...)
+    decision = elastic_step(job, observed.worker_pods, published_state(...), now=now, ...)
 
-then apply the decision in the order `decision.py` gives, and build the desired children with
-`discovered=decision.discovered` and the worker hostnames of `decision.incarnations`.
-
-A suspended job gets a step of its own (`_suspended_step`): nothing listed, drained or replaced, and
-`status.elastic` counted from the pods as they are. Out-of-bounds replicas are reported once per value
-(`ReplicasOutOfBounds`; the value last reported is part of the published state).
-
-One step, in order: read the worker pods (`hosts`); find failed, evicted or deleted workers, bump their
-incarnations and choose the pods to replace (`replacement`); move the published host set one paced step
-towards the wanted one (`pacing`); drain, reuse or delete the workers above the desired count
-(`scalein`); run the below-minReplicas clock; and report counts, events and the time to come back.
-
-Everything the step needs from the past is in `published` (the ConfigMap annotation) and on the pods
-(incarnation and draining annotations), so a restarted operator computes the same decision from the same
-objects. Crash windows, given the apply order: drain stamps are written before the script drops the
-host (a crash in between leaves the host listed and re-stamps it when it leaves); the bumped incarnation
-is written with the script before a failed pod is deleted (a crash in between re-finds the old pod as
-superseded and deletes it without counting it twice).
+then apply the decision in `decision.py`'s order and build the children from it. One step reads the
+workers (`hosts`), plans replacements (`replacement`), paces the host set (`pacing`), scales in
+(`scalein`), runs the below-minReplicas clock and reports counts, events and when to come back; a
+suspended job gets `_suspended_step`. Everything it needs from the past is in `published` and on the
+pods, so a restarted operator decides the same (docs/architecture.md#one-step).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""One sync of an elastic job, pure: the step's decision turned into the desired builders' inputs and
-the plan's elastic writes, and the `status.elastic` block afterwards.
+"""One sync of an elastic job, pure: the step's decision as the builders' inputs, the plan's elastic
+writes, and the `status.elastic` block afterwards.
 
-A job is elastic when it has an `elasticPolicy`, or its launcher runs `horovodrun
---host-discovery-script` (`api.elastic.effective_elastic_policy`). Its writes, in the plan's phases:
-DRAIN (drain annotations) -> DISCOVERY (the planner's ConfigMap carries the script and the published
-state) -> ANNOUNCE (the launcher pod touched) -> RELEASE (replaced and scaled-in pods deleted) ->
-WORKLOAD (the planner's missing workers and launcher Job) -> STOP (a failed job's launcher stopped).
-
-A suspended job runs the step too, which for it lists no host, drains and replaces nothing, and counts
-`status.elastic` from the pods as they are. A finished job (the MPIJob Succeeded or Failed, or its
-launcher Job finished) runs no step: its `status.elastic` stays as it was when the job ended, the
-history a user looks at afterwards. Every job keeps the clamped replicas, the launcher variables and the
-gang size so nothing else changes under it. The one write for a finished job is the launcher stop of
-a job failed below minReplicas (`launcher_stop.py` says why it waits for the stored Failed condition).
+A job is elastic with an `elasticPolicy` or a launcher running `horovodrun --host-discovery-script`
+(`api.elastic.effective_elastic_policy`). A finished job runs no step: its `status.elastic` stays as
+it ended, and its one write is the launcher stop of a job failed below minReplicas
+(`launcher_stop.py`). It keeps the clamped replicas, launcher variables and gang size, so nothing
+else changes under it.
 """
 
 from __future__ import annotations

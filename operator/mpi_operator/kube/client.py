@@ -1,21 +1,13 @@
-"""`Kube`: the only door to the API server. Plain JSON dicts in and out, typed errors, limiter, retries.
+"""`Kube`: the only door to the API server. Plain JSON dicts in and out, typed errors, limiter,
+retries.
 
-It rides on kubernetes_asyncio's `ApiClient` for what that does well (kubeconfig and in-cluster
-config, auth and token refresh, TLS, proxies, the aiohttp session) but not for (de)serialization:
-`call_api(..., _preload_content=False)` hands back the raw aiohttp response and we decode JSON
-ourselves (`codec`, orjson), so no generated model class is ever built (they are slow and drop unknown
-fields).
-
-Every request first takes a token from the client-side QPS/burst bucket (client-go's rate limiter;
-retries and watch (re)connects pay too), then runs under `RetryPolicy` (transient failures only, 429
-after its `Retry-After`). With `limit_until_apf`, the bucket only applies until an answer carries API
-Priority and Fairness' `X-Kubernetes-PF-*` headers: such a server protects itself (it answers 429 with
-`Retry-After` when it must), so a client-side limit would only delay the operator (controller-runtime
-dropped its default limit for the same reason).
-Requests made inside `with kube.urgent():` take theirs on credit instead of queueing (`TokenBucket`).
-`Warning` response headers (deprecations, unknown fields) are logged and passed to `on_warning`.
-Patches always carry an explicit Content-Type: kubernetes_asyncio's default for custom objects is
-json-patch, which a real API server rejects for a merge-style body.
+kubernetes_asyncio's `ApiClient` does config, auth, TLS, proxies and the session; answers come back
+raw (`_preload_content=False`) and are decoded by `codec`, so no generated model is ever built.
+Every request (retries and watch reconnects too) takes a token from the QPS/burst bucket, unless
+`limit_until_apf` and the server has shown API Priority and Fairness (docs/architecture.md, "No
+client-side rate limit"), then runs under `RetryPolicy`; inside `with kube.urgent():` tokens are
+taken on credit. `Warning` headers go to the log and `on_warning`. Patches always carry an explicit
+Content-Type: kubernetes_asyncio's default for custom objects is json-patch.
 """
 
 from __future__ import annotations
@@ -195,7 +187,7 @@ class Kube:
         token expires mid-way (410), the list restarts unpaginated, as client-go's pager does.
         `transform` (an informer's, `cache.transforms`) runs on each item as its page arrives, and the
         page is dropped before the next is asked for: at most one page of raw objects is alive at a
-        time, not the whole list (9,000 decoded pods at once are most of a restart's peak RSS).
+        time, not the whole list (a whole relist decoded at once is most of a restart's peak RSS).
         """
         query = _selectors(label_selector, field_selector)
         items: list[KubeObject] = []

@@ -1,13 +1,12 @@
 """JSON of request bodies, responses and watch events: orjson, with the standard library behind it.
 
-The stdlib's encoder and decoder were a sixth of the operator's CPU in a fan-in (every created object
-is encoded once and decoded twice, from the answer and from the watch). orjson does both several times
-faster. Where the two differ, what the stdlib does is kept: input orjson refuses (`NaN`, a byte order
-mark, a lone surrogate, a number out of a double's range) and objects it will not encode (integers past
-64 bits) go to the stdlib, and non-string keys become strings as `json.dumps` makes them. Two
-differences are left. orjson reads an integer outside [-2**63, 2**64) as a float: an API server never
-sends one (it holds numbers as Go's int64 or float64 and writes larger ones as floats). It writes NaN
-and infinities as null, where `json.dumps` writes words that are not JSON and no API server accepts.
+orjson because every created object is encoded once and decoded twice, from the answer and from the
+watch (docs/architecture.md#decisions-and-why has the figure). Where the two differ, the stdlib's
+way is kept: what orjson refuses to read (`NaN`, a byte order mark, a lone surrogate, a number out
+of a double's range) or to write (integers past 64 bits) goes to the stdlib, and non-string keys
+become strings as `json.dumps` makes them. Left different: orjson reads an integer outside [-2**63,
+2**64) as a float (an API server never sends one), and writes NaN and infinities as null (which
+`json.dumps` writes as words no API server accepts).
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """The operator's own API error hierarchy, built from HTTP statuses and `kind: Status` bodies.
 
-Nothing outside `kube/` sees kubernetes_asyncio's `ApiException` or aiohttp's exceptions: the client
-translates them into these classes (`from_status`, `from_status_object`, `from_api_exception`; the
-aiohttp mapping sits in `kube.client`). This module imports only the standard library so that
-`cache` can import it (to recognise `Gone`) without pulling in the HTTP stack.
+Nothing outside `kube/` sees kubernetes_asyncio's or aiohttp's exceptions: the client translates
+them into these. Standard library only, so `cache` can recognise `Gone` without the HTTP stack.
 
     KubeError
-    ├── ApiError(status, reason, message, body)     the server answered with an error status
-    │   ├── BadRequest 400, Unauthorized 401, Forbidden 403, NotFound 404
-    │   ├── Conflict 409 ── AlreadyExists 409 (reason AlreadyExists)
-    │   ├── Gone 410 (watch or continue token expired: relist)
-    │   ├── Invalid 422 (with field causes)
-    │   ├── TooManyRequests 429 (retry_after)
-    │   └── ServerError 5xx (retry_after when the server sent one)
-    └── TransientError                               no usable answer: connection refused/reset, timeout
+    ├── ApiError(status, reason, message, body): BadRequest, Unauthorized, Forbidden, NotFound,
+    │   Conflict (AlreadyExists), Gone 410 (relist), Invalid 422, TooManyRequests 429, ServerError
+    └── TransientError: no usable answer (connection refused or reset, timeout)
 """
 
 from __future__ import annotations

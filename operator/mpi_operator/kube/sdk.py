@@ -1,17 +1,11 @@
 """The few parts of kubernetes_asyncio the client uses, without importing the rest of it.
 
-`import kubernetes_asyncio.<anything>` first runs the package's `__init__`, which imports every
-generated API and model class (about 850 modules) and the dynamic client (jsonschema and
-kubernetes-validate): 35 MB of the operator's idle RSS and a third of a second of start-up, for classes
-`kube.client` never builds (it sends and receives plain JSON). The client only needs `Configuration`,
-`ApiClient` (its auth, TLS and session), and the kubeconfig / in-cluster loaders.
-
-So before the first import, the three heavy package modules (`kubernetes_asyncio`, its `client` and
-`client.models`) are registered as *deferred* packages: real module objects with their `__path__`, so
-their submodules import as usual, whose own `__init__` runs the first time anyone asks them for an
-attribute they do not have (`kubernetes_asyncio.client.CoreV1Api`, a model class in
-`ApiClient.deserialize`). Nothing is lost for code that wants the whole SDK; it just pays for it then.
-When kubernetes_asyncio is already imported (a test that uses it directly), nothing is deferred.
+The package's `__init__` imports every generated API and model class and the dynamic client, which
+`kube.client` never uses (see `mpi_operator.kube` in docs/architecture.md). So before the first
+import, `kubernetes_asyncio`, its `client` and `client.models` are registered as *deferred*
+packages: real modules with their `__path__`, so submodules import as usual, whose own `__init__`
+runs on the first attribute they lack. Code that wants the whole SDK pays for it then. When
+kubernetes_asyncio is already imported, nothing is deferred.
 """
 
 from __future__ import annotations
@@ -169,8 +163,8 @@ def resolve_proxy_once(api_client: ApiClient) -> None:
     """Looks up the API server's proxy in the environment once, instead of on every request.
 
     kubernetes_asyncio's session trusts the environment, so aiohttp looks up `HTTPS_PROXY`/`NO_PROXY`
-    and `~/.netrc` for each request, each in a thread: two thread hops per request, a sixth of the
-    operator's CPU in a fan-in. The proxy cannot change while the process runs, so it is resolved here
+    and `~/.netrc` for each request, each in a thread (docs/architecture.md#decisions-and-why).
+    The proxy cannot change while the process runs, so it is resolved here
     for the API server's URL (with its credentials as a `Proxy-Authorization` header) and the session
     is replaced by one that does not look again, on the same connector. A `.netrc` entry for the API
     server is not read, as client-go does not read one either.

@@ -1,25 +1,12 @@
-"""`plan()`: desired vs observed children of one MPIJob -> the ordered writes of upstream's `syncHandler`.
+"""`plan()`: desired vs observed children of one MPIJob -> the ordered writes of upstream's
+`syncHandler`.
 
-Pure and idempotent: a converged job yields an empty plan, and planning again against what a plan
-leaves behind (`observed_after`) yields nothing new. The order is upstream's:
-
-1. a finished job (terminal condition *and* completionTime, set by the previous sync's status) only
-   gets its cleanup per cleanPodPolicy: worker pods (Running: those Running or Pending; All: every
-   one) and the PodGroup;
-2. while the launcher Job has not finished: Service, ConfigMap, Secret (also while suspended), then,
-   unless suspended, PodGroup and worker pods (excess deleted, missing created, never re-templated;
-   failed ones are not replaced), then the launcher Job, once, per `launcherCreationPolicy`;
-3. the launcher's `suspend` aligned with the job's (resume also clears its startTime and syncs the
-   scheduling directives);
-4. a suspended job's workers and PodGroup deleted.
-
-Each action is placed in a `Phase` (Service, ConfigMap, Secret, PodGroup: DISCOVERY; the rest:
-WORKLOAD), and an elastic job's own writes (`ElasticWrites`: drains, the launcher touch, graceful
-deletes, the launcher stop) go in theirs; the plan holds them in phase order, upstream's order kept
-within a phase.
-
-Objects with our names that this job does not control stop the plan there (upstream returns an error at
-the first one): they are reported in `Plan.conflicts`, never adopted or overwritten.
+Pure and idempotent: a converged job, or what a plan leaves behind (`observed_after`), plans
+nothing. Upstream's order: a finished job gets only its cleanPodPolicy cleanup; otherwise Service,
+ConfigMap, Secret, then (unless suspended) PodGroup, workers (never re-templated, failed ones not
+replaced) and the launcher Job; then `suspend` aligned, and a suspended job's workers and PodGroup
+deleted. Each action has a `Phase` (docs/architecture.md#the-write-path). An object with our name
+that the job does not control stops the plan there, in `Plan.conflicts`, never adopted.
 """
 
 from __future__ import annotations

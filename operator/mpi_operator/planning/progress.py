@@ -1,14 +1,11 @@
 """Which writes of a static job only report progress, and whether its pods are still on the move.
 
-A static job that starts reports, in upstream's way, each pod that becomes Running or Ready: a status
-write with new counts, and a ConfigMap write with one more host in `discover_hosts.sh`, per pod event.
-With 8 workers that is about a dozen writes which say nothing a moment later will not say better.
-The controller holds such *progress* writes back while the job's pods are still starting (`settled`
-is False), for at most a batch period since the job's last one (Kubernetes' Job controller batches its
-status the same way), so a job that starts at once costs one status write and one ConfigMap write
-between its Created status and Running. What is never held back: a first status, any condition but
-Running turning True, failures, a hostfile change, and anything of an elastic job (its discovery has
-its own pacing and a launcher waiting on it).
+Upstream writes a status and a ConfigMap (one more host in `discover_hosts.sh`) per pod that becomes
+Running or Ready: about a dozen writes for 8 workers, each soon superseded. The controller holds
+such *progress* writes back while the pods are still starting (`settled` is False), for at most a
+batch period since the job's last one, as Kubernetes' Job controller batches its status. Never held
+back: a first status, conditions other than Running turning True, failures, a hostfile change, and
+anything of an elastic job (its discovery has its own pacing).
 """
 
 from __future__ import annotations

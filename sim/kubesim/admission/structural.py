@@ -1,19 +1,12 @@
-"""One walk over an object and its compiled schema: decode/validate, prune unknown fields, apply defaults.
+"""One walk over an object and its compiled schema: decode/validate, prune unknown fields, defaults.
 
-Two flavours, picked by `Walker.builtin`:
-
-- built-in kinds behave like Go's JSON decoder plus defaulting: a type mismatch is a decode error
-  (400 `cannot unmarshal string into Go struct field PodSpec.spec.containers of type []v1.Container`),
-  nulls become zero values (dropped), quantities are parsed and stored canonically, `format: byte` must be
-  base64, unknown fields are dropped and reported;
-- custom resources behave like apiextensions-apiserver: nulls in non-nullable fields are pruned, `default`s
-  applied top-down (nested defaults inside a defaulted value too), unknown fields pruned unless
-  `x-kubernetes-preserve-unknown-fields`, then OpenAPI value validation with kube-openapi's wording
-  (`spec.replicas in body must be of type integer: "string"`), list-type map/set uniqueness, and the nodes
-  carrying `x-kubernetes-validations` collected (with their old values) for the CEL pass.
-
-The walk builds a new value, so the caller's object is never mutated and no deep copy is needed first;
-for built-in kinds, a part equal to the stored version's (`old`) is taken as it is, not walked again.
+Built-in kinds (`Walker.builtin`) behave like Go's JSON decoder plus defaulting: a type mismatch is
+a 400 decode error, nulls are dropped, quantities stored canonically, unknown fields dropped and
+reported. Custom resources behave like apiextensions-apiserver: non-nullable nulls pruned, defaults
+applied top-down, unknown fields pruned unless preserved, then OpenAPI value validation in
+kube-openapi's wording, list-type uniqueness, and the `x-kubernetes-validations` nodes collected for
+CEL. The walk builds a new value (the input is never mutated); for built-in kinds a part equal to
+the stored version's is taken as it is.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The core/v1 Events kubesim's controllers record, written through the cluster's own verbs.
 
-`EventRecorder` does what client-go's legacy recorder (`tools/record`) does for the kubelet and the
-Job controller: an event is named `<object>.<hex nanoseconds>`, carries `source` and
-`reportingComponent` / `reportingInstance`, and a repeat of the same (source, object, type, reason,
-message) bumps `count` and `lastTimestamp` of the event already written instead of creating another
-(the EventCorrelator's deduplication). Its spam filter is kept as well: a token bucket per source and
-object (25 events, one more every 5 minutes of simulated time), so a crash loop cannot flood the store.
-`scheduler=True` writes the way kube-scheduler's events.k8s.io recorder does (`eventTime`, `action`,
-no `source`), which is what `kubectl describe` shows for `Scheduled`.
-
-Both caches are bounded (least recently used keys go first) and nothing here does more than one read
-and one write per event. A refused write (the namespace is terminating) drops the event, as a real
-recorder drops what the API server refuses.
+`EventRecorder` is client-go's legacy recorder (`tools/record`): `<object>.<hex nanoseconds>` names,
+`source` and reporting fields, a repeat bumps `count` and `lastTimestamp` instead of adding an
+event, and a token bucket per source and object (25, then one per 5 simulated minutes) bounds a
+crash loop. `scheduler=True` writes as kube-scheduler's events.k8s.io recorder does. Both caches are
+LRU-bounded; one read and one write per event at most. A refused write (terminating namespace) drops
+the event.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The garbage collector: ownerReferences cascades, `orphan` and `foregroundDeletion` finalizers.
 
-Like kube-controller-manager's GC it keeps an owner -> dependents graph (fed by the cluster listener, so
-it reacts on the next loop turn instead of polling) and verifies owners by a live read compared by uid:
-- a dependent whose owners are all gone (or being deleted in the foreground) is deleted, Background,
-  or Foreground when it has dependents of its own;
-- a dependent with a live owner loses its references to gone or foreground-deleted owners;
-- an owner with the `orphan` finalizer has its references stripped from every dependent, then the
-  finalizer removed;
-- an owner with `foregroundDeletion` has its dependents deleted; the finalizer goes once no dependent
-  with `blockOwnerDeletion: true` exists any more (the API server then removes the owner).
-Owner kinds never seen are treated as present (the real GC retries them); a kind seen before whose
-CRD has since been deleted resolves to "owner gone", as the CRD's instance cleanup makes it in a cluster.
+As kube-controller-manager's: an owner -> dependents graph fed by the cluster listener, owners
+verified by a live read compared by uid. Dependents whose owners are all gone are deleted,
+references to gone owners are removed, `orphan` strips references before its finalizer goes,
+`foregroundDeletion` deletes dependents and goes once none with `blockOwnerDeletion` is left. Owner
+kinds never seen count as present (the real GC retries them); a kind whose CRD was deleted counts as
+gone.
 """
 
 from __future__ import annotations

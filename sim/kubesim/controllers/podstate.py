@@ -1,17 +1,10 @@
 """Pure pod lifecycle of the simulated kubelet: annotations + times + restartPolicy -> pod status.
 
-Nothing here does I/O or reads a clock: times are simulated seconds passed in. The kubelet (`kubelet.py`)
-keeps one `PodRuntime` per pod, calls `advance` whenever a timer or an event wakes it, and writes what
-`podstatus.render_status` makes of it.
-
-Stages: Pending (sandbox and containers being created) -> Initializing (phase still Pending: the
-sandbox is up and `spec.initContainers` run one at a time, `init-seconds` each) -> Running (containers
-up; Ready once `ready-seconds` have passed since the container started) -> Terminated (phase Succeeded
-or Failed). A container exit with restartPolicy Always, or OnFailure and a non-zero code, restarts it in
-place (restartCount + 1, lastState terminated) without a CrashLoopBackOff delay; a failing init container
-(`init-exit-code`) does the same, or fails the pod under restartPolicy Never. Sidecars (init containers
-with `restartPolicy: Always`) start and keep running without blocking the next init container; they
-are stopped with the pod.
+No I/O and no clock: the kubelet (`kubelet.py`) keeps one `PodRuntime` per pod, calls `advance` with
+simulated seconds, and writes what `podstatus.render_status` makes of it. Stages: Pending ->
+Initializing (init containers one at a time; sidecars keep running) -> Running (Ready after
+`ready-seconds`) -> Succeeded or Failed. An exit that restartPolicy restarts (Always, or OnFailure
+with a non-zero code) restarts the container in place, without a CrashLoopBackOff delay.
 """
 
 from __future__ import annotations

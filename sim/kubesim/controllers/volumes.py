@@ -1,25 +1,13 @@
-"""ConfigMap, Secret, downward API and projected volumes as a kubelet serves them, plus the file view of a
-pod's mounts.
+"""ConfigMap, Secret, downward API and projected volumes as a kubelet serves them, and the pod's
+files.
 
-A pod sees a snapshot of its volumes taken when it starts. The snapshot is refreshed at the kubelet's
-periodic pod sync (`volume_sync_seconds`, jittered per pod by up to 50% like the kubelet's pod workers)
-or, at once, when the pod object itself changes (any metadata or spec change: the kubelet resyncs a pod
-on every update it receives). A status-only write does not count, as in the kubelet's pod config source.
-`subPath` mounts are copied at start and never refreshed, which is also what a real kubelet does.
-
-Downward API files are resolved by `kubesim.downward` as downwardapi.CollectData does: a volume serves only
-`metadata.name`, `namespace`, `uid`, `labels` and `annotations` (whole maps as sorted `key="value"` lines,
-values quoted as Go's `%q` does, or one key with `metadata.labels['key']`) and container
-`resourceFieldRef`s. The API server refuses `spec.nodeName`, `status.podIP` and the like in a volume item
-and a kubelet would fail the mount, so they fail here too (`InvalidSource`, as does anything else the
-downward API cannot resolve); environment variables get them (`procrt.envvars`).
-A projected `serviceAccountToken` is an unsigned JWT-shaped string: kubesim issues and checks no tokens.
-
-`add_sync_listener` lets a runtime that keeps the volumes on disk (the process runtime) follow every
-snapshot: the first one (`pod_started`) and each refresh, until `pod_stopped` or `forget`.
-
-`GET /kubesim/v1/namespaces/{ns}/pods/{pod}/files/{path}` returns a file as the pod sees it now, with
-`X-Kubesim-File-Mode` (octal), `X-Kubesim-Synced-At` and `Last-Modified` (when the content last changed).
+A pod sees a snapshot of its volumes taken when it starts, refreshed at the kubelet's periodic pod
+sync (`volume_sync_seconds`, jittered per pod) or at once when the pod's metadata or spec changes;
+`subPath` mounts never refresh. Downward API items are resolved by `kubesim.downward` (what a volume
+cannot serve fails the mount with `InvalidSource`); a projected `serviceAccountToken` is an unsigned
+JWT-shaped string. `add_sync_listener` lets a runtime keeping volumes on disk follow every snapshot.
+`GET /kubesim/v1/namespaces/{ns}/pods/{pod}/files/{path}` returns a file as the pod sees it now,
+with `X-Kubesim-File-Mode`, `X-Kubesim-Synced-At` and `Last-Modified`.
 """
 
 from __future__ import annotations

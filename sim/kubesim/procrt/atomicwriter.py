@@ -1,17 +1,10 @@
 """The kubelet's AtomicWriter (`pkg/volume/util/atomic_writer.go`) and SetVolumeOwnership
 (`pkg/volume/volume_linux.go`), on real directories.
 
-Layout of a volume directory written by `AtomicWriter`:
-
-    ..2024_05_01_12_00_00.2764081921/   the payload (mode 0755), named after the UTC time of the write
-                                        plus a random number, as os.MkdirTemp names it
-    ..data -> ..2024_05_01_12_00_00.2764081921
-    hostfile -> ..data/hostfile          one link per top-level entry of the payload
-    conf -> ..data/conf                  (a nested `conf/a/b` is a real directory inside the payload)
-
-An update writes a whole new timestamped directory, points `..data_tmp` at it and renames that over
-`..data` (one atomic step for readers), then drops links to entries that are gone and the old directory.
-Files are never changed in place, so a reader holding one open keeps reading the version it opened.
+A volume directory holds the payload in a timestamped `..<UTC time>.<random>` directory, a `..data`
+link to it and one link per top-level entry (`hostfile -> ..data/hostfile`). An update writes a new
+payload directory, renames a `..data_tmp` link over `..data` (one atomic step for readers), then
+drops links to gone entries and the old directory: files never change in place.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """What process a container runs: argv, environment, working directory, user and groups.
 
-`resolve` is the pure part of starting a container, computed as the kubelet (kuberuntime
-`generateContainerConfig`), containerd's CRI plugin (`buildLinuxSpec`) and runc would:
-
-- the kubelet builds the container's variables (`envvars.kubelet_env`), refuses `runAsNonRoot` with a root
-  user, and expands `$(VAR)` in command and args against those variables only (not the image's);
-- containerd picks the argv from command/args/entrypoint/cmd, sets the working directory, the user from
-  the container's /etc/passwd, the supplementary groups from its /etc/group plus the pod's, and the
-  environment;
-- runc adds HOME from the passwd entry when the environment has none.
-
-Environment order (containerd's `oci.WithEnv`, which replaces a name in place and appends a new one):
-PATH (the runtime default), TERM=xterm for a tty, HOSTNAME, then the image's variables, then the kubelet's
-(`envFrom` before `env`), and HOME last when runc adds it. A later definition of a name overrides its
-value but keeps its first position, so a PATH from the image or the pod stays first.
-
-A stand-in image's `/etc/passwd` and `/etc/group` are the host's with the image's lines in place of the
-host lines for the same id (or the same name): uid 1000 is `cloudsdk` on the machine and must become the
-image's `mpiuser`, not a second entry behind it.
+`resolve` is the pure part of starting a container, as the kubelet (`generateContainerConfig`),
+containerd's CRI plugin (`buildLinuxSpec`) and runc compute it; the long form is
+docs/kubesim-process-runtime.md#user-groups-environment-and-command. Environment order is
+containerd's `oci.WithEnv`: PATH, TERM for a tty, HOSTNAME, the image's, the kubelet's, HOME last; a
+later definition overrides a value but keeps its first position. A stand-in image's passwd and group
+lines replace the host's for the same id or name (uid 1000 must be the image's user, not the
+host's).
 """
 
 from __future__ import annotations

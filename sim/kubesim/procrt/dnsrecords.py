@@ -1,23 +1,12 @@
-"""Cluster DNS records for the process runtime: CoreDNS's kubernetes plugin over kubesim's own state.
+"""Cluster DNS records for the process runtime: CoreDNS's kubernetes plugin over kubesim's own
+state.
 
-The pods' resolv.conf points at the bridge address (10.244.0.1); the runtime binds a socket there inside
-the bridge namespace and hands it to `DNSServer`. Records follow CoreDNS (`kubernetes cluster.local
-{ pods insecure }`, TTL 5) over the endpoints the EndpointSlice controller would publish:
-
-- `<svc>.<ns>.svc.<domain>`: a ClusterIP service's clusterIP; for a headless service (clusterIP "None")
-  the IPs of its endpoints, and NXDOMAIN while it has none (as CoreDNS: no item, no name).
-- `<endpoint>.<svc>.<ns>.svc.<domain>` for each endpoint of a headless service, where `<endpoint>` is the
-  pod's `spec.hostname` when its `spec.subdomain` names this service, else its IP with dashes.
-- `<a-b-c-d>.<ns>.pod.<domain>` for any IPv4 address in an existing namespace (`pods insecure`).
-- the zone apex, `svc.` / `pod.`, and `<ns>.svc.` / `<ns>.pod.` of existing namespaces exist without data.
-- PTR under in-addr.arpa for service cluster IPs and headless endpoints.
-
-An endpoint is a selected pod (same namespace, `spec.selector` non-empty and matching its labels) that has
-an IP and is not Succeeded/Failed, and is Ready and not terminating unless the service publishes
-not-ready addresses. Unlike CoreDNS, names under ClusterIP services' endpoints are not served (the
-documented contract is headless only), ExternalName services exist without data (there is no upstream to
-chase the CNAME to) and SRV records are not served. Nothing is ever forwarded: a name outside the zone is
-NXDOMAIN at once, because no packet may leave the simulated network.
+`DNSServer` answers on a socket the runtime binds at the bridge address, which the pods' resolv.conf
+names. Records follow CoreDNS (`pods insecure`, TTL 5) over the endpoints the EndpointSlice
+controller would publish: services, headless endpoints by hostname or dashed IP, pod IPs, and PTR
+records (docs/kubesim-process-runtime.md#cluster-dns has the table). No SRV, no records under
+ClusterIP services' endpoints, ExternalName without data, and nothing is forwarded: a name outside
+the zone is NXDOMAIN at once, because no packet may leave the simulated network.
 """
 
 from __future__ import annotations

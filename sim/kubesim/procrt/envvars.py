@@ -1,17 +1,10 @@
 """The environment the kubelet computes for a container, and Kubernetes' `$(VAR)` expansion.
 
-`kubelet_env` is `makeEnvironmentVariables` (pkg/kubelet/kubelet_pods.go, kubelet 1.32): `envFrom` first,
-then `env`, each `env` value expanded against what is defined before it, `valueFrom` resolved from the pod
-and its resources (the downward API's `fieldRef` and `resourceFieldRef`, by `kubesim.downward`), ConfigMaps
-and Secrets. The runtime's own variables (PATH, HOSTNAME, HOME) and the image's are added later, by
-`containerspec.resolve`, because containerd adds them, not the kubelet.
-
-There are no Kubernetes service-link variables (`KUBERNETES_SERVICE_HOST`, `<SVC>_PORT`, ...): kubesim has
-no service IPs a pod could reach, so advertising them would only make in-cluster clients fail later and
-more obscurely.
-
-Pure: ConfigMaps and Secrets come from a `lookup(kind, name)` callable answering the object as the API
-stores it (Secret `data` base64-encoded) or None when it does not exist.
+`kubelet_env` is kubelet 1.32's `makeEnvironmentVariables`: `envFrom`, then `env`, each value
+expanded against what is defined before it, `valueFrom` resolved from the pod (`kubesim.downward`),
+ConfigMaps and Secrets through a `lookup(kind, name)` callable (objects as stored, or None). PATH,
+HOSTNAME, HOME and the image's variables are added by `containerspec.resolve`, as containerd does.
+No service-link variables: kubesim has no service IPs a pod could reach.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The files the kubelet writes into a pod: /etc/hosts, /etc/resolv.conf, and the UTS hostname.
 
-Pure functions over the pod object (a JSON dict), matching kubelet 1.32 byte for byte where the kubelet
-is deterministic:
-
-- `etc_hosts` is `managedHostsFileContent` (pkg/kubelet/kubelet_pods.go) for a pod with its own network
-  namespace; the process runtime gives every pod one, so the host-network variant is not rendered.
-- `resolv_conf` is `Configurer.GetPodDNS` (pkg/kubelet/network/dns) followed by the CRI runtime's
-  rendering (containerd `parseDNSOptions`: `search`, then one `nameserver` line each, then `options`).
-- `hostname` is `GeneratePodHostNameAndDomain` + `GetNodenameForKernel`.
-
-There is deliberately no way out of the simulated pod network: dnsPolicy `Default` (and `ClusterFirst` on
-the host network) would copy the node's resolv.conf, i.e. real upstream resolvers; here the node
-contributes nothing, so such a pod gets only its own `spec.dnsConfig` (often an empty file, and then
-glibc asks 127.0.0.1 inside the pod's own namespace and fails fast).
+Pure functions over the pod object, matching kubelet 1.32 byte for byte where it is deterministic:
+`etc_hosts` (`managedHostsFileContent`, for a pod with its own network namespace, as every pod here
+has), `resolv_conf` (`GetPodDNS` rendered as containerd does) and `hostname`. On purpose no way out
+of the pod network: where a kubelet would copy the node's resolv.conf (dnsPolicy `Default`), the
+node contributes nothing, so such a pod gets only its own `spec.dnsConfig`.
 """
 
 from __future__ import annotations

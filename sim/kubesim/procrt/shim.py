@@ -1,25 +1,12 @@
 """The process that becomes one pod sandbox or one container (standard library only).
 
-kubesim runs it as `python shim.py sandbox HOSTNAME` or `python shim.py container` (the container spec as
-JSON on stdin). It never runs inside kubesim's own process: entering namespaces (`setns`, `unshare`) needs a
-single-threaded process, and a separate process lets the kernel clean up after us.
-
-Why the chain of processes, and why each one holds PR_SET_PDEATHSIG: nothing of a run may outlive it, even
-when kubesim is killed with SIGKILL. kubesim -> shim (dies with kubesim) -> the container's init, pid 1 of
-the container's own PID namespace (dies with the shim) -> the container's main process and everything it
-starts. When pid 1 of a PID namespace dies the kernel kills every process in it, and a network, UTS, IPC or
-mount namespace with no process left is freed, links and mounts included. The main process cannot hold the
-parent-death signal itself (the kernel clears it when the process changes its uid), so the init stays root
-and holds it.
-
-Sandbox: new network, UTS and IPC namespaces with the pod's hostname, held until killed (the pause
-container). Container: joins the sandbox's network, UTS and IPC namespaces, makes its own mount and PID
-namespaces, mounts the root (the image directory, copied into a tmpfs, overlaid on the machine's `/`), the
-pod's files and volumes, then the init forks the main process as the container user. The main process's
-stdout and stderr are written to the container's log file in the CRI format (`<RFC 3339 nanoseconds>
-<stream> F <line>`), as containerd writes them for the kubelet.
-
-Lines this shim prints for kubesim (stdout): `pid1 <host pid>`, then `started` or `error <message>`.
+Run as `python shim.py sandbox HOSTNAME` or `python shim.py container` (the spec as JSON on stdin),
+never inside kubesim: entering namespaces needs a single-threaded process. The chain kubesim -> shim
+-> container init (pid 1 of its PID namespace) -> main process, each holding PR_SET_PDEATHSIG, means
+nothing of a run outlives kubesim, even killed with SIGKILL (see "Containers: the shim and its chain
+of processes" in docs/kubesim-process-runtime.md). A sandbox holds the pod's network, UTS and IPC
+namespaces; a container joins them, mounts its root, files and volumes, and writes its output to a
+CRI-format log. It prints `pid1 <host pid>`, then `started` or `error <message>`, for kubesim.
 """
 
 from __future__ import annotations

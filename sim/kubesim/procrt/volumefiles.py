@@ -1,25 +1,12 @@
 """A pod's volumes on disk, as a kubelet keeps them, and where each container mounts them.
 
-Every volume is a directory `<pod_dir>/volumes/<volume name>/`:
-
-- configMap, secret, downwardAPI, projected: written by the kubelet's AtomicWriter (`atomicwriter.py`)
-  from the VolumeManager's snapshot, on `setup` and on every `refresh`. The directory itself is what
-  the kubelet's wrapped emptyDir makes: 0777 for a configMap (an emptyDir on disk), 1777 for the others
-  (the root of the tmpfs a kubelet mounts for them). That is why an sshd with StrictModes refuses a
-  Secret mounted as ~/.ssh (kubernetes/kubernetes#61049). Here they are all directories under the
-  caller's `pod_dir`: put it on a tmpfs if Secrets must stay off the disk.
-  Files get their item / default mode and are owned by root; with a pod `fsGroup` everything is
-  group-owned by it, files gain 0440 and directories setgid (SetVolumeOwnership, read-only variant).
-- emptyDir: a 0777 directory (02777 and group fsGroup with one). `medium: Memory` is a tmpfs the mounter
-  makes (`Mount.tmpfs`); its directory here is only the mount point a kubelet would use.
-- hostPath: nothing under the pod; `setup` checks its `type` and creates `DirectoryOrCreate` /
-  `FileOrCreate` paths, but only under the `host_path_root` the caller allows.
-
-`mount_plan` says what each container mounts where, in the order its runtime mounts them (containerd
-sorts by depth of the container path, so a parent comes before a child). configMap, secret, downwardAPI
-and projected mounts are always read-only. A `subPath` is resolved through the volume's symlinks at
-container start, so a configMap key mounted by subPath is the file of that moment and never updates; a
-subPath leaving the volume, by `..` or by a symlink, is refused with the kubelet's error.
+Every volume is a directory `<pod_dir>/volumes/<name>/`: configMap, secret, downwardAPI and
+projected ones written by the AtomicWriter (`atomicwriter.py`) on `setup` and `refresh`, with the
+kubelet's modes and fsGroup ownership; emptyDir (`medium: Memory` a tmpfs the mounter makes);
+hostPath only under the caller's `host_path_root`. `mount_plan` lists each container's mounts in
+containerd's order (parents first), the AtomicWriter kinds always read-only; a `subPath` is resolved
+at container start (so it never updates) and refused when it leaves the volume. Long form:
+docs/kubesim-process-runtime.md#volumes-on-disk. Put `pod_dir` on a tmpfs to keep Secrets off disk.
 """
 
 from __future__ import annotations
