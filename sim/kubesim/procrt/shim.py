@@ -38,6 +38,8 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
+CONTAINER_OWN_DIRS = ("/tmp", "/dev/shm", "/proc")
+"""Mounted afresh in every container (`build_root`, `init`): what the host keeps there is not seen."""
 # A line longer than this is split into partial (`P`) records, as containerd does.
 MAX_LOG_LINE = 16 * 1024
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)

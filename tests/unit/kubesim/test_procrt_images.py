@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from kubesim.procrt.images import ImageCatalog, ImageSpec
+from kubesim.procrt.images import ImageCatalog, ImageSpec, hidden_from_containers
+from kubesim.procrt.shim import CONTAINER_OWN_DIRS
 
 
 def test_a_catalog_file_gives_every_field_and_resolves_roots_against_its_folder(tmp_path: Path) -> None:
@@ -88,3 +90,46 @@ def test_mpi_operator_sim_says_what_is_wrong_with_an_images_file_and_exits_1(tmp
     assert done.returncode == 1
     assert "image env must be a mapping" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(
+    ("path", "hidden_by"),
+    [
+        ("/tmp/mpi", "/tmp"),
+        ("/tmp", "/tmp"),
+        ("/dev/shm/x/y", "/dev/shm"),
+        ("/proc/self", "/proc"),
+        ("/tmp/../proc/1", "/proc"),
+        ("/opt/kubesim-mpi", None),
+        ("/tmpfoo/mpi", None),
+        ("/dev/mpi", None),
+    ],
+)
+def test_host_paths_that_containers_mount_afresh_are_named(path: str, hidden_by: str | None) -> None:
+    reason = hidden_from_containers(Path(path))
+    if hidden_by is None:
+        assert reason is None
+    else:
+        assert (
+            reason
+            == f"{path} is under {hidden_by}, which every container of the process runtime mounts afresh"
+        )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="scripts/setup_mpi.sh does nothing but as root")
+@pytest.mark.parametrize("own", CONTAINER_OWN_DIRS)
+def test_setup_mpi_refuses_a_root_the_pods_cannot_see_before_installing_anything(own: str) -> None:
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup_mpi.sh")],
+        env={**os.environ, "KUBESIM_MPI_ROOT": f"{own}/mpi"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"KUBESIM_MPI_ROOT '{own}/mpi' is under a directory that every container" in done.stderr
+    assert "/opt/kubesim-mpi" in done.stderr
