@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kubesim import errors
+from kubesim.query import flag, integer
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -140,18 +141,8 @@ def select(lines: list[tuple[str, str]], *, timestamps: bool, since: float | Non
     return "".join(out)
 
 
-def query_int(request: web.Request, name: str) -> int | None:
-    value = request.query.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise errors.bad_request(f"{name}: invalid value {value!r}") from exc
-
-
 def since_cutoff(request: web.Request) -> float | None:
-    seconds = query_int(request, "sinceSeconds")
+    seconds = integer(request.query, "sinceSeconds")
     return None if seconds is None else time.time() - seconds
 
 
@@ -177,18 +168,16 @@ async def serve(
     """The log of a timer-runtime container, with the kubelet's query options."""
     pod = cluster.get(pods_rt, ns, name)
     query = request.query
-    previous = query.get("previous") == "true"
+    previous = flag(query, "previous")
     container = query.get("container") or None
     found = [(stamp, f"[kubesim] {text}") for stamp, text in records(pod, container, previous=previous)]
-    timestamps = query.get("timestamps") == "true"
-    body = select(
-        found, timestamps=timestamps, since=since_cutoff(request), tail=query_int(request, "tailLines")
-    )
+    timestamps = flag(query, "timestamps")
+    body = select(found, timestamps=timestamps, since=since_cutoff(request), tail=integer(query, "tailLines"))
     chosen = str(choose_container(pod, container).get("name"))
     run = restart_count(pod, chosen) or 0
     uid = str(pod["metadata"].get("uid", ""))
     which = (ns, name, uid, chosen, run)
-    if query.get("follow") != "true" or previous or run_ended(cluster, pods_rt, *which):
+    if not flag(query, "follow") or previous or run_ended(cluster, pods_rt, *which):
         return web.Response(text=body, content_type="text/plain")
     response = web.StreamResponse(headers={"Content-Type": "text/plain"})
     await response.prepare(request)

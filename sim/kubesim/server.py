@@ -23,6 +23,7 @@ from aiohttp import web
 from kubesim import discovery, encoding, errors, openapi, podlog, protobuf, table
 from kubesim.cluster import Cluster, DeleteOptions, WriteOptions, Written
 from kubesim.control import Control, RecordedRequest
+from kubesim.query import TRUE, flag, parse_bool
 from kubesim.registry import ResourceType
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,6 @@ JSON = "application/json"
 CLUSTER_KEY = web.AppKey("kubesim_cluster", Cluster)
 CONTROL_KEY = web.AppKey("kubesim_control", Control)
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 
 @dataclass(frozen=True)
@@ -50,17 +49,6 @@ class RequestInfo:
 
 
 INFO_KEY = web.RequestKey("kubesim_info", RequestInfo)
-
-
-def parse_bool(value: str | None, param: str) -> bool:
-    """Go's strconv.ParseBool, which the apiserver uses for query flags (kubernetes-asyncio sends `True`)."""
-    if value is None or value == "":
-        return False
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise errors.bad_request(f'invalid boolean value for {param}: "{value}"')
 
 
 def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
@@ -87,7 +75,8 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
     verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, "")
     if method in ("GET", "HEAD"):
         verb = "get" if name else "list"
-        if watch_prefix or (query.get("watch") or "") in _TRUE:
+        # As the RequestInfoFactory: a flag it cannot parse means "list", whose handler refuses it.
+        if watch_prefix or query.get("watch") in TRUE:
             verb = "watch"
     elif method == "DELETE":
         verb = "delete" if name else "deletecollection"
@@ -188,6 +177,7 @@ class ApiHandler:
         if verb == "watch":
             return await self._watch(request, rt, ns)
         if verb == "list":
+            flag(request.query, "watch")  # only refuses what Go would not parse: this is a list
             listed = self.cluster.list(
                 rt,
                 ns,

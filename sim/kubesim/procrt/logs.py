@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from kubesim import errors, podlog
+from kubesim.query import flag, integer
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -82,7 +83,7 @@ async def _serve(
 ) -> web.StreamResponse:
     pod = cluster.get(pods_rt, ns, name)
     query = request.query
-    previous = query.get("previous") == "true"
+    previous = flag(query, "previous")
     chosen = podlog.choose_container(pod, query.get("container") or None)
     container = str(chosen.get("name"))
     uid = str(pod["metadata"].get("uid", ""))
@@ -92,12 +93,12 @@ async def _serve(
     path = None if base is None or run is None or run < 0 else base / container / f"{run}.log"
     if path is None or not path.exists():
         return await podlog.serve(request, cluster, pods_rt, ns, name)
-    timestamps = query.get("timestamps") == "true"
+    timestamps = flag(query, "timestamps")
     since = podlog.since_cutoff(request)
-    tail = podlog.query_int(request, "tailLines")
+    tail = integer(query, "tailLines")
     lines = path.read_text(errors="replace").splitlines(keepends=True)
     body = render(lines, timestamps=timestamps, since=since, tail=tail)
-    if query.get("follow") != "true" or previous:
+    if not flag(query, "follow") or previous:
         return web.Response(text="".join(body), content_type="text/plain")
     response = web.StreamResponse(headers={"Content-Type": "text/plain"})
     await response.prepare(request)

@@ -233,3 +233,22 @@ async def test_in_process_watch_iterator(kubesim: KubeSim) -> None:
     await events.aclose()  # type: ignore[attr-defined]
     assert (first.type, first.object["metadata"]["name"]) == ("ADDED", "a")
     assert kubesim.control.open_watches() == 0
+
+
+@pytest.mark.parametrize("flag", ["0", "f", "F", "FALSE", "false", "False"], ids=lambda f: f"watch={f}")
+async def test_a_false_watch_flag_is_a_list(kubesim: KubeSim, flag: str) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(kubesim.url + f"/api/v1/namespaces?watch={flag}") as resp,
+    ):
+        assert resp.status == 200
+        assert (await resp.json())["kind"] == "NamespaceList"
+
+
+async def test_a_watch_flag_go_would_not_parse_is_400(kubesim: KubeSim) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(kubesim.url + "/api/v1/namespaces?watch=yes") as resp,
+    ):
+        assert resp.status == 400
+        assert (await resp.json())["message"] == 'invalid boolean value for watch: "yes"'
