@@ -3,4 +3,20 @@
 Chosen per simulation (`SimSettings.runtime == "process"`, `mpi-operator sim --runtime process`); the
 timer model (`controllers/podstate.py`) stays the default. docs/kubesim-process-runtime.md is the design:
 the sandbox and bridge namespaces, the per-container shim, volumes on disk, DNS, probes, logs, cleanup.
+This package module only says whether the runtime can run here, without loading it.
 """
+
+from __future__ import annotations
+
+import os
+import shutil
+
+
+def missing_requirements() -> str | None:
+    """Why the process runtime cannot run on this machine, or None."""
+    if os.geteuid() != 0:
+        return "the process runtime needs root (Linux namespaces, mounts, veth links)"
+    for tool in ("ip", "nsenter", "setpriv"):
+        if shutil.which(tool) is None:
+            return f"the process runtime needs `{tool}` (Debian packages iproute2 / util-linux)"
+    return None

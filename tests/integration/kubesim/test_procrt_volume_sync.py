@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.controllers.volumes import SYNC_JITTER, PodKey, VolumeFiles
 from kubesim.downward import format_map
 from kubesim.procrt import volumefiles

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from kubesim.app import KubeSim
+from kubesim.clock import FakeClock
 from kubesim.cluster import DeleteOptions
-from kubesim.controllers import FakeClock
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
 

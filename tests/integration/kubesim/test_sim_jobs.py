@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kubesim.app import KubeSim
+from kubesim.clock import FakeClock
 from kubesim.cluster import DeleteOptions
-from kubesim.controllers import FakeClock
 from kubesim.settings import SimSettings
 
 from .sim_controller_helpers import rt

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
 

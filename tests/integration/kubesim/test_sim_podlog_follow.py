@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.settings import SimSettings
 
 LOG = "/api/v1/namespaces/default/pods/{}/log"

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.controllers.volumes import SYNC_JITTER, VolumeManager
 from kubesim.settings import SimSettings
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubesim.images import ImageSpec
 from kubesim.procrt.containerspec import (
     DEFAULT_PATH,
     ContainerConfigError,
@@ -20,7 +21,6 @@ from kubesim.procrt.containerspec import (
     resolve,
 )
 from kubesim.procrt.envvars import expand, kubelet_env
-from kubesim.procrt.images import ImageSpec
 
 HOST_PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kubesim.procrt.images import ImageCatalog, ImageSpec
+from kubesim.images import ImageCatalog, ImageSpec
 
 
 def test_a_catalog_file_gives_every_field_and_resolves_roots_against_its_folder(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kubesim.controllers.volumes import FileContent, InvalidSource, project_volume
+from kubesim.controllers.volumes import InvalidSource, project_volume
+from kubesim.filecontent import FileContent
 from kubesim.procrt import volumefiles
 from kubesim.procrt.atomicwriter import AtomicWriter, PayloadError
 from kubesim.procrt.envvars import kubelet_env
