@@ -357,7 +357,8 @@ def resource_env(resource: str, divisor: str | None = None, **ref: str) -> str:
 @pytest.mark.parametrize(
     ("resource", "divisor", "ref", "expected"),
     [
-        # The values themselves are kubesim.downward's (test_sim_downward.py); these show the wiring.
+        # The values themselves are kubesim.downward's (tests/unit/kubesim/test_downward.py); these show
+        # the wiring.
         ("limits.cpu", None, {}, "2"),  # 1.5 cores, rounded up
         ("requests.cpu", "100m", {}, "3"),
         ("limits.memory", "1G", {}, "2"),  # memory rounds up too

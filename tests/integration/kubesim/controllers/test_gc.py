@@ -17,7 +17,7 @@ from kubesim.cluster import DeleteOptions
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
 
-from .sim_controller_helpers import rt
+from .controller_helpers import rt
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from kubesim.clock import FakeClock
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
 
-from .sim_controller_helpers import rt
+from .controller_helpers import rt
 
 
 @pytest.fixture
