@@ -2,9 +2,10 @@
 # The operator image: `mpi-operator run` as a non-root user on a slim Python 3.11 base.
 # Stage 1 builds the project's wheel and the wheels of its runtime dependencies (PEP 517 build through
 # pip, with the build backend in an isolated environment); stage 2 installs only those wheels, so no
-# compiler, build backend, test tool or source tree reaches the final image. Only the operator's own
-# dependencies: kubesim's (the `sim` extra) stay out. tests/e2e/test_install_wheel.py runs these pip
-# commands into a fresh virtualenv and checks what they install.
+# compiler, build backend, test tool or source tree reaches the final image. No kubesim: it is a
+# distribution of its own (sim/), left out of the build context, and no extra is installed.
+# tests/e2e/test_install_wheel.py runs these pip commands into a fresh virtualenv and checks what
+# they install.
 #   docker build -t mpi-operator:0.1.0 .
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -14,7 +15,6 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator/ operator/
 COPY discovery/ discovery/
-COPY sim/ sim/
 RUN pip wheel --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE} AS runtime

@@ -9,9 +9,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
-# Reinstall only when the dependency list changed since the last install.
-stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+# Reinstall only when a dependency list (the operator's or kubesim's) changed since the last install.
+stamp=.venv/.installed-$(cat pyproject.toml sim/pyproject.toml | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
+  # kubesim is not on the package index: installed from sim/ first, it satisfies the `sim` extra.
+  .venv/bin/python -m pip install -q -e ./sim
   .venv/bin/python -m pip install -q -e '.[dev]'
   rm -f .venv/.installed-*
   touch "$stamp"

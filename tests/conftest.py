@@ -20,7 +20,8 @@ from mpi_operator.kube.client import Kube
 pytest_plugins = ["kubesim.testing", "task_leaks", "request_audit", "secret_audit"]
 
 # Hypothesis fails an example that takes longer than 200 ms by default: a wall-clock bound that a
-# loaded 2-core machine breaks (it did, in test_sim_patch). Examples are bounded by their count instead.
+# loaded 2-core machine breaks (it did, in tests/unit/kubesim/test_patch.py). Examples are bounded by
+# their count instead.
 settings.register_profile("no-deadline", deadline=None)
 settings.load_profile("no-deadline")
 

@@ -18,6 +18,7 @@ from mpi_operator.settings import Settings
 DISTRIBUTION = "elastic-mpi-operator"
 SIM_EXTRA_HINT = f"pip install '{DISTRIBUTION}[sim]'"
 _SIM_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*).*;.*\bextra\s*==\s*[\"']sim[\"']")
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def missing_sim_requirements() -> list[str]:
@@ -38,9 +39,19 @@ def missing_sim_requirements() -> list[str]:
         if match is None:
             continue
         try:
-            importlib.metadata.distribution(match.group(1))
+            found = importlib.metadata.distribution(match.group(1))
         except importlib.metadata.PackageNotFoundError:
             missing.append(match.group(1))
+            continue
+        # The extra is kubesim, a distribution of its own: its dependencies count too.
+        for dependency in found.requires or []:
+            name = _REQUIREMENT_NAME.match(dependency)
+            if name is None or ";" in dependency:
+                continue
+            try:
+                importlib.metadata.distribution(name.group(1))
+            except importlib.metadata.PackageNotFoundError:
+                missing.append(name.group(1))
     return missing
 
 
@@ -49,7 +60,7 @@ def _with_kubesim(command: str, run: Callable[[], int]) -> int:
     missing = missing_sim_requirements()
     if missing:
         print(
-            f"mpi-operator {command} needs kubesim, whose dependencies are not installed "
+            f"mpi-operator {command} needs kubesim, which is not installed with its dependencies "
             f"({', '.join(missing)}): {SIM_EXTRA_HINT}",
             file=sys.stderr,
         )

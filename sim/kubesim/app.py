@@ -1,4 +1,5 @@
-"""The composition root: `KubeSim` wires the cluster, its controllers, test control and the HTTP server.
+"""The composition root: `KubeSim` wires the cluster, its controllers (`build_controllers`, the timer or
+the process runtime's kubelet), test control and the HTTP server; nothing below imports it.
 
 Used by the pytest fixtures (`kubesim.testing`), by `mpi-operator sim` (`kubesim.cli`), by the demo
 and the benchmarks. One KubeSim is one simulated cluster on one 127.0.0.1 port.
@@ -8,18 +9,85 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from aiohttp import web
 
-from kubesim import controllers as sim_controllers
 from kubesim import kubeconfig
-from kubesim.cluster import Cluster
+from kubesim.clock import Clock, FakeClock
+from kubesim.cluster import Cluster, EventType
 from kubesim.control import Control
+from kubesim.controllers import Controller, Watching
+from kubesim.controllers.gc import GarbageCollector
+from kubesim.controllers.jobs import JobController
+from kubesim.controllers.kubelet import Kubelet
+from kubesim.controllers.namespaces import NamespaceController
+from kubesim.controllers.volumes import VolumeManager
+from kubesim.registry import ResourceType
 from kubesim.server import build_app
 from kubesim.settings import SimSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Controllers:
+    """What `build_controllers` made; tests reach the kubelet (`evict`, `kill`) and volumes through it."""
+
+    all: list[Controller] = field(default_factory=list)
+    routes: list[web.RouteDef] = field(default_factory=list)
+    clock: Clock | None = None
+    """`settings.clock` when one was given, else a real `Clock` at `settings.time_scale`."""
+    kubelet: Kubelet | None = None
+    volumes: VolumeManager | None = None
+    jobs: JobController | None = None
+    gc: GarbageCollector | None = None
+    namespaces: NamespaceController | None = None
+
+
+def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
+    clock = settings.clock if settings.clock is not None else Clock(settings.time_scale)
+    if isinstance(clock, FakeClock) and settings.runtime == "process":
+        raise ValueError("the process runtime runs real programs in real time: it cannot take a FakeClock")
+    volumes = VolumeManager(cluster, settings, clock)
+    kubelet: Kubelet
+    if settings.runtime == "process":
+        # lazy: optional-runtime. The process runtime (17 modules, dnslib) loads only for a cluster that
+        # runs it: a tenth of kubesim's import time otherwise paid by every timer-runtime cluster.
+        from kubesim.procrt.kubelet import ProcessKubelet
+
+        kubelet = ProcessKubelet(cluster, settings, clock, volumes)
+    else:
+        kubelet = Kubelet(cluster, settings, clock, volumes)
+    jobs = JobController(cluster, settings, clock)
+    gc = GarbageCollector(cluster, clock)
+    namespaces = NamespaceController(cluster, clock)
+    watching: list[Watching] = [volumes, kubelet, jobs, gc, namespaces]
+
+    def fan_out(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        # One listener for all, called with the stored objects (read only).
+        for controller in watching:
+            try:
+                controller.on_change(event, rt, obj, old)
+            except Exception:
+                log.exception("kubesim controller %r failed on %s", controller, event)
+
+    cluster.add_listener(fan_out)
+    return Controllers(
+        all=[kubelet, volumes, jobs, gc, namespaces],
+        routes=[*volumes.routes(), *kubelet.routes()],
+        clock=clock,
+        kubelet=kubelet,
+        volumes=volumes,
+        jobs=jobs,
+        gc=gc,
+        namespaces=namespaces,
+    )
 
 
 class KubeSim:
@@ -38,9 +106,7 @@ class KubeSim:
             priority_and_fairness=self.settings.priority_and_fairness,
         )
         self.controllers = (
-            sim_controllers.build_controllers(self.cluster, self.settings)
-            if run_controllers
-            else sim_controllers.Controllers()
+            build_controllers(self.cluster, self.settings) if run_controllers else Controllers()
         )
         self.kubeconfig_path: Path | None = None
         self._runner: web.AppRunner | None = None

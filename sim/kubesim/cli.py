@@ -13,7 +13,8 @@ from pathlib import Path
 
 from kubesim.app import KubeSim
 from kubesim.control import log_requests_from_env
-from kubesim.procrt.images import ImageCatalog
+from kubesim.images import ImageCatalog
+from kubesim.procrt import missing_requirements
 from kubesim.settings import SimSettings
 
 
@@ -39,8 +40,6 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
 async def serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if settings.runtime == "process":
-        from kubesim.procrt.kubelet import missing_requirements
-
         problem = missing_requirements()
         if problem is not None:
             print(f"kubesim: --runtime process: {problem}", file=sys.stderr)

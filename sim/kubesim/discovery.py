@@ -1,7 +1,7 @@
 """API discovery documents: `/version`, legacy `/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, aggregated v2.
 
 Built from the registry on every request, so a CRD is discoverable the moment it is created. The shapes
-are what kubectl 1.32 reads from a real API server; tests/integration/kubesim/test_sim_kubectl.py runs
+are what kubectl 1.32 reads from a real API server; tests/integration/kubesim/test_kubectl.py runs
 the real kubectl against them.
 """
 

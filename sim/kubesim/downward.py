@@ -17,8 +17,8 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
-from kubesim.admission.names import is_qualified_name
 from kubesim.admission.quantity import QuantityError, parse_quantity
+from kubesim.names import is_qualified_name
 
 __all__ = [
     "ENV_FIELD_PATHS",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.admission.names import is_qualified_name, is_valid_label_value
+from kubesim.names import is_qualified_name, is_valid_label_value
 
 
 class SelectorError(ValueError):

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from kubesim.procrt.images import ImageCatalog
-
-if TYPE_CHECKING:
-    from kubesim.controllers import Clock
+from kubesim.clock import Clock
+from kubesim.images import ImageCatalog
 
 
 @dataclass(frozen=True)
@@ -42,5 +40,5 @@ class SimSettings:
     """Answers carry the `X-Kubernetes-PF-*` headers of API Priority and Fairness (`Control`)."""
     clock: Clock | None = field(default=None, compare=False)
     """The simulated time every controller timer runs on; None for real time at `time_scale` (what
-    `mpi-operator sim` and the demo use). Tests pass a `kubesim.controllers.FakeClock` and advance it,
+    `mpi-operator sim` and the demo use). Tests pass a `kubesim.clock.FakeClock` and advance it,
     so nothing they check depends on the machine's speed; `time_scale` is then unused."""

@@ -30,6 +30,7 @@ from kubesim.admission.schema import builtin_schema
 from kubesim.admission.structural import Walker
 from kubesim.app import KubeSim
 from kubesim.errors import StatusError
+from kubesim.procrt import missing_requirements
 from kubesim.settings import SimSettings
 
 T = TypeVar("T")
@@ -137,8 +138,6 @@ def kubectl(kubesim: KubeSim, tmp_path: Path) -> Kubectl:
 @pytest.fixture
 def process_runtime() -> None:
     """Skips the test with the reason when the process runtime cannot run on this machine."""
-    from kubesim.procrt.kubelet import missing_requirements
-
     problem = missing_requirements()
     if problem is not None:
         pytest.skip(problem)

@@ -1,8 +1,8 @@
 """The operator image's Dockerfile, parsed with BuildKit's own parser (package `dockerfile`): multi-stage
 (a wheel build stage, a runtime stage that installs only wheels), pinned slim Python 3.11 bases, a numeric
 non-root user matching the manifests' runAsUser, `ENTRYPOINT ["mpi-operator", "run"]`, a build context
-limited by .dockerignore, and one version across image tag, chart and package. No image is built here
-(no Docker daemon in the test environment)."""
+limited by .dockerignore, no kubesim code (sim/ is a distribution of its own), and one version across
+image tag, chart and package. No image is built here (no Docker daemon in the test environment)."""
 
 from __future__ import annotations
 
@@ -131,8 +131,19 @@ def test_build_context_holds_what_the_build_copies() -> None:
     for src in sources:
         assert (ROOT / src).exists(), src
         assert included(src.rstrip("/")), src
-    for excluded in (".venv", ".git", "tests", "bench"):
+    for excluded in (".venv", ".git", "tests", "bench", "sim"):
         assert not included(excluded), excluded
+
+
+def test_the_image_holds_no_kubesim() -> None:
+    """kubesim (sim/) is its own distribution: the build neither copies it nor asks for the `sim` extra,
+    which would pull it in (tests/e2e/test_install_wheel.py checks the operator wheel's contents)."""
+    build, runtime = stages()
+    copied = [src.rstrip("/") for cmd, value, _, _ in build if cmd in ("COPY", "ADD") for src in value[:-1]]
+    assert copied
+    assert not [src for src in copied if src == "sim" or src.startswith("sim/")], copied
+    runs = [value[0] for cmd, value, _, _ in [*build, *runtime] if cmd == "RUN"]
+    assert not [run for run in runs if "kubesim" in run or "[sim]" in run or "./sim" in run], runs
 
 
 def test_one_version_for_package_image_and_chart() -> None:

@@ -1,10 +1,13 @@
-"""The package as a user gets it: the wheel built from the Dockerfile's build context, installed into fresh
-virtualenvs outside the repository.
+"""The packages as a user gets them: the operator's wheel built from the Dockerfile's build context and
+kubesim's wheel built from sim/ (a distribution of its own), installed into fresh virtualenvs outside the
+repository.
 
 - Exactly as the Dockerfile installs it (its own `pip wheel` and `pip install` commands, read from it):
-  only the operator's dependencies, none of kubesim's; `mpi-operator run --help` exits 0 and `run` gets as
-  far as the kubeconfig; `demo` and `sim` say in one line which extra to install.
-- With the `sim` extra: `mpi-operator demo` runs to its end, from the package data alone.
+  only the operator's dependencies, nothing of kubesim; `mpi-operator run --help` exits 0 and `run` gets
+  as far as the kubeconfig; `demo` and `sim` say in one line which extra to install.
+- Both wheels, `pip install <kubesim.whl> '<operator.whl>[sim]'`: `mpi-operator demo` runs to its end,
+  from the package data alone.
+- Neither wheel carries the other's modules.
 
 Slow (pip resolves and installs from the package index; under a minute in all with a warm pip cache), so
 both venvs are built once per module and every check reuses them. Marked `install` (runs by default, as
@@ -19,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -31,6 +35,16 @@ dockerfile = pytest.importorskip(
 
 ROOT = Path(__file__).resolve().parents[2]
 DISTRIBUTION = "elastic-mpi-operator"
+# What only kubesim needs (sim/pyproject.toml): none of it may reach the operator image.
+KUBESIM_ONLY = {
+    "kubesim",
+    "jsonpatch",
+    "jsonschema",
+    "kubernetes-validate",
+    "cel-python",
+    "protobuf",
+    "dnslib",
+}
 SIM_HINT = "pip install 'elastic-mpi-operator[sim]'"
 INSTALL_TIMEOUT = 600
 # Installers, not dependencies: a fresh venv has pip; the image uninstalls these after installing.
@@ -73,6 +87,18 @@ def _pip_command(run: str, verb: str) -> list[str]:
         if argv[:2] == ["pip", verb]:
             return argv[1:]
     raise AssertionError(f"no `pip {verb}` in RUN {run!r}")
+
+
+def _copy_sources(origin: Path, dest: Path) -> None:
+    """A source folder as a build context holds it (.dockerignore leaves bytecode out)."""
+    shutil.copytree(origin, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
+
+
+def _top_level(wheel: Path) -> set[str]:
+    """The top-level modules and packages a wheel installs (its .dist-info left out)."""
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist()}
+    return {top.removesuffix(".py") for top in tops if not top.endswith((".dist-info", ".data"))}
 
 
 def _venv(path: Path) -> Path:
@@ -140,9 +166,8 @@ def image_venv(work: Path) -> Path:
             *sources, dest = value
             for source in sources:
                 origin = ROOT / source
-                if origin.is_dir():  # .dockerignore leaves bytecode out of the context
-                    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-                    shutil.copytree(origin, src / dest, ignore=ignore, dirs_exist_ok=True)
+                if origin.is_dir():
+                    _copy_sources(origin, src / dest)
                 else:
                     shutil.copy2(origin, src / dest / origin.name)
     (build_run,) = [value[0] for cmd, value in stages["build"] if cmd == "RUN" and "pip wheel" in value[0]]
@@ -159,11 +184,30 @@ def image_venv(work: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sim_venv(work: Path, image_venv: Path) -> Path:
-    """A venv with the package's wheel (the one the image build made) and its `sim` extra."""
+def kubesim_wheel(work: Path) -> Path:
+    """kubesim's wheel, built from a copy of sim/ (a build writes into its source folder)."""
+    src = work / "sim-src"
+    _copy_sources(ROOT / "sim", src)
+    wheels = work / "sim-wheels"
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(wheels), str(src)]
+    _checked(build, cwd=work)
+    (wheel,) = wheels.glob("kubesim-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def operator_wheel(work: Path, image_venv: Path) -> Path:
+    """The operator's wheel, the one the image build made."""
     (wheel,) = (work / "wheels").glob("elastic_mpi_operator-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def sim_venv(work: Path, operator_wheel: Path, kubesim_wheel: Path) -> Path:
+    """A venv with both wheels: the operator's with its `sim` extra, which kubesim's wheel satisfies."""
     bin_dir = _venv(work / "sim-venv")
-    _checked([str(bin_dir / "python"), "-m", "pip", "install", f"{wheel}[sim]"], cwd=work)
+    pip = [str(bin_dir / "python"), "-m", "pip", "install"]
+    _checked([*pip, str(kubesim_wheel), f"{operator_wheel}[sim]"], cwd=work)
     return bin_dir
 
 
@@ -171,9 +215,15 @@ def test_the_image_installs_the_operator_and_its_dependencies_only(image_venv: P
     installed = _installed(image_venv, work)
     needed = _closure(installed, DISTRIBUTION, set())
     assert set(installed) - TOOLING == needed
-    sim_only = _sim_extra(installed)
-    assert {"jsonpatch", "jsonschema", "kubernetes-validate", "cel-python", "protobuf", "dnslib"} <= sim_only
-    assert not sim_only & set(installed)
+    assert _sim_extra(installed) == {"kubesim"}
+    assert not KUBESIM_ONLY & set(installed)
+
+
+def test_neither_wheel_carries_the_others_modules(operator_wheel: Path, kubesim_wheel: Path) -> None:
+    assert _top_level(operator_wheel) == {"mpi_operator", "mpi_discovery"}
+    assert _top_level(kubesim_wheel) == {"kubesim"}
+    with zipfile.ZipFile(kubesim_wheel) as archive:
+        assert "kubesim/py.typed" in archive.namelist()
 
 
 def test_run_works_without_the_extra(image_venv: Path, work: Path) -> None:
@@ -206,8 +256,10 @@ def test_kubesim_commands_without_the_extra_say_what_to_install(
     assert line.endswith(SIM_HINT)
 
 
-def test_demo_runs_from_the_installed_wheel_with_the_extra(sim_venv: Path, work: Path) -> None:
-    # Run from outside the repository, so nothing but the installed package (and its data) is found.
+def test_demo_runs_from_the_installed_wheels(sim_venv: Path, work: Path) -> None:
+    # Run from outside the repository, so nothing but the installed packages (and their data) is found.
+    where = _checked([str(sim_venv / "python"), "-c", "import kubesim; print(kubesim.__file__)"], cwd=work)
+    assert Path(where.strip()).is_relative_to(sim_venv.parent), where
     result = _run([str(sim_venv / "mpi-operator"), "demo"], cwd=work, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from kubesim.procrt.images import ImageSpec
+from kubesim.images import ImageSpec
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "horovod-elastic-examples:0.28.1"

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from kubesim.app import KubeSim
+from kubesim.images import ImageCatalog
 from kubesim.procrt import logs
-from kubesim.procrt.images import ImageCatalog
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl, eventually, wait_for
 from operator_testing import operator_process

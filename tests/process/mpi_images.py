@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kubesim.procrt.images import ImageCatalog, ImageSpec, hidden_from_containers
+from kubesim.images import ImageCatalog, ImageSpec
+from kubesim.procrt import hidden_from_containers
 
 ROOT = Path(os.environ.get("KUBESIM_MPI_ROOT") or "/opt/kubesim-mpi")
 """Where scripts/setup_mpi.sh installs everything ($KUBESIM_MPI_ROOT overrides it there too)."""

@@ -1,6 +1,7 @@
 """What the installed package carries and leaves out: the demo's example is package data (a copy of
 examples/, kept equal here), and `mpi-operator run` never imports kubesim or its dependencies, which only
-the `sim` extra installs (tests/e2e/test_install_wheel.py installs the wheel for real)."""
+the `sim` extra (kubesim, its own distribution) installs (tests/e2e/test_install_wheel.py installs the
+wheels for real)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,18 @@ def test_package_data_is_declared() -> None:
     assert set(data.iterdir()) <= shipped
 
 
-def test_the_sim_extra_holds_kubesims_dependencies_only() -> None:
+def _names(requirements: list[str]) -> set[str]:
+    return {req.split(";")[0].split(">")[0].split("=")[0].split("[")[0].strip() for req in requirements}
+
+
+def test_the_sim_extra_is_kubesim_which_holds_its_own_dependencies() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    names = {req.split(">")[0].split("=")[0].strip() for req in project["optional-dependencies"]["sim"]}
-    assert names == {"jsonpatch", "jsonschema", "kubernetes-validate", "cel-python", "protobuf", "dnslib"}
-    assert not names & {req.split(">")[0].strip() for req in project["dependencies"]}
+    assert _names(project["optional-dependencies"]["sim"]) == {"kubesim"}
+    kubesim = tomllib.loads((ROOT / "sim" / "pyproject.toml").read_text())["project"]
+    assert kubesim["name"] == "kubesim"
+    sim_only = {"jsonpatch", "jsonschema", "kubernetes-validate", "cel-python", "protobuf", "dnslib"}
+    assert sim_only <= _names(kubesim["dependencies"])
+    assert not sim_only & _names(project["dependencies"])
 
 
 def test_run_needs_nothing_of_kubesim() -> None:

@@ -14,6 +14,7 @@ share the parts that equal `old`'s, so the caller hands over `obj` and keeps `ol
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -169,6 +170,4 @@ def admit(
 
 
 def _copy(obj: dict[str, Any]) -> dict[str, Any]:
-    import copy
-
     return copy.deepcopy(obj)

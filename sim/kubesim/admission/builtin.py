@@ -12,7 +12,7 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
-from kubesim.admission import names
+from kubesim import names
 from kubesim.admission.defaults import CONTROLLER_UID_LABEL, JOB_NAME_LABEL
 from kubesim.admission.fielderrors import FieldErrors
 from kubesim.admission.podspec import PROTOCOLS, validate_label, validate_pod_spec

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim.admission import cel, names
+from kubesim import names
+from kubesim.admission import cel
 from kubesim.admission.builtin import validate_metadata
 from kubesim.admission.fielderrors import Cause, FieldErrors
 from kubesim.admission.schema import MISSING, OBJECT_META, Node, builtin_definition, compile_crd_schema

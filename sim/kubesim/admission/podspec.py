@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kubesim.admission import names
+from kubesim import names
 from kubesim.admission.fielderrors import FieldErrors
 from kubesim.admission.quantity import QuantityError, parse_quantity
 

@@ -20,8 +20,8 @@ from kubesim import builtins, errors
 from kubesim.controllers import get_or_none
 
 if TYPE_CHECKING:
+    from kubesim.clock import Clock
     from kubesim.cluster import Cluster
-    from kubesim.controllers import Clock
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
+from kubesim.clock import Clock
 from kubesim.cluster import DeleteOptions
-from kubesim.controllers import Clock, WorkQueue, get_or_none, process
+from kubesim.controllers import get_or_none
+from kubesim.workqueue import WorkQueue, process
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, EventType

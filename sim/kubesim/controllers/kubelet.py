@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any, cast
 from aiohttp import web
 
 from kubesim import errors
+from kubesim.clock import Clock
 from kubesim.cluster import DeleteOptions
-from kubesim.controllers import Clock, WorkQueue, get_or_none, podstatus, process, resource_type
+from kubesim.controllers import get_or_none, podstatus, resource_type
 from kubesim.controllers import podstate as ps
 from kubesim.controllers.podevents import PodEvents
 from kubesim.downward import NODE_ALLOCATABLE
+from kubesim.workqueue import WorkQueue, process
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, EventType

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kubesim.clock import Clock
 from kubesim.cluster import DeleteOptions
-from kubesim.controllers import Clock, WorkQueue, get_or_none, process, resource_type
+from kubesim.controllers import get_or_none, resource_type
 from kubesim.errors import StatusError
+from kubesim.workqueue import WorkQueue, process
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, EventType

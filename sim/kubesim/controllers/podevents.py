@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from kubesim.controllers.events import EventRecorder, EventType
 
 if TYPE_CHECKING:
+    from kubesim.clock import Clock
     from kubesim.cluster import Cluster
-    from kubesim.controllers import Clock
 
 
 def field_path(container: str, *, init: bool = False) -> str:

@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kubesim import downward
-from kubesim.controllers import Clock, WorkQueue, get_or_none, process, resource_type
+from kubesim.clock import Clock
+from kubesim.controllers import get_or_none, resource_type
+from kubesim.filecontent import FileContent
+from kubesim.workqueue import WorkQueue, process
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, EventType
@@ -59,14 +62,6 @@ class MissingSource(VolumeSourceError):
 
 class InvalidSource(VolumeSourceError):
     """A downward API item the kubelet cannot resolve (unsupported fieldPath, unknown container, ...)."""
-
-
-@dataclass(frozen=True)
-class FileContent:
-    data: bytes
-    mode: int
-    fs_user: int | None = None
-    """Owner the kubelet gives the file (a projected token when every container runs as this uid)."""
 
 
 @dataclass(frozen=True)

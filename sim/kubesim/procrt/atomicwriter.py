@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from kubesim.controllers.volumes import FileContent
+from kubesim.filecontent import FileContent
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim.images import ImageSpec
 from kubesim.procrt.envvars import (
     CREATE_CONTAINER_CONFIG_ERROR,
     NODE_ALLOCATABLE,
@@ -25,7 +26,6 @@ from kubesim.procrt.envvars import (
     kubelet_env,
 )
 from kubesim.procrt.hostsfiles import hostname
-from kubesim.procrt.images import ImageSpec
 
 __all__ = [
     "CREATE_CONTAINER_CONFIG_ERROR",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import shutil
 import socket
 from collections.abc import Callable, Mapping
@@ -23,20 +22,21 @@ from kubesim import errors
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import get_or_none
 from kubesim.controllers.kubelet import HOST_IP, POD_NETWORK, Kubelet, PodKey
-from kubesim.procrt import containerspec, hostsfiles, logs, netns, volumefiles
+from kubesim.procrt import containerspec, hostsfiles, logs, missing_requirements, netns, volumefiles
 from kubesim.procrt.containers import BindMount, ContainerRun, RunSpec
 from kubesim.procrt.dns import DNSServer
 from kubesim.procrt.dnsrecords import ClusterDNS
 from kubesim.procrt.podworker import ConfigError, PodWorker, ProbeHandle
-from kubesim.procrt.probes import ContainerProber, ProbeType, container_probes
+from kubesim.procrt.probes import ProbeType, container_probes
+from kubesim.procrt.probeworker import ContainerProber
 from kubesim.procrt.sandbox import Holder, PodNetwork, SandboxError, StateDir
 from kubesim.procrt.status import ContainerRecord, render
 
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from kubesim.clock import Clock
     from kubesim.cluster import Cluster
-    from kubesim.controllers import Clock
     from kubesim.controllers.volumes import VolumeManager
     from kubesim.settings import SimSettings
 
@@ -46,16 +46,6 @@ MOUNT_RETRY_SECONDS = 1.0
 RESTART_BACKOFF_SECONDS = 10.0
 LOGS = "logs"
 """The folder of a pod's directory with its containers' CRI log files."""
-
-
-def missing_requirements() -> str | None:
-    """Why the process runtime cannot run on this machine, or None."""
-    if os.geteuid() != 0:
-        return "the process runtime needs root (Linux namespaces, mounts, veth links)"
-    for tool in ("ip", "nsenter", "setpriv"):
-        if shutil.which(tool) is None:
-            return f"the process runtime needs `{tool}` (Debian packages iproute2 / util-linux)"
-    return None
 
 
 class ProcessKubelet(Kubelet):

@@ -20,7 +20,7 @@ from kubesim.procrt.sandbox import Holder
 from kubesim.procrt.status import ContainerRecord, Ended, PodRecord, phase
 
 if TYPE_CHECKING:
-    from kubesim.controllers import Clock
+    from kubesim.clock import Clock
     from kubesim.controllers.podevents import PodEvents
 
 log = logging.getLogger(__name__)

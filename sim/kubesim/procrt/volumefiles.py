@@ -25,7 +25,8 @@ from typing import Any
 
 from kubesim import downward, expansion
 from kubesim.admission.quantity import QuantityError, parse_quantity
-from kubesim.controllers.volumes import FileContent, pod_fs_group
+from kubesim.controllers.volumes import pod_fs_group
+from kubesim.filecontent import FileContent
 from kubesim.procrt.atomicwriter import AtomicWriter, PayloadError, set_volume_ownership
 
 VOLUMES_DIR = "volumes"

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.testing import eventually
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from kubesim.app import KubeSim
+from kubesim.images import ImageCatalog, ImageSpec
 from kubesim.procrt.containers import ContainerRun
-from kubesim.procrt.images import ImageCatalog, ImageSpec
 from kubesim.settings import SimSettings
 from kubesim.testing import wait_for
 

@@ -18,13 +18,13 @@ import aiohttp
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.controllers.volumes import SYNC_JITTER, PodKey, VolumeFiles
 from kubesim.downward import format_map
 from kubesim.procrt import volumefiles
 from kubesim.settings import SimSettings
 
-from .sim_controller_helpers import rt
+from ..controllers.controller_helpers import rt
 
 SYNC = 30.0
 """Simulated seconds: a periodic sync lands one to 1 + SYNC_JITTER periods after the previous one."""

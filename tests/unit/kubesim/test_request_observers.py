@@ -57,7 +57,7 @@ def test_the_request_log_holds_each_distinct_request_once_with_its_test(
         ("w-0", "kubectl/v1.31"),
     ]
     assert lines[0]["verb"] == "delete"
-    assert lines[0]["test"].startswith("tests/unit/kubesim/test_sim_request_observers.py::")
+    assert lines[0]["test"].startswith("tests/unit/kubesim/test_request_observers.py::")
 
 
 def test_without_the_variable_nothing_is_logged(monkeypatch: pytest.MonkeyPatch) -> None:

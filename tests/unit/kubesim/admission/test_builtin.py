@@ -11,7 +11,7 @@ import pytest
 from kubesim.admission import AdmissionError, AdmissionResult, admit
 from kubesim.admission.schema import builtin_schema, schema_version
 
-from .kubesim_admission_objects import (
+from ..kubesim_admission_objects import (
     JOB_UID,
     headless_service,
     launcher_job,

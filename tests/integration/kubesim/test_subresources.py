@@ -17,6 +17,7 @@ from .kubesim_contract import (
     merge_patch_widget,
     pod,
     status_of,
+    widget_crd,
 )
 
 
@@ -192,8 +193,6 @@ async def test_crd_delete_removes_its_objects(kube_api: ApiClient) -> None:
 
 
 async def test_crd_name_must_be_plural_dot_group(kube_api: ApiClient) -> None:
-    from kubesim_contract import widget_crd
-
     crd = widget_crd()
     crd["metadata"]["name"] = "wrong.test.kubesim.io"
     with pytest.raises(ApiException) as err:
@@ -210,8 +209,6 @@ async def test_the_node_pods_are_bound_to_exists_and_is_ready(kube_api: ApiClien
 
 
 async def test_deprecated_versions_answer_with_a_warning(kube_api: ApiClient) -> None:
-    from kubesim_contract import widget_crd
-
     crd = widget_crd()
     old = {**crd["spec"]["versions"][0], "name": "v1beta1", "storage": False, "deprecated": True}
     crd["spec"]["versions"].append(old)

@@ -13,11 +13,11 @@ import aiohttp
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.controllers.volumes import SYNC_JITTER, VolumeManager
 from kubesim.settings import SimSettings
 
-from .sim_controller_helpers import rt
+from .controller_helpers import rt
 
 SYNC_SECONDS = 30.0
 """Simulated: a periodic sync lands one to 1 + SYNC_JITTER periods after the previous one."""

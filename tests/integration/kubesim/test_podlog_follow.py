@@ -12,7 +12,7 @@ import kubernetes
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.query import FALSE, TRUE
 from kubesim.settings import SimSettings
 

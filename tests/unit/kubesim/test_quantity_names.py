@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.admission import names
+from kubesim import names
 from kubesim.admission.quantity import QuantityError, canonical_quantity, parse_quantity
 
 CANONICAL: list[tuple[Any, str]] = [

@@ -15,7 +15,6 @@ from kubesim.expansion import expand
 from kubesim.procrt.prober import run_probe
 from kubesim.procrt.probes import (
     BrokenAction,
-    ContainerProber,
     ExecAction,
     GRPCAction,
     HTTPGetAction,
@@ -28,6 +27,7 @@ from kubesim.procrt.probes import (
     container_probes,
     probe_event,
 )
+from kubesim.procrt.probeworker import ContainerProber
 
 S, W, F, E = Outcome.SUCCESS, Outcome.WARNING, Outcome.FAILURE, Outcome.ERROR
 STARTUP, LIVENESS, READINESS = ProbeType.STARTUP, ProbeType.LIVENESS, ProbeType.READINESS

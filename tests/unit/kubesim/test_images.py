@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kubesim.procrt.images import ImageCatalog, ImageSpec, hidden_from_containers
+from kubesim.images import ImageCatalog, ImageSpec
+from kubesim.procrt import hidden_from_containers
 from kubesim.procrt.shim import CONTAINER_OWN_DIRS
 
 

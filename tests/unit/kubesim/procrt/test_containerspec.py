@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubesim.images import ImageSpec
 from kubesim.procrt.containerspec import (
     DEFAULT_PATH,
     ContainerConfigError,
@@ -20,7 +21,6 @@ from kubesim.procrt.containerspec import (
     resolve,
 )
 from kubesim.procrt.envvars import expand, kubelet_env
-from kubesim.procrt.images import ImageSpec
 
 HOST_PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\n"
@@ -357,7 +357,8 @@ def resource_env(resource: str, divisor: str | None = None, **ref: str) -> str:
 @pytest.mark.parametrize(
     ("resource", "divisor", "ref", "expected"),
     [
-        # The values themselves are kubesim.downward's (test_sim_downward.py); these show the wiring.
+        # The values themselves are kubesim.downward's (tests/unit/kubesim/test_downward.py); these show
+        # the wiring.
         ("limits.cpu", None, {}, "2"),  # 1.5 cores, rounded up
         ("requests.cpu", "100m", {}, "3"),
         ("limits.memory", "1G", {}, "2"),  # memory rounds up too

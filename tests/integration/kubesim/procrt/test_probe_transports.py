@@ -25,7 +25,6 @@ from cryptography.x509.oid import NameOID
 
 from kubesim.procrt.prober import MAX_BODY, NetnsTransport, run_probe
 from kubesim.procrt.probes import (
-    ContainerProber,
     ExecAction,
     HTTPGetAction,
     Outcome,
@@ -34,6 +33,7 @@ from kubesim.procrt.probes import (
     ProbeSpec,
     TCPSocketAction,
 )
+from kubesim.procrt.probeworker import ContainerProber
 
 LOOPBACK = "127.0.0.1"
 

@@ -21,7 +21,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.procrt.dns import DNSServer
 from kubesim.procrt.dnsrecords import ClusterDNS
 from kubesim.settings import SimSettings

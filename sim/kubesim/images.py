@@ -9,15 +9,12 @@ maps to which stand-in; a name with no stand-in runs on the bare host filesystem
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-
-from kubesim.procrt.shim import CONTAINER_OWN_DIRS
 
 
 @dataclass(frozen=True)
@@ -107,13 +104,3 @@ def _candidates(reference: str) -> list[str]:
         if reference.startswith(prefix):
             names.append(reference[len(prefix) :])
     return names
-
-
-def hidden_from_containers(path: Path) -> str | None:
-    """Why a host path cannot be seen inside the runtime's containers, or None when it can: each
-    container mounts its own `/tmp`, `/dev/shm` and `/proc` over the host's."""
-    real = Path(os.path.realpath(path))
-    for own in CONTAINER_OWN_DIRS:
-        if real == Path(own) or real.is_relative_to(own):
-            return f"{path} is under {own}, which every container of the process runtime mounts afresh"
-    return None

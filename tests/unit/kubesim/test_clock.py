@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.controllers import Clock, FakeClock, WorkQueue, process
+from kubesim.clock import Clock, FakeClock
+from kubesim.workqueue import WorkQueue, process
 
 
 class Monotonic:

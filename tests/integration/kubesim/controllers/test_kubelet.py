@@ -17,8 +17,8 @@ import pytest
 
 from kubesim import table
 from kubesim.app import KubeSim
+from kubesim.clock import FakeClock
 from kubesim.cluster import DeleteOptions, EventType
-from kubesim.controllers import FakeClock
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.errors import StatusError
 from kubesim.registry import ResourceType

@@ -7,7 +7,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from kubesim.app import KubeSim
-from kubesim.controllers import Clock, FakeClock
+from kubesim.clock import Clock, FakeClock
 from kubesim.settings import SimSettings
 from kubesim.testing import wait_for
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kubesim.controllers.volumes import FileContent, InvalidSource, project_volume
+from kubesim.controllers.volumes import InvalidSource, project_volume
+from kubesim.filecontent import FileContent
 from kubesim.procrt import volumefiles
 from kubesim.procrt.atomicwriter import AtomicWriter, PayloadError
 from kubesim.procrt.envvars import kubelet_env
@@ -356,7 +357,8 @@ def test_a_volume_serves_only_metadata_fields(path: str) -> None:
 @pytest.mark.parametrize(
     ("container", "resource", "divisor", "expected"),
     [
-        # The values themselves are kubesim.downward's (test_sim_downward.py); these show the wiring.
+        # The values themselves are kubesim.downward's (tests/unit/kubesim/test_downward.py); these show
+        # the wiring.
         ("main", "limits.cpu", "100m", "15"),
         ("main", "limits.memory", None, str(512 * 2**30)),  # unset: the node's allocatable
         ("main", "requests.memory", "1Ki", "2"),  # 1500 bytes, rounded up

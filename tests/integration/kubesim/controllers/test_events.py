@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl
 

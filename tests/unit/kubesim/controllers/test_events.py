@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim import builtins
+from kubesim.clock import FakeClock
 from kubesim.cluster import Cluster
-from kubesim.controllers import FakeClock
 from kubesim.controllers.events import EventRecorder
 from kubesim.controllers.podevents import PodEvents
 from kubesim.testing import decode_changes

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from kubesim.app import KubeSim
-from kubesim.controllers import FakeClock
+from kubesim.clock import FakeClock
 from kubesim.errors import StatusError
 from kubesim.settings import SimSettings
 
-from .sim_controller_helpers import rt
+from .controller_helpers import rt
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from kubesim.app import KubeSim
+from kubesim.clock import FakeClock
 from kubesim.cluster import DeleteOptions
-from kubesim.controllers import FakeClock
 from kubesim.settings import SimSettings
 
-from .sim_controller_helpers import rt
+from .controller_helpers import rt
 
 JUST = 2**-10
 """A simulated instant: `advance(due - JUST)` checks the state right before something is due (a power
