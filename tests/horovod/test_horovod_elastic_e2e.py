@@ -52,9 +52,9 @@ from kubesim.controllers import resource_type
 from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl, eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

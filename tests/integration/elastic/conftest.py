@@ -11,8 +11,8 @@ import pytest_asyncio
 import operator_testing
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .ela_harness import VOLUME_SYNC_SECONDS
 

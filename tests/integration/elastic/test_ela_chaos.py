@@ -40,10 +40,10 @@ import pytest
 from integration.reconcile.rc_harness import NS, condition_true, get_job, wait_condition
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.elastic import DRAINING_ANNOTATION
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .ela_chaos_driver import Chaos, JobPlan, Watcher, plan_jobs, plan_schedule, usable
 from .ela_harness import mounted_hosts

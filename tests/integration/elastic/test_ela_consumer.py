@@ -19,9 +19,9 @@ from integration.reconcile.rc_harness import wait_condition
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_discovery import hostfile
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 from operator_testing import SteppedClock
 
 from .ela_harness import elastic_job, host, mounted_script, wait_mounted

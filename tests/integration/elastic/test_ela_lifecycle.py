@@ -27,9 +27,9 @@ from integration.reconcile.rc_harness import (
 )
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .ela_harness import elastic_job, elastic_status, host, launcher_pod, wait_mounted, worker_pods
 

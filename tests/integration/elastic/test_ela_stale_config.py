@@ -13,10 +13,10 @@ from typing import Any
 from integration.reconcile.rc_harness import NS, OPERATOR_AGENT
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.elastic.state import STATE_ANNOTATION
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .ela_harness import elastic_job, worker_pods
 

@@ -18,9 +18,9 @@ from chaoslib.steps import scale
 from integration.reconcile.rc_harness import FAST_PODS, NS, get_job, settle, wait_condition, wait_event
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 from operator_testing import SteppedClock
 
 from .ela_harness import elastic_status, host, wait_mounted, worker_pods

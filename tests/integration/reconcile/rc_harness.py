@@ -20,10 +20,10 @@ import operator_testing
 from kubesim.app import KubeSim
 from kubesim.store import clone
 from kubesim.testing import eventually
-from mpi_operator.controller import manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import DEFAULT_USER_AGENT, Kube
 from mpi_operator.kube.resources import Resource
+from mpi_operator.runtime import manager
 
 CRD = operator_testing.CRD
 NS = "default"

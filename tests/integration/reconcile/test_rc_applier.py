@@ -13,12 +13,12 @@ import operator_testing
 from kubesim.app import KubeSim
 from mpi_operator import reasons
 from mpi_operator.api.models import MPIJob
-from mpi_operator.controller.applier import Applier, DeletedRecently
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.planning import Create, Delete, ObjectRef, Patch, Phase, Plan
 from mpi_operator.reasons import Event
+from mpi_operator.reconcile.applier import Applier, DeletedRecently
 
 NS = "default"
 JOB = MPIJob.model_validate(

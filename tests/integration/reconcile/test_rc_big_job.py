@@ -18,11 +18,11 @@ from typing import Any
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.api.constants import MAX_WORKER_REPLICAS
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.objects import is_pod_ready
 from mpi_operator.planning import WORKER_WINDOW
+from mpi_operator.runtime.manager import Manager
 
 from .rc_harness import NS, OPERATOR_AGENT, idle, mpijob, pods_of, quiet, wait_condition
 

@@ -13,9 +13,9 @@ import pytest
 
 from kubesim.app import KubeSim
 from mpi_operator.api.constants import MAX_WORKER_REPLICAS
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .rc_harness import (
     NS,

@@ -5,9 +5,9 @@ managedFields, and everything the reconcile reads still there (the rest of this 
 from __future__ import annotations
 
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .rc_harness import NS, get_job, mpijob, wait_condition
 

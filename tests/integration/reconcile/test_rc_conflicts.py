@@ -14,10 +14,10 @@ import pytest
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
+from mpi_operator.runtime.manager import Manager
 
 from .rc_harness import NS, OPERATOR_AGENT, condition_true, get_job, mpijob, wait_event
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.applier import SLOW_START_MAX
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.reconcile.applier import SLOW_START_MAX
+from mpi_operator.runtime.manager import Manager
 
 from .rc_harness import NS, OPERATOR_AGENT, idle, list_names, mpijob
 

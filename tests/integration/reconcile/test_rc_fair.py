@@ -33,9 +33,9 @@ import pytest
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.api.constants import MAX_WORKER_REPLICAS
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 from mpi_operator.settings import Settings
 
 from .rc_harness import (

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .rc_harness import NS, get_job, list_names, mpijob, wait_condition
 

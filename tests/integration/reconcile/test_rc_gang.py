@@ -11,10 +11,10 @@ import pytest
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller import handlers
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
+from mpi_operator.runtime import handlers
 
 from .rc_harness import CRD, NS, OPERATOR_AGENT, container, list_names, mpijob, running_operator
 

@@ -1,4 +1,4 @@
-"""Worker pods the operator created that its pod cache never showed (`controller.expectations`): found by
+"""Worker pods the operator created that its pod cache never showed (`reconcile.expectations`): found by
 `bench/chaos.py --ci` under load, where a job stayed without workers after a resume.
 
 While the pod watch is down, a created pod counts as observed until the cache shows it. A pod created
@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.expectations import TTL
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.reconcile.expectations import TTL
+from mpi_operator.runtime.manager import Manager
 from operator_testing import SteppedClock, quick_settings, running_operator
 
 from .rc_harness import NS, OPERATOR_AGENT, WITHIN, idle, mpijob, pods_of

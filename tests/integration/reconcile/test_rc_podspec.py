@@ -11,9 +11,9 @@ from typing import Any
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .rc_harness import (
     NS,

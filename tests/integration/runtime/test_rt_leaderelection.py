@@ -14,11 +14,11 @@ from datetime import datetime
 import pytest
 
 from kubesim.app import KubeSim
-from mpi_operator.controller import leaderelection
-from mpi_operator.controller.leaderelection import LeaderElectionConfig, LeaderElector, micro_time
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime import leaderelection
+from mpi_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector, micro_time
 
 NS = "default"
 LEASE = "mpi-operator"

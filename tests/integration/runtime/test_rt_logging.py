@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 from mpi_operator.cache.workqueue import WorkQueue
-from mpi_operator.controller import logging as oplog
-from mpi_operator.controller import workers
-from mpi_operator.controller.metrics import Metrics
-from mpi_operator.controller.types import PermanentError, Result
 from mpi_operator.flowcontrol import FakeClock
+from mpi_operator.runtime import logging as oplog
+from mpi_operator.runtime import loops
+from mpi_operator.runtime.metrics import Metrics
+from mpi_operator.runtime.types import PermanentError, Result
 
 KEYS = ["ns-a/job-1", "ns-b/job-2", "ns-a/job-3"]
 
@@ -37,7 +37,7 @@ class ChattyReconciler:
     """Logs through several loggers, from a child task too, and fails in both ways on some keys."""
 
     async def reconcile(self, key: str) -> Result:
-        logging.getLogger("mpi_operator.controller.reconciler").info("planning", extra={"creates": 2})
+        logging.getLogger("mpi_operator.reconcile.reconciler").info("planning", extra={"creates": 2})
         await asyncio.create_task(self._child())  # suspends this reconcile: the key must survive that
         logging.getLogger("kubernetes_asyncio.client").warning("slow answer")
         if key.endswith("2"):
@@ -52,17 +52,17 @@ class ChattyReconciler:
 
 async def reconcile_all(log_format: oplog.LogFormat, stream: io.StringIO) -> list[str]:
     oplog.setup(log_format, stream=stream)
-    logging.getLogger("mpi_operator.controller.manager").info("before any reconcile")
+    logging.getLogger("mpi_operator.runtime.manager").info("before any reconcile")
     queue: WorkQueue[str] = WorkQueue(name="t", clock=FakeClock())  # no real timer, whatever fails
     for key in KEYS:
         queue.add(key)
     tasks = [
-        asyncio.create_task(workers.worker(queue, ChattyReconciler(), metrics=Metrics())) for _ in range(2)
+        asyncio.create_task(loops.worker(queue, ChattyReconciler(), metrics=Metrics())) for _ in range(2)
     ]
     # Keys already queued are still handed out after the shutdown; the workers return once all are done.
     await queue.shut_down_with_drain()
     await asyncio.gather(*tasks)
-    logging.getLogger("mpi_operator.controller.manager").info("after")
+    logging.getLogger("mpi_operator.runtime.manager").info("after")
     return stream.getvalue().splitlines()
 
 
@@ -78,7 +78,7 @@ async def test_json_lines_name_the_key_of_the_reconcile_that_wrote_them(stream: 
         msgs = [e["msg"] for e in during if e["key"] == key]
         assert msgs[:3] == ["planning", "event recorded", "slow answer"], key
     failure = next(e for e in during if e["key"] == "ns-b/job-2" and e["level"] == "error")
-    assert failure["logger"] == "mpi_operator.controller.workers"
+    assert failure["logger"] == "mpi_operator.runtime.loops"
     assert "RuntimeError: apply failed" in failure["exc"]
     permanent = next(e for e in during if e["key"] == "ns-a/job-3" and e["level"] == "error")
     assert "invalid spec" in permanent["msg"]

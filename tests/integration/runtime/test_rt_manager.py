@@ -24,11 +24,11 @@ import pytest_asyncio
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
-from mpi_operator.controller import leaderelection, manager
-from mpi_operator.controller.types import ManagerDeps, PermanentError, Result
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime import leaderelection, manager
+from mpi_operator.runtime.types import ManagerDeps, PermanentError, Result
 from mpi_operator.settings import Settings
 
 OWNED = {"training.kubeflow.org/operator-name": "mpi-operator"}

@@ -1,4 +1,4 @@
-"""The reconciler's expectations (`controller.expectations.CreatedPods`): a pod it created counts as
+"""The reconciler's expectations (`reconcile.expectations.CreatedPods`): a pod it created counts as
 observed until the pod store shows that name, its job goes or is replaced, or the TTL passes."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from mpi_operator.cache import transforms
-from mpi_operator.controller.expectations import TTL, CreatedPods
 from mpi_operator.flowcontrol import FakeClock
+from mpi_operator.reconcile.expectations import TTL, CreatedPods
 
 KEY = "default/big"
 

@@ -1,12 +1,12 @@
-"""`controller.recreates.MadeChildren`: which children a sync would re-create (so it reads its job first),
+"""`reconcile.recreates.MadeChildren`: which children a sync would re-create (so it reads its job first),
 per job key and uid; pods never count; a job's gone mark lasts until the cache drops it."""
 
 from __future__ import annotations
 
 import pytest
 
-from mpi_operator.controller.recreates import MadeChildren
 from mpi_operator.planning import ObjectRef
+from mpi_operator.reconcile.recreates import MadeChildren
 
 
 def child(kind: str, name: str) -> dict[str, object]:

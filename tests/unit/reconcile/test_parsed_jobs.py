@@ -1,4 +1,4 @@
-"""`controller.parsed.ParsedJobs`: one parse per MPIJob version (uid + resourceVersion), a new one for any
+"""`reconcile.parsed.ParsedJobs`: one parse per MPIJob version (uid + resourceVersion), a new one for any
 change, invalid versions never kept, and at most `size` versions held."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from mpi_operator.api import InvalidMPIJob
 from mpi_operator.api.normalize import to_canonical_dict
-from mpi_operator.controller.parsed import ParsedJobs
+from mpi_operator.reconcile.parsed import ParsedJobs
 
 from .reconcile_factory import make_job
 

@@ -1,4 +1,4 @@
-"""A static job's progress writes (`planning.progress`, `status.progress_only`, `controller.pacing`),
+"""A static job's progress writes (`planning.progress`, `status.progress_only`, `reconcile.progress_pacer`),
 table-driven: which status changes are progress and which must go at once, when a job's pods count as
 settled, which ConfigMap update only refreshes discover_hosts.sh, and the pacer's arithmetic."""
 
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from mpi_operator import status
-from mpi_operator.controller.pacing import ProgressPacer
 from mpi_operator.desired import config
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.planning import Observed, Update, progress
+from mpi_operator.reconcile.progress_pacer import ProgressPacer
 
 from .reconcile_factory import converged, launcher_job, launcher_pod, make_job, plan_for, worker, workers
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mpi_operator.cache import transforms
-from mpi_operator.controller import handlers
+from mpi_operator.runtime import handlers
 from mpi_operator.settings import GangScheduler
 
 MANAGED = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]

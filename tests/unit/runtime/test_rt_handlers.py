@@ -1,4 +1,4 @@
-"""Event -> MPIJob key mapping (controller.handlers): direct children, launcher pods through their Job,
+"""Event -> MPIJob key mapping (runtime.handlers): direct children, launcher pods through their Job,
 foreign and stale owners ignored, every informer event kind enqueued with a plain add; and the watch
 table (which informers, which selectors)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mpi_operator.cache.store import Store
-from mpi_operator.controller import handlers
+from mpi_operator.runtime import handlers
 
 JOB_UID = "uid-job"
 BATCH_UID = "uid-launcher"

@@ -31,7 +31,7 @@ from mpi_operator import cli
 code = cli.main(["run", "--kubeconfig", "/nonexistent/kubeconfig", "--no-leader-elect",
                  "--metrics-address", "127.0.0.1:0"])
 assert code == 1, code
-assert "mpi_operator.controller.manager" in sys.modules
+assert "mpi_operator.runtime.manager" in sys.modules
 print(json.dumps(sorted(sys.modules)))
 """
     )

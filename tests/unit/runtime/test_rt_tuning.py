@@ -1,4 +1,4 @@
-"""`controller.tuning`: the collector and allocator settings `mpi-operator run` applies after start-up.
+"""`runtime.tuning`: the collector and allocator settings `mpi-operator run` applies after start-up.
 
 What they save is measured by bench/scale.py, not asserted here; these tests say what is set, that a C
 library other than glibc is left alone, and that `run` applies them."""
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mpi_operator.controller import tuning
+from mpi_operator.runtime import tuning
 from operator_testing import run_python
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from mpi_operator.cache.workqueue import WorkQueue
-from mpi_operator.controller import workers
-from mpi_operator.controller.metrics import Metrics
-from mpi_operator.controller.types import Result
 from mpi_operator.flowcontrol import FakeClock
+from mpi_operator.runtime import loops
+from mpi_operator.runtime.metrics import Metrics
+from mpi_operator.runtime.types import Result
 
 DURATION_SUM = "mpi_operator_reconcile_duration_seconds_sum"
 
@@ -31,9 +31,7 @@ async def test_process_next_observes_the_reconcile_duration_on_the_given_clock()
     clock, metrics = FakeClock(), Metrics()
     queue: WorkQueue[str] = WorkQueue(clock=clock)
     queue.add("ns/a")
-    await clock.run_until(
-        workers.process_next(queue, SlowReconciler(clock, 2.5), metrics=metrics, clock=clock)
-    )
+    await clock.run_until(loops.process_next(queue, SlowReconciler(clock, 2.5), metrics=metrics, clock=clock))
     assert metrics.registry.get_sample_value(DURATION_SUM) == 2.5
 
 
@@ -41,7 +39,7 @@ async def test_workers_pass_their_clock_to_every_worker() -> None:
     clock, metrics = FakeClock(), Metrics()
     queue: WorkQueue[str] = WorkQueue(clock=clock)
     reconciler = SlowReconciler(clock, 4.0)
-    running = workers.Workers(queue, reconciler, count=2, metrics=metrics, clock=clock)
+    running = loops.Workers(queue, reconciler, count=2, metrics=metrics, clock=clock)
     for key in ("ns/a", "ns/b"):
         queue.add(key)
     running.start()
@@ -75,7 +73,7 @@ async def test_a_requeue_goes_behind_every_key_already_queued() -> None:
         queue.add(key)
     reconciler = RequeueOnce("ns/big")
     for _ in range(4):
-        await workers.process_next(queue, reconciler, metrics=metrics, clock=clock)
+        await loops.process_next(queue, reconciler, metrics=metrics, clock=clock)
     assert reconciler.done == ["ns/big", "ns/a", "ns/b", "ns/big"]
     assert len(queue) == 0
     assert queue.waiting == 0, "a requeue is not a delayed add"

@@ -1,7 +1,7 @@
 """The contract between the runtime and the reconciler: `Reconciler`, `Result`, `PermanentError`, and what
 the manager hands a reconciler factory (`ManagerDeps`, `Stores`).
 
-The runtime (manager, workers) only knows this protocol; the reconciler (`controller.reconciler`)
+The runtime (manager, loops) only knows this protocol; the reconciler (`reconcile.reconciler`)
 plugs in through a `ReconcilerFactory`, so runtime tests can plug in their own.
 """
 
@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from mpi_operator.cache.store import Store
-from mpi_operator.controller.metrics import Metrics
 from mpi_operator.flowcontrol import Clock
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.events import EventRecorder
+from mpi_operator.runtime.metrics import Metrics
 from mpi_operator.settings import Settings
 
 

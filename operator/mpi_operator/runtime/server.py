@@ -3,7 +3,7 @@
 * `/healthz`  200 while the process (its event loop) answers: the liveness probe;
 * `/readyz`   200 once every informer cache has synced and, with leader election, once this process
               leads; otherwise 503 with the reasons, one per line: the readiness probe;
-* `/metrics`  the process' own Prometheus registry (`controller.metrics.Metrics`).
+* `/metrics`  the process' own Prometheus registry (`runtime.metrics.Metrics`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from mpi_operator.controller.metrics import CONTENT_TYPE, Metrics
+from mpi_operator.runtime.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger(__name__)
 

@@ -1,22 +1,12 @@
-"""Prometheus metrics of one operator process, in its own `CollectorRegistry` (never the global one, so
-tests can run several managers in one interpreter), and the hooks that update them.
+"""Prometheus metrics of one operator process, in its own `CollectorRegistry` (never the global one,
+so tests can run several managers in one interpreter), and the hooks that update them.
 
-Upstream's job metrics keep their names, so existing dashboards and alerts keep working:
-`mpi_operator_jobs_created_total`, `..._successful_total`, `..._failed_total` (counters the reconciler
-bumps on the transition only, unlike upstream which double counts on retries),
-`mpi_operator_job_info{launcher,namespace}` and `mpi_operator_is_leader`. The runtime adds client-go's
-work-queue names (`workqueue_depth`, `workqueue_adds_total`, `workqueue_retries_total`, label `name`),
-controller-runtime-style reconcile metrics and client-go's `rest_client_requests_total{code,method}`.
-Elastic jobs add `mpi_operator_elastic_discovery_updates_total` (each published change of
-`discover_hosts.sh`), `mpi_operator_elastic_worker_replacements_total` (failed or lost workers deleted for
-a replacement) and `mpi_operator_elastic_convergence_seconds` (from a sync that finds the discovered
-workers differ from the desired ones, after a scale or a loss, until a sync publishes a matching script;
-a difference published by the sync that finds it, as a scale-in usually is, is not observed, and the
-queue wait before that sync and the launcher's remount after it are not included).
-Per running elastic job, `mpi_operator_elastic_workers{namespace,mpijob,state}` (`desired`, `ready`,
-`discovered`: the numbers of its `status.elastic`) and `mpi_operator_elastic_min_replicas{namespace,mpijob}`,
-so an alert can compare ready workers with the job's floor; both are dropped when the job finishes, is
-suspended or goes away (deploy/monitoring/ alerts on them).
+Upstream's job metrics keep their names (`mpi_operator_jobs_created_total`, `..._successful_total`,
+`..._failed_total`, bumped on the transition only; `mpi_operator_job_info`, `..._is_leader`). The
+runtime adds client-go's work-queue and REST client metrics and controller-runtime-style reconcile
+metrics; elastic jobs add discovery updates, worker replacements, convergence time, and per running
+job `mpi_operator_elastic_workers{state}` and `..._min_replicas`, dropped when the job finishes, is
+suspended or goes away. `docs/metrics-and-events.md` lists them all, with what each measures.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
-"""Process-wide memory settings of `mpi-operator run`, applied once after start-up has imported everything.
+"""Process-wide memory settings of `mpi-operator run`, applied once start-up imported everything.
 
-Measured with bench/scale.py at 1,000 jobs x 8 workers (9,000 pods) on 2 cores:
-
-  * The cyclic collector: what start-up loaded (modules, classes, the CRD models) lives as long as the
-    process, so `gc.freeze()` moves it out of every collection's sight, and the generation-0 threshold
-    goes from 700 to 50,000 allocations. The cached objects are JSON trees freed by reference counting,
-    so collecting less often finds the same garbage: with the defaults the collector took 1.2 s of the
-    operator's CPU in the fan-in and 0.6 s of the 2.5 s a restart spends until its caches are synced;
-    with these settings 0.1 s each, and the same RSS (kubesim does the same, `kubesim.cli`).
-  * glibc's malloc: a LIST page (about 1.6 MB of JSON for 500 pods) is bigger than its mmap threshold,
-    but glibc raises that threshold to the size of each mmapped block freed, so from the second page on
-    the pages come from the heap, whose free space it keeps: 8 MB of RSS after a restart. A fixed
-    threshold (`mallopt(M_MMAP_THRESHOLD)`, which turns the raising off) sends every block above
-    128 KiB to mmap, returned to the system when freed. Elsewhere than glibc nothing is changed.
-
-What the operator keeps is mostly Python objects in pymalloc's arenas, which `malloc_trim` does not
-reach: trimming after a fan-in gave back 0.3 MB, so the operator does not trim.
+  * `gc.freeze()` and a generation-0 threshold of 50,000: what start-up loaded lives as long as the
+    process, and the cached JSON trees are freed by reference counting, so collecting less often
+    finds the same garbage (kubesim does the same, `kubesim.cli`);
+  * on glibc a fixed mmap threshold (`mallopt(M_MMAP_THRESHOLD)`): glibc would raise its threshold to
+    each freed LIST page and keep later pages in the heap; fixed, every block above 128 KiB goes to
+    mmap and back to the system when freed. Elsewhere than glibc nothing is changed.
+No `malloc_trim`: what the operator keeps is mostly in pymalloc's arenas, which it does not reach.
+The figures behind each are in `docs/architecture.md` ("Decisions and why").
 """
 
 from __future__ import annotations

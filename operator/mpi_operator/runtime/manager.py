@@ -1,32 +1,13 @@
 """The manager: the only wiring point of `mpi-operator run` (controller-runtime's Manager).
 
-Start-up, in order:
-  1. API clients from `Settings` (the reconcile client with the QPS/burst limiter and retries; with
-     leader election a second client with its own limiter and no retries, so a busy reconcile loop can
-     never starve lease renewals); the health server (/healthz answers from here on);
-  2. preflight: one cheap LIST per watched resource; a missing MPIJob CRD or a 401/403 is fatal
-     (upstream's `checkCRDExists`), with a message that says what to fix;
-  3. informers, all namespace-scoped by `settings.namespaces` (default: all namespaces):
-     MPIJobs (`mpijobs.kubeflow.org/v2beta1`: every served version reads back as this one, conversion
-     `None`), and label-filtered Pods, Jobs, Services, ConfigMaps, Secrets (and PodGroups with gang
-     scheduling), each event mapped to its MPIJob key by `handlers` and added to the queue; with gang
-     scheduling also the cluster-scoped PriorityClasses, cached for PodGroup priorities only;
-  4. wait for every cache to sync (warm standby: a non-leader keeps its caches current);
-  5. with leader election, acquire the Lease (/readyz stays 503 "not the leader" until then);
-  6. build the reconciler through the factory (`ManagerDeps`) and start `settings.workers` workers.
-
-Shutdown (SIGTERM/SIGINT via `run`, or `request_stop()`): /readyz turns 503, informers stop, the queue
-is shut down and in-flight reconciles get `shutdown_grace` seconds to finish (a second signal cuts that
-short), then the rest is cancelled, and only then is the Lease released so a successor takes over at
-once without overlapping our last writes.
-
-Time: every wait, backoff, retry sleep and grace period runs on the injected `clock` (a `FakeClock` in
-tests), and Event timestamps come from the injected `now`.
-
-Losing the Lease is fatal (`LeadershipLost`, exit 1), as upstream: workers are cancelled at once (not
-drained: another leader may already be writing), the Lease is not touched, and the Deployment restarts
-the process, which then waits as a standby. Restarting is simpler and safer than resetting every
-cache, timer and in-memory state of a deposed leader in place.
+Start-up: API clients (leader election gets its own client and limiter, so reconciles never starve
+renewals) and the health server; a preflight LIST per watch (a missing CRD or a 401/403 is fatal);
+the informers of `handlers.watches`, namespace-scoped by `settings.namespaces`; every cache synced;
+with leader election the Lease; then the reconciler from the factory (`ManagerDeps`) and its loops.
+Shutdown (SIGTERM/SIGINT or `request_stop()`): /readyz turns 503, informers stop, in-flight reconciles
+get `shutdown_grace` seconds (a second signal cuts it short), and only then is the Lease released.
+Losing the Lease is fatal (`LeadershipLost`, exit 1) as upstream: restarting is simpler and safer
+than resetting every cache and in-memory state of a deposed leader. All time is the injected clock's.
 """
 
 from __future__ import annotations
@@ -44,15 +25,15 @@ from mpi_operator.cache.informer import Informer
 from mpi_operator.cache.ratelimit import default_controller_rate_limiter
 from mpi_operator.cache.recovery import RecoveryProber
 from mpi_operator.cache.workqueue import WorkQueue
-from mpi_operator.controller import handlers, leaderelection, server, workers
-from mpi_operator.controller.metrics import QUEUE_NAME, Metrics
-from mpi_operator.controller.types import FatalError, ManagerDeps, ReconcilerFactory, Stores, utc_now
 from mpi_operator.flowcontrol import Clock, MonotonicClock, TokenBucket
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import DEFAULT_USER_AGENT, Kube
 from mpi_operator.kube.events import EventRecorder
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import NO_RETRY, RetryPolicy
+from mpi_operator.runtime import handlers, leaderelection, loops, server
+from mpi_operator.runtime.metrics import QUEUE_NAME, Metrics
+from mpi_operator.runtime.types import FatalError, ManagerDeps, ReconcilerFactory, Stores, utc_now
 from mpi_operator.settings import Settings, client_limit
 
 log = logging.getLogger(__name__)
@@ -114,7 +95,7 @@ class Manager:
         self.informers: dict[str, Informer] = {}
         self.stores: Stores | None = None
         self.elector: leaderelection.LeaderElector | None = None
-        self.workers: workers.Workers | None = None
+        self.workers: loops.Workers | None = None
         self.recovery: RecoveryProber | None = None
         """Built with the client in `run()`: notices the API server back after an outage."""
         self.started = asyncio.Event()
@@ -184,7 +165,7 @@ class Manager:
                 self.metrics.set_leader(True)
             assert self.stores is not None
             deps = ManagerDeps(kube, self.stores, recorder, settings, self.clock, self.metrics, self.now)
-            self.workers = workers.Workers(
+            self.workers = loops.Workers(
                 self.queue,
                 self.reconciler_factory(deps),
                 count=settings.workers,
@@ -245,7 +226,7 @@ class Manager:
             await self.elector.release()
         self.metrics.set_leader(False)
 
-    async def _drain(self, running: workers.Workers) -> None:
+    async def _drain(self, running: loops.Workers) -> None:
         async def drain() -> None:
             await self.queue.shut_down_with_drain()
             await running.wait()

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 
 from mpi_operator.api.models import MPIJob
 from mpi_operator.cache.store import Store
-from mpi_operator.controller.types import Stores
 from mpi_operator.desired import config, naming
 from mpi_operator.objects import KubeObject, name_of, uid_of
 from mpi_operator.planning import Observed
+from mpi_operator.runtime.types import Stores
 
 
 def _get(store: Store | None, namespace: str, name: str) -> KubeObject | None:

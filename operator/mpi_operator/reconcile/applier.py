@@ -1,26 +1,15 @@
-"""Executes a `planning.Plan` through `Kube`: one API call per action, in the plan's (phase) order.
-
-The only writer of a job's children (`docs/architecture.md`, "The write path"). What each answer means:
-  * Create -> 409 AlreadyExists: the cache was stale (names are deterministic), which is success if the
-    object there is ours. With label-filtered informers an object *without* our labels is invisible to
-    the stores, so the 409 is the first sign of it: GET it; a foreign one becomes a `Conflict` (never
-    adopted or overwritten); one of ours that lacks the watch label (made by an older version) gets the
-    label added, so the informer sees it from then on;
-  * Update with `after_previous_write` -> carries the resourceVersion the previous write to the same
-    object returned (upstream's UpdateStatus-then-Update of the launcher Job on resume);
-  * Delete -> uid precondition; 404 (already gone) and a failed precondition (a successor took the
-    name) are both success. A uid already deleted successfully is not deleted again while the cache
-    still shows it alive (client-go's controller "expectations"): the plan keeps the Delete, so the
-    status of the sync is the same either way, but no second DELETE goes out;
-  * Patch -> 404 means nothing is left to patch (a drained pod already gone, a launcher pod replaced by
-    one that mounts the current script): skipped, its events not recorded;
-  * a plan marked `urgent` sends its DISCOVERY and ANNOUNCE actions ahead of the client's queue;
-  * anything else propagates (the worker requeues the key with backoff). A failed Pod or launcher Job
-    create is reported on the MPIJob first (upstream's `MPIJobFailed` warnings).
-
-API `Warning` headers on the job's writes (e.g. `unknown field "spec.containers[0].resources.request"`
-from a typo in the user's pod template) are collected per write through a context variable, because
-the `Kube` client has one `on_warning` callback for every concurrent reconcile.
+"""Executes a `planning.Plan` through `Kube`: one API call per action, in the plan's (phase) order;
+the only writer of a job's children (`docs/architecture.md`, "The write path"). Each answer:
+  * Create -> 409: success if the object there is ours (GET it: a foreign one becomes a `Conflict`,
+    never adopted; one of ours without the watch label gets it added);
+  * Update with `after_previous_write` -> the resourceVersion the previous write to it returned;
+  * Delete -> uid precondition; 404 and a failed precondition are success; a uid deleted once is not
+    deleted again while the cache still shows it (`DeletedRecently`);
+  * Patch -> 404 means nothing is left to patch: skipped, its events not recorded;
+  * an `urgent` plan sends its DISCOVERY and ANNOUNCE actions ahead of the client's queue;
+  * anything else propagates (backoff), a failed Pod or launcher Job create reported on the MPIJob.
+API `Warning` headers are collected per write through a context variable, because the one `Kube`
+client has one `on_warning` callback for every concurrent reconcile.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """A child the operator created that is gone again: re-created only once the API confirms its job.
 
-The Service, ConfigMap, Secret, launcher Job and PodGroup of a job are created once; nobody but a user
-or the garbage collector removes them. The garbage collector removes them when their job was deleted,
-and the operator learns of that deletion only through its MPIJob watch. While that watch is failing
-(an API under load answering 429/5xx to the LIST, a long backoff) the cache still holds the job, and
-every child deletion the collector makes is a child event that syncs the job again: the sync re-creates
-the child, the collector deletes it, and so on, a write every few milliseconds for a job that no
-longer exists (seen by `bench/chaos.py`: thousands in three minutes).
-
-So a sync that would re-create a child this process already created for the same job uid first reads
-the job with one GET. Gone (404), replaced (another uid) or being deleted: nothing is written and the
-uid is remembered as gone, so the syncs that follow (one per collector deletion) write nothing and
-read nothing until the cache drops the job. A GET that fails for another reason does not block the
-repair: the sync goes on as before. Worker pods are left out: they are re-created after every
-failure, and the applier already stops a sync once the cache sees the job deleted.
+The garbage collector removes a deleted job's Service, ConfigMap, Secret, launcher Job and PodGroup;
+while the MPIJob watch is failing the cache still holds the job, and each collector deletion syncs
+it again: re-create, collect, re-create, a write every few milliseconds for a job that is gone. So a
+sync that would re-create a child this process created for the same job uid first GETs the job. Gone
+(404), replaced (another uid) or being deleted: nothing is written and the uid is remembered as gone
+until the cache drops the job. A GET that fails otherwise does not block the repair. Worker pods are
+left out: they are re-created after every failure, and the applier stops a sync once the cache sees
+the job deleted.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
-"""Worker pods created but not yet seen by the pod cache: client-go's `ControllerExpectations`, keeping
-the created objects rather than a count.
+"""Worker pods created but not yet seen by the pod cache: client-go's `ControllerExpectations`,
+keeping the created objects rather than a count, each slimmed as the pod store slims it.
 
-A big job is synced window by window (`planning.window`), and each window's sync requeues itself at
-once; the pod watch may not have delivered the last window's pods by then. Without expectations that
-sync would plan them again: a 409 AlreadyExists and a GET per pod (a conflict storm), or, for a job
-whose status counts them, a status that goes back and forth. The reconciler records every pod it
-creates here and `observe` counts the ones the store does not show yet as observed.
-
-Each pod is kept as the pod store would keep it (`cache.transforms.pod`), not as the create returned
-it: reads of a pending pod and of a cached one are then the same, and in a fan-in thousands of pods
-are pending at once (about 7,900 at 1,000 jobs x 8 workers, 12 KB each whole, 97 MB, against a
-few KB each slim).
-
-An expectation ends when the store shows a pod of that name (whatever happened to it since: the store
-is then the truth), when this operator deletes that pod (a job suspended while its pods are in flight;
-the store may never show a pod deleted before its watch delivered it), when its job goes away or is
-replaced (new uid), or after `TTL` seconds, in case the watch never delivers it (a relist after the pod
-was already deleted again): the next sync then plans from the store alone, and at worst meets a 409
-that the applier resolves. A sync that still counts on an expectation asks to be synced again when it
-expires (`expires_in`), since no watch event may come to say the pod never arrived.
+A big job is synced window by window, each window's sync requeued at once, possibly before the pod
+watch delivered the last window's pods: without expectations they would be planned again (a 409 and
+a GET per pod, or a status that goes back and forth). `observe` counts the pending ones as observed.
+An expectation ends when the store shows a pod of that name, when this operator deletes that pod,
+when its job goes away or is replaced (new uid), or after `TTL` seconds in case the watch never
+delivers it (the next sync plans from the store alone, at worst meeting a 409 the applier resolves);
+a sync that still counts on one asks to be synced again when it expires (`expires_in`).
 """
 
 from __future__ import annotations

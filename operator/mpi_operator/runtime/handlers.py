@@ -1,27 +1,13 @@
-"""Watch event -> MPIJob key (client-go's event handlers; upstream `handleObject`).
+"""Which informers the operator runs, and watch event -> MPIJob key (client-go's event handlers).
 
-  * an MPIJob maps to its own key, on add, update (status writes included) and delete (so the
-    reconciler can drop per-job state such as metric series);
-  * a child (Pod, Job, Service, ConfigMap, Secret, PodGroup) maps to the MPIJob its *controller*
-    ownerReference names (group `kubeflow.org`, kind `MPIJob`, any served version);
-  * a launcher Pod is controlled by the launcher `batch/v1` Job: follow that Job, looked up in the
-    Job store, to its controller (Pod -> Job -> MPIJob);
-  * the MPIJob must be in the MPIJob store with the uid the reference names, otherwise the object
-    belongs to nobody we manage (or to a deleted incarnation that the GC will remove) and is ignored;
-    except that the *deletion* of a deleted incarnation's child enqueues the MPIJob that now has that
-    name (`successor_key`): the leftover may be what blocked its same-named child (ErrResourceExists,
-    retried with a per-key backoff that grows to minutes), and its going is the only event that says so.
-    Nothing is lost when a child's event beats its MPIJob into the cache during the initial sync: the
-    MPIJob's own add event enqueues the key.
-
-Events are enqueued with a plain `add`: the queue deduplicates them and the per-key rate limiter is
-kept for errors only (upstream rate-limits every event, which delays bursts exponentially). A worker
-pod that could run before an event and cannot after it (`lost_pod`: Ready -> not Ready, failed,
-terminating, deleted) enqueues its job *urgently*, at the front of the queue: an elastic job must drop
-that host from discovery before Horovod tries it, whatever backlog of routine syncs is waiting.
-
-`watches()` is the table of informers whose events this module maps: which resources, which label
-selectors, and whether an event means the object's own key, its owner's key, or nothing (cache only).
+An MPIJob maps to its own key (deletes included, so the reconciler forgets the job); a child to the
+MPIJob its controller ownerReference names, a launcher Pod through its launcher Job (Pod -> Job ->
+MPIJob), and only if that MPIJob is cached with that uid. The deletion of a deleted incarnation's
+child enqueues the MPIJob now of that name (`successor_key`): it may be what blocked its same-named
+child. Events are plain `add`s (the per-key rate limiter is for errors only); a worker pod that
+could run before an event and cannot after it (`lost_pod`) is enqueued urgently, at the front, so
+an elastic job drops that host before Horovod tries it. It lives in the runtime though it knows the
+MPIJob's ownership shape: the manager needs it before any reconciler exists (preflight, informers).
 """
 
 from __future__ import annotations
@@ -57,7 +43,7 @@ BATCH_GROUP = "batch"
 OWNED_SELECTOR = f"{constants.LABEL_OPERATOR_NAME}={constants.OPERATOR_NAME}"
 """Matches only objects this operator made: every pod it creates (workers and the launcher template)
 carries it, and the reconciler adds it to the Service, ConfigMap, Secret and launcher Job too
-(`controller.reconciler.with_watch_labels`), so `mpi-operator run` filters every child informer with
+(`reconcile.reconciler.with_watch_labels`), so `mpi-operator run` filters every child informer with
 `WatchSelectors.owned_only()`. The default below filters Pods only, for callers whose children may lack
 the label (objects made by an older operator version are relabelled by the reconciler's applier)."""
 PRIORITY_CLASS = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")
@@ -165,7 +151,10 @@ def owner_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter, jobs: ObjectGett
 
 def successor_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter) -> str | None:
     """The key of the MPIJob now named by `obj`'s controller reference when that is another
-    incarnation (another uid) than the one that owned `obj`, else None."""
+    incarnation (another uid) than the one that owned `obj`, else None.
+
+    The leftover may have blocked its successor's same-named child (ErrResourceExists, retried with a
+    per-key backoff that grows to minutes), and its going is the only event that says so."""
     namespace, ref = namespace_of(obj), controller_ref(obj)
     if not namespace or ref is None or not is_ref_to(ref, constants.GROUP, constants.KIND):
         return None

@@ -1,22 +1,13 @@
-"""Leader election on a `coordination.k8s.io/v1` Lease, with client-go's LeaseLock semantics
-(`tools/leaderelection/leaderelection.go`).
+"""Leader election on a `coordination.k8s.io/v1` Lease, with client-go's LeaseLock semantics.
 
-  * `acquire()` tries every `retry_period` (jittered) until it holds the lease. The lease is free when
-    it does not exist (create it), when its holder is empty (released), or when the record has not
-    changed for `leaseDurationSeconds` *as observed on our own monotonic clock* since we last saw it
-    change: like client-go we never compare the holder's timestamps with our clock, so clock skew
-    between nodes cannot shorten a lease.
-  * `renew()` renews every `retry_period`; one renewal may retry for up to `renew_deadline`. If none
-    succeeds by then, leadership is lost and `renew()` returns.
-  * Every write is an update of the Lease we last read, carrying its resourceVersion (optimistic
-    concurrency): a 409 means someone else wrote in between; the attempt fails and the next one
-    re-reads. A new holder bumps `leaseTransitions`; a renewal keeps it and `acquireTime`.
-  * `release()` (on shutdown, while still leader) clears `holderIdentity` and sets
-    `leaseDurationSeconds: 1`, so a standby takes over at its next try instead of a lease later.
-
-What losing the lease means for the process is the manager's decision (it exits non-zero, as upstream).
-All of its time is the injected clock's: waits between tries and the time limit of each try alike, so a
-limit derived from the renew deadline is measured on the same scale as the deadline itself.
+`acquire()` tries every `retry_period` (jittered) until the lease is free: absent, released (empty
+holder), or unchanged for `leaseDurationSeconds` as seen on our own monotonic clock (never the
+holder's timestamps, so clock skew cannot shorten a lease). `renew()` renews every `retry_period`,
+each renewal retrying for up to `renew_deadline`, and returns when leadership is lost. Every write
+updates the Lease last read at its resourceVersion (a 409: someone wrote in between; re-read).
+`release()` clears the holder with `leaseDurationSeconds: 1`, so a standby takes over at once.
+All time is the injected clock's, so limits derived from the renew deadline share its scale; what
+losing the lease means is the manager's decision (it exits, as upstream).
 """
 
 from __future__ import annotations
@@ -31,10 +22,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mpi_operator import flowcontrol
-from mpi_operator.controller.types import FatalError
 from mpi_operator.flowcontrol import Clock, MonotonicClock
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.types import FatalError
 
 log = logging.getLogger(__name__)
 

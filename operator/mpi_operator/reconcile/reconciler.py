@@ -1,35 +1,15 @@
 """The MPIJob reconciler: `reconcile(key)` strings the pure steps together, in seven steps.
 
-    1 job      the MPIJobs store -> skip (gone, deleting, managed by another controller)
-               -> normalize + validate, workers held to --max-workers-per-job (invalid: explain,
-               create nothing)
-    2 observe  the child stores, by name and owner index (never a LIST), plus the worker pods this
-               process created that the pod store does not show yet (`expectations`)
-    3 elastic  `elastic.sync.prepare(job, observed)`: elastic jobs only: clamp, step, the builders'
-               inputs and the plan's elastic writes (drain, launcher touch, graceful delete, stop)
-    4 desired  `desired.build(job, observed pods, settings, elastic inputs, SSH keys only when needed)`,
-               of the missing workers only one window (`planning.worker_window`)
-    5 plan     `planning.plan(desired, observed, elastic writes)`: every write, in phases; an object the
-               API would refuse for its size or labels (`planning.plan_problems`) makes the job Invalid
-               instead, with nothing written and no retry
-    6 apply    the `Applier` sends the plan: the only writes to children, one error and conflict path
-    7 status   `compute_status(job, observed after the plan)`: merge-patched to /status only when changed;
-               with workers left beyond the window, `Result(requeue=True)`: the next window queues
-               behind the other jobs
-
-The write path and the elastic phases are described in `docs/architecture.md`. Departures from upstream,
-each so a user learns more or a converged job writes nothing:
-  * an invalid job gets, besides upstream's `ValidationError` Warning, a status condition `Invalid=True`
-    (reason `ValidationError`, the errors field by field). It is the latest condition, so
-    `kubectl get mpij` shows `Invalid`; fixing the spec removes it and the job starts as a new one. The
-    event is recorded when the condition is written, not on every sync;
-  * a manifest of an old version (or with its deprecated fields) gets one Normal `LegacyFieldsMapped`
-    event per generation naming each canonical field; "once" survives restarts because it keys on
-    `status.observedGeneration`, which the same sync writes;
-  * API warnings on the children it creates (a typo in a pod template: `unknown field ...`) become a
-    Warning `PodTemplateWarning` event on the MPIJob naming the template and the field;
-  * Service, ConfigMap, Secret and launcher Job also carry the operator-name and job-name labels, so
-    every child informer can be label-filtered (`WATCH_SELECTORS`).
+  1 job      the MPIJobs store -> skip (gone, deleting, managed elsewhere) -> parse + validate
+  2 observe  the child stores (never a LIST) plus the pods created not yet cached (`expectations`)
+  3 elastic  `elastic.sync.prepare`: elastic jobs' clamp, step, builder inputs and elastic writes
+  4 desired  `desired.build`, of the missing workers only one window (`planning.worker_window`)
+  5 plan     `planning.plan`: every write, in phases; one the API would refuse: Invalid
+  6 apply    the `Applier` sends the plan: the only writes to children
+  7 status   `compute_status`, merge-patched to /status only when changed; workers left beyond the
+             window: `Result(requeue=True)`, the next window queued behind the other jobs
+Departures from upstream (an `Invalid` condition, `LegacyFieldsMapped` once per generation,
+`PodTemplateWarning` events, watch labels on every child) are in `docs/architecture.md`.
 """
 
 from __future__ import annotations
@@ -45,14 +25,6 @@ from mpi_operator import planning, reasons
 from mpi_operator.api import InvalidMPIJob, MPIJob
 from mpi_operator.api import constants as c
 from mpi_operator.api.validation import worker_limit
-from mpi_operator.controller import handlers
-from mpi_operator.controller.applier import Applied, Applier, DeletedRecently, Report, collect_warning
-from mpi_operator.controller.expectations import CreatedPods
-from mpi_operator.controller.observe import observe, priority_classes
-from mpi_operator.controller.pacing import ProgressPacer
-from mpi_operator.controller.parsed import ParsedJobs
-from mpi_operator.controller.recreates import MadeChildren
-from mpi_operator.controller.types import ManagerDeps, Reconciler, Result
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
@@ -67,6 +39,14 @@ from mpi_operator.objects import (
 )
 from mpi_operator.planning import ObjectRef, Phase, TooLarge, progress
 from mpi_operator.reasons import Event
+from mpi_operator.reconcile.applier import Applied, Applier, DeletedRecently, Report, collect_warning
+from mpi_operator.reconcile.expectations import CreatedPods
+from mpi_operator.reconcile.observe import observe, priority_classes
+from mpi_operator.reconcile.parsed import ParsedJobs
+from mpi_operator.reconcile.progress_pacer import ProgressPacer
+from mpi_operator.reconcile.recreates import MadeChildren
+from mpi_operator.runtime import handlers
+from mpi_operator.runtime.types import ManagerDeps, Reconciler, Result
 from mpi_operator.status import (
     JobCounter,
     StatusUpdate,
@@ -386,7 +366,7 @@ class MPIJobReconciler:
 
     async def _confirmed_gone(self, key: str, job: MPIJob, plan: planning.Plan) -> bool:
         """Whether the job is gone from the API although the cache holds it, asked only when the plan
-        would re-create a child created before (see `controller/recreates.py`)."""
+        would re-create a child created before (see `reconcile/recreates.py`)."""
         if self._made.is_gone(job.uid):
             return True
         creates = [action.ref for action in plan.actions if isinstance(action, planning.Create)]

@@ -1,16 +1,13 @@
-"""N reconcile workers over the work queue (client-go's `processNextWorkItem`, controller-runtime's
-`reconcileHandler`).
+"""N reconcile loops over the work queue (client-go's `processNextWorkItem`, controller-runtime's
+`reconcileHandler`). Named loops, not workers: `desired/workers.py` builds worker pods.
 
-Each worker: `get` a key -> `reconcile(key)` inside `key_context(key)` ->
-  * `Result()`                      -> `forget` (reset its backoff);
-  * `Result(requeue_after=s)`       -> `forget`, then `add_after(key, s)`;
-  * `Result(requeue=True)`          -> `forget`, then `add(key)`: the key is still being processed, so
-                                       `done` queues it at the back, behind every key already waiting
-                                       (counted as a `requeue_after` outcome);
-  * `PermanentError`                -> `forget`, logged, not requeued (the next watch event brings it back);
-  * any other exception             -> `add_rate_limited` (per-key exponential backoff + global bucket);
-and always `done(key)` in `finally`, so a key is never held by two workers and a key that changed while
-it was being reconciled is queued again. Workers exit when the queue raises `ShutDown`.
+Each loop: `get` a key -> `reconcile(key)` inside `key_context(key)` ->
+  * `Result()` -> `forget`; `Result(requeue_after=s)` -> `forget`, `add_after(key, s)`;
+  * `Result(requeue=True)` -> `forget`, `add(key)`: `done` queues it behind every waiting key;
+  * `PermanentError` -> `forget`, logged, not requeued (the next watch event brings it back);
+  * any other exception -> `add_rate_limited` (per-key exponential backoff + global bucket);
+and always `done(key)`, so no key is held by two loops and one that changed meanwhile runs again.
+Loops exit when the queue raises `ShutDown`.
 """
 
 from __future__ import annotations
@@ -20,11 +17,11 @@ import logging
 from typing import Protocol
 
 from mpi_operator.cache.workqueue import ShutDown
-from mpi_operator.controller import logging as oplog
-from mpi_operator.controller.metrics import Metrics, ReconcileOutcome
-from mpi_operator.controller.types import PermanentError, Reconciler
 from mpi_operator.flowcontrol import Clock, MonotonicClock
 from mpi_operator.kube import errors
+from mpi_operator.runtime import logging as oplog
+from mpi_operator.runtime.metrics import Metrics, ReconcileOutcome
+from mpi_operator.runtime.types import PermanentError, Reconciler
 
 log = logging.getLogger(__name__)
 
