@@ -24,7 +24,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from integration.reconcile.rc_harness import NS, mpijob, wait_condition
+from integration.reconcile.harness import NS, mpijob, wait_condition
 from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube

@@ -36,7 +36,7 @@ import pytest_asyncio
 import yaml
 from chaoslib.invariants import is_ready
 
-from integration.elastic.ela_harness import (
+from integration.elastic.harness import (
     JOB_LABEL,
     ROLE_LABEL,
     elastic_job,
@@ -45,7 +45,7 @@ from integration.elastic.ela_harness import (
     mounted_hosts,
     worker_pods,
 )
-from integration.reconcile.rc_harness import NS, wait_condition
+from integration.reconcile.harness import NS, wait_condition
 from kubesim.app import KubeSim
 from kubesim.cluster import EventType
 from kubesim.controllers import resource_type

@@ -24,7 +24,7 @@ A transform is a handful of dict copies per object, no deep walk (it runs on eve
 never mutates its input: it builds new dicts along the paths it changes and shares the rest (objects
 in a store are read-only, see `cache.store`).
 
-`tests/unit/runtime/test_cache_transforms.py` states, table-driven, what each transform strips and
+`tests/unit/cache/test_transforms.py` states, table-driven, what each transform strips and
 keeps; the reconcile and elastic integration tiers run with these transforms on.
 """
 
