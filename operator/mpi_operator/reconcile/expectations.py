@@ -24,61 +24,41 @@ TTL: Final = 30.0
 
 
 @dataclass
-class _Job:
-    uid: str | None
+class CreatedPods:
+    """One job's pods created by this operator that its store has not shown yet (by pod name: when
+    created, and the pod as the store would keep it), for the job's `uid`."""
+
+    uid: str | None = None
     pods: dict[str, tuple[float, KubeObject]] = field(default_factory=dict)
 
+    def add(self, uid: str | None, pod: KubeObject, now: float) -> None:
+        if uid != self.uid:
+            self.uid, self.pods = uid, {}
+        self.pods[name_of(pod)] = (now, transforms.pod(pod))
 
-class CreatedPods:
-    """Per job key, the pods created by this operator that its store has not shown yet."""
-
-    def __init__(self, clock: Callable[[], float], ttl: float = TTL) -> None:
-        self._clock = clock
-        self._ttl = ttl
-        self._jobs: dict[str, _Job] = {}
-
-    def add(self, key: str, uid: str | None, pod: KubeObject) -> None:
-        job = self._jobs.get(key)
-        if job is None or job.uid != uid:
-            job = self._jobs[key] = _Job(uid)
-        job.pods[name_of(pod)] = (self._clock(), transforms.pod(pod))
-
-    def pending(self, key: str, uid: str | None, cached: Callable[[str], bool]) -> list[KubeObject]:
-        """The pods of job `key` (with `uid`) still in flight; `cached(name)` says whether the store
-        has a pod of that name. What the store has caught up with, or what expired, is dropped."""
-        job = self._jobs.get(key)
-        if job is None:
+    def pending(
+        self, uid: str | None, cached: Callable[[str], bool], now: float, ttl: float = TTL
+    ) -> list[KubeObject]:
+        """The pods still in flight for the job with `uid`; `cached(name)` says whether the store has
+        a pod of that name. What the store has caught up with, or what expired, is dropped."""
+        if uid != self.uid:
+            self.pods = {}
             return []
-        if job.uid != uid:
-            del self._jobs[key]
-            return []
-        now = self._clock()
-        job.pods = {
-            name: (at, pod)
-            for name, (at, pod) in job.pods.items()
-            if now - at < self._ttl and not cached(name)
+        self.pods = {
+            name: (at, pod) for name, (at, pod) in self.pods.items() if now - at < ttl and not cached(name)
         }
-        if not job.pods:
-            del self._jobs[key]
-            return []
-        return [pod for _, pod in job.pods.values()]
+        return [pod for _, pod in self.pods.values()]
 
-    def discard(self, key: str, name: str) -> None:
-        """Pod `name` of job `key` is being deleted by this operator: no longer a create in flight."""
-        job = self._jobs.get(key)
-        if job is not None:
-            job.pods.pop(name, None)
+    def discard(self, name: str) -> None:
+        """Pod `name` is being deleted by this operator: no longer a create in flight."""
+        self.pods.pop(name, None)
 
-    def expires_in(self, key: str) -> float | None:
-        """Seconds until the oldest expectation of job `key` expires; None if it has none."""
-        job = self._jobs.get(key)
-        if job is None or not job.pods:
+    def expires_in(self, now: float, ttl: float = TTL) -> float | None:
+        """Seconds until the oldest expectation expires; None if there is none."""
+        if not self.pods:
             return None
-        oldest = min(at for at, _ in job.pods.values())
-        return max(0.0, oldest + self._ttl - self._clock())
-
-    def forget(self, key: str) -> None:
-        self._jobs.pop(key, None)
+        oldest = min(at for at, _ in self.pods.values())
+        return max(0.0, oldest + ttl - now)
 
     def __len__(self) -> int:
-        return sum(len(job.pods) for job in self._jobs.values())
+        return len(self.pods)

@@ -39,12 +39,11 @@ from mpi_operator.objects import (
 )
 from mpi_operator.planning import ObjectRef, Phase, TooLarge, progress
 from mpi_operator.reasons import Event
-from mpi_operator.reconcile.applier import Applied, Applier, DeletedRecently, Report, collect_warning
-from mpi_operator.reconcile.expectations import CreatedPods
+from mpi_operator.reconcile.applier import Applied, Applier, Report, collect_warning
+from mpi_operator.reconcile.memory import Memories
 from mpi_operator.reconcile.observe import observe, priority_classes
 from mpi_operator.reconcile.parsed import ParsedJobs
-from mpi_operator.reconcile.progress_pacer import ProgressPacer
-from mpi_operator.reconcile.recreates import MadeChildren
+from mpi_operator.reconcile.progress_pacer import progress_hold
 from mpi_operator.runtime import handlers
 from mpi_operator.runtime.types import ManagerDeps, Reconciler, Result
 from mpi_operator.status import (
@@ -148,14 +147,8 @@ class MPIJobReconciler:
         self.recorder = deps.recorder
         self.settings = deps.settings
         self._max_workers = worker_limit(deps.settings.max_workers_per_job)
-        self._invalid_reported: dict[str, tuple[int, str]] = {}
-        self._written: dict[str, tuple[str, KubeObject]] = {}
-        self._deleted = DeletedRecently(deps.clock.now)
-        self._created = CreatedPods(deps.clock.now)
-        self._made = MadeChildren()
-        self._fresher_configs: dict[str, tuple[str, KubeObject]] = {}
-        self._diverged_since: dict[str, float] = {}
-        self._pacer = ProgressPacer(deps.clock, deps.settings.progress_batch_seconds)
+        self.memories = Memories(deps.clock.now)
+        """What is remembered of each job between syncs (`memory`), forgotten when it leaves the cache."""
         self._parsed = ParsedJobs(
             gpus_per_node=deps.settings.gpus_per_node,
             max_workers=self._max_workers,
@@ -167,12 +160,7 @@ class MPIJobReconciler:
     async def reconcile(self, key: str) -> Result:
         raw = self._latest(key, self.stores.mpijobs.get(key))
         if raw is None:
-            self._invalid_reported.pop(key, None)
-            self._diverged_since.pop(key, None)
-            self._created.forget(key)
-            self._made.forget(key)
-            self._fresher_configs.pop(key, None)
-            self._pacer.forget(key)
+            self.memories.forget(key)
             namespace, _, name = key.partition("/")
             self.deps.metrics.remove_job_info(launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace)
             self.deps.metrics.remove_elastic_workers(namespace=namespace, mpijob=name)
@@ -189,15 +177,17 @@ class MPIJobReconciler:
         except InvalidMPIJob as exc:
             await self._report_invalid(key, raw, [str(e) for e in exc.errors])
             return Result()
-        self._invalid_reported.pop(key, None)
+        memory = self.memories.of(key)
+        memory.invalid_reported = None
         job = without_invalid(normalized.job)  # step 1: the job, valid and canonical
         legacy = "; ".join(str(note) for note in normalized.notes)
         namespace = job.namespace
-        in_flight = self._created.pending(
-            key, job.uid, lambda name: self.stores.pods.get(f"{namespace}/{name}") is not None
+        now = self.deps.clock.now()
+        in_flight = memory.created_pods.pending(
+            job.uid, lambda name: self.stores.pods.get(f"{namespace}/{name}") is not None, now
         )
         result = await self._sync(key, raw, job, legacy, in_flight)
-        expiry = self._created.expires_in(key) if in_flight else None
+        expiry = memory.created_pods.expires_in(self.deps.clock.now()) if in_flight else None
         if expiry is None or result.requeue:
             return result
         # This sync counted pods created by an earlier one that the store still does not show: if one
@@ -212,13 +202,14 @@ class MPIJobReconciler:
 
         Without this, the child events that follow a status write reconcile the pre-write object and
         fail with 409 Conflict (a wasted write and a retry per job start)."""
-        written = self._written.pop(key, None)
-        if cached is None or written is None:
+        memory = self.memories.get(key)
+        written = memory.written if memory is not None else None
+        if memory is None or cached is None or written is None:
             return cached
         before, obj = written
         if resource_version(cached) == before and obj["metadata"].get("uid") == cached["metadata"].get("uid"):
-            self._written[key] = written
             return obj
+        memory.written = None
         return cached
 
     async def _sync(
@@ -262,19 +253,24 @@ class MPIJobReconciler:
         hold, held = 0.0, False
         if sync is None:  # a static job's progress may wait for its other pods (planning.progress)
             settled = progress.settled(job, planning.observed_after(observed, plan))
-            hold = self._pacer.hold(key, settled=settled)
+            hold = progress_hold(
+                self.memories.of(key).status_written_at,
+                self.deps.clock.now(),
+                settings.progress_batch_seconds,
+                settled=settled,
+            )
             if hold:
                 plan, held = progress.without_discovery_refresh(plan, observed)
         for action in plan.actions:
             if isinstance(action, planning.Delete) and action.ref.kind == "Pod":
-                self._created.discard(key, action.ref.name)
+                self.memories.of(key).created_pods.discard(action.ref.name)
         current = self._is_current(key, job)
         applier = Applier(
             self.kube,
             job,
             watch_labels(job),
             self._reporter(raw),
-            self._deleted,
+            self.memories.of(key).deleted,
             current,
             created=self._expect(key, job),
         )
@@ -319,27 +315,29 @@ class MPIJobReconciler:
         """Records each worker pod the applier creates until the pod store shows it (`CreatedPods`), and
         every other child it creates (`MadeChildren`)."""
         uid = job.uid
+        memory = self.memories.of(key)
 
         def created(obj: KubeObject) -> None:
             if not naming.is_controlled_by(obj, job):
                 return
             if obj.get("kind") == "Pod":
-                self._created.add(key, uid, obj)
+                memory.created_pods.add(uid, obj, self.deps.clock.now())
             else:
-                self._made.add(key, uid, obj)
+                memory.made.add(uid, obj)
 
         return created
 
     def _with_fresher_config(self, key: str, observed: planning.Observed) -> planning.Observed:
         """`observed`, with the ConfigMap `_config_map_lags` read while the cache still shows the version
         it replaced; once the cache shows another version, the cache is the truth again."""
-        entry = self._fresher_configs.get(key)
+        memory = self.memories.of(key)
+        entry = memory.fresher_config
         cached = observed.config_map
         if entry is None:
             return observed
         stale, fresh = entry
         if cached is None or resource_version(cached) != stale or uid_of(fresh) != uid_of(cached):
-            del self._fresher_configs[key]
+            memory.fresher_config = None
             return observed
         return dataclasses.replace(observed, config_map=fresh)
 
@@ -361,16 +359,17 @@ class MPIJobReconciler:
         if resource_version(fresh) == resource_version(cached):
             return False
         log.info("the cached ConfigMap lags behind the API's: planning the elastic job again from the API's")
-        self._fresher_configs[key] = (resource_version(cached) or "", fresh)
+        self.memories.of(key).fresher_config = (resource_version(cached) or "", fresh)
         return True
 
     async def _confirmed_gone(self, key: str, job: MPIJob, plan: planning.Plan) -> bool:
         """Whether the job is gone from the API although the cache holds it, asked only when the plan
-        would re-create a child created before (see `reconcile/recreates.py`)."""
-        if self._made.is_gone(job.uid):
+        would re-create a child created before (see `recreates`)."""
+        made = self.memories.of(key).made
+        if made.is_gone(job.uid):
             return True
         creates = [action.ref for action in plan.actions if isinstance(action, planning.Create)]
-        if not self._made.recreates(key, job.uid, creates):
+        if not made.recreates(job.uid, creates):
             return False
         try:
             stored = await self.kube.get(resources.MPIJOB, job.name, namespace=job.namespace)
@@ -381,7 +380,7 @@ class MPIJobReconciler:
         if stored is not None and uid_of(stored) == job.uid and not is_terminating(stored):
             return False
         log.info("the MPIJob is gone from the API (its cache lags): its missing children are not re-created")
-        self._made.mark_gone(job.uid)
+        made.mark_gone(job.uid)
         return True
 
     def _is_current(self, key: str, job: MPIJob) -> Callable[[], bool]:
@@ -405,9 +404,10 @@ class MPIJobReconciler:
         rv = str(_mapping(raw.get("metadata")).get("resourceVersion") or "") or None
         patch = status_merge_patch(old, update.status, resource_version=rv)
         written = await self.kube.patch_status(resources.MPIJOB, job.name, patch, namespace=job.namespace)
-        self._pacer.wrote(key)
+        memory = self.memories.of(key)
+        memory.status_written_at = self.deps.clock.now()
         if rv is not None:
-            self._written[key] = (rv, written)
+            memory.written = (rv, written)
         if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
             "observedGeneration"
         ):
@@ -456,16 +456,17 @@ class MPIJobReconciler:
         """Times how long discovered workers differ from the desired count (process-local, best effort).
 
         A suspended job is not converging on anything: its clock restarts when it resumes."""
+        memory = self.memories.of(key)
         if job.spec.run_policy.suspend:
-            self._diverged_since.pop(key, None)
+            memory.diverged_since = None
             return
         converged = decision.status.get("discovered") == decision.status.get("desired")
-        since = self._diverged_since.get(key)
+        since = memory.diverged_since
         now = self.deps.clock.now()
         if not converged and since is None:
-            self._diverged_since[key] = now
+            memory.diverged_since = now
         elif converged and since is not None:
-            del self._diverged_since[key]
+            memory.diverged_since = None
             self.deps.metrics.observe_elastic_convergence(now - since)
 
     async def _report_invalid(self, key: str, raw: Mapping[str, Any], problems: list[str]) -> None:
@@ -508,9 +509,10 @@ class MPIJobReconciler:
             except (errors.Invalid, errors.BadRequest) as exc:  # a junk object the API cannot store
                 log.warning("cannot write the Invalid condition: %s", exc)
         # Junk the API refuses to store a condition on stays "stale": report it once per generation.
-        if stale and self._invalid_reported.get(key) != seen:
+        memory = self.memories.of(key)
+        if stale and memory.invalid_reported != seen:
             self._event(raw, reasons.WARNING, reasons.VALIDATION_ERROR, message)
-        self._invalid_reported[key] = seen
+        memory.invalid_reported = seen
 
     def _reporter(self, raw: Mapping[str, Any]) -> Report:
         return lambda event_type, reason, message: self._event(raw, event_type, reason, message)

@@ -22,45 +22,30 @@ _SKIPPED_KINDS = frozenset({"Pod"})
 
 
 @dataclass
-class _Made:
-    uid: str
-    refs: set[tuple[str, str]] = field(default_factory=set)
-
-
 class MadeChildren:
-    """Per job key, which of its (non-pod) children this process created for the job's current uid."""
+    """One job's (non-pod) children this process created for the job's current `uid`, as (kind, name),
+    and whether the API said that uid is gone."""
 
-    def __init__(self) -> None:
-        self._jobs: dict[str, _Made] = {}
-        self._gone: set[str] = set()
+    uid: str | None = None
+    refs: set[tuple[str, str]] = field(default_factory=set)
+    gone: bool = False
 
-    def add(self, key: str, uid: str, child: KubeObject) -> None:
+    def add(self, uid: str, child: KubeObject) -> None:
         kind = str(child.get("kind") or "")
         if kind in _SKIPPED_KINDS:
             return
-        made = self._jobs.get(key)
-        if made is None or made.uid != uid:
-            if made is not None:
-                self._gone.discard(made.uid)
-            made = self._jobs[key] = _Made(uid)
-        made.refs.add((kind, str((child.get("metadata") or {}).get("name") or "")))
+        if uid != self.uid:
+            self.uid, self.refs, self.gone = uid, set(), False
+        self.refs.add((kind, str((child.get("metadata") or {}).get("name") or "")))
 
-    def recreates(self, key: str, uid: str, creates: Iterable[ObjectRef]) -> bool:
+    def recreates(self, uid: str, creates: Iterable[ObjectRef]) -> bool:
         """Whether any of `creates` is a child created before for this job uid (so it went away)."""
-        made = self._jobs.get(key)
-        if made is None or made.uid != uid:
-            return False
-        return any((ref.kind, ref.name) in made.refs for ref in creates)
+        return uid == self.uid and any((ref.kind, ref.name) in self.refs for ref in creates)
 
     def mark_gone(self, uid: str) -> None:
-        self._gone.add(uid)
+        if uid == self.uid:
+            self.gone = True
 
     def is_gone(self, uid: str) -> bool:
         """The API said this job uid is gone: its syncs write nothing until the cache drops it."""
-        return uid in self._gone
-
-    def forget(self, key: str) -> None:
-        """The cache dropped the job: nothing more is kept of it (its uid is never synced again)."""
-        made = self._jobs.pop(key, None)
-        if made is not None:
-            self._gone.discard(made.uid)
+        return self.gone and uid == self.uid

@@ -11,9 +11,8 @@ import pytest
 
 from mpi_operator import status
 from mpi_operator.desired import config
-from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.planning import Observed, Update, progress
-from mpi_operator.reconcile.progress_pacer import ProgressPacer
+from mpi_operator.reconcile.progress_pacer import progress_hold
 
 from .factory import converged, launcher_job, launcher_pod, make_job, plan_for, worker, workers
 
@@ -149,17 +148,8 @@ def test_only_a_discover_hosts_refresh_is_held_back() -> None:
 
 
 def test_the_pacer_holds_progress_for_at_most_a_period_since_the_last_write() -> None:
-    clock = FakeClock()
-    pacer = ProgressPacer(clock, 1.0)
-    assert pacer.hold("ns/a", settled=False) == 0.0  # nothing written yet: at once
-    pacer.wrote("ns/a")
-    clock.advance(0.25)
-    assert pacer.hold("ns/a", settled=False) == pytest.approx(0.75)
-    assert pacer.hold("ns/a", settled=True) == 0.0
-    assert pacer.hold("ns/b", settled=False) == 0.0
-    clock.advance(1.0)
-    assert pacer.hold("ns/a", settled=False) == 0.0
-    pacer.wrote("ns/a")
-    pacer.forget("ns/a")
-    assert pacer.hold("ns/a", settled=False) == 0.0
-    assert ProgressPacer(clock, 0.0).hold("ns/a", settled=False) == 0.0
+    assert progress_hold(None, 5.0, 1.0, settled=False) == 0.0  # nothing written yet: at once
+    assert progress_hold(5.0, 5.25, 1.0, settled=False) == pytest.approx(0.75)
+    assert progress_hold(5.0, 5.25, 1.0, settled=True) == 0.0
+    assert progress_hold(5.0, 6.0, 1.0, settled=False) == 0.0
+    assert progress_hold(5.0, 5.25, 0.0, settled=False) == 0.0

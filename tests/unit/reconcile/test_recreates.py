@@ -1,5 +1,6 @@
-"""`reconcile.recreates.MadeChildren`: which children a sync would re-create (so it reads its job first),
-per job key and uid; pods never count; a job's gone mark lasts until the cache drops it."""
+"""`reconcile.recreates.MadeChildren`: which of one job's children a sync would re-create (so it reads
+its job first), per job uid; pods never count; a uid's gone mark lasts until another uid takes over
+(or the cache drops the job, and the reconciler its memory)."""
 
 from __future__ import annotations
 
@@ -36,26 +37,25 @@ def ref(kind: str, name: str) -> ObjectRef:
 def test_recreates(made: list[tuple[str, str]], uid: str, creates: list[ObjectRef], expected: bool) -> None:
     children = MadeChildren()
     for kind, name in made:
-        children.add("default/pi", "u1", child(kind, name))
-    assert children.recreates("default/pi", uid, creates) is expected
-    assert children.recreates("default/other", "u1", creates) is False
+        children.add("u1", child(kind, name))
+    assert children.recreates(uid, creates) is expected
 
 
-def test_gone_lasts_until_the_cache_drops_the_job() -> None:
+def test_gone_marks_the_uid_only() -> None:
     children = MadeChildren()
-    children.add("default/pi", "u1", child("Service", "pi"))
+    children.add("u1", child("Service", "pi"))
+    children.mark_gone("u2")
+    assert not children.is_gone("u2")
     children.mark_gone("u1")
     assert children.is_gone("u1")
     assert not children.is_gone("u2")
-    children.forget("default/pi")
-    assert not children.is_gone("u1")
-    assert not children.recreates("default/pi", "u1", [ref("Service", "pi")])
 
 
 def test_a_new_uid_under_the_name_clears_the_old_gone_mark() -> None:
     children = MadeChildren()
-    children.add("default/pi", "u1", child("Service", "pi"))
+    children.add("u1", child("Service", "pi"))
     children.mark_gone("u1")
-    children.add("default/pi", "u2", child("Service", "pi"))
+    children.add("u2", child("Service", "pi"))
     assert not children.is_gone("u1")
-    assert children.recreates("default/pi", "u2", [ref("Service", "pi")])
+    assert not children.is_gone("u2")
+    assert children.recreates("u2", [ref("Service", "pi")])
