@@ -1,11 +1,10 @@
 """What the reconciler remembers about each MPIJob between its syncs: one `JobMemory` per job key,
-made on the job's first sync that needs one and dropped in one `forget` when the job leaves the cache.
+made on the job's first sync that needs one, dropped in one `forget` when the job leaves the cache.
 
-All of it only saves requests or guards against a lagging cache: a restart forgets it and the next
-syncs act from the API's state, as they would have before. Each field names the test that fails
-without it. The parse cache (`parsed.ParsedJobs`) is not here: it is a process-wide, bounded cache of
-a pure function keyed by uid and resourceVersion, which needs no forget (a version it dropped is
-parsed again, a deleted job's entries age out).
+All of it only saves requests or guards against a lagging cache: a restart forgets it, and the next
+syncs act from the API's state. Each field names the test that fails without it. The parse cache
+(`parsed.ParsedJobs`) is not here: a process-wide, bounded cache of a pure function keyed by uid and
+resourceVersion needs no forget (a version it dropped is parsed again; old entries age out).
 """
 
 from __future__ import annotations
@@ -23,19 +22,17 @@ from mpi_operator.reconcile.recreates import MadeChildren
 class JobMemory:
     """One job's memory; each field's comment names the test that fails without it."""
 
-    # Child uids deleted: reconcile/test_applier.py::test_a_deleted_uid_is_not_deleted_twice
+    # Child uids deleted (no second DELETE): only reconcile/test_applier.py's no-second-DELETE test
     deleted: DeletedRecently
     # Pods created, not yet cached: reconcile/test_in_flight.py, reconcile/test_big_job.py
     created_pods: CreatedPods = field(default_factory=CreatedPods)
-    # reconcile/test_deleted_midsync.py::test_a_deleted_job_the_cache_still_holds_gets_no_children_again
+    # Children made, job gone: reconcile/test_deleted_midsync.py (bench/chaos.py's write storm)
     made: MadeChildren = field(default_factory=MadeChildren)
-    # (resourceVersion replaced, object returned) of the last status write: reconcile/test_XXX
+    # (resourceVersion replaced, object returned) by a status write: reconcile/test_write_budget.py
     written: tuple[str, KubeObject] | None = None
     # (stale resourceVersion, the API's ConfigMap): elastic/test_stale_config.py
     fresher_config: tuple[str, KubeObject] | None = None
-    # (generation, message) reported: reconcile/test_invalid.py::test_junk_objects_never_crash_the_operator
-    invalid_reported: tuple[int, str] | None = None
-    # Since when discovered != desired: elastic/test_scale.py::test_scale_out_in_out_through_every_path
+    # Since when discovered != desired (convergence histogram): elastic/test_scale.py
     diverged_since: float | None = None
     # The last status write, for `progress_pacer`: reconcile/test_write_budget.py
     status_written_at: float | None = None

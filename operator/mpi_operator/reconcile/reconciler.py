@@ -178,7 +178,6 @@ class MPIJobReconciler:
             await self._report_invalid(key, raw, [str(e) for e in exc.errors])
             return Result()
         memory = self.memories.of(key)
-        memory.invalid_reported = None
         job = without_invalid(normalized.job)  # step 1: the job, valid and canonical
         legacy = "; ".join(str(note) for note in normalized.notes)
         namespace = job.namespace
@@ -498,7 +497,6 @@ class MPIJobReconciler:
             or previous.get("message") != message
             or old.get("observedGeneration") != new.get("observedGeneration")
         )
-        seen = (int(generation) if isinstance(generation, int) else 0, message)
         if stale:
             rv = str(meta.get("resourceVersion") or "") or None
             patch = status_merge_patch(old, new, resource_version=rv)
@@ -508,11 +506,7 @@ class MPIJobReconciler:
                 )
             except (errors.Invalid, errors.BadRequest) as exc:  # a junk object the API cannot store
                 log.warning("cannot write the Invalid condition: %s", exc)
-        # Junk the API refuses to store a condition on stays "stale": report it once per generation.
-        memory = self.memories.of(key)
-        if stale and memory.invalid_reported != seen:
             self._event(raw, reasons.WARNING, reasons.VALIDATION_ERROR, message)
-        memory.invalid_reported = seen
 
     def _reporter(self, raw: Mapping[str, Any]) -> Report:
         return lambda event_type, reason, message: self._event(raw, event_type, reason, message)
