@@ -1,5 +1,4 @@
-"""Store / Indexer: the informer's local copy of one resource, keyed "namespace/name" (client-go
-`Indexer`).
+"""Store (client-go's `Indexer`): the informer's local copy of one resource, by "namespace/name".
 
 Objects are the raw JSON dicts the API server sent. READ-ONLY RULE: whatever `get`, `list` or
 `by_index` returns is shared with the store and every other reader, exactly like client-go's cache;

@@ -5,8 +5,7 @@ goes out only after the ones before it succeeded and every crash window between 
 (`step.py`):
 
 1. DRAIN: the `drain` patches (merge-patch the pod annotations; a None value deletes the key);
-2. DISCOVERY: the ConfigMap: `discover_hosts.sh` rendered from `discovered`, plus the published
-   state;
+2. DISCOVERY: the ConfigMap: `discover_hosts.sh` from `discovered`, plus the published state;
 3. ANNOUNCE: the launcher pod touched (`launcher_env.discovery_revision_annotation`) when it lags;
 4. RELEASE: `replace` and `delete`: those pods deleted, preconditioned on their uid;
 5. WORKLOAD: missing worker pods created with `identity.worker_hostname(job, i, incarnation)`;

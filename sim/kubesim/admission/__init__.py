@@ -4,9 +4,8 @@
 version's `openAPIV3Schema` for custom resources), drops unknown fields (warning `unknown field
 "..."`, or a 400 `strict decoding error` with `fieldValidation=Strict`), applies defaults, then runs
 the kind's validation, the update (immutability) rules and CEL rules. A refusal is an
-`AdmissionError`: 422 Invalid with field causes, or 400 BadRequest (`code`, `reason`) when the body
-cannot be decoded as the kind at all (wrong JSON types, bad quantities, bad base64, strict unknown
-fields), as upstream answers.
+`AdmissionError`: 422 Invalid with field causes, or 400 BadRequest when the body cannot be decoded
+as the kind at all (wrong JSON types, bad quantities or base64, strict unknown fields).
 
 Requirements on the caller: for built-in Jobs, `metadata.uid` must already be set on CREATE (the Job
 selector is generated from it); `obj` is never changed (a new dict comes back; for built-in kinds it
