@@ -69,6 +69,11 @@ class NodeShape:
     unlimited: bool = False
 
 
+def default_allocatable() -> dict[str, str]:
+    """What `--nodes N` without `--node-allocatable` gives each node: the default node's figures, 110 pods."""
+    return {**UNLIMITED_ALLOCATABLE, "pods": DEFAULT_PODS}
+
+
 def unlimited_node(name: str) -> NodeShape:
     """The default cluster's one node."""
     return NodeShape(name, UNLIMITED_ALLOCATABLE, unlimited=True)
