@@ -46,7 +46,8 @@ def nodes_from_args(args: argparse.Namespace) -> tuple[nodes.NodeShape, ...]:
     cluster_file = getattr(args, "cluster", None)
     if cluster_file:
         if count is not None or allocatable:
-            raise nodes.ShapeError("--cluster describes every node: it takes no --nodes or --node-allocatable")
+            why = "--cluster describes every node: it takes no --nodes or --node-allocatable"
+            raise nodes.ShapeError(why)
         return nodes.load_cluster_file(cluster_file)
     if count is None and not allocatable:
         return ()

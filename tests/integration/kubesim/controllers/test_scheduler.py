@@ -55,7 +55,8 @@ def get(sim: KubeSim, name: str) -> dict[str, Any]:
 
 
 def node_of(sim: KubeSim, name: str) -> str | None:
-    return get(sim, name)["spec"].get("nodeName")
+    node = get(sim, name)["spec"].get("nodeName")
+    return None if node is None else str(node)
 
 
 def scheduled_condition(sim: KubeSim, name: str) -> dict[str, Any]:
@@ -221,7 +222,8 @@ async def test_least_allocated_spreads_pods_the_same_way_every_time(sim: KubeSim
     # kubesim-3 is tainted; the two others take turns, the emptier first, ties by name.
     assert placements == ["kubesim-1", "kubesim-2", "kubesim-1", "kubesim-2"]
     usage = scheduler(sim).usage("kubesim-1")
-    assert usage is not None and (usage.pods, usage.requested["cpu"]) == (2, 2000)
+    assert usage is not None
+    assert (usage.pods, usage.requested["cpu"]) == (2, 2000)
 
 
 async def test_a_user_set_node_name_bypasses_the_scheduler(sim: KubeSim, clock: FakeClock) -> None:
