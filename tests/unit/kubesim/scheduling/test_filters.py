@@ -135,7 +135,9 @@ def test_match_fields_selects_by_node_name_and_an_empty_term_matches_nothing() -
     }
     node = NodeInfo(name="n", allocatable={"pods": 10})
     assert filter_node({"affinity": affinity}, {}, node) is None
-    empty = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}
+    empty: dict[str, Any] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}
+    }
     assert filter_node({"affinity": empty}, {}, node) == Failure((AFFINITY_MISMATCH,), False)
 
 

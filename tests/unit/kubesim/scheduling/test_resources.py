@@ -30,7 +30,10 @@ def c(
         ({"initContainers": [c("1", sidecar=True), c("3")], "containers": [c("1")]}, {"cpu": 4000}),
         ({"initContainers": [c("1"), c("1", sidecar=True)], "containers": [c("2")]}, {"cpu": 3000}),
         ({"containers": [c("1")], "overhead": {"cpu": "250m"}}, {"cpu": 1250}),
-        ({"containers": [c(**{"nvidia.com/gpu": "2"})]}, {"nvidia.com/gpu": 2}),
+        (
+            {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "2"}}}]},
+            {"nvidia.com/gpu": 2},
+        ),
         (
             {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}]},
             {"cpu": 2000, "nvidia.com/gpu": 1},
