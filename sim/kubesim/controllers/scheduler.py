@@ -128,7 +128,8 @@ class Scheduler:
             self._account(self._bound.pop(key), -1)
             self._retry_unschedulable()
         if event == "DELETED" or not wants_scheduling(pod):
-            self._forget(key)
+            if key in self._attempts:  # the common case, a bound pod, costs no more than this lookup
+                self._forget(key)
         elif event == "ADDED":
             self._queue.add(key)
 
