@@ -1,7 +1,8 @@
 """The built-in resource types kubesim serves (the kinds an operator and kubectl touch).
 
-Built-in objects are stored generically; their behaviour (pod binding and graceful deletion, namespace
-lifecycle, CRD registration) lives in `kubesim.cluster`, and their validation in `kubesim.admission`.
+Built-in objects are stored generically; their behaviour (pod binding and graceful deletion,
+namespace lifecycle, CRD registration) lives in `kubesim.cluster`, and their validation in
+`kubesim.admission`.
 """
 
 from __future__ import annotations
@@ -67,29 +68,46 @@ PODS = _rt(
     status=True,
     subresources=("eviction", "binding"),
 )
-SERVICES = _rt("", "v1", "Service", "services", short_names=("svc",), categories=("all",), status=True)
+SERVICES = _rt(
+    "", "v1", "Service", "services", short_names=("svc",), categories=("all",), status=True
+)
 CONFIGMAPS = _rt("", "v1", "ConfigMap", "configmaps", short_names=("cm",))
 SECRETS = _rt("", "v1", "Secret", "secrets")
 SERVICEACCOUNTS = _rt("", "v1", "ServiceAccount", "serviceaccounts", short_names=("sa",))
 EVENTS = _rt("", "v1", "Event", "events", short_names=("ev",))
 NODES = _rt("", "v1", "Node", "nodes", namespaced=False, short_names=("no",), status=True)
 JOBS = _rt("batch", "v1", "Job", "jobs", categories=("all",), status=True)
-# Deployments are stored (so `kubectl apply -k deploy/` of the operator itself works) but no controller
-# turns them into pods.
+# Deployments are stored (so `kubectl apply -k deploy/` of the operator itself works) but no
+# controller turns them into pods.
 DEPLOYMENTS = dataclasses.replace(
-    _rt("apps", "v1", "Deployment", "deployments", short_names=("deploy",), categories=("all",), status=True),
+    _rt(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        short_names=("deploy",),
+        categories=("all",),
+        status=True,
+    ),
     scale=ScaleSubresource(".spec.replicas", ".status.replicas"),
 )
 LEASES = _rt("coordination.k8s.io", "v1", "Lease", "leases")
 EVENTS_V1 = _rt("events.k8s.io", "v1", "Event", "events", short_names=("ev",))
 ROLES = _rt("rbac.authorization.k8s.io", "v1", "Role", "roles")
 ROLEBINDINGS = _rt("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
-CLUSTERROLES = _rt("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False)
+CLUSTERROLES = _rt(
+    "rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False
+)
 CLUSTERROLEBINDINGS = _rt(
     "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False
 )
 PRIORITY_CLASSES = _rt(
-    "scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False, short_names=("pc",)
+    "scheduling.k8s.io",
+    "v1",
+    "PriorityClass",
+    "priorityclasses",
+    namespaced=False,
+    short_names=("pc",),
 )
 CRDS = _rt(
     "apiextensions.k8s.io",
@@ -154,7 +172,8 @@ def is_type(rt: ResourceType, ref: ResourceType) -> bool:
 
 
 def prepare_create(rt: ResourceType, obj: dict[str, Any], *, node_name: str, now: datetime) -> None:
-    """What the apiserver's create strategies (and the scheduler, for pods) do to a new object, in place."""
+    """What the apiserver's create strategies (and the scheduler, for pods) do to a new object, in
+    place."""
     if is_type(rt, PODS):
         # `node_name`: the default cluster binds a pod that fits its one node as it is created.
         spec = obj.setdefault("spec", {})
@@ -188,12 +207,13 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], *, node_name: str, now
 def prepare_update(
     rt: ResourceType, current: dict[str, Any], new: dict[str, Any], subresource: str | None
 ) -> dict[str, Any]:
-    """The object an update stores, as the kind's update strategy builds it from `current` and `new`.
+    """The object an update stores, as the kind's update strategy builds it from `current` and
+    `new`.
 
-    `/status` changes only `.status`; `namespaces/finalize` only `spec.finalizers`; the main endpoint
-    keeps the current status when the kind has a status subresource, and a namespace's spec.finalizers.
-    `current` must be a private copy of the top level (nested values are shared with the stored
-    object and left alone); it may be returned modified.
+    `/status` changes only `.status`; `namespaces/finalize` only `spec.finalizers`; the main
+    endpoint keeps the current status when the kind has a status subresource, and a namespace's
+    spec.finalizers. `current` must be a private copy of the top level (nested values are shared
+    with the stored object and left alone); it may be returned modified.
     """
     if subresource == "status":
         if "status" in new:
@@ -213,7 +233,9 @@ def prepare_update(
         else:
             new.pop("status", None)
     if is_type(rt, NAMESPACES):
-        new.setdefault("spec", {})["finalizers"] = list((current.get("spec") or {}).get("finalizers") or [])
+        new.setdefault("spec", {})["finalizers"] = list(
+            (current.get("spec") or {}).get("finalizers") or []
+        )
     return new
 
 
@@ -226,7 +248,8 @@ def spec_changed(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> 
 
 
 def deletion_complete(rt: ResourceType, obj: dict[str, Any]) -> bool:
-    """True when an object being deleted has nothing left holding it: no finalizers, no grace period."""
+    """True when an object being deleted has nothing left holding it: no finalizers, no grace
+    period."""
     meta = obj.get("metadata") or {}
     if not meta.get("deletionTimestamp") or meta.get("finalizers"):
         return False
@@ -236,13 +259,15 @@ def deletion_complete(rt: ResourceType, obj: dict[str, Any]) -> bool:
 
 
 POLICY_FINALIZERS = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}
-"""The finalizer a DeleteOptions.propagationPolicy puts on the object (the garbage collector acts on it)."""
+"""The finalizer a DeleteOptions.propagationPolicy puts on the object (the garbage collector acts on
+it)."""
 
 
 def mark_deleting(
     rt: ResourceType, obj: dict[str, Any], finalizers: list[str], at: datetime, grace: int
 ) -> None:
-    """Sets what a graceful or finalizer-held deletion sets, in place (a namespace also turns Terminating)."""
+    """Sets what a graceful or finalizer-held deletion sets, in place (a namespace also turns
+    Terminating)."""
     meta = obj["metadata"]
     if finalizers:
         meta["finalizers"] = finalizers
@@ -255,7 +280,8 @@ def mark_deleting(
 
 
 def crd_status(crd: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """The status the apiextensions controllers give an accepted CRD: names accepted, established."""
+    """The status the apiextensions controllers give an accepted CRD: names accepted,
+    established."""
     spec = crd.get("spec") or {}
     stamp = now.strftime(TIMESTAMP_FORMAT)
     storage = [v.get("name") for v in spec.get("versions") or [] if v.get("storage")]
@@ -282,7 +308,8 @@ def crd_status(crd: dict[str, Any], now: datetime) -> dict[str, Any]:
 
 
 def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
-    """Field errors the apiserver reports for a CRD kubesim could not serve (name, group, storage version)."""
+    """Field errors the apiserver reports for a CRD kubesim could not serve (name, group, storage
+    version)."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     problems: list[dict[str, str]] = []
@@ -297,7 +324,9 @@ def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
             }
         )
     if not names.get("kind") or not names.get("plural"):
-        problems.append({"field": "spec.names", "reason": "FieldValueRequired", "message": "Required value"})
+        problems.append(
+            {"field": "spec.names", "reason": "FieldValueRequired", "message": "Required value"}
+        )
     storage = [v for v in spec.get("versions") or [] if v.get("storage")]
     if len(storage) != 1:
         problems.append(
@@ -311,7 +340,8 @@ def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def pod_grace_seconds(pod: dict[str, Any], requested: int | None) -> int:
-    """The grace period of a pod deletion: 0 for unbound or finished pods, as the pod strategy decides."""
+    """The grace period of a pod deletion: 0 for unbound or finished pods, as the pod strategy
+    decides."""
     spec = pod.get("spec") or {}
     phase = (pod.get("status") or {}).get("phase")
     if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
@@ -323,17 +353,20 @@ def pod_grace_seconds(pod: dict[str, Any], requested: int | None) -> int:
 
 
 JOB_ORPHAN_WARNING = (
-    "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove "
+    "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+    "to remove "
     "them or set propagationPolicy=Orphan to suppress this warning"
 )
 
 
 def allows_unconditional_update(rt: ResourceType) -> bool:
-    """Whether a PUT without metadata.resourceVersion is accepted (the strategies' AllowUnconditionalUpdate):
-    true for the built-in kinds here except CRDs, false for custom resources."""
+    """Whether a PUT without metadata.resourceVersion is accepted (the strategies'
+    AllowUnconditionalUpdate): true for the built-in kinds here except CRDs, false for custom
+    resources."""
     return rt.builtin and not is_type(rt, CRDS)
 
 
 def default_propagation(rt: ResourceType) -> str | None:
-    """batch/v1 Jobs still default to orphaning their pods when a client sends no propagationPolicy."""
+    """batch/v1 Jobs still default to orphaning their pods when a client sends no
+    propagationPolicy."""
     return "Orphan" if is_type(rt, JOBS) else None

@@ -40,7 +40,8 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
 
 
 def nodes_from_args(args: argparse.Namespace) -> tuple[nodes.NodeShape, ...]:
-    """`--cluster FILE`, or `--nodes N --node-allocatable ...`; neither: the default cluster (empty)."""
+    """`--cluster FILE`, or `--nodes N --node-allocatable ...`; neither: the default cluster
+    (empty)."""
     count = getattr(args, "nodes", None)
     allocatable = getattr(args, "node_allocatable", None)
     cluster_file = getattr(args, "cluster", None)

@@ -28,7 +28,8 @@ UNLIMITED_ALLOCATABLE: Mapping[str, str] = MappingProxyType(
         "nvidia.com/gpu": "8",
     }
 )
-"""What the default, unlimited node reports as its capacity and allocatable (nothing is reserved)."""
+"""What the default, unlimited node reports as its capacity and allocatable (nothing is
+reserved)."""
 
 DEFAULT_PODS = "110"
 """The kubelet's `--max-pods` default, the `pods` allocatable of a node whose shape does not say."""
@@ -39,7 +40,9 @@ KUBELET_VERSION = "v1.32.0"
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 _NUMBER = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)$")
 _SUFFIXES = ("", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
-_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_RESOURCE = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -54,7 +57,11 @@ class Taint:
     value: str = ""
 
     def to_json(self) -> dict[str, str]:
-        return {"key": self.key, **({"value": self.value} if self.value else {}), "effect": self.effect}
+        return {
+            "key": self.key,
+            **({"value": self.value} if self.value else {}),
+            "effect": self.effect,
+        }
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,8 @@ class NodeShape:
 
 
 def default_allocatable() -> dict[str, str]:
-    """What `--nodes N` without `--node-allocatable` gives each node: the default node's figures, 110 pods."""
+    """What `--nodes N` without `--node-allocatable` gives each node: the default node's figures,
+    110 pods."""
     return {**UNLIMITED_ALLOCATABLE, "pods": DEFAULT_PODS}
 
 
@@ -194,8 +202,8 @@ def node_ip(index: int) -> str:
 
 
 def node_object(shape: NodeShape, index: int, now: str) -> dict[str, Any]:
-    """The Node a healthy kubelet registers for `shape`, status included (no heartbeats follow, so the
-    cluster is quiet at rest)."""
+    """The Node a healthy kubelet registers for `shape`, status included (no heartbeats follow, so
+    the cluster is quiet at rest)."""
     labels = {
         "kubernetes.io/hostname": shape.name,
         "kubernetes.io/os": "linux",
@@ -228,9 +236,14 @@ def node_object(shape: NodeShape, index: int, now: str) -> dict[str, Any]:
                 "KubeletHasSufficientMemory",
                 "kubelet has sufficient memory available",
             ),
-            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             condition(
-                "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"
+                "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"
+            ),
+            condition(
+                "PIDPressure",
+                "False",
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
             ),
             condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
         ],

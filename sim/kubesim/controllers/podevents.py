@@ -1,5 +1,5 @@
-"""The Events a node's kubelet (and the scheduler that bound the pod) records about a pod, in the words
-of Kubernetes 1.32 (pkg/kubelet/events, pkg/kubelet/kuberuntime, pkg/scheduler): both kubesim
+"""The Events a node's kubelet (and the scheduler that bound the pod) records about a pod, in the
+words of Kubernetes 1.32 (pkg/kubelet/events, pkg/kubelet/kuberuntime, pkg/scheduler): both kubesim
 kubelets, the timer one and the process runtime's, record through `PodEvents`.
 """
 
@@ -47,7 +47,9 @@ class PodEvents:
     def _kubelet_on(self, node: str) -> EventRecorder:
         recorder = self._kubelets.get(node)
         if recorder is None:
-            recorder = self._kubelets[node] = EventRecorder(self._cluster, self._clock, "kubelet", node)
+            recorder = self._kubelets[node] = EventRecorder(
+                self._cluster, self._clock, "kubelet", node
+            )
         return recorder
 
     def _kubelet(self, pod: Mapping[str, Any]) -> EventRecorder:
@@ -63,7 +65,9 @@ class PodEvents:
         if len(self._scheduled) > MAX_KEYS:
             self._scheduled.popitem(last=False)
         node = (pod.get("spec") or {}).get("nodeName") or self._node
-        message = f"Successfully assigned {meta.get('namespace', '')}/{meta.get('name', '')} to {node}"
+        message = (
+            f"Successfully assigned {meta.get('namespace', '')}/{meta.get('name', '')} to {node}"
+        )
         self.scheduler.event(pod, "Normal", "Scheduled", message, action="Binding")
 
     def failed_scheduling(self, pod: Mapping[str, Any], message: str) -> None:
@@ -71,7 +75,8 @@ class PodEvents:
         self.scheduler.event(pod, "Warning", "FailedScheduling", message, action="Scheduling")
 
     def started(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
-        """Pulled (the image is always present: IfNotPresent on a node that has it), Created, Started."""
+        """Pulled (the image is always present: IfNotPresent on a node that has it), Created,
+        Started."""
         self.pulled(pod, container, init=init)
         self.created(pod, container, init=init)
         self.container_started(pod, container, init=init)
@@ -89,14 +94,22 @@ class PodEvents:
             pod, "Normal", "Created", message, field_path=field_path(container, init=init)
         )
 
-    def container_started(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
+    def container_started(
+        self, pod: Mapping[str, Any], container: str, *, init: bool = False
+    ) -> None:
         message = f"Started container {container}"
         self._kubelet(pod).event(
             pod, "Normal", "Started", message, field_path=field_path(container, init=init)
         )
 
     def failed(
-        self, pod: Mapping[str, Any], container: str, reason: str, message: str, *, init: bool = False
+        self,
+        pod: Mapping[str, Any],
+        container: str,
+        reason: str,
+        message: str,
+        *,
+        init: bool = False,
     ) -> None:
         """A container could not be created (CreateContainerConfigError and the like): `Failed`."""
         self._kubelet(pod).event(
@@ -123,7 +136,9 @@ class PodEvents:
     ) -> None:
         """`message` replaces the deletion's wording for other kills (a failed liveness probe's)."""
         text = message or f"Stopping container {container}"
-        self._kubelet(pod).event(pod, "Normal", "Killing", text, field_path=field_path(container, init=init))
+        self._kubelet(pod).event(
+            pod, "Normal", "Killing", text, field_path=field_path(container, init=init)
+        )
 
     def failed_mount(self, pod: Mapping[str, Any], message: str) -> None:
         self._kubelet(pod).event(pod, "Warning", "FailedMount", message)
@@ -143,4 +158,6 @@ class PodEvents:
     ) -> None:
         """An event about one container in the caller's words (probe results, env warnings)."""
         kind: EventType = "Warning" if etype == "Warning" else "Normal"
-        self._kubelet(pod).event(pod, kind, reason, message, field_path=field_path(container, init=init))
+        self._kubelet(pod).event(
+            pod, kind, reason, message, field_path=field_path(container, init=init)
+        )

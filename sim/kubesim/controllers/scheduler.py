@@ -1,15 +1,17 @@
-"""The default scheduler: binds pods of `schedulerName: default-scheduler` that have no node, using the
-pure plugins of `kubesim.scheduling`; the others (a user-set nodeName, another scheduler) are left alone.
+"""The default scheduler: binds pods of `schedulerName: default-scheduler` that have no node, using
+the pure plugins of `kubesim.scheduling`; the others (a user-set nodeName, another scheduler) are
+left alone.
 
-Per-node usage is kept incrementally from pod and node changes (a pod counts from its binding until it
-is terminal or gone), so a decision reads no pod list. A pod that fits nowhere gets `PodScheduled=False`
-(reason Unschedulable) and a `FailedScheduling` event, and waits in the unschedulable set until a
-change could make it fit (a pod freed its node, a node came, was uncordoned or changed): it then
-retries after its back-off (1 s doubling to 10 s), as kube-scheduler's queue does; pods unschedulable
-for 5 minutes are retried anyway. No polling of pods.
+Per-node usage is kept incrementally from pod and node changes (a pod counts from its binding until
+it is terminal or gone), so a decision reads no pod list. A pod that fits nowhere gets
+`PodScheduled=False` (reason Unschedulable) and a `FailedScheduling` event, and waits in the
+unschedulable set until a change could make it fit (a pod freed its node, a node came, was
+uncordoned or changed): it then retries after its back-off (1 s doubling to 10 s), as
+kube-scheduler's queue does; pods unschedulable for 5 minutes are retried anyway. No polling of
+pods.
 
-The default cluster binds its pods at admission (`kubesim.cluster`), so this controller only sees the
-few that fail a filter there.
+The default cluster binds its pods at admission (`kubesim.cluster`), so this controller only sees
+the few that fail a filter there.
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ class _Bound:
 class Scheduler:
     name = "scheduler"
 
-    def __init__(self, cluster: Cluster, settings: SimSettings, clock: Clock, events: PodEvents) -> None:
+    def __init__(
+        self, cluster: Cluster, settings: SimSettings, clock: Clock, events: PodEvents
+    ) -> None:
         self._cluster = cluster
         self._clock = clock
         self._events = events
@@ -119,7 +123,11 @@ class Scheduler:
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         spec = pod.get("spec") or {}
         node = spec.get("nodeName")
-        counted = event != "DELETED" and bool(node) and (pod.get("status") or {}).get("phase") not in TERMINAL
+        counted = (
+            event != "DELETED"
+            and bool(node)
+            and (pod.get("status") or {}).get("phase") not in TERMINAL
+        )
         if counted and node not in self._unlimited and key not in self._bound:
             bound = _Bound(str(node), res.pod_requests(spec), res.pod_requests(spec, nonzero=True))
             self._bound[key] = bound
@@ -128,7 +136,9 @@ class Scheduler:
             self._account(self._bound.pop(key), -1)
             self._retry_unschedulable()
         if event == "DELETED" or not wants_scheduling(pod):
-            if key in self._attempts:  # the common case, a bound pod, costs no more than this lookup
+            if (
+                key in self._attempts
+            ):  # the common case, a bound pod, costs no more than this lookup
                 self._forget(key)
         elif event == "ADDED":
             self._queue.add(key)
@@ -179,7 +189,8 @@ class Scheduler:
             self._queue.add_after(key, last + backoff_seconds(attempts) - self._clock.now())
 
     def _flush_leftovers(self) -> None:
-        """Pods unschedulable for longer than 5 minutes are tried again (flushUnschedulablePodsLeftover)."""
+        """Pods unschedulable for longer than 5 minutes are tried again
+        (flushUnschedulablePodsLeftover)."""
         self._flush = None
         now = self._clock.now()
         for key, since in list(self.unschedulable.items()):
@@ -224,7 +235,9 @@ class Scheduler:
         self._forget(key)
         self._events.scheduled(written.stored)
 
-    def _unschedulable(self, pod: dict[str, Any], key: PodKey, failures: dict[str, Failure]) -> None:
+    def _unschedulable(
+        self, pod: dict[str, Any], key: PodKey, failures: dict[str, Failure]
+    ) -> None:
         now = self._clock.now()
         attempts = self._attempts.get(key, (0, now))[0] + 1
         self._attempts[key] = (attempts, now)
@@ -252,7 +265,9 @@ class Scheduler:
         self._events.failed_scheduling(pod, message)
 
 
-def unschedulable_message(pod: dict[str, Any], total_nodes: int, failures: dict[str, Failure]) -> str:
+def unschedulable_message(
+    pod: dict[str, Any], total_nodes: int, failures: dict[str, Failure]
+) -> str:
     """The FailedScheduling message: the FitError, then what preemption found."""
     if total_nodes == 0:
         return "no nodes available to schedule pods"

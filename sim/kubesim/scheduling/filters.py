@@ -1,8 +1,8 @@
-"""kube-scheduler's default Filter plugins that a simulated cluster exercises, in the profile's order:
-NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector and required node affinity),
+"""kube-scheduler's default Filter plugins that a simulated cluster exercises, in the profile's
+order: NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector and required node affinity),
 NodeResourcesFit. A node fails on the first plugin that rejects it (`Failure`), as the scheduler
-stops there; `resolvable` says whether removing pods could help (the preemption hint).
-Sources: pkg/scheduler/framework/plugins/{nodeunschedulable,tainttoleration,nodeaffinity,noderesources},
+stops there; `resolvable` says whether removing pods could help (the preemption hint). Sources:
+pkg/scheduler/framework/plugins/{nodeunschedulable,tainttoleration,nodeaffinity,noderesources},
 k8s.io/component-helpers/scheduling/corev1 (tolerations, node selectors).
 """
 
@@ -80,7 +80,8 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 def untolerated_taint(
     tolerations: Sequence[Mapping[str, Any]], taints: Sequence[Mapping[str, Any]]
 ) -> Mapping[str, Any] | None:
-    """The first NoSchedule or NoExecute taint no toleration tolerates (PreferNoSchedule only scores)."""
+    """The first NoSchedule or NoExecute taint no toleration tolerates (PreferNoSchedule only
+    scores)."""
     for taint in taints:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
@@ -154,7 +155,9 @@ def insufficient(requests: Mapping[str, int], node: NodeInfo) -> list[str]:
     return reasons
 
 
-def filter_node(spec: Mapping[str, Any], requests: Mapping[str, int], node: NodeInfo) -> Failure | None:
+def filter_node(
+    spec: Mapping[str, Any], requests: Mapping[str, int], node: NodeInfo
+) -> Failure | None:
     """None when the pod fits `node`, else why not (the first plugin that rejects it)."""
     tolerations = spec.get("tolerations") or ()
     if node.unschedulable and not any(
@@ -163,7 +166,9 @@ def filter_node(spec: Mapping[str, Any], requests: Mapping[str, int], node: Node
         return Failure((UNSCHEDULABLE,), resolvable=False)
     taint = untolerated_taint(tolerations, node.taints)
     if taint is not None:
-        reason = f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}"
+        reason = (
+            f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}"
+        )
         return Failure((reason,), resolvable=False)
     if not matches_node_affinity(spec, node.name, node.labels):
         return Failure((AFFINITY_MISMATCH,), resolvable=False)

@@ -1,5 +1,5 @@
-"""The words of a failed scheduling attempt: `FitError.Error()` (pkg/scheduler/framework/types.go) and
-the preemption suffix DefaultPreemption's PostFilter adds to it.
+"""The words of a failed scheduling attempt: `FitError.Error()` (pkg/scheduler/framework/types.go)
+and the preemption suffix DefaultPreemption's PostFilter adds to it.
 """
 
 from __future__ import annotations

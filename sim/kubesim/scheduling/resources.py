@@ -22,7 +22,8 @@ PODS = "pods"
 
 
 def amount(resource: str, quantity: Any) -> int:
-    """One quantity in the scheduler's unit (an unparsable one counts as 0, as admission refuses it)."""
+    """One quantity in the scheduler's unit (an unparsable one counts as 0, as admission refuses
+    it)."""
     try:
         value = parse_quantity(quantity).value
     except (QuantityError, TypeError):
@@ -47,14 +48,16 @@ def _maximum(into: Resources, other: Mapping[str, int]) -> None:
 
 DEFAULT_MILLI_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
-"""What scoring counts for a container that requests no cpu or memory (`schedutil.GetNonzeroRequests`),
-so that pods without requests still spread."""
+"""What scoring counts for a container that requests no cpu or memory
+(`schedutil.GetNonzeroRequests`), so that pods without requests still spread."""
 
 
 def _container_requests(container: Mapping[str, Any], nonzero: bool) -> Resources:
     resources = container.get("resources") or {}
     # Admission copies a limit into an unset request; done here too for objects built without it.
-    requests = resource_list({**(resources.get("limits") or {}), **(resources.get("requests") or {})})
+    requests = resource_list(
+        {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    )
     if nonzero:
         requests[CPU] = requests.get(CPU) or DEFAULT_MILLI_CPU
         requests[MEMORY] = requests.get(MEMORY) or DEFAULT_MEMORY

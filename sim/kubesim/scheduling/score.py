@@ -16,7 +16,8 @@ _NATIVE = (res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE)
 
 
 def least_allocated(scored: Mapping[str, int], node: NodeInfo) -> int:
-    """0-100: how much of the node stays free once the pod (`scored`: its nonzero requests) is on it."""
+    """0-100: how much of the node stays free once the pod (`scored`: its nonzero requests) is on
+    it."""
     extended = (n for n, v in scored.items() if v > 0 and n not in _NATIVE)
     names = [res.CPU, res.MEMORY, *sorted(extended)]
     total = 0

@@ -1,4 +1,5 @@
-"""`mpi-operator sim` as users start it: prints address and kubeconfig, serves kubectl, exits 0 on SIGTERM."""
+"""`mpi-operator sim` as users start it: prints address and kubeconfig, serves kubectl, exits 0 on
+SIGTERM."""
 
 from __future__ import annotations
 
@@ -82,9 +83,13 @@ def test_sim_flags_become_settings() -> None:
 
 def test_node_flags_shape_the_cluster(tmp_path: Path) -> None:
     def args(**flags: object) -> argparse.Namespace:
-        return argparse.Namespace(**{"nodes": None, "node_allocatable": None, "cluster": None, **flags})
+        return argparse.Namespace(
+            **{"nodes": None, "node_allocatable": None, "cluster": None, **flags}
+        )
 
-    shapes = settings_from_args(args(nodes=3, node_allocatable="cpu=16,nvidia.com/gpu=4")).node_shapes()
+    shapes = settings_from_args(
+        args(nodes=3, node_allocatable="cpu=16,nvidia.com/gpu=4")
+    ).node_shapes()
     assert [s.name for s in shapes] == ["kubesim-1", "kubesim-2", "kubesim-3"]
     assert shapes[0].allocatable == {"cpu": "16", "nvidia.com/gpu": "4", "pods": "110"}
     assert settings_from_args(args()).node_shapes()[0].unlimited

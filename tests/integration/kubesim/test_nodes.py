@@ -1,6 +1,6 @@
 """A shaped cluster through the real kubectl 1.32: `get nodes`, `get pods -o wide`, `cordon` and
-`uncordon`, `describe node` (its Allocated resources and Non-terminated Pods come from a pod LIST with
-spec.nodeName and status.phase field selectors), on the fake clock."""
+`uncordon`, `describe node` (its Allocated resources and Non-terminated Pods come from a pod LIST
+with spec.nodeName and status.phase field selectors), on the fake clock."""
 
 from __future__ import annotations
 
@@ -56,12 +56,19 @@ async def test_get_nodes_and_cordon(sim: KubeSim, clock: FakeClock, kubectl: Kub
     rc, out, err = await kubectl("get", "node", "kubesim-2", "--no-headers")
     assert out.split()[1] == "Ready,SchedulingDisabled", err
     sim.cluster.create(
-        builtins.PODS, "default", gpu_pod("p", 4, nodeSelector={"kubernetes.io/hostname": "kubesim-2"})
+        builtins.PODS,
+        "default",
+        gpu_pod("p", 4, nodeSelector={"kubernetes.io/hostname": "kubesim-2"}),
     )
     await clock.settle()
     rc, out, err = await kubectl("get", "pod", "p", "-o", "wide", "--no-headers")
     assert out.split()[1:3] == ["0/1", "Pending"], err
-    assert out.split()[-4:] == ["<none>", "<none>", "<none>", "<none>"]  # IP, NODE, NOMINATED NODE, GATES
+    assert out.split()[-4:] == [
+        "<none>",
+        "<none>",
+        "<none>",
+        "<none>",
+    ]  # IP, NODE, NOMINATED NODE, GATES
 
     rc, out, err = await kubectl("uncordon", "kubesim-2")
     assert (rc, out.strip()) == (0, "node/kubesim-2 uncordoned"), err
@@ -90,7 +97,9 @@ async def test_describe_node_counts_the_non_terminated_pods(
     assert rc == 0, err
     assert "Non-terminated Pods:          (2 in total)" in out
     allocated = out[out.index("Allocated resources:") :]
-    rows = {line.split()[0]: line.split()[1:] for line in allocated.splitlines()[4:9] if line.strip()}
+    rows = {
+        line.split()[0]: line.split()[1:] for line in allocated.splitlines()[4:9] if line.strip()
+    }
     assert rows["cpu"][:2] == ["4", "(25%)"]
     assert rows["nvidia.com/gpu"][:2] == ["4", "4"]
     assert "Unschedulable:      false" in out

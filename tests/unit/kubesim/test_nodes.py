@@ -51,7 +51,10 @@ def test_a_cluster_file(tmp_path: Path) -> None:
         "  allocatable: {cpu: 500m}\n"
     )
     gpu, cpu = nodes.load_cluster_file(path)
-    assert (gpu.labels, gpu.taints) == ({"accelerator": "a100"}, (nodes.Taint("gpu", "NoSchedule", "true"),))
+    assert (gpu.labels, gpu.taints) == (
+        {"accelerator": "a100"},
+        (nodes.Taint("gpu", "NoSchedule", "true"),),
+    )
     assert gpu.allocatable == {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "8", "pods": "110"}
     assert cpu.allocatable == {"cpu": "500m", "pods": "110"}
 
@@ -61,9 +64,15 @@ def test_a_cluster_file(tmp_path: Path) -> None:
     [
         ({}, "c: nodes: a list of nodes is required"),
         ({"nodes": []}, "c: nodes: at least one node is required"),
-        ({"nodes": [{"name": "Bad_Name"}]}, "c: nodes[0].name: 'Bad_Name' is not a DNS subdomain name"),
+        (
+            {"nodes": [{"name": "Bad_Name"}]},
+            "c: nodes[0].name: 'Bad_Name' is not a DNS subdomain name",
+        ),
         ({"nodes": [{"name": "a", "cpu": 1}]}, "c: nodes[0].cpu: unknown field"),
-        ({"nodes": [{"name": "a", "allocatable": {"cpu": "x"}}]}, "c: nodes[0].allocatable.cpu: 'x' is not"),
+        (
+            {"nodes": [{"name": "a", "allocatable": {"cpu": "x"}}]},
+            "c: nodes[0].allocatable.cpu: 'x' is not",
+        ),
         (
             {"nodes": [{"name": "a", "taints": [{"key": "k", "effect": "Never"}]}]},
             "c: nodes[0].taints[0].effect",

@@ -18,8 +18,12 @@ from kubesim.settings import SimSettings
 
 GPU = "nvidia.com/gpu"
 SHAPES = (
-    NodeShape("kubesim-1", {"cpu": "4", "memory": "8Gi", GPU: "2", "pods": "110"}, labels={"zone": "a"}),
-    NodeShape("kubesim-2", {"cpu": "4", "memory": "8Gi", GPU: "2", "pods": "110"}, labels={"zone": "b"}),
+    NodeShape(
+        "kubesim-1", {"cpu": "4", "memory": "8Gi", GPU: "2", "pods": "110"}, labels={"zone": "a"}
+    ),
+    NodeShape(
+        "kubesim-2", {"cpu": "4", "memory": "8Gi", GPU: "2", "pods": "110"}, labels={"zone": "b"}
+    ),
     NodeShape(
         "kubesim-3",
         {"cpu": "4", "memory": "8Gi", "pods": "110"},
@@ -87,7 +91,8 @@ async def test_a_gpu_pod_waits_on_a_full_cluster_and_runs_once_a_gpu_frees(
     message = (
         "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
         "2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: "
-        "1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
+        "1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming "
+        "pod."
     )
     condition = scheduled_condition(sim, "late")
     assert (condition["status"], condition["reason"], condition["message"]) == (
@@ -147,7 +152,11 @@ async def test_the_failed_scheduling_event_is_aggregated_and_back_off_grows(
                             "nodeSelectorTerms": [
                                 {
                                     "matchFields": [
-                                        {"key": "metadata.name", "operator": "In", "values": ["kubesim-2"]}
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["kubesim-2"],
+                                        }
                                     ]
                                 }
                             ]
@@ -161,7 +170,12 @@ async def test_the_failed_scheduling_event_is_aggregated_and_back_off_grows(
             {
                 "nodeSelector": {"zone": "b"},
                 "tolerations": [
-                    {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}
+                    {
+                        "key": "dedicated",
+                        "operator": "Equal",
+                        "value": "infra",
+                        "effect": "NoSchedule",
+                    }
                 ],
                 "affinity": {
                     "nodeAffinity": {
@@ -194,7 +208,9 @@ async def test_selectors_affinity_and_taints_decide_placement(
     assert node_of(sim, "p") == expected
 
 
-async def test_a_cordoned_node_takes_no_new_pods_until_uncordoned(sim: KubeSim, clock: FakeClock) -> None:
+async def test_a_cordoned_node_takes_no_new_pods_until_uncordoned(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     for name in ("kubesim-1", "kubesim-2"):
         node = sim.cluster.get(builtins.NODES, None, name)
         node["spec"]["unschedulable"] = True
@@ -213,7 +229,9 @@ async def test_a_cordoned_node_takes_no_new_pods_until_uncordoned(sim: KubeSim, 
     assert node_of(sim, "p") == "kubesim-2"
 
 
-async def test_least_allocated_spreads_pods_the_same_way_every_time(sim: KubeSim, clock: FakeClock) -> None:
+async def test_least_allocated_spreads_pods_the_same_way_every_time(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     placements = []
     for i in range(4):
         create(sim, pod(f"p{i}", {"cpu": "1", "memory": "1Gi"}))
@@ -250,7 +268,9 @@ class TestDefaultCluster:
     def kubesim_settings(self, clock: FakeClock) -> SimSettings:
         return SimSettings(clock=clock)
 
-    async def test_every_pod_is_bound_as_it_is_created(self, sim: KubeSim, clock: FakeClock) -> None:
+    async def test_every_pod_is_bound_as_it_is_created(
+        self, sim: KubeSim, clock: FakeClock
+    ) -> None:
         for i in range(20):
             create(sim, pod(f"p{i}", {GPU: "8", "cpu": "64"}))
             assert node_of(sim, f"p{i}") == "kubesim-node"

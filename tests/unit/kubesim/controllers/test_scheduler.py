@@ -1,4 +1,5 @@
-"""The scheduler's pure parts: back-off, which pods it takes, the message of an unschedulable pod."""
+"""The scheduler's pure parts: back-off, which pods it takes, the message of an unschedulable
+pod."""
 
 from __future__ import annotations
 
@@ -34,5 +35,6 @@ def test_messages_for_no_nodes_and_for_a_pod_that_never_preempts() -> None:
     failures = {"n": Failure(("Insufficient cpu",), resolvable=True)}
     pod = {"spec": {"preemptionPolicy": "Never"}}
     assert unschedulable_message(pod, 1, failures) == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to "
+        "preemptionPolicy=Never."
     )

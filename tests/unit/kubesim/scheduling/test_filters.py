@@ -1,4 +1,5 @@
-"""kube-scheduler's filters, one node at a time: cordon, taints, selectors and affinity, resources."""
+"""kube-scheduler's filters, one node at a time: cordon, taints, selectors and affinity,
+resources."""
 
 from __future__ import annotations
 
@@ -54,18 +55,34 @@ def term(**expr: Any) -> dict[str, Any]:
             Failure((AFFINITY_MISMATCH,), False),
         ),
         (
-            {"tolerations": TOLERATE_GPU, "affinity": term(key="zone", operator="In", values=["a", "c"])},
+            {
+                "tolerations": TOLERATE_GPU,
+                "affinity": term(key="zone", operator="In", values=["a", "c"]),
+            },
             {},
             None,
         ),
         (
-            {"tolerations": TOLERATE_GPU, "affinity": term(key="zone", operator="NotIn", values=["a"])},
+            {
+                "tolerations": TOLERATE_GPU,
+                "affinity": term(key="zone", operator="NotIn", values=["a"]),
+            },
             {},
             Failure((AFFINITY_MISMATCH,), False),
         ),
-        ({"tolerations": TOLERATE_GPU, "affinity": term(key="gpus", operator="Gt", values=["3"])}, {}, None),
         (
-            {"tolerations": TOLERATE_GPU, "affinity": term(key="gpus", operator="Lt", values=["3"])},
+            {
+                "tolerations": TOLERATE_GPU,
+                "affinity": term(key="gpus", operator="Gt", values=["3"]),
+            },
+            {},
+            None,
+        ),
+        (
+            {
+                "tolerations": TOLERATE_GPU,
+                "affinity": term(key="gpus", operator="Lt", values=["3"]),
+            },
             {},
             Failure((AFFINITY_MISMATCH,), False),
         ),
@@ -83,7 +100,12 @@ def term(**expr: Any) -> dict[str, Any]:
             {"tolerations": TOLERATE_GPU},
             {"cpu": 2000, "nvidia.com/gpu": 1, "example.com/fpga": 1},
             Failure(
-                ("Insufficient cpu", "Insufficient example.com/fpga", "Insufficient nvidia.com/gpu"), True
+                (
+                    "Insufficient cpu",
+                    "Insufficient example.com/fpga",
+                    "Insufficient nvidia.com/gpu",
+                ),
+                True,
             ),
         ),
         ({"tolerations": TOLERATE_GPU}, {"cpu": 1000, "memory": 8 * 2**30}, None),
@@ -104,14 +126,20 @@ def term(**expr: Any) -> dict[str, Any]:
         "exactly-fits",
     ],
 )
-def test_filter_node(spec: dict[str, Any], requests: dict[str, int], failure: Failure | None) -> None:
+def test_filter_node(
+    spec: dict[str, Any], requests: dict[str, int], failure: Failure | None
+) -> None:
     assert filter_node(spec, requests, NODE) == failure
 
 
 def test_a_cordoned_node_refuses_pods_that_do_not_tolerate_it() -> None:
     node = NodeInfo(name="n", unschedulable=True, allocatable={"pods": 10})
     assert filter_node({}, {}, node) == Failure((UNSCHEDULABLE,), resolvable=False)
-    toleration = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+    toleration = {
+        "key": "node.kubernetes.io/unschedulable",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    }
     assert filter_node({"tolerations": [toleration]}, {}, node) is None
 
 
@@ -122,21 +150,29 @@ def test_a_full_node_has_too_many_pods_and_an_unlimited_one_never_fills() -> Non
 
 
 def test_prefer_no_schedule_does_not_filter_and_no_execute_does() -> None:
-    node = NodeInfo(name="n", allocatable={"pods": 10}, taints=[{"key": "k", "effect": "PreferNoSchedule"}])
+    node = NodeInfo(
+        name="n", allocatable={"pods": 10}, taints=[{"key": "k", "effect": "PreferNoSchedule"}]
+    )
     assert filter_node({}, {}, node) is None
     node.taints = [{"key": "k", "effect": "NoExecute"}]
-    assert filter_node({}, {}, node) == Failure(("node(s) had untolerated taint {k: }",), resolvable=False)
+    assert filter_node({}, {}, node) == Failure(
+        ("node(s) had untolerated taint {k: }",), resolvable=False
+    )
 
 
 def test_match_fields_selects_by_node_name_and_an_empty_term_matches_nothing() -> None:
     fields = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}
     affinity = {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [fields]}}
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [fields]}
+        }
     }
     node = NodeInfo(name="n", allocatable={"pods": 10})
     assert filter_node({"affinity": affinity}, {}, node) is None
     empty: dict[str, Any] = {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}
+        }
     }
     assert filter_node({"affinity": empty}, {}, node) == Failure((AFFINITY_MISMATCH,), False)
 

@@ -1,4 +1,5 @@
-"""What a pod requests of its node: the app containers' sum, the init container peak, sidecars, overhead."""
+"""What a pod requests of its node: the app containers' sum, the init container peak, sidecars,
+overhead."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ def c(
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ({"containers": [c("1", "1Gi"), c("500m", "512Mi")]}, {"cpu": 1500, "memory": 1536 * 2**20}),
+        (
+            {"containers": [c("1", "1Gi"), c("500m", "512Mi")]},
+            {"cpu": 1500, "memory": 1536 * 2**20},
+        ),
         # An init container larger than the app containers sets the request (the max rule).
         ({"initContainers": [c("4")], "containers": [c("1"), c("1")]}, {"cpu": 4000}),
         ({"initContainers": [c("1")], "containers": [c("3")]}, {"cpu": 3000}),
@@ -35,7 +39,11 @@ def c(
             {"nvidia.com/gpu": 2},
         ),
         (
-            {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}]},
+            {
+                "containers": [
+                    {"name": "c", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}
+                ]
+            },
             {"cpu": 2000, "nvidia.com/gpu": 1},
         ),
         ({"containers": [{"name": "c"}]}, {}),
@@ -58,4 +66,7 @@ def test_pod_requests(spec: dict[str, Any], expected: dict[str, int]) -> None:
 
 def test_scoring_counts_an_unset_cpu_or_memory_as_the_defaults() -> None:
     spec = {"containers": [{"name": "c"}, c("2")]}
-    assert pod_requests(spec, nonzero=True) == {"cpu": DEFAULT_MILLI_CPU + 2000, "memory": 2 * DEFAULT_MEMORY}
+    assert pod_requests(spec, nonzero=True) == {
+        "cpu": DEFAULT_MILLI_CPU + 2000,
+        "memory": 2 * DEFAULT_MEMORY,
+    }
