@@ -218,6 +218,21 @@ def _build_parser() -> argparse.ArgumentParser:
         help="YAML file mapping image references to stand-in images (process runtime; default: "
         "none)",
     )
+    sim.add_argument(
+        "--nodes",
+        type=int,
+        help="run N nodes kubesim-1..N with --node-allocatable each (default: one node that never "
+        "fills)",
+    )
+    sim.add_argument(
+        "--node-allocatable",
+        help="what each of --nodes offers, e.g. cpu=16,memory=64Gi,nvidia.com/gpu=4 (pods: 110)",
+    )
+    sim.add_argument(
+        "--cluster",
+        help="YAML file of the nodes: nodes: [{name, labels, taints, allocatable}] "
+        "(docs/kubesim.md)",
+    )
     sim.set_defaults(func=_cmd_sim)
 
     demo = sub.add_parser("demo", help="run kubesim + the operator and scale an elastic job")

@@ -27,6 +27,7 @@ from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
+from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.volumes import VolumeManager
 from kubesim.registry import ResourceType
 from kubesim.server import build_app
@@ -49,6 +50,7 @@ class Controllers:
     jobs: JobController | None = None
     gc: GarbageCollector | None = None
     namespaces: NamespaceController | None = None
+    scheduler: Scheduler | None = None
 
 
 def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
@@ -70,7 +72,8 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     jobs = JobController(cluster, settings, clock)
     gc = GarbageCollector(cluster, clock)
     namespaces = NamespaceController(cluster, clock)
-    watching: list[Watching] = [volumes, kubelet, jobs, gc, namespaces]
+    scheduler = Scheduler(cluster, settings, clock, kubelet.events)
+    watching: list[Watching] = [scheduler, volumes, kubelet, jobs, gc, namespaces]
 
     def fan_out(
         event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
@@ -84,7 +87,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
 
     cluster.add_listener(fan_out)
     return Controllers(
-        all=[kubelet, volumes, jobs, gc, namespaces],
+        all=[scheduler, kubelet, volumes, jobs, gc, namespaces],
         routes=[*volumes.routes(), *kubelet.routes()],
         clock=clock,
         kubelet=kubelet,
@@ -92,6 +95,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         jobs=jobs,
         gc=gc,
         namespaces=namespaces,
+        scheduler=scheduler,
     )
 
 

@@ -66,7 +66,7 @@ PODS = _rt(
     short_names=("po",),
     categories=("all",),
     status=True,
-    subresources=("eviction",),
+    subresources=("eviction", "binding"),
 )
 SERVICES = _rt(
     "", "v1", "Service", "services", short_names=("svc",), categories=("all",), status=True
@@ -162,52 +162,6 @@ INITIAL_PRIORITY_CLASSES: tuple[dict[str, Any], ...] = tuple(
     )
 )
 """The classes every cluster's API server creates at start (the scheduling bootstrap)."""
-NODE_IP = "172.18.0.2"  # the address the simulated kubelet reports as the pods' hostIP
-
-
-def initial_node(name: str) -> dict[str, Any]:
-    """The one Ready node every pod is bound to (capacity large enough never to be the
-    constraint)."""
-    capacity = {
-        "cpu": "64",
-        "memory": "256Gi",
-        "pods": "1000",
-        "nvidia.com/gpu": "8",
-        "ephemeral-storage": "1Ti",
-    }
-    ready = {
-        "type": "Ready",
-        "status": "True",
-        "reason": "KubeletReady",
-        "message": "kubelet is posting ready status",
-    }
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
-        },
-        "spec": {},
-        "status": {
-            "capacity": capacity,
-            "allocatable": capacity,
-            "conditions": [ready],
-            "addresses": [
-                {"type": "InternalIP", "address": NODE_IP},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                **dict.fromkeys(("machineID", "systemUUID", "bootID", "osImage"), "kubesim"),
-                "kernelVersion": "6.1.0",
-                "containerRuntimeVersion": "containerd://1.7.0",
-                "kubeletVersion": "v1.32.0-kubesim",
-                "kubeProxyVersion": "v1.32.0-kubesim",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-        },
-    }
-
-
 UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 DEFAULT_GRACE_SECONDS = 30
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -221,19 +175,19 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], *, node_name: str, now
     """What the apiserver's create strategies (and the scheduler, for pods) do to a new object, in
     place."""
     if is_type(rt, PODS):
-        # The simulated scheduler binds every pod to the one node as it is created.
+        # `node_name`: the default cluster binds a pod that fits its one node as it is created.
         spec = obj.setdefault("spec", {})
-        spec.setdefault("nodeName", node_name)
-        obj["status"] = {
-            "phase": "Pending",
-            "conditions": [
+        if node_name:
+            spec.setdefault("nodeName", node_name)
+        obj["status"] = {"phase": "Pending"}
+        if spec.get("nodeName"):
+            obj["status"]["conditions"] = [
                 {
                     "type": "PodScheduled",
                     "status": "True",
                     "lastTransitionTime": now.strftime(TIMESTAMP_FORMAT),
                 }
-            ],
-        }
+            ]
     elif is_type(rt, NAMESPACES):
         obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
         obj["status"] = {"phase": "Active"}
@@ -267,6 +221,8 @@ def prepare_update(
         else:
             current.pop("status", None)
         return current
+    if subresource == "binding":
+        return new  # Cluster.bind built it from the stored pod
     if subresource == "finalize":
         finalizers = list((new.get("spec") or {}).get("finalizers") or [])
         current["spec"] = {**(current.get("spec") or {}), "finalizers": finalizers}

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kubesim import nodes
 from kubesim.app import KubeSim
 from kubesim.control import log_requests_from_env
 from kubesim.images import ImageCatalog
@@ -28,6 +29,7 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
 
     return dataclasses.replace(
         defaults,
+        nodes=nodes_from_args(args),
         start_seconds=flag("start_seconds", defaults.start_seconds),
         ready_seconds=flag("ready_seconds", defaults.ready_seconds),
         volume_sync_seconds=flag("volume_sync_seconds", defaults.volume_sync_seconds),
@@ -35,6 +37,23 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
         runtime=getattr(args, "runtime", None) or defaults.runtime,
         images=ImageCatalog.load(args.images) if getattr(args, "images", None) else defaults.images,
     )
+
+
+def nodes_from_args(args: argparse.Namespace) -> tuple[nodes.NodeShape, ...]:
+    """`--cluster FILE`, or `--nodes N --node-allocatable ...`; neither: the default cluster
+    (empty)."""
+    count = getattr(args, "nodes", None)
+    allocatable = getattr(args, "node_allocatable", None)
+    cluster_file = getattr(args, "cluster", None)
+    if cluster_file:
+        if count is not None or allocatable:
+            why = "--cluster describes every node: it takes no --nodes or --node-allocatable"
+            raise nodes.ShapeError(why)
+        return nodes.load_cluster_file(cluster_file)
+    if count is None and not allocatable:
+        return ()
+    each = nodes.parse_allocatable(allocatable) if allocatable else nodes.default_allocatable()
+    return nodes.uniform(1 if count is None else int(count), each)
 
 
 async def serve(args: argparse.Namespace) -> int:

@@ -24,8 +24,9 @@ from typing import Any, Literal
 
 import yaml
 
-from kubesim import admission, builtins, errors, patch, selectors
+from kubesim import admission, builtins, errors, nodes, patch, selectors
 from kubesim.registry import Registry, ResourceType, StorageKey, set_path
+from kubesim.scheduling import filters
 from kubesim.settings import SimSettings
 from kubesim.store import (
     Change,
@@ -153,9 +154,13 @@ class Cluster:
         self._undelivered: deque[Change] = deque()
         self._dispatching = False
         self._rng = random.Random()
+        shapes = self.settings.node_shapes()
+        self._bind_at_admission = shapes[0].name if nodes.is_default_shape(shapes) else ""
         for name in builtins.INITIAL_NAMESPACES:
             self.create(builtins.NAMESPACES, None, {"metadata": {"name": name}})
-        self.create(builtins.NODES, None, builtins.initial_node(self.settings.node_name))
+        stamp = _timestamp(self.now())
+        for index, shape in enumerate(self.settings.node_shapes()):
+            self.create(builtins.NODES, None, nodes.node_object(shape, index, stamp))
         for priority_class in builtins.INITIAL_PRIORITY_CLASSES:
             self.create(builtins.PRIORITY_CLASSES, None, priority_class)
 
@@ -334,7 +339,7 @@ class Cluster:
         meta["generation"] = 1
         if builtins.is_type(rt, builtins.CRDS) and (problems := builtins.crd_problems(obj)):
             raise errors.invalid(rt.kind, rt.group, name, problems)
-        builtins.prepare_create(rt, obj, node_name=self.settings.node_name, now=now)
+        builtins.prepare_create(rt, obj, node_name=self._admission_node(rt, obj), now=now)
         obj, warnings = self._admit("CREATE", rt, obj, None, opts, None, decoded=decoded)
         if not opts.dry_run:
             self._commit("ADDED", rt, obj, None)
@@ -522,6 +527,55 @@ class Cluster:
             "status": "Success",
             "code": 201,
         }
+
+    def bind(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        node: str,
+        *,
+        opts: WriteOptions | None = None,
+    ) -> Written:
+        """`pods/binding`: sets spec.nodeName (once) and `PodScheduled=True`, as the scheduler's
+        bind."""
+        current = self._require(rt, namespace, name)
+        spec = current.get("spec") or {}
+        if current["metadata"].get("deletionTimestamp"):
+            why = f"pod {name} is being deleted, cannot be assigned to a host"
+            raise errors.conflict("pods/binding", rt.group, name, why)
+        if spec.get("nodeName"):
+            why = f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+            raise errors.conflict("pods/binding", rt.group, name, why)
+        status = dict(current.get("status") or {})
+        scheduled = {"type": "PodScheduled", "status": "True", "lastProbeTime": None}
+        scheduled["lastTransitionTime"] = _timestamp(self.now())
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        status["conditions"] = [scheduled, *conditions]
+        new = {
+            **current,
+            "metadata": dict(current["metadata"]),
+            "spec": {**spec, "nodeName": node},
+            "status": status,
+        }
+        return self._write_update(
+            rt, current, new, "binding", opts or _DEFAULT_OPTIONS, decoded=True
+        )
+
+    def _admission_node(self, rt: ResourceType, pod: dict[str, Any]) -> str:
+        """The node a new pod is bound to as it is created: only in the default cluster (one node
+        that never runs out), and only when the pod passes the scheduler's other filters there."""
+        if not self._bind_at_admission or not builtins.is_type(rt, builtins.PODS):
+            return ""
+        spec = pod.get("spec")
+        if not isinstance(spec, dict) or spec.get("nodeName"):
+            return ""
+        if (spec.get("schedulerName") or "default-scheduler") != "default-scheduler":
+            return ""
+        node = self.store.get(builtins.NODES.storage_key, "", self._bind_at_admission)
+        if node is None or filters.placement_failure(spec, node) is not None:
+            return ""
+        return self._bind_at_admission
 
     def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
         return self._scale_of(rt, self._require(rt, namespace, name))

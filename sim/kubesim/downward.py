@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from types import MappingProxyType
 from typing import Any
 
 from kubesim.admission.quantity import QuantityError, parse_quantity
 from kubesim.names import is_qualified_name
+from kubesim.nodes import UNLIMITED_ALLOCATABLE
 
 __all__ = [
     "ENV_FIELD_PATHS",
@@ -34,18 +34,9 @@ __all__ = [
     "volume_resource_value",
 ]
 
-NODE_ALLOCATABLE: Mapping[str, str] = MappingProxyType(
-    {
-        "cpu": "64",
-        "memory": "512Gi",
-        "pods": "1000",
-        "ephemeral-storage": "1Ti",
-        "nvidia.com/gpu": "8",
-    }
-)
-"""The allocatable of kubesim's one node, which is all of its capacity (nothing is reserved): the
-node object reports it (`controllers.kubelet.NODE_CAPACITY` is this mapping) and an unset cpu,
-memory or ephemeral-storage limit reads as it in a `resourceFieldRef`."""
+NODE_ALLOCATABLE: Mapping[str, str] = UNLIMITED_ALLOCATABLE
+"""The allocatable of kubesim's default node, which is all of its capacity (nothing is reserved): an
+unset cpu, memory or ephemeral-storage limit reads as it in a `resourceFieldRef`."""
 
 # pods.ConvertDownwardAPIFieldLabel's accepted v1 paths (`spec.host` is rewritten to spec.nodeName).
 ENV_FIELD_PATHS = frozenset(

@@ -34,6 +34,15 @@ CONTROL_KEY = web.AppKey("kubesim_control", Control)
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 
 
+SUCCESS_201 = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Success",
+    "code": 201,
+}
+
+
 @dataclass(frozen=True)
 class RequestInfo:
     """What an API request addresses, as the apiserver's RequestInfoFactory works it out."""
@@ -232,6 +241,10 @@ class ApiHandler:
                 return json_response(
                     self.cluster.evict(rt, ns, info.name, body), 201, warnings=warnings
                 )
+            if sub == "binding" and "binding" in rt.subresources:
+                node = str((body.get("target") or {}).get("name") or "")
+                self.cluster.bind(rt, ns, info.name, node, opts=self._write_options(request))
+                return json_response(SUCCESS_201, 201, warnings=warnings)
             if sub is not None or info.name:
                 raise errors.method_not_allowed(
                     f"the server does not allow this method on {info.resource}"

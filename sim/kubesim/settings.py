@@ -7,6 +7,7 @@ from typing import Literal
 
 from kubesim.clock import Clock
 from kubesim.images import ImageCatalog
+from kubesim.nodes import NodeShape, unlimited_node
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,10 @@ class SimSettings:
     bookmark_seconds: float = 1.0
     """Interval of BOOKMARK events on watches that asked for them."""
     node_name: str = "kubesim-node"
-    """The one node every pod is bound to."""
+    """The name of the default cluster's one node (when `nodes` is empty)."""
+    nodes: tuple[NodeShape, ...] = ()
+    """The cluster's nodes (`kubesim.nodes`); empty: one node named `node_name` whose capacity never
+    limits anything, to which every pod is bound as it is created."""
     time_scale: float = 1.0
     """Real seconds per simulated second for every controller timer (0.01 runs the cluster 100x
     faster)."""
@@ -48,3 +52,7 @@ class SimSettings:
     """The simulated time every controller timer runs on; None for real time at `time_scale` (what
     `mpi-operator sim` and the demo use). Tests pass a `kubesim.clock.FakeClock` and advance it,
     so nothing they check depends on the machine's speed; `time_scale` is then unused."""
+
+    def node_shapes(self) -> tuple[NodeShape, ...]:
+        """The nodes the cluster starts with."""
+        return self.nodes or (unlimited_node(self.node_name),)

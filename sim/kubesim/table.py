@@ -204,7 +204,17 @@ def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
         _age(pod["metadata"].get("creationTimestamp"), now),
         status.get("podIP") or "<none>",
         spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        _readiness_gates(spec, status),
     ]
+
+
+def _readiness_gates(spec: dict[str, Any], status: dict[str, Any]) -> str:
+    gates = [g.get("conditionType") for g in spec.get("readinessGates") or []]
+    if not gates:
+        return "<none>"
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    return f"{sum(1 for g in gates if g in true)}/{len(gates)}"
 
 
 def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
@@ -224,12 +234,30 @@ def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or []
     )
+    state = ["Ready" if ready else "NotReady"]
+    if (node.get("spec") or {}).get("unschedulable"):
+        state.append("SchedulingDisabled")
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    roles = sorted(
+        {k.removeprefix(_ROLE_PREFIX) for k in labels if k.startswith(_ROLE_PREFIX)}
+        | ({labels["kubernetes.io/role"]} if labels.get("kubernetes.io/role") else set())
+    )
+    info = status.get("nodeInfo") or {}
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
     return [
-        "Ready" if ready else "NotReady",
-        "<none>",
+        ",".join(state),
+        ",".join(r for r in roles if r) or "<none>",
         _age(node["metadata"].get("creationTimestamp"), now),
-        (status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+        info.get("kubeletVersion", ""),
+        addresses.get("InternalIP") or "<none>",
+        addresses.get("ExternalIP") or "<none>",
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
     ]
+
+
+_ROLE_PREFIX = "node-role.kubernetes.io/"
 
 
 def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
@@ -279,6 +307,8 @@ _BUILTIN: dict[tuple[str, str], tuple[list[Column], CellsFn]] = {
             _AGE,
             _col("IP", priority=1),
             _col("Node", priority=1),
+            _col("Nominated Node", priority=1),
+            _col("Readiness Gates", priority=1),
         ],
         _pod_cells,
     ),
@@ -300,7 +330,21 @@ _BUILTIN: dict[tuple[str, str], tuple[list[Column], CellsFn]] = {
         ],
         _event_cells,
     ),
-    ("", "Node"): ([_NAME, _col("Status"), _col("Roles"), _AGE, _col("Version")], _node_cells),
+    ("", "Node"): (
+        [
+            _NAME,
+            _col("Status"),
+            _col("Roles"),
+            _AGE,
+            _col("Version"),
+            _col("Internal-IP", priority=1),
+            _col("External-IP", priority=1),
+            _col("OS-Image", priority=1),
+            _col("Kernel-Version", priority=1),
+            _col("Container-Runtime", priority=1),
+        ],
+        _node_cells,
+    ),
     ("", "Namespace"): (
         [_NAME, _col("Status"), _AGE],
         lambda o, now: [

@@ -1,8 +1,9 @@
-"""The kubelet of the simulated cluster's one node: runs pods' lifecycles and reports their status.
+"""The kubelets of the simulated cluster's nodes, one loop for all: runs pods' lifecycles and
+reports their status.
 
-It keeps a `PodRuntime` (`podstate.py`) per pod bound to `settings.node_name` (init containers, then
-app containers), wakes on pod events and on timers (the event loop's timer heap, one pending timer
-per pod), and writes `.status` through the status subresource only when it changed. A pod with a
+It keeps a `PodRuntime` (`podstate.py`) per pod bound to an existing node (init containers, then app
+containers), wakes on pod events and on timers (the event loop's timer heap, one pending timer per
+pod), and writes `.status` through the status subresource only when it changed. A pod with a
 deletionTimestamp has its containers stopped after min(deletionGracePeriodSeconds,
 `kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0 (the API
 server removes it once its finalizers are gone).
@@ -29,7 +30,6 @@ from kubesim.cluster import DeleteOptions
 from kubesim.controllers import get_or_none, podstatus, resource_type
 from kubesim.controllers import podstate as ps
 from kubesim.controllers.podevents import PodEvents
-from kubesim.downward import NODE_ALLOCATABLE
 from kubesim.workqueue import WorkQueue, process
 
 if TYPE_CHECKING:
@@ -102,28 +102,33 @@ class Kubelet:
         change that write commits needs no second sync."""
         self._ips = PodIPs()
         self.events = PodEvents(cluster, clock, settings.node_name)
+        self._started = False
+        self._node_ips: dict[str, str] = {}
+        """The nodes this one kubelet loop serves (every Node of the cluster), by name: their
+        InternalIP."""
+        for node in cluster.list(resource_type(cluster, "v1", "Node"), None)["items"]:
+            self._node_changed("ADDED", node)
+        self._started = True
 
     async def run(self) -> None:
-        self._register_node()
         for pod in self._cluster.list(self._pods_rt, None)["items"]:
             self._queue.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
         await process(self.name, self._queue, self._sync)
 
-    def _register_node(self) -> None:
-        """Creates this kubelet's Node object (Ready, addresses, capacity) if it does not exist
-        yet."""
-        nodes = resource_type(self._cluster, "v1", "Node")
-        name = self._settings.node_name
-        if get_or_none(self._cluster, nodes, None, name) is not None:
+    def _node_changed(self, event: EventType, node: dict[str, Any]) -> None:
+        """Tracks the nodes this kubelet serves; pods already bound to a node that appears start."""
+        name = str(node["metadata"]["name"])
+        if event == "DELETED":
+            self._node_ips.pop(name, None)
             return
-        created = self._cluster.create(nodes, None, node_object(name)).object
-        self._cluster.update(
-            nodes,
-            None,
-            name,
-            {**created, "status": node_status(name, self._clock.timestamp())},
-            subresource="status",
-        )
+        known = name in self._node_ips
+        addresses = (node.get("status") or {}).get("addresses") or ()
+        ips = [a.get("address") for a in addresses if a.get("type") == "InternalIP"]
+        self._node_ips[name] = str(ips[0]) if ips else HOST_IP
+        if not known and self._started:
+            selector = f"spec.nodeName={name}"
+            for pod in self._cluster.list(self._pods_rt, None, field_selector=selector)["items"]:
+                self._queue.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
 
     # --- node-level faults tests can trigger ---------------------------------------------------
     def evict(
@@ -148,6 +153,10 @@ class Kubelet:
         policy = self._policy(self._cluster.get(self._pods_rt, namespace, name))
         entry.runtime = ps.container_exited(entry.runtime, exit_code, self._clock.now(), policy)
         self._sync((namespace, name))
+
+    def host_ip(self, pod: Mapping[str, Any]) -> str:
+        """The InternalIP of the pod's node."""
+        return self._node_ips.get(str((pod.get("spec") or {}).get("nodeName") or ""), HOST_IP)
 
     def runtime(self, namespace: str, name: str) -> ps.PodRuntime | None:
         entry = self._pods.get((namespace, name))
@@ -209,6 +218,8 @@ class Kubelet:
         if (
             rt.plural != "pods" or rt != self._pods_rt
         ):  # the plural first: no dataclass __eq__ per Event
+            if rt.plural == "nodes" and not rt.group:
+                self._node_changed(event, obj)
             return
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -243,8 +254,8 @@ class Kubelet:
                 self._forget(key, known_uid)
             return None
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and node != self._settings.node_name:
-            return None
+        if not node or node not in self._node_ips:
+            return None  # not scheduled yet, or bound to a node that does not exist: stays Pending
         return pod
 
     def _sync(self, key: PodKey) -> None:
@@ -286,7 +297,7 @@ class Kubelet:
             entry.runtime,
             timing,
             now,
-            podstatus.Placement(HOST_IP, entry.pod_ip),
+            podstatus.Placement(self.host_ip(pod), entry.pod_ip),
             self._clock.timestamp,
         )
         if status != pod.get("status"):
@@ -401,78 +412,3 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     except json.JSONDecodeError:
         body = {}
     return body if isinstance(body, dict) else {}
-
-
-NODE_CAPACITY: Mapping[str, str] = NODE_ALLOCATABLE
-"""The node's capacity, reported as its allocatable too: nothing is reserved for the system."""
-
-
-def node_object(name: str) -> dict[str, Any]:
-    labels = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        "beta.kubernetes.io/os": "linux",
-        "beta.kubernetes.io/arch": "amd64",
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {},
-    }
-
-
-def node_status(name: str, now: str) -> dict[str, Any]:
-    """What a healthy kubelet reports; written once (no heartbeats, so the cluster is quiet at
-    rest)."""
-
-    def condition(ctype: str, status: str, reason: str, message: str) -> dict[str, str]:
-        return {
-            "type": ctype,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
-
-    return {
-        "capacity": dict(NODE_CAPACITY),
-        "allocatable": dict(NODE_CAPACITY),
-        "conditions": [
-            condition(
-                "MemoryPressure",
-                "False",
-                "KubeletHasSufficientMemory",
-                "kubelet has sufficient memory available",
-            ),
-            condition(
-                "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"
-            ),
-            condition(
-                "PIDPressure",
-                "False",
-                "KubeletHasSufficientPID",
-                "kubelet has sufficient PID available",
-            ),
-            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-        ],
-        "addresses": [
-            {"type": "InternalIP", "address": HOST_IP},
-            {"type": "Hostname", "address": name},
-        ],
-        "nodeInfo": {
-            "architecture": "amd64",
-            "operatingSystem": "linux",
-            "osImage": "kubesim",
-            "kernelVersion": "6.1.0",
-            "kubeletVersion": "v1.32.0",
-            "kubeProxyVersion": "v1.32.0",
-            "containerRuntimeVersion": "containerd://1.7.24",
-            "machineID": "",
-            "systemUUID": "",
-            "bootID": "",
-        },
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-    }

@@ -5,10 +5,11 @@ kubelets, the timer one and the process runtime's, record through `PodEvents`.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kubesim.controllers.events import EventRecorder, EventType
+from kubesim.controllers.events import MAX_KEYS, EventRecorder, EventType
 
 if TYPE_CHECKING:
     from kubesim.clock import Clock
@@ -29,20 +30,49 @@ def _image(pod: Mapping[str, Any], container: str, init: bool) -> str:
 
 
 class PodEvents:
+    """The events of the pods on the cluster's nodes: the kubelet's (its host is the pod's node) and
+    the scheduler's `Scheduled`, recorded once per pod whichever of the two reports it first."""
+
     def __init__(self, cluster: Cluster, clock: Clock, node_name: str) -> None:
-        self.kubelet = EventRecorder(cluster, clock, "kubelet", node_name)
+        self._cluster = cluster
+        self._clock = clock
+        self._kubelets: dict[str, EventRecorder] = {}
+        self.kubelet = self._kubelet_on(node_name)
         self.scheduler = EventRecorder(
             cluster, clock, "default-scheduler", f"default-scheduler-{node_name}", scheduler=True
         )
         self._node = node_name
+        self._scheduled: OrderedDict[str, None] = OrderedDict()
+
+    def _kubelet_on(self, node: str) -> EventRecorder:
+        recorder = self._kubelets.get(node)
+        if recorder is None:
+            recorder = self._kubelets[node] = EventRecorder(
+                self._cluster, self._clock, "kubelet", node
+            )
+        return recorder
+
+    def _kubelet(self, pod: Mapping[str, Any]) -> EventRecorder:
+        node = (pod.get("spec") or {}).get("nodeName")
+        return self.kubelet if not node or node == self._node else self._kubelet_on(str(node))
 
     def scheduled(self, pod: Mapping[str, Any]) -> None:
         meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if uid in self._scheduled:
+            return
+        self._scheduled[uid] = None
+        if len(self._scheduled) > MAX_KEYS:
+            self._scheduled.popitem(last=False)
         node = (pod.get("spec") or {}).get("nodeName") or self._node
         message = (
             f"Successfully assigned {meta.get('namespace', '')}/{meta.get('name', '')} to {node}"
         )
         self.scheduler.event(pod, "Normal", "Scheduled", message, action="Binding")
+
+    def failed_scheduling(self, pod: Mapping[str, Any], message: str) -> None:
+        """A repeat of the same message bumps the event's series rather than adding one."""
+        self.scheduler.event(pod, "Warning", "FailedScheduling", message, action="Scheduling")
 
     def started(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
         """Pulled (the image is always present: IfNotPresent on a node that has it), Created,
@@ -54,13 +84,13 @@ class PodEvents:
     def pulled(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
         image = _image(pod, container, init)
         message = f'Container image "{image}" already present on machine'
-        self.kubelet.event(
+        self._kubelet(pod).event(
             pod, "Normal", "Pulled", message, field_path=field_path(container, init=init)
         )
 
     def created(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
         message = f"Created container: {container}"
-        self.kubelet.event(
+        self._kubelet(pod).event(
             pod, "Normal", "Created", message, field_path=field_path(container, init=init)
         )
 
@@ -68,7 +98,7 @@ class PodEvents:
         self, pod: Mapping[str, Any], container: str, *, init: bool = False
     ) -> None:
         message = f"Started container {container}"
-        self.kubelet.event(
+        self._kubelet(pod).event(
             pod, "Normal", "Started", message, field_path=field_path(container, init=init)
         )
 
@@ -82,7 +112,7 @@ class PodEvents:
         init: bool = False,
     ) -> None:
         """A container could not be created (CreateContainerConfigError and the like): `Failed`."""
-        self.kubelet.event(
+        self._kubelet(pod).event(
             pod,
             "Warning",
             "Failed",
@@ -93,7 +123,7 @@ class PodEvents:
     def back_off(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
         meta = pod.get("metadata") or {}
         who = f"{meta.get('name', '')}_{meta.get('namespace', '')}({meta.get('uid', '')})"
-        self.kubelet.event(
+        self._kubelet(pod).event(
             pod,
             "Warning",
             "BackOff",
@@ -106,15 +136,15 @@ class PodEvents:
     ) -> None:
         """`message` replaces the deletion's wording for other kills (a failed liveness probe's)."""
         text = message or f"Stopping container {container}"
-        self.kubelet.event(
+        self._kubelet(pod).event(
             pod, "Normal", "Killing", text, field_path=field_path(container, init=init)
         )
 
     def failed_mount(self, pod: Mapping[str, Any], message: str) -> None:
-        self.kubelet.event(pod, "Warning", "FailedMount", message)
+        self._kubelet(pod).event(pod, "Warning", "FailedMount", message)
 
     def evicted(self, pod: Mapping[str, Any], message: str) -> None:
-        self.kubelet.event(pod, "Warning", "Evicted", message)
+        self._kubelet(pod).event(pod, "Warning", "Evicted", message)
 
     def container_event(
         self,
@@ -128,4 +158,6 @@ class PodEvents:
     ) -> None:
         """An event about one container in the caller's words (probe results, env warnings)."""
         kind: EventType = "Warning" if etype == "Warning" else "Normal"
-        self.kubelet.event(pod, kind, reason, message, field_path=field_path(container, init=init))
+        self._kubelet(pod).event(
+            pod, kind, reason, message, field_path=field_path(container, init=init)
+        )

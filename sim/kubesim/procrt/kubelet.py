@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import errors
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import get_or_none
-from kubesim.controllers.kubelet import HOST_IP, POD_NETWORK, Kubelet, PodKey
+from kubesim.controllers.kubelet import POD_NETWORK, Kubelet, PodKey
 from kubesim.procrt import containerspec, hostsfiles, logs, missing_requirements, netns, volumefiles
 from kubesim.procrt.containers import BindMount, ContainerRun, RunSpec
 from kubesim.procrt.dns import DNSServer
@@ -189,7 +189,9 @@ class ProcessKubelet(Kubelet):
         pod = get_or_none(self._cluster, self._pods_rt, *worker.key)
         if pod is None or str(pod["metadata"].get("uid", "")) != worker.uid:
             return
-        status = render(pod, worker.record, HOST_IP, self._clock.timestamp, self._clock.now())
+        status = render(
+            pod, worker.record, self.host_ip(pod), self._clock.timestamp, self._clock.now()
+        )
         if status != pod.get("status"):
             try:
                 self._cluster.update(
@@ -267,8 +269,8 @@ class ProcessKubelet(Kubelet):
                 host_group=self._host_group,
                 lookup=self._volumes.lookup(worker.key[0]),
                 pod_ip=worker.record.pod_ip or "",
-                host_ip=HOST_IP,
-                node_name=self._settings.node_name,
+                host_ip=self.host_ip(pod),
+                node_name=str(pod["spec"].get("nodeName") or self._settings.node_name),
                 cluster_domain=self._settings.cluster_domain,
             )
             volumes_root = self.pod_dir(worker) / "volumes"

@@ -12,6 +12,8 @@ import socket
 import sys
 from pathlib import Path
 
+import pytest
+
 from kubesim.cli import settings_from_args
 
 
@@ -77,3 +79,23 @@ def test_sim_flags_become_settings() -> None:
     )
     settings = settings_from_args(args)
     assert (settings.fault_rate, settings.start_seconds, settings.ready_seconds) == (0.5, 0.0, 1.0)
+
+
+def test_node_flags_shape_the_cluster(tmp_path: Path) -> None:
+    def args(**flags: object) -> argparse.Namespace:
+        return argparse.Namespace(
+            **{"nodes": None, "node_allocatable": None, "cluster": None, **flags}
+        )
+
+    shapes = settings_from_args(
+        args(nodes=3, node_allocatable="cpu=16,nvidia.com/gpu=4")
+    ).node_shapes()
+    assert [s.name for s in shapes] == ["kubesim-1", "kubesim-2", "kubesim-3"]
+    assert shapes[0].allocatable == {"cpu": "16", "nvidia.com/gpu": "4", "pods": "110"}
+    assert settings_from_args(args()).node_shapes()[0].unlimited
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("nodes: [{name: big, allocatable: {cpu: '64'}}]\n")
+    assert [s.name for s in settings_from_args(args(cluster=str(cluster))).node_shapes()] == ["big"]
+    with pytest.raises(ValueError, match="--cluster describes every node"):
+        settings_from_args(args(cluster=str(cluster), nodes=2))

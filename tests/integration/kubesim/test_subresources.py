@@ -225,7 +225,12 @@ async def test_the_node_pods_are_bound_to_exists_and_is_ready(kube_api: ApiClien
     core = client.CoreV1Api(kube_api)
     created = await core.create_namespaced_pod("default", pod("p"))
     node = await core.read_node(created.spec.node_name)
-    assert [(c.type, c.status) for c in node.status.conditions] == [("Ready", "True")]
+    assert [(c.type, c.status) for c in node.status.conditions] == [
+        ("MemoryPressure", "False"),
+        ("DiskPressure", "False"),
+        ("PIDPressure", "False"),
+        ("Ready", "True"),
+    ]
 
 
 async def test_deprecated_versions_answer_with_a_warning(kube_api: ApiClient) -> None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.controllers import kubelet
+from kubesim import nodes
 from kubesim.downward import (
     NODE_ALLOCATABLE,
     DownwardAPIError,
@@ -366,7 +366,6 @@ def test_find_container_says_whether_it_is_an_app_container() -> None:
 
 
 def test_the_node_reports_the_allocatable_the_downward_api_falls_back_to() -> None:
-    assert kubelet.NODE_CAPACITY is NODE_ALLOCATABLE
-    status = kubelet.node_status("node-a", "2024-01-01T00:00:00Z")
-    assert status["allocatable"] == status["capacity"] == dict(NODE_ALLOCATABLE)
+    node = nodes.node_object(nodes.unlimited_node("node-a"), 0, "2024-01-01T00:00:00Z")
+    assert node["status"]["allocatable"] == node["status"]["capacity"] == dict(NODE_ALLOCATABLE)
     assert {"cpu", "memory", "ephemeral-storage"} <= NODE_ALLOCATABLE.keys()

@@ -1,0 +1,293 @@
+"""The default scheduler on a shaped cluster, on the fake clock: placement by requests, selectors,
+affinity, taints and cordon; an unschedulable pod's condition, event and message; its retry when
+capacity frees; deterministic spreading; and the default cluster binding every pod at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubesim import builtins
+from kubesim.app import KubeSim
+from kubesim.clock import FakeClock
+from kubesim.cluster import DeleteOptions
+from kubesim.controllers.scheduler import Scheduler
+from kubesim.nodes import NodeShape, Taint
+from kubesim.settings import SimSettings
+
+GPU = "nvidia.com/gpu"
+SHAPES = (
+    NodeShape(
+        "kubesim-1", {"cpu": "4", "memory": "8Gi", GPU: "2", "pods": "110"}, labels={"zone": "a"}
+    ),
+    NodeShape(
+        "kubesim-2", {"cpu": "4", "memory": "8Gi", GPU: "2", "pods": "110"}, labels={"zone": "b"}
+    ),
+    NodeShape(
+        "kubesim-3",
+        {"cpu": "4", "memory": "8Gi", "pods": "110"},
+        labels={"zone": "b"},
+        taints=(Taint("dedicated", "NoSchedule", "infra"),),
+    ),
+)
+
+
+@pytest.fixture
+def kubesim_settings(clock: FakeClock) -> SimSettings:
+    return SimSettings(clock=clock, nodes=SHAPES)
+
+
+def pod(name: str, requests: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": "example/main:1"}
+    if requests:
+        container["resources"] = {"requests": requests, "limits": requests}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [container], **spec},
+    }
+
+
+def create(sim: KubeSim, body: dict[str, Any]) -> None:
+    sim.cluster.create(builtins.PODS, "default", body)
+
+
+def get(sim: KubeSim, name: str) -> dict[str, Any]:
+    return sim.cluster.get(builtins.PODS, "default", name)
+
+
+def node_of(sim: KubeSim, name: str) -> str | None:
+    node = get(sim, name)["spec"].get("nodeName")
+    return None if node is None else str(node)
+
+
+def scheduled_condition(sim: KubeSim, name: str) -> dict[str, Any]:
+    conditions = get(sim, name)["status"].get("conditions") or []
+    return next(c for c in conditions if c["type"] == "PodScheduled")
+
+
+def events(sim: KubeSim, name: str, reason: str) -> list[dict[str, Any]]:
+    items = sim.cluster.list(builtins.EVENTS, "default")["items"]
+    return [e for e in items if e["involvedObject"]["name"] == name and e["reason"] == reason]
+
+
+def scheduler(sim: KubeSim) -> Scheduler:
+    assert sim.controllers.scheduler is not None
+    return sim.controllers.scheduler
+
+
+async def test_a_gpu_pod_waits_on_a_full_cluster_and_runs_once_a_gpu_frees(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    for name in ("a", "b", "c", "d"):
+        create(sim, pod(name, {GPU: "1"}))
+    await clock.settle()
+    assert sorted(node_of(sim, n) or "" for n in "abcd") == ["kubesim-1"] * 2 + ["kubesim-2"] * 2
+
+    create(sim, pod("late", {GPU: "1"}))
+    await clock.settle()
+    message = (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
+        "2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: "
+        "1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming "
+        "pod."
+    )
+    condition = scheduled_condition(sim, "late")
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False",
+        "Unschedulable",
+        message,
+    )
+    assert get(sim, "late")["status"]["phase"] == "Pending"
+    [failed] = events(sim, "late", "FailedScheduling")
+    assert (failed["type"], failed["message"], failed["reportingComponent"]) == (
+        "Warning",
+        message,
+        "default-scheduler",
+    )
+
+    # Retries on a change that cannot help (a new pod elsewhere) aggregate into the same event.
+    create(sim, pod("other-unschedulable", {GPU: "9"}))
+    await clock.settle()
+    assert ("default", "late") in scheduler(sim).unschedulable
+
+    freed = node_of(sim, "a")
+    sim.cluster.delete(builtins.PODS, "default", "a", options=DeleteOptions(grace_period_seconds=0))
+    await clock.advance(1.0)  # the back-off of one failed attempt
+    assert node_of(sim, "late") == freed
+    assert scheduled_condition(sim, "late")["status"] == "True"
+    [scheduled] = events(sim, "late", "Scheduled")
+    assert scheduled["message"] == f"Successfully assigned default/late to {freed}"
+    await clock.advance(2.0)
+    assert get(sim, "late")["status"]["phase"] == "Running"
+
+
+async def test_the_failed_scheduling_event_is_aggregated_and_back_off_grows(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    create(sim, pod("huge", {"cpu": "100"}))
+    await clock.settle()
+    for _ in range(4):
+        # A node change that could help: each one retries the pod after its back-off.
+        node = sim.cluster.get(builtins.NODES, None, "kubesim-1")
+        node["metadata"].setdefault("labels", {})["touched"] = str(clock.now())
+        sim.cluster.update(builtins.NODES, None, "kubesim-1", node)
+        await clock.advance(10.0)
+    [failed] = events(sim, "huge", "FailedScheduling")
+    assert failed["series"]["count"] == 5
+    assert scheduler(sim)._attempts[("default", "huge")][0] == 5
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"nodeSelector": {"zone": "a"}}, "kubesim-1"),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["kubesim-2"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            },
+            "kubesim-2",
+        ),
+        (
+            {
+                "nodeSelector": {"zone": "b"},
+                "tolerations": [
+                    {
+                        "key": "dedicated",
+                        "operator": "Equal",
+                        "value": "infra",
+                        "effect": "NoSchedule",
+                    }
+                ],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kubernetes.io/hostname",
+                                            "operator": "NotIn",
+                                            "values": ["kubesim-2"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+            },
+            "kubesim-3",
+        ),
+    ],
+    ids=["node-selector", "match-fields", "toleration-and-affinity"],
+)
+async def test_selectors_affinity_and_taints_decide_placement(
+    sim: KubeSim, clock: FakeClock, spec: dict[str, Any], expected: str
+) -> None:
+    create(sim, pod("p", {"cpu": "1"}, **spec))
+    await clock.settle()
+    assert node_of(sim, "p") == expected
+
+
+async def test_a_cordoned_node_takes_no_new_pods_until_uncordoned(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    for name in ("kubesim-1", "kubesim-2"):
+        node = sim.cluster.get(builtins.NODES, None, name)
+        node["spec"]["unschedulable"] = True
+        sim.cluster.update(builtins.NODES, None, name, node)
+    create(sim, pod("p", {"cpu": "1"}))
+    await clock.settle()
+    assert node_of(sim, "p") is None
+    assert scheduled_condition(sim, "p")["message"].startswith(
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
+        "2 node(s) were unschedulable."
+    )
+    node = sim.cluster.get(builtins.NODES, None, "kubesim-2")
+    node["spec"]["unschedulable"] = False
+    sim.cluster.update(builtins.NODES, None, "kubesim-2", node)
+    await clock.advance(1.0)
+    assert node_of(sim, "p") == "kubesim-2"
+
+
+async def test_least_allocated_spreads_pods_the_same_way_every_time(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    placements = []
+    for i in range(4):
+        create(sim, pod(f"p{i}", {"cpu": "1", "memory": "1Gi"}))
+        await clock.settle()
+        placements.append(node_of(sim, f"p{i}"))
+    # kubesim-3 is tainted; the two others take turns, the emptier first, ties by name.
+    assert placements == ["kubesim-1", "kubesim-2", "kubesim-1", "kubesim-2"]
+    usage = scheduler(sim).usage("kubesim-1")
+    assert usage is not None
+    assert (usage.pods, usage.requested["cpu"]) == (2, 2000)
+
+
+async def test_a_user_set_node_name_bypasses_the_scheduler(sim: KubeSim, clock: FakeClock) -> None:
+    create(sim, pod("pinned", {GPU: "1"}, nodeName="kubesim-3"))
+    create(sim, pod("nowhere", nodeName="no-such-node"))
+    await clock.advance(2.0)
+    assert get(sim, "pinned")["status"]["phase"] == "Running"
+    assert get(sim, "nowhere")["status"]["phase"] == "Pending"
+    assert events(sim, "pinned", "FailedScheduling") == []
+
+
+async def test_the_binding_subresource_binds_once(sim: KubeSim, clock: FakeClock) -> None:
+    create(sim, pod("other", schedulerName="my-scheduler"))
+    await clock.settle()
+    assert node_of(sim, "other") is None  # another scheduler's pod: left alone
+    sim.cluster.bind(builtins.PODS, "default", "other", "kubesim-2")
+    assert node_of(sim, "other") == "kubesim-2"
+    with pytest.raises(Exception, match='already assigned to node "kubesim-2"'):
+        sim.cluster.bind(builtins.PODS, "default", "other", "kubesim-1")
+
+
+class TestDefaultCluster:
+    @pytest.fixture
+    def kubesim_settings(self, clock: FakeClock) -> SimSettings:
+        return SimSettings(clock=clock)
+
+    async def test_every_pod_is_bound_as_it_is_created(
+        self, sim: KubeSim, clock: FakeClock
+    ) -> None:
+        for i in range(20):
+            create(sim, pod(f"p{i}", {GPU: "8", "cpu": "64"}))
+            assert node_of(sim, f"p{i}") == "kubesim-node"
+        assert scheduler(sim).unschedulable == {}
+
+    async def test_a_pod_that_fails_a_filter_there_is_left_to_the_scheduler(
+        self, sim: KubeSim, clock: FakeClock
+    ) -> None:
+        create(sim, pod("picky", nodeSelector={"zone": "z"}))
+        await clock.settle()
+        assert node_of(sim, "picky") is None
+        assert scheduled_condition(sim, "picky")["message"] == (
+            "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. "
+            "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        )
+        node = sim.cluster.get(builtins.NODES, None, "kubesim-node")
+        node["metadata"]["labels"]["zone"] = "z"
+        sim.cluster.update(builtins.NODES, None, "kubesim-node", node)
+        await clock.advance(1.0)
+        assert node_of(sim, "picky") == "kubesim-node"
