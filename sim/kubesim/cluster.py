@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 
 from kubesim import admission, builtins, errors, patch, selectors
+from kubesim.admission import priority
 from kubesim.registry import Registry, ResourceType, StorageKey, set_path
 from kubesim.settings import SimSettings
 from kubesim.store import Change, EventType, Store, WatchBatch, WatchEvent, clone, flatten, watch_batches
@@ -296,6 +297,7 @@ class Cluster:
         if builtins.is_type(rt, builtins.CRDS) and (problems := builtins.crd_problems(obj)):
             raise errors.invalid(rt.kind, rt.group, name, problems)
         builtins.prepare_create(rt, obj, node_name=self.settings.node_name, now=now)
+        self._admit_priority(rt, obj, None)
         obj, warnings = self._admit("CREATE", rt, obj, None, opts, None, decoded=decoded)
         if not opts.dry_run:
             self._commit("ADDED", rt, obj, None)
@@ -616,6 +618,26 @@ class Cluster:
         admitted["apiVersion"], admitted["kind"] = obj["apiVersion"], obj["kind"]
         return admitted, list(result.warnings)
 
+    def _admit_priority(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """The Priority admission plugin (`kubesim.admission.priority`) on pods and PriorityClasses."""
+        is_pod = builtins.is_type(rt, builtins.PODS)
+        if not is_pod and not builtins.is_type(rt, builtins.PRIORITY_CLASSES):
+            return
+        classes = self.store.objects(builtins.PRIORITY_CLASSES.storage_key, None)
+        spec = obj.get("spec")
+        try:
+            if not is_pod:
+                priority.check_global_default(obj, classes, create=old is None)
+            elif not isinstance(spec, dict):
+                return
+            elif old is None:
+                priority.admit_pod_create(spec, {pc["metadata"]["name"]: pc for pc in classes})
+            else:
+                priority.admit_pod_update(spec, old.get("spec") or {})
+        except priority.PriorityRefusal as refusal:
+            name = str(obj["metadata"].get("name") or "")
+            raise errors.forbidden(rt.plural, rt.group, name, str(refusal)) from refusal
+
     def _write_update(
         self,
         rt: ResourceType,
@@ -649,6 +671,8 @@ class Cluster:
                 raise errors.field_invalid(
                     rt.kind, rt.group, name, "metadata.finalizers", why, reason="FieldValueForbidden"
                 )
+        if subresource is None:
+            self._admit_priority(rt, merged, current)
         merged, warnings = self._admit(
             "UPDATE", rt, merged, self._relabel(rt, current), opts, subresource, decoded=decoded
         )
