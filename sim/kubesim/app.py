@@ -23,6 +23,7 @@ from kubesim.clock import Clock, FakeClock
 from kubesim.cluster import Cluster, EventType
 from kubesim.control import Control
 from kubesim.controllers import Controller, Watching
+from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.kubelet import Kubelet
@@ -48,6 +49,7 @@ class Controllers:
     jobs: JobController | None = None
     gc: GarbageCollector | None = None
     namespaces: NamespaceController | None = None
+    disruption: DisruptionController | None = None
 
 
 def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
@@ -67,7 +69,8 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     jobs = JobController(cluster, settings, clock)
     gc = GarbageCollector(cluster, clock)
     namespaces = NamespaceController(cluster, clock)
-    watching: list[Watching] = [volumes, kubelet, jobs, gc, namespaces]
+    disruption = DisruptionController(cluster, clock)
+    watching: list[Watching] = [volumes, kubelet, jobs, gc, namespaces, disruption]
 
     def fan_out(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         # One listener for all, called with the stored objects (read only).
@@ -79,7 +82,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
 
     cluster.add_listener(fan_out)
     return Controllers(
-        all=[kubelet, volumes, jobs, gc, namespaces],
+        all=[kubelet, volumes, jobs, gc, namespaces, disruption],
         routes=[*volumes.routes(), *kubelet.routes()],
         clock=clock,
         kubelet=kubelet,
@@ -87,6 +90,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         jobs=jobs,
         gc=gc,
         namespaces=namespaces,
+        disruption=disruption,
     )
 
 

@@ -212,7 +212,9 @@ class ApiHandler:
         if verb == "create":
             body = await self._json_body(request)
             if sub == "eviction" and "eviction" in rt.subresources:
-                return json_response(self.cluster.evict(rt, ns, info.name, body), 201, warnings=warnings)
+                dry_run = self._write_options(request).dry_run
+                answer, code = self.cluster.evict(rt, ns, info.name, body, dry_run=dry_run)
+                return json_response(answer, code, warnings=warnings)
             if sub is not None or info.name:
                 raise errors.method_not_allowed(f"the server does not allow this method on {info.resource}")
             written = self.cluster.create(rt, ns, body, opts=self._write_options(request), owned=True)
