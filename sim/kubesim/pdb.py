@@ -147,7 +147,10 @@ def budget_status(
 
 def _too_many_requests(cause: str) -> errors.StatusError:
     return errors.StatusError(
-        429, "TooManyRequests", BUDGET_VIOLATION, causes=[{"reason": "DisruptionBudget", "message": cause}]
+        429,
+        "TooManyRequests",
+        BUDGET_VIOLATION,
+        causes=[{"reason": "DisruptionBudget", "message": cause}],
     )
 
 
@@ -161,7 +164,10 @@ def check_and_decrement(pdb: Mapping[str, Any], pod_name: str, now: datetime) ->
     if allowed < 0:
         raise errors.forbidden("poddisruptionbudget", "policy", name, "pdb disruptions allowed is negative")
     if allowed == 0:
-        desired, healthy = int(status.get("desiredHealthy") or 0), int(status.get("currentHealthy") or 0)
+        desired, healthy = (
+            int(status.get("desiredHealthy") or 0),
+            int(status.get("currentHealthy") or 0),
+        )
         raise _too_many_requests(
             f"The disruption budget {name} needs {desired} healthy pods and has {healthy} currently"
         )

@@ -38,7 +38,10 @@ async def settle(sim: KubeSim, seconds: float = 0.0) -> None:
 def create_pod(sim: KubeSim, name: str, labels: dict[str, str], **meta: Any) -> None:
     body = {
         "metadata": {"name": name, "labels": labels, **meta},
-        "spec": {"terminationGracePeriodSeconds": 5, "containers": [{"name": "main", "image": "busybox"}]},
+        "spec": {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "main", "image": "busybox"}],
+        },
     }
     sim.cluster.create(rt(sim, "v1", "Pod"), "default", body)
 
@@ -74,7 +77,11 @@ def allowed_condition(status: dict[str, Any]) -> tuple[str, str]:
 
 
 async def evict(http: aiohttp.ClientSession, name: str, query: str = "") -> tuple[int, dict[str, Any]]:
-    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}}
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": "default"},
+    }
     async with http.post(f"/api/v1/namespaces/default/pods/{name}/eviction{query}", json=body) as response:
         answer: dict[str, Any] = await response.json()
         return response.status, answer
@@ -110,7 +117,10 @@ async def test_the_status_follows_pods_becoming_ready_and_going(sim: KubeSim) ->
 
 async def test_percentages_and_max_unavailable_count_the_controllers_scale(sim: KubeSim) -> None:
     deployments = rt(sim, "apps/v1", "Deployment")
-    template = {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "m", "image": "b"}]}}
+    template = {
+        "metadata": {"labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "m", "image": "b"}]},
+    }
     spec = {"replicas": 4, "selector": {"matchLabels": {"app": "a"}}, "template": template}
     deployment = sim.cluster.create(deployments, "default", {"metadata": {"name": "d"}, "spec": spec}).object
     owner = {
@@ -210,7 +220,9 @@ async def test_a_dry_run_eviction_changes_nothing(sim: KubeSim, sim_http: aiohtt
     assert budget_status(sim, "budget") == before
 
 
-async def test_an_unreleased_disruption_stops_counting_after_the_deletion_timeout(sim: KubeSim) -> None:
+async def test_an_unreleased_disruption_stops_counting_after_the_deletion_timeout(
+    sim: KubeSim,
+) -> None:
     await three_ready_pods_and_budget(sim, minAvailable=1)
     budgets = rt(sim, "policy/v1", "PodDisruptionBudget")
     current = sim.cluster.get(budgets, "default", "budget")

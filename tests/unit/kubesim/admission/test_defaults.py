@@ -25,7 +25,10 @@ def _added(key: str) -> dict[str, Any]:
         ([{"operator": "Exists"}], []),  # tolerates every taint
         ([{"operator": "Exists", "effect": "NoExecute"}], []),
         # A toleration of the key with another effect does not cover NoExecute.
-        ([{"key": NOT_READY, "operator": "Exists", "effect": "NoSchedule"}], [NOT_READY, UNREACHABLE]),
+        (
+            [{"key": NOT_READY, "operator": "Exists", "effect": "NoSchedule"}],
+            [NOT_READY, UNREACHABLE],
+        ),
         ([{"operator": "Exists", "effect": "NoSchedule"}], [NOT_READY, UNREACHABLE]),
         ([{"key": "gpu", "operator": "Exists"}], [NOT_READY, UNREACHABLE]),
     ],

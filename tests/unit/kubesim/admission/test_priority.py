@@ -39,7 +39,11 @@ LOWER_DEFAULT = _pc("lower", 5, default=True, policy="PreemptLowerPriority")
         (
             {"priorityClassName": "high"},
             _classes(SYSTEM, HIGH),
-            {"priorityClassName": "high", "priority": 1000, "preemptionPolicy": "PreemptLowerPriority"},
+            {
+                "priorityClassName": "high",
+                "priority": 1000,
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
         ),
         (
             {"priorityClassName": "system-node-critical"},
@@ -60,13 +64,25 @@ LOWER_DEFAULT = _pc("lower", 5, default=True, policy="PreemptLowerPriority")
         (
             {},
             _classes(BATCH, LOWER_DEFAULT),
-            {"priorityClassName": "lower", "priority": 5, "preemptionPolicy": "PreemptLowerPriority"},
+            {
+                "priorityClassName": "lower",
+                "priority": 5,
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
         ),
         # A value or policy equal to the computed one is accepted.
         (
-            {"priorityClassName": "high", "priority": 1000, "preemptionPolicy": "PreemptLowerPriority"},
+            {
+                "priorityClassName": "high",
+                "priority": 1000,
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
             _classes(HIGH),
-            {"priorityClassName": "high", "priority": 1000, "preemptionPolicy": "PreemptLowerPriority"},
+            {
+                "priorityClassName": "high",
+                "priority": 1000,
+                "preemptionPolicy": "PreemptLowerPriority",
+            },
         ),
     ],
 )
@@ -80,7 +96,11 @@ def test_a_new_pod_gets_its_class_priority(
 @pytest.mark.parametrize(
     ("spec", "classes", "message"),
     [
-        ({"priorityClassName": "nope"}, _classes(HIGH), "no PriorityClass with name nope was found"),
+        (
+            {"priorityClassName": "nope"},
+            _classes(HIGH),
+            "no PriorityClass with name nope was found",
+        ),
         (
             {"priority": 7},
             _classes(HIGH),
