@@ -31,14 +31,14 @@ import psutil  # type: ignore[import-untyped]  # psutil ships no stubs
 
 from mpi_operator import desired
 from mpi_operator.api.normalize import normalize
-from mpi_operator.controller.handlers import OWNED_SELECTOR
 from mpi_operator.desired.secret import generate_ssh_keys
+from mpi_operator.runtime.handlers import OWNED_SELECTOR
 from mpi_operator.settings import Settings
 
 NS = "default"
 MPIJOBS = f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs"
 WATCHED = {
-    # The operator's informers (mpi_operator.controller.handlers.watches): path, label selector.
+    # The operator's informers (mpi_operator.runtime.handlers.watches): path, label selector.
     "mpijobs": (MPIJOBS, ""),
     "pods": (f"/api/v1/namespaces/{NS}/pods", OWNED_SELECTOR),
     "jobs": (f"/apis/batch/v1/namespaces/{NS}/jobs", ""),

@@ -14,8 +14,8 @@ from hypothesis import settings
 
 import operator_testing
 from kubesim.app import KubeSim
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 pytest_plugins = ["kubesim.testing", "task_leaks", "request_audit", "secret_audit"]
 

@@ -22,12 +22,12 @@ from typing import Any
 import yaml
 
 from kubesim.app import KubeSim
-from mpi_operator.controller import manager
-from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
-from mpi_operator.controller.types import utc_now
 from mpi_operator.flowcontrol import Clock
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
+from mpi_operator.reconcile.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+from mpi_operator.runtime import manager
+from mpi_operator.runtime.types import utc_now
 from mpi_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

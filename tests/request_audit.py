@@ -39,11 +39,12 @@ def as_request(fields: Mapping[str, object], named: Iterable[tuple[str, str]]) -
 
 OPERATOR_TIERS = ("tests/integration/reconcile/", "tests/integration/elastic/")
 """Tests that run the operator in process: if any passed, the operator sent requests."""
-NOT_THE_OPERATOR = ("tests/integration/runtime/",)
-"""Tests whose `mpi-operator/` requests are not the operator's: the runtime tier drives the generic
-client, informers, event recorder and leader elector directly, with the default user agent (which its
-client tests check), and chooses what they send (ConfigMap CRUD, CRDs, namespaces, a Lease patch). The
-operator's own use of those parts runs in the reconcile, elastic and e2e tiers."""
+NOT_THE_OPERATOR = ("tests/integration/runtime/", "tests/integration/kube/", "tests/integration/cache/")
+"""Tests whose `mpi-operator/` requests are not the operator's: the runtime, kube and cache tiers
+drive the generic client, informers, event recorder and leader elector directly, with the default
+user agent (which the client tests check), and choose what they send (ConfigMap CRUD, CRDs,
+namespaces, a Lease patch). The operator's own use of those parts runs in the reconcile, elastic and
+e2e tiers."""
 
 
 class RequestAudit:

@@ -12,8 +12,8 @@ counts violations as they happen:
   worker is not live.
 - `terminal_reverted`: a job's Succeeded condition, or its Failed condition with a completionTime, was
   True and later is not. A Failed=True without completionTime (an evicted worker of a static job) is not
-  final, by design and as upstream: the launcher's outcome still wins (tests/unit/reconcile/
-  test_status_conditions.py::test_evicted_workers).
+  final, by design and as upstream: the launcher's outcome still wins
+  (tests/unit/test_status_conditions.py::test_evicted_workers).
 - `children_after_deletion`: an object owned by an MPIJob was created more than `grace` seconds after that
   job (that UID) was deleted, or after the leader could have seen it when its MPIJob informer was
   waiting to retry a failed LIST/WATCH at that moment (`known_at`). Creates already in flight may land

@@ -1,7 +1,7 @@
 """What a chaos driver does to a cluster as a user would (scales through each path, suspends), the
 operator requests it may fail, and the retry that lets the driver's own writes ride out a fault.
 
-Shared by `tests/integration/elastic/ela_chaos_driver.py` and `bench/chaos.py`; the order of every tuple
+Shared by `tests/integration/elastic/chaos_driver.py` and `bench/chaos.py`; the order of every tuple
 is part of a seed's schedule (the drivers draw from them with `random.Random`), so append, never reorder.
 """
 

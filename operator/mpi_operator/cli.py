@@ -120,12 +120,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from mpi_operator.controller import logging as oplog
-    from mpi_operator.controller import manager
-    from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
-    from mpi_operator.controller.server import parse_address
-    from mpi_operator.controller.tuning import tune_memory
-    from mpi_operator.controller.types import FatalError
+    from mpi_operator.reconcile.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+    from mpi_operator.runtime import logging as oplog
+    from mpi_operator.runtime import manager
+    from mpi_operator.runtime.server import parse_address
+    from mpi_operator.runtime.tuning import tune_memory
+    from mpi_operator.runtime.types import FatalError
 
     try:  # checked before any logging or connection, as argparse checks the rest
         settings = run_settings(args)

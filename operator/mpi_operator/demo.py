@@ -29,13 +29,13 @@ from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from mpi_operator.api import constants as c
 from mpi_operator.api import crd
-from mpi_operator.controller.manager import Manager
-from mpi_operator.controller.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
-from mpi_operator.controller.types import FatalError
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.kube.errors import KubeError, NotFound
 from mpi_operator.objects import is_pod_ready
+from mpi_operator.reconcile.reconciler import WATCH_SELECTORS, mpijob_reconciler_factory
+from mpi_operator.runtime.manager import Manager
+from mpi_operator.runtime.types import FatalError
 from mpi_operator.settings import Settings
 
 EXAMPLE = package_files.files("mpi_operator") / "data" / "tensorflow2-mnist-elastic.yaml"

@@ -20,9 +20,9 @@ from kubesim.admission.schema import builtin_schema
 from kubesim.app import KubeSim
 from kubesim.control import RecordedRequest
 from kubesim.testing import Kubectl, eventually
-from mpi_operator.controller import manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime import manager
 from mpi_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

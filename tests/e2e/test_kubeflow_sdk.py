@@ -20,7 +20,7 @@ import pytest
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
+from mpi_operator.runtime.manager import Manager
 
 training = pytest.importorskip("kubeflow.training")
 k8s = pytest.importorskip("kubernetes.client")

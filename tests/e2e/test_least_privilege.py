@@ -33,8 +33,8 @@ import operator_testing
 import rbac_audit
 import request_audit
 import secret_scan
-from integration.elastic.ela_harness import elastic_job, worker_pods
-from integration.reconcile.rc_harness import get_job, mpijob, wait_condition
+from integration.elastic.harness import elastic_job, worker_pods
+from integration.reconcile.harness import get_job, mpijob, wait_condition
 from kubesim.app import KubeSim
 from kubesim.control import RecordedRequest
 from kubesim.settings import SimSettings

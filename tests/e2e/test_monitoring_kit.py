@@ -24,11 +24,11 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from integration.reconcile.rc_harness import NS, mpijob, wait_condition
+from integration.reconcile.harness import NS, mpijob, wait_condition
 from kubesim.testing import eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 from .install_checks import ROOT, Obj, find, load_all, one
 

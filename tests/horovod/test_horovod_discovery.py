@@ -31,7 +31,7 @@ from hvd_cache import cache_dir
 from mpi_discovery import hostfile
 from mpi_operator.desired import config
 from mpi_operator.elastic import worker_host
-from unit.elastic.elastic_cluster import ElasticCluster, elastic_job
+from unit.elastic.cluster import ElasticCluster, elastic_job
 
 REPO = Path(__file__).resolve().parents[2]
 FETCH = REPO / "scripts" / "fetch_horovod.sh"

@@ -36,7 +36,7 @@ import pytest_asyncio
 import yaml
 from chaoslib.invariants import is_ready
 
-from integration.elastic.ela_harness import (
+from integration.elastic.harness import (
     JOB_LABEL,
     ROLE_LABEL,
     elastic_job,
@@ -45,16 +45,16 @@ from integration.elastic.ela_harness import (
     mounted_hosts,
     worker_pods,
 )
-from integration.reconcile.rc_harness import NS, wait_condition
+from integration.reconcile.harness import NS, wait_condition
 from kubesim.app import KubeSim
 from kubesim.cluster import EventType
 from kubesim.controllers import resource_type
 from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl, eventually
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

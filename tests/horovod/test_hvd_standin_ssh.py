@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from integration.reconcile.rc_harness import NS
+from integration.reconcile.harness import NS
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
 from kubesim.testing import eventually

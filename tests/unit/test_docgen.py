@@ -1,7 +1,7 @@
 """The generated and the code-derived docs stay in step with the code.
 
 `docs/api-reference.md` must equal `docgen.api_reference()` (regenerate with the command in its header);
-`docs/metrics-and-events.md` must list every metric (name, type, labels) of `controller.metrics.Metrics`
+`docs/metrics-and-events.md` must list every metric (name, type, labels) of `runtime.metrics.Metrics`
 and every Event / condition reason constant of the modules that record them, and nothing else.
 """
 
@@ -20,8 +20,8 @@ from mpi_operator import elastic, reasons
 from mpi_operator.api import docgen
 from mpi_operator.api.legacy import LEGACY_SPEC_KEYS
 from mpi_operator.api.models import MPIJob
-from mpi_operator.controller import reconciler
-from mpi_operator.controller.metrics import Metrics
+from mpi_operator.reconcile import reconciler
+from mpi_operator.runtime.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 API_REFERENCE = ROOT / "docs" / "api-reference.md"

@@ -1,5 +1,6 @@
 """Guards the source-root layout: `operator/` must never become a package (docs/architecture.md)."""
 
+import ast
 import operator
 import sys
 from pathlib import Path
@@ -40,3 +41,15 @@ def test_test_folders_are_packages_so_test_names_mirror_the_source() -> None:
     )
     assert missing == []
     assert not (tests / "horovod" / "__init__.py").exists()
+
+
+def test_module_docstrings_say_what_a_module_owns_in_at_most_12_lines() -> None:
+    """Figures and incident stories belong in bench/REPORT.md, docs/architecture.md's decisions or a
+    commit message, not in the header a newcomer reads first."""
+    too_long = {}
+    for root in ("operator", "discovery", "sim"):
+        for path in sorted((ROOT / root).rglob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+            if doc is not None and len(doc.splitlines()) > 12:
+                too_long[str(path.relative_to(ROOT))] = len(doc.splitlines())
+    assert too_long == {}

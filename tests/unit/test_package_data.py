@@ -64,7 +64,7 @@ from mpi_operator import cli
 code = cli.main(["run", "--kubeconfig", "/nonexistent/kubeconfig", "--no-leader-elect",
                  "--metrics-address", "127.0.0.1:0"])
 assert code == 1, code
-assert "mpi_operator.controller.manager" in sys.modules
+assert "mpi_operator.runtime.manager" in sys.modules
 """
     result = run_python(script)
     assert result.returncode == 0, result.stderr

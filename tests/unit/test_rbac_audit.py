@@ -215,7 +215,7 @@ def test_the_plugin_reports_a_denied_request_with_the_test_that_sent_it() -> Non
             recorded("delete", "secrets", user_agent="rc-test"),  # a test's own client: not audited
         ):
             audit.observe(None, request)  # type: ignore[arg-type]
-        audit.current = "tests/integration/runtime/test_rt_kube_client.py::test_crud"
+        audit.current = "tests/integration/kube/test_client.py::test_crud"
         audit.observe(None, recorded("delete", "services", name="s"))  # type: ignore[arg-type]
         audit.run(check_unused=False)
         assert audit.problem is None

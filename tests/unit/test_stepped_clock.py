@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from mpi_operator.controller.types import utc_now
+from mpi_operator.runtime.types import utc_now
 from operator_testing import SteppedClock
 
 CEILING = 10.0

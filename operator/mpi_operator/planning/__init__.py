@@ -4,7 +4,7 @@
 `observed` what the stores hold for a job (and what they will hold after a plan), `window` which
 missing workers one sync creates, `owned` which fields
 of each child are ours to compare and rewrite, `limits` which of a plan's objects the API would refuse
-for their size. No I/O here: the controller's applier sends the actions.
+for their size. No I/O here: `reconcile.applier` sends the actions.
 """
 
 from mpi_operator.planning.actions import (

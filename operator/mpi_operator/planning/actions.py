@@ -1,6 +1,6 @@
 """The vocabulary of a plan: typed write actions on one job's children, their phases, and the Plan.
 
-Every write of a sync is an action here, and the one `controller.applier.Applier` sends them; actions
+Every write of a sync is an action here, and the one `reconcile.applier.Applier` sends them; actions
 say *what* to send, never how. Objects inside actions may hold Secret data, so no action shows its
 object in a repr or in `describe()`; log `describe()`.
 """

@@ -21,7 +21,7 @@ from mpi_operator.planning.observed import Observed
 WORKER_WINDOW: Final = 32
 """The most worker pods one sync creates: the applier's largest slow-start batch. A window takes six
 round trips (batches of 1, 2, 4, 8, 16, then the last one), and a job waiting for a reconcile worker
-behind a big job waits for one window (tests/integration/reconcile/test_rc_fair.py measures it)."""
+behind a big job waits for one window (tests/integration/reconcile/test_fair.py measures it)."""
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
-"""Container probes of the process runtime: the specs, and the kubelet's prober for one container.
+"""Container probes of the process runtime: the specs and their success rules.
 
 The process runtime's kubelet probes the real programs of a pod the way the kubelet does
 (pkg/probe, pkg/kubelet/prober): the same defaults, the same success rules and thresholds, the same
-messages, so events and `kubectl describe` read as on a real node. This module parses the specs and runs
-them on the kubelet's schedule (`ContainerProber`); prober.py makes one attempt, through a `Transport`
-that creates its sockets inside the runtime's bridge namespace, so a probe reaches pod IPs and never the
-machine's own network.
+messages, so events and `kubectl describe` read as on a real node. This module parses the specs;
+probeworker.py runs them on the kubelet's schedule (`ContainerProber`); prober.py makes one attempt,
+through a `Transport` that creates its sockets inside the runtime's bridge namespace, so a probe
+reaches pod IPs and never the machine's own network.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The elastic tier: the reconcile tier's fast kubesim with a volume sync that never comes within a test
-(`ela_harness.VOLUME_SYNC_SECONDS`), so a launcher's mounted `discover_hosts.sh` that changes proves the
+(`harness.VOLUME_SYNC_SECONDS`), so a launcher's mounted `discover_hosts.sh` that changes proves the
 operator's launcher touch; and the operator on a `SteppedClock` (`clock`), so scale-in graces,
 replacement pacing and below-minReplicas timeouts pass when a test moves the clock past them."""
 
@@ -11,10 +11,10 @@ import pytest_asyncio
 import operator_testing
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
-from mpi_operator.controller.manager import Manager
 from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
 
-from .ela_harness import VOLUME_SYNC_SECONDS
+from .harness import VOLUME_SYNC_SECONDS
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
-"""Fixtures shared by the controller-runtime integration tests (`test_rt_*.py` here): kubesim without its
-controllers, the tests' own client (`kube`, overridden where a file needs other retry or rate settings),
-`install_mpijob_crd`, and the fake time the runtime runs on (`fake_clock`, `fake_wall`).
+"""Fixtures shared by the integration tests of runtime/, kube/ and cache/ (their conftest.py import
+these): kubesim without its controllers, the tests' own client (`kube`, overridden where a file
+needs other retry or rate settings), `install_mpijob_crd`, and the fake time the runtime runs on
+(`fake_clock`, `fake_wall`).
 
 The runtime runs on a `FakeClock` (`fake_clock`): leases, retry periods, backoffs, requeues, rate limits
 and grace periods pass only when a test moves that clock, so what the tests assert about time is exact

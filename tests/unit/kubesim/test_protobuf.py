@@ -1,6 +1,6 @@
 """kubesim.protobuf on bodies encoded here by hand, field by field, the way Go's generated marshallers
 write them (every non-pointer field, empty or not). The real-kubectl check is
-tests/e2e/test_sim_kubectl_create.py; this covers the refusals and the round trip of arbitrary data."""
+tests/e2e/test_kubectl_create_typed.py; this covers the refusals and the round trip of arbitrary data."""
 
 from __future__ import annotations
 

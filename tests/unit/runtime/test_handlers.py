@@ -1,0 +1,232 @@
+"""Event -> MPIJob key mapping (runtime.handlers): direct children, launcher pods through their Job,
+foreign and stale owners ignored, every informer event kind enqueued with a plain add; and the watch
+table (which informers, which selectors)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mpi_operator.cache.store import Store
+from mpi_operator.runtime import handlers
+
+JOB_UID = "uid-job"
+BATCH_UID = "uid-launcher"
+
+
+def mpijob(name: str = "pi", namespace: str = "ns", uid: str = JOB_UID) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "1"},
+    }
+
+
+def ref(
+    kind: str, api_version: str, name: str, uid: str, *, controller: bool | None = True
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "name": name, "uid": uid}
+    if controller is not None:
+        out["controller"] = controller
+    return out
+
+
+def child(kind: str, name: str, *refs: dict[str, Any], namespace: str = "ns") -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "apiVersion": "batch/v1" if kind == "Job" else "v1",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "ownerReferences": list(refs),
+            "resourceVersion": "7",
+        },
+    }
+
+
+MPI_REF = ref("MPIJob", "kubeflow.org/v2beta1", "pi", JOB_UID)
+LAUNCHER_JOB = child("Job", "pi-launcher", MPI_REF)
+LAUNCHER_JOB["metadata"]["uid"] = BATCH_UID
+BATCH_REF = ref("Job", "batch/v1", "pi-launcher", BATCH_UID)
+
+
+@pytest.fixture
+def stores() -> tuple[Store, Store]:
+    mpijobs, jobs = Store(), Store()
+    mpijobs.upsert(mpijob())
+    jobs.upsert(LAUNCHER_JOB)
+    plain = child("Job", "plain")  # a Job no MPIJob controls
+    plain["metadata"]["uid"] = "u5"
+    jobs.upsert(plain)
+    return mpijobs, jobs
+
+
+CASES = [
+    ("worker-pod", child("Pod", "pi-worker-0", MPI_REF), "ns/pi"),
+    ("service", child("Service", "pi", MPI_REF), "ns/pi"),
+    ("configmap", child("ConfigMap", "pi-config", MPI_REF), "ns/pi"),
+    ("secret", child("Secret", "pi-ssh", MPI_REF), "ns/pi"),
+    ("podgroup", child("PodGroup", "pi", MPI_REF), "ns/pi"),
+    ("launcher-job", LAUNCHER_JOB, "ns/pi"),
+    ("launcher-pod-via-job", child("Pod", "pi-launcher-x7", BATCH_REF), "ns/pi"),
+    ("legacy-v1-owner", child("Pod", "p", ref("MPIJob", "kubeflow.org/v1", "pi", JOB_UID)), "ns/pi"),
+    (
+        "controller-among-several-refs",
+        child("Pod", "p", ref("ConfigMap", "v1", "x", "u1", controller=None), MPI_REF),
+        "ns/pi",
+    ),
+    ("no-owner", child("Pod", "lonely"), None),
+    (
+        "owner-not-controller",
+        child("Pod", "p", ref("MPIJob", "kubeflow.org/v2beta1", "pi", JOB_UID, controller=False)),
+        None,
+    ),
+    ("foreign-kind", child("Pod", "p", ref("ReplicaSet", "apps/v1", "rs", "u2")), None),
+    ("mpijob-of-other-group", child("Pod", "p", ref("MPIJob", "example.com/v1", "pi", JOB_UID)), None),
+    ("stale-uid", child("Pod", "p", ref("MPIJob", "kubeflow.org/v2beta1", "pi", "old-uid")), None),
+    ("owner-not-cached", child("Pod", "p", ref("MPIJob", "kubeflow.org/v2beta1", "gone", "u3")), None),
+    ("other-namespace", child("Pod", "p", MPI_REF, namespace="elsewhere"), None),
+    ("pod-of-unknown-job", child("Pod", "p", ref("Job", "batch/v1", "cron-123", "u4")), None),
+    ("pod-of-stale-job", child("Pod", "p", ref("Job", "batch/v1", "pi-launcher", "old")), None),
+    ("pod-of-foreign-job", child("Pod", "p", ref("Job", "batch/v1", "plain", "u5")), None),
+]
+
+
+@pytest.mark.parametrize(("obj", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_owner_key(stores: tuple[Store, Store], obj: dict[str, Any], expected: str | None) -> None:
+    mpijobs, jobs = stores
+    assert handlers.owner_key(obj, mpijobs=mpijobs, jobs=jobs) == expected
+
+
+def test_mpijob_events_map_to_own_key_on_add_update_and_delete(stores: tuple[Store, Store]) -> None:
+    mpijobs, jobs = stores
+    added: list[str] = []
+    h = handlers.EventHandlers(added.append, mpijobs=mpijobs, jobs=jobs)
+    job = mpijob("other", "ns2", "uid-2")  # not even cached: MPIJob events never need a lookup
+    h.on_mpijob(job)
+    h.on_mpijob_update(job, job)
+    h.on_mpijob(job)
+    assert added == ["ns2/other"] * 3
+
+
+def test_child_update_enqueues_old_and_new_owner_once_each(stores: tuple[Store, Store]) -> None:
+    mpijobs, jobs = stores
+    mpijobs.upsert(mpijob("b", uid="uid-b"))
+    added: list[str] = []
+    h = handlers.EventHandlers(added.append, mpijobs=mpijobs, jobs=jobs)
+    old = child("Pod", "p", MPI_REF)
+    new = child("Pod", "p", ref("MPIJob", "kubeflow.org/v2beta1", "b", "uid-b"))
+    h.on_child_update(old, new)
+    assert added == ["ns/b", "ns/pi"]
+    added.clear()
+    h.on_child_update(old, old)
+    assert added == ["ns/pi"]
+    added.clear()
+    h.on_child(child("Pod", "lonely"))
+    h.on_child_update(child("Pod", "lonely"), child("Pod", "lonely"))
+    assert added == []
+
+
+def test_a_deleted_incarnations_child_going_enqueues_the_job_now_of_that_name(
+    stores: tuple[Store, Store],
+) -> None:
+    """Deleted and re-created under the same name: the old incarnation's leftover pod blocked the new
+    one's worker of that name (ErrResourceExists, retried with a backoff grown to minutes under
+    chaos); its deletion is the event that unblocks the new incarnation. Found by bench/chaos.py: 10 of
+    50 jobs re-created during the run never started."""
+    mpijobs, jobs = stores
+    added: list[str] = []
+    h = handlers.EventHandlers(lambda key, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs)
+    old_ref = ref("MPIJob", "kubeflow.org/v2beta1", "pi", "uid-before")
+    leftover = child("Pod", "pi-worker-0", old_ref)
+    h.on_child(leftover)  # its add and updates still belong to nobody
+    h.on_pod_update(leftover, leftover)
+    assert added == []
+    h.on_pod_delete(leftover)
+    h.on_child_delete(child("ConfigMap", "pi-config", old_ref))
+    assert added == ["ns/pi", "ns/pi"]
+    added.clear()
+    gone = ref("MPIJob", "kubeflow.org/v2beta1", "never-recreated", "uid-x")
+    h.on_pod_delete(child("Pod", "never-recreated-worker-0", gone))
+    h.on_child_delete(child("Service", "svc", ref("Deployment", "apps/v1", "pi", "uid-d")))
+    assert added == []
+    assert handlers.successor_key(child("Pod", "p", MPI_REF), mpijobs=mpijobs) is None  # same incarnation
+
+
+@pytest.mark.parametrize(
+    ("gang", "expected"),
+    [
+        (None, ["mpijobs", "pods", "jobs", "services", "configmaps", "secrets"]),
+        (
+            "volcano",
+            ["mpijobs", "pods", "jobs", "services", "configmaps", "secrets", "podgroups", "priorityclasses"],
+        ),
+    ],
+    ids=["default", "gang-scheduling"],
+)
+def test_watch_table(gang: handlers.GangScheduler | None, expected: list[str]) -> None:
+    table = handlers.watches(gang, handlers.WatchSelectors())
+    assert [w.name for w in table] == expected
+    by_name = {w.name: w for w in table}
+    assert by_name["mpijobs"].events == "mpijob"
+    assert by_name["pods"].selector == "training.kubeflow.org/operator-name=mpi-operator"
+    assert by_name["services"].selector is None  # upstream labels them only `app: <job>`
+    if gang:
+        assert by_name["podgroups"].resource.group == "scheduling.volcano.sh"
+        assert by_name["priorityclasses"].events is None  # cached for priorities, never enqueues
+        assert not by_name["priorityclasses"].resource.namespaced
+
+
+def test_owned_only_filters_every_child() -> None:
+    table = handlers.watches("scheduler-plugins", handlers.WatchSelectors.owned_only())
+    children = [w for w in table if w.events == "child"]
+    assert len(children) == 6
+    assert {w.selector for w in children} == {handlers.OWNED_SELECTOR}
+
+
+def pod(*, ready: bool = True, deleting: bool = False, phase: str = "Running") -> dict[str, Any]:
+    obj = child("Pod", "pi-worker-1", MPI_REF)
+    obj["status"] = {"phase": phase, "conditions": [{"type": "Ready", "status": str(ready)}]}
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    return obj
+
+
+POD_EVENTS = [
+    ("became-not-ready", pod(), pod(ready=False), True),
+    ("failed", pod(), pod(ready=False, phase="Failed"), True),
+    ("failed-with-stale-ready", pod(), pod(phase="Failed"), True),
+    ("terminating", pod(), pod(deleting=True), True),
+    ("deleted", pod(), None, True),
+    ("became-ready", pod(ready=False), pod(), False),
+    ("unchanged-ready", pod(), pod(), False),
+    ("never-ready-deleted", pod(ready=False), None, False),
+    (
+        "annotation-only",
+        pod(),
+        {**pod(), "metadata": {**pod()["metadata"], "annotations": {"a": "b"}}},
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "urgent"), [c[1:] for c in POD_EVENTS], ids=[c[0] for c in POD_EVENTS]
+)
+def test_a_worker_pod_that_stops_being_usable_enqueues_its_job_urgently(
+    stores: tuple[Store, Store], old: dict[str, Any], new: dict[str, Any] | None, urgent: bool
+) -> None:
+    mpijobs, jobs = stores
+    added: list[tuple[str, bool]] = []
+
+    def enqueue(key: str, *, urgent: bool = False) -> None:
+        added.append((key, urgent))
+
+    h = handlers.EventHandlers(enqueue, mpijobs=mpijobs, jobs=jobs)
+    if new is None:
+        h.on_pod_delete(old)
+    else:
+        h.on_pod_update(old, new)
+    assert added == [("ns/pi", urgent)]
+    assert handlers.lost_pod(old, new) is urgent
