@@ -1,20 +1,23 @@
-"""A long seeded chaos run: two operator replicas with leader election against kubesim, many MPIJobs, and
-a random schedule of everything that goes wrong in a cluster, with the invariants counted as it runs.
+"""A long seeded chaos run: two operator replicas with leader election against kubesim, many
+MPIJobs, and a random schedule of everything that goes wrong in a cluster, with the invariants
+counted as it runs.
 
-This process hosts kubesim (so it holds its `Control`: faults, dropped watches, compaction, the request
-record) and starts two `mpi-operator run --leader-elect` processes. For `--seconds` it scales jobs (merge
-patch, JSON patch, scale subresource), suspends and resumes them, deletes and re-creates them, kills and
-evicts workers, fails `--write-fault-rate` of the operator's writes (500, 503, 429 with Retry-After; the
-operator is told apart by its user agent), fails its informers' LIST/WATCH, drops watches, compacts the
-history (410 on a watch's resume), and SIGKILLs and gracefully stops operator replicas (each restarted
-as a Deployment would), leader included, so leadership fails over. Then the faults stop, both replicas
-run, and every job must reach the state its spec asks for within `--converge-seconds`.
+This process hosts kubesim (so it holds its `Control`: faults, dropped watches, compaction, the
+request record) and starts two `mpi-operator run --leader-elect` processes. For `--seconds` it
+scales jobs (merge patch, JSON patch, scale subresource), suspends and resumes them, deletes and
+re-creates them, kills and evicts workers, fails `--write-fault-rate` of the operator's writes (500,
+503, 429 with Retry-After; the operator is told apart by its user agent), fails its informers'
+LIST/WATCH, drops watches, compacts the history (410 on a watch's resume), and SIGKILLs and
+gracefully stops operator replicas (each restarted as a Deployment would), leader included, so
+leadership fails over. Then the faults stop, both replicas run, and every job must reach the state
+its spec asks for within `--converge-seconds`.
 
-The invariants (`chaoslib.invariants`) are counted from a kubesim cluster listener while all this runs;
-the report is one table of counters, then what was done. Exit status 1 when any violation was counted.
+The invariants (`chaoslib.invariants`) are counted from a kubesim cluster listener while all this
+runs; the report is one table of counters, then what was done. Exit status 1 when any violation was
+counted.
 
-    .venv/bin/python bench/chaos.py [--jobs 50] [--seconds 180] [--seed 1]
-    .venv/bin/python bench/chaos.py --ci      # 4 jobs, 25 s of chaos: what tests/e2e/test_chaos_smoke.py runs
+    .venv/bin/python bench/chaos.py [--jobs 50] [--seconds 180] [--seed 1] .venv/bin/python
+    bench/chaos.py --ci      # 4 jobs, 25 s of chaos: what tests/e2e/test_chaos_smoke.py runs
 """
 
 from __future__ import annotations
@@ -49,11 +52,13 @@ FULL = {"jobs": 50, "seconds": 180.0, "converge_seconds": 120.0}
 CI = {"jobs": 4, "seconds": 25.0, "converge_seconds": 75.0}
 DRIVER_AGENT = "mpi-chaos-driver"
 ORPHAN_WAIT_SECONDS = 20.0
-"""How long the garbage collector gets, after convergence, before a child whose owner is gone counts."""
+"""How long the garbage collector gets, after convergence, before a child whose owner is gone
+counts."""
 
 
 class SimErrors(logging.Handler):
-    """kubesim's own tracebacks (an internal error answered 500, a failed listener) in this process."""
+    """kubesim's own tracebacks (an internal error answered 500, a failed listener) in this
+    process."""
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -85,7 +90,9 @@ async def run(args: argparse.Namespace) -> int:
     kubeconfig = sim.write_kubeconfig(workdir / "kubeconfig")
     checker = Checker(grace=args.grace)
     replicas = [Replica(slot, kubeconfig, NS, workdir) for slot in ("a", "b")]
-    kube = await Kube.from_kubeconfig(str(kubeconfig), qps=0, user_agent=DRIVER_AGENT, field_manager=None)
+    kube = await Kube.from_kubeconfig(
+        str(kubeconfig), qps=0, user_agent=DRIVER_AGENT, field_manager=None
+    )
     jobs = plan_jobs(rng, args.jobs, finish_range=(args.seconds * 0.3, args.seconds * 1.5))
     driver = Driver(sim, kube, checker, replicas, jobs, rng, log=args.log)
     started = time.monotonic()
@@ -103,7 +110,9 @@ async def run(args: argparse.Namespace) -> int:
         stuck = await wait_converged(driver, args.converge_seconds)
         for name, why in sorted(stuck.items()):
             checker.count(
-                "jobs_not_converged", f"{name}: {why}; {driver.describe_pods(name)}", driver.elapsed()
+                "jobs_not_converged",
+                f"{name}: {why}; {driver.describe_pods(name)}",
+                driver.elapsed(),
             )
         driver.note(f"converged: {len(jobs) - len(stuck)}/{len(jobs)}")
         await driver.check_orphans(ORPHAN_WAIT_SECONDS)
@@ -117,7 +126,9 @@ async def run(args: argparse.Namespace) -> int:
         logging.getLogger().removeHandler(sim_errors)
     for replica in replicas:
         for trace in replica.tracebacks:
-            checker.count("tracebacks", f"replica {replica.slot}: {trace[-1500:]}", driver.elapsed())
+            checker.count(
+                "tracebacks", f"replica {replica.slot}: {trace[-1500:]}", driver.elapsed()
+            )
     for record in sim_errors.records:
         checker.count("tracebacks", f"kubesim (this process): {record}", driver.elapsed())
     print(report(args, checker, driver, replicas, time.monotonic() - started))
@@ -126,7 +137,11 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def report(
-    args: argparse.Namespace, checker: Checker, driver: Driver, replicas: list[Replica], seconds: float
+    args: argparse.Namespace,
+    checker: Checker,
+    driver: Driver,
+    replicas: list[Replica],
+    seconds: float,
 ) -> str:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     lines = [
@@ -151,7 +166,10 @@ def report(
     done |= driver.faults()
     if checker.late:
         late = sorted(checker.late)
-        lines_late = f"late children (s after visible): median {late[len(late) // 2]:.2f}, max {late[-1]:.2f}"
+        lines_late = (
+            f"late children (s after visible): median {late[len(late) // 2]:.2f}, max "
+            f"{late[-1]:.2f}"
+        )
     else:
         lines_late = ""
     lines.append(f"{'what happened':<40} {'count':>8}")
@@ -175,15 +193,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--ci", "--quick", action="store_true", help="the suite's size: 4 jobs, 25 s of chaos"
     )
     parser.add_argument("--jobs", type=int, help="MPIJobs (default 50; --ci 4)")
-    parser.add_argument("--seconds", type=float, help="length of the chaos phase (default 180; --ci 25)")
+    parser.add_argument(
+        "--seconds", type=float, help="length of the chaos phase (default 180; --ci 25)"
+    )
     parser.add_argument(
         "--seed", type=int, default=1, help="seeds the jobs, the schedule and the fault draws"
     )
     parser.add_argument(
-        "--converge-seconds", type=float, help="bound for every job to converge after the chaos (default 120)"
+        "--converge-seconds",
+        type=float,
+        help="bound for every job to converge after the chaos (default 120)",
     )
     parser.add_argument(
-        "--write-fault-rate", type=float, default=0.05, help="share of the operator's writes failed (0.05)"
+        "--write-fault-rate",
+        type=float,
+        default=0.05,
+        help="share of the operator's writes failed (0.05)",
     )
     parser.add_argument(
         "--grace",

@@ -1,9 +1,10 @@
-"""`python bench/heapsnap.py OUT run ...` is `mpi-operator run ...` under tracemalloc, for bench/report.py's
-heap snapshot: on SIGUSR1 it writes where the live Python allocations were made to the file OUT (JSON).
+"""`python bench/heapsnap.py OUT run ...` is `mpi-operator run ...` under tracemalloc, for
+bench/report.py's heap snapshot: on SIGUSR1 it writes where the live Python allocations were made to
+the file OUT (JSON).
 
-Tracing starts before the operator's first import, so the modules' own objects count too. tracemalloc
-roughly doubles the memory and slows every allocation: this process's RSS and timings measure nothing;
-only the snapshot's shares do.
+Tracing starts before the operator's first import, so the modules' own objects count too.
+tracemalloc roughly doubles the memory and slows every allocation: this process's RSS and timings
+measure nothing; only the snapshot's shares do.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ TOP = 25
 
 
 def package(filename: str) -> str:
-    """Where an allocation site lives: a library's top package, this project's module, or the standard
-    library's module."""
+    """Where an allocation site lives: a library's top package, this project's module, or the
+    standard library's module."""
     if filename.startswith("<frozen importlib"):
         return "imports (module code objects and import machinery)"
     parts = Path(filename).parts
@@ -39,7 +40,9 @@ def package(filename: str) -> str:
 
 
 def dump(out: Path) -> None:
-    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
     lines = snapshot.statistics("lineno")
     total = sum(s.size for s in lines)
     packages: Counter[str] = Counter()

@@ -1,16 +1,17 @@
-"""The fan-in scenario of `bench/kubesim_throughput.py`: the operator's write pattern for N MPIJobs x W
-workers, played by a bare client, so that what is measured is kubesim alone.
+"""The fan-in scenario of `bench/kubesim_throughput.py`: the operator's write pattern for N MPIJobs
+x W workers, played by a bare client, so that what is measured is kubesim alone.
 
 Per job the client does what `mpi-operator run` does for a static job: it creates the MPIJob, then
 its Service, ConfigMap, Secret, launcher Job and W worker Pods (built by the operator's own
-`mpi_operator.desired.build`, owner references included), writes the `Created` status, and, once every
-worker is Ready, updates the ConfigMap's `discover_hosts.sh` and writes the `Running` status. Six
-watches stay open throughout, with the operator's informers' selectors. kubesim's Job controller
+`mpi_operator.desired.build`, owner references included), writes the `Created` status, and, once
+every worker is Ready, updates the ConfigMap's `discover_hosts.sh` and writes the `Running` status.
+Six watches stay open throughout, with the operator's informers' selectors. kubesim's Job controller
 creates the launcher pods and its timer kubelet starts every pod.
 
 kubesim's CPU time and RSS are read from /proc (psutil); with `--profile FILE` kubesim runs under
-cProfile and writes its stats to FILE when stopped; with `--flame FILE.svg`, py-spy samples it into a
-flame graph (cProfile's overhead distorts less-Pythonic costs such as syscalls; sampling does not).
+cProfile and writes its stats to FILE when stopped; with `--flame FILE.svg`, py-spy samples it into
+a flame graph (cProfile's overhead distorts less-Pythonic costs such as syscalls; sampling does
+not).
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ _PLURAL = {"Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"
 
 def mpijob(name: str, workers: int) -> dict[str, Any]:
     def template(role: str, command: list[str]) -> dict[str, Any]:
-        return {"spec": {"containers": [{"name": role, "image": "mpioperator/mpi-pi", "command": command}]}}
+        return {
+            "spec": {
+                "containers": [{"name": role, "image": "mpioperator/mpi-pi", "command": command}]
+            }
+        }
 
     return {
         "apiVersion": "kubeflow.org/v2beta1",
@@ -60,8 +65,14 @@ def mpijob(name: str, workers: int) -> dict[str, Any]:
         "spec": {
             "slotsPerWorker": 1,
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template("launcher", ["mpirun", "/home/mpiuser/pi"])},
-                "Worker": {"replicas": workers, "template": template("worker", ["/usr/sbin/sshd", "-De"])},
+                "Launcher": {
+                    "replicas": 1,
+                    "template": template("launcher", ["mpirun", "/home/mpiuser/pi"]),
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "template": template("worker", ["/usr/sbin/sshd", "-De"]),
+                },
             },
         },
     }
@@ -75,7 +86,9 @@ class Client:
     async def call(self, method: str, path: str, body: Any = None, *, merge: bool = False) -> Any:
         headers = {"Content-Type": "application/merge-patch+json" if merge else "application/json"}
         data = None if body is None else json.dumps(body)
-        async with self.session.request(method, self.url + path, data=data, headers=headers) as resp:
+        async with self.session.request(
+            method, self.url + path, data=data, headers=headers
+        ) as resp:
             if resp.status >= 300:
                 raise RuntimeError(f"{method} {path}: {resp.status} {await resp.text()}")
             if method != "GET":
@@ -117,12 +130,16 @@ class FanIn:
 
     async def job_running(self, name: str) -> None:
         cm = f"/api/v1/namespaces/{NS}/configmaps/{name}-config"
-        hosts = "".join(f"echo {name}-worker-{i}.{name}.{NS}.svc:1\n" for i in range(self.args.workers))
+        hosts = "".join(
+            f"echo {name}-worker-{i}.{name}.{NS}.svc:1\n" for i in range(self.args.workers)
+        )
         await self.client.call(
             "PATCH", cm, {"data": {"discover_hosts.sh": "#!/bin/sh\n" + hosts}}, merge=True
         )
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        status = {"status": {"conditions": [_condition("Created", now), _condition("Running", now)]}}
+        status = {
+            "status": {"conditions": [_condition("Created", now), _condition("Running", now)]}
+        }
         await self.client.call("PATCH", f"{MPIJOBS}/{name}/status", status, merge=True)
         self.reported.add(name)
         if len(self.reported) == self.args.jobs:
@@ -137,7 +154,8 @@ class FanIn:
             if len(self.running_pods) == self.args.jobs * (self.args.workers + 1):
                 self.all_running.set()
         ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
         )
         if ready and labels.get("training.kubeflow.org/job-role") == "worker" and job:
             workers = self.ready_workers[job]
@@ -152,7 +170,9 @@ class FanIn:
         if selector:
             params["labelSelector"] = selector
         timeout = aiohttp.ClientTimeout(total=None)
-        async with self.client.session.get(self.client.url + path, params=params, timeout=timeout) as resp:
+        async with self.client.session.get(
+            self.client.url + path, params=params, timeout=timeout
+        ) as resp:
             started.set()
             async for line in resp.content:
                 event = json.loads(line)
@@ -185,8 +205,17 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
     flame = None
     if args.flame:
         # py-spy samples the running process; stopped with SIGINT, it writes the profile.
-        fmt = "raw" if args.flame.suffix == ".txt" else "flamegraph"  # raw: collapsed stacks, for tools
-        spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(proc.pid), "--rate", "200"]
+        fmt = (
+            "raw" if args.flame.suffix == ".txt" else "flamegraph"
+        )  # raw: collapsed stacks, for tools
+        spy = [
+            str(Path(sys.executable).parent / "py-spy"),
+            "record",
+            "--pid",
+            str(proc.pid),
+            "--rate",
+            "200",
+        ]
         spy += ["--format", fmt, "--output", str(args.flame)]
         flame = await asyncio.create_subprocess_exec(
             *spy, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
@@ -198,9 +227,14 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             client = Client(session, url)
             await install_crd(client)  # type: ignore[arg-type]  # the same `call` as its Api
             fan = FanIn(client, args)
-            rv = (await client.call("GET", "/api/v1/namespaces")).get("metadata", {})["resourceVersion"]
+            rv = (await client.call("GET", "/api/v1/namespaces")).get("metadata", {})[
+                "resourceVersion"
+            ]
             starts = [asyncio.Event() for _ in WATCHED]
-            watches = [asyncio.create_task(fan.watch(w, rv, s)) for w, s in zip(WATCHED, starts, strict=True)]
+            watches = [
+                asyncio.create_task(fan.watch(w, rv, s))
+                for w, s in zip(WATCHED, starts, strict=True)
+            ]
             await asyncio.gather(*(s.wait() for s in starts))
             results["rss_before_mib"] = sim.memory_info().rss / 2**20
             cpu = sim.cpu_times()
@@ -236,17 +270,21 @@ def report(r: dict[str, float], command: str) -> list[str]:
     return [
         f"## Fan-in: {int(r['jobs'])} MPIJobs x {int(r['workers'])} workers",
         "",
-        f"`{command}`. A bare client plays the operator's writes (see `bench/kubesim_fanin.py`); six",
+        f"`{command}`. A bare client plays the operator's writes (see `bench/kubesim_fanin.py`); "
+        "six",
         "watches are open. Timings on a shared machine are noisy.",
         "",
         "| metric | value |",
         "|---|---|",
         f"| kubesim CPU time, first create until every status written | {r['sim_cpu_s']:.1f} s |",
         f"| wall time until every pod is Running | {r['all_running_s']:.1f} s |",
-        f"| creates/s during the create phase ({r['create_phase_s']:.1f} s) | {r['creates_per_s']:.0f} |",
+        f"| creates/s during the create phase ({r['create_phase_s']:.1f} s) | "
+        f"{r['creates_per_s']:.0f} |",
         f"| writes by the client | {int(r['client_writes'])} |",
-        f"| watch events delivered (6 watches) | {int(r['watch_events'])}, {r['watch_events_per_s']:.0f}/s |",
-        f"| kubesim RSS before / after | {r['rss_before_mib']:.0f} / {r['rss_after_mib']:.0f} MiB |",
+        f"| watch events delivered (6 watches) | {int(r['watch_events'])}, "
+        f"{r['watch_events_per_s']:.0f}/s |",
+        f"| kubesim RSS before / after | {r['rss_before_mib']:.0f} / "
+        f"{r['rss_after_mib']:.0f} MiB |",
         "",
     ]
 

@@ -1,11 +1,13 @@
-"""Benchmark of kubesim itself: creates/s over HTTP, watch events/s fanned out to N watchers, memory per
-10k objects, and the in-process create rate without HTTP. Not a test: run it, read bench/out/kubesim.md.
+"""Benchmark of kubesim itself: creates/s over HTTP, watch events/s fanned out to N watchers, memory
+per 10k objects, and the in-process create rate without HTTP. Not a test: run it, read
+bench/out/kubesim.md.
 
-kubesim runs as `mpi-operator sim` in its own process (controllers on, as users run it), so the client
-load generated here does not count against its CPU or memory.
+kubesim runs as `mpi-operator sim` in its own process (controllers on, as users run it), so the
+client load generated here does not count against its CPU or memory.
 
-    .venv/bin/python bench/kubesim_throughput.py [--objects 10000] [--watchers 10] [--concurrency 32]
-    .venv/bin/python bench/kubesim_throughput.py fanin [--jobs 1000] [--workers 8] [--profile FILE]
+    .venv/bin/python bench/kubesim_throughput.py [--objects 10000] [--watchers 10] [--concurrency
+    32] .venv/bin/python bench/kubesim_throughput.py fanin [--jobs 1000] [--workers 8] [--profile
+    FILE]
 
 `fanin` plays the operator's writes for N MPIJobs x W workers (bench/kubesim_fanin.py) and reports
 kubesim's CPU time, RSS and the time until every pod is Running (bench/out/kubesim-fanin.md).
@@ -55,7 +57,9 @@ def _configmap(name: str) -> dict[str, Any]:
     }
 
 
-async def _create_many(session: aiohttp.ClientSession, url: str, names: list[str], concurrency: int) -> float:
+async def _create_many(
+    session: aiohttp.ClientSession, url: str, names: list[str], concurrency: int
+) -> float:
     queue: asyncio.Queue[str] = asyncio.Queue()
     for name in names:
         queue.put_nowait(name)
@@ -90,7 +94,8 @@ async def _watch_until(
 
 
 async def start_sim(args: argparse.Namespace) -> tuple[asyncio.subprocess.Process, str]:
-    """`mpi-operator sim` in its own process (under cProfile with `--profile`); its URL once serving."""
+    """`mpi-operator sim` in its own process (under cProfile with `--profile`); its URL once
+    serving."""
     port = _free_port()
     kubeconfig = Path(tempfile.mkdtemp(prefix="kubesim-bench-")) / "kubeconfig"
     profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
@@ -126,14 +131,17 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             )
             results["creates_per_s"] = args.objects / elapsed
             results["rss_baseline_mib"] = baseline
-            results["rss_per_10k_objects_mib"] = (_rss_mib(proc.pid) - baseline) * 10_000 / args.objects
+            results["rss_per_10k_objects_mib"] = (
+                (_rss_mib(proc.pid) - baseline) * 10_000 / args.objects
+            )
 
             async with session.get(url + CONFIGMAPS, params={"limit": "1"}) as resp:
                 rv = (await resp.json())["metadata"]["resourceVersion"]
             burst = args.objects // 5
             readies = [asyncio.Event() for _ in range(args.watchers)]
             watchers = [
-                asyncio.create_task(_watch_until(session, url, rv, burst, ready)) for ready in readies
+                asyncio.create_task(_watch_until(session, url, rv, burst, ready))
+                for ready in readies
             ]
             await asyncio.gather(*(r.wait() for r in readies))
             started = time.perf_counter()
@@ -163,11 +171,14 @@ def report(r: dict[str, float], args: argparse.Namespace) -> str:
         [
             "# kubesim throughput",
             "",
-            f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
+            f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
+            f"{platform.machine()}, "
             f"{os.cpu_count()} CPUs (shared), Python {platform.python_version()}; "
             "`python bench/kubesim_throughput.py "
-            f"--objects {args.objects} --watchers {args.watchers} --concurrency {args.concurrency}`.",
-            "kubesim ran as `mpi-operator sim` (controllers on) in its own process; the client is aiohttp.",
+            f"--objects {args.objects} --watchers {args.watchers} --concurrency "
+            f"{args.concurrency}`.",
+            "kubesim ran as `mpi-operator sim` (controllers on) in its own process; the client is "
+            "aiohttp.",
             "",
             "| metric | value |",
             "|---|---|",
@@ -175,9 +186,11 @@ def report(r: dict[str, float], args: argparse.Namespace) -> str:
             f"| {r['creates_per_s']:.0f} |",
             f"| ConfigMap creates/s in process (Cluster.create, no HTTP) "
             f"| {r['inprocess_creates_per_s']:.0f} |",
-            f"| watch events/s delivered ({int(r['watchers'])} watchers x {int(r['watch_burst'])} creates, "
+            f"| watch events/s delivered ({int(r['watchers'])} watchers x {int(r['watch_burst'])} "
+            "creates, "
             f"label-filtered) | {r['watch_events_per_s']:.0f} |",
-            f"| RSS growth per 10k ConfigMaps (incl. history) | {r['rss_per_10k_objects_mib']:.1f} MiB |",
+            f"| RSS growth per 10k ConfigMaps (incl. history) | {r['rss_per_10k_objects_mib']:.1f} "
+            "MiB |",
             f"| RSS of an idle kubesim | {r['rss_baseline_mib']:.1f} MiB |",
             "",
         ]
@@ -188,17 +201,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("scenario", nargs="?", choices=("throughput", "fanin"), default="throughput")
+    parser.add_argument(
+        "scenario", nargs="?", choices=("throughput", "fanin"), default="throughput"
+    )
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--watchers", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--jobs", type=int, default=1_000, help="fanin: MPIJobs")
     parser.add_argument("--workers", type=int, default=8, help="fanin: workers per MPIJob")
-    parser.add_argument("--pod-seconds", type=float, default=1.0, help="kubesim's pod start and ready delays")
-    parser.add_argument("--timeout", type=float, default=900.0, help="fanin: give up after this long")
-    parser.add_argument("--profile", type=Path, help="run kubesim under cProfile, stats to this file")
-    parser.add_argument("--flame", type=Path, help="fanin: py-spy flame graph (SVG) of kubesim to this file")
-    parser.add_argument("--out", type=Path, help=f"the report (default {OUT}, or {FANIN_OUT} for fanin)")
+    parser.add_argument(
+        "--pod-seconds", type=float, default=1.0, help="kubesim's pod start and ready delays"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="fanin: give up after this long"
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="run kubesim under cProfile, stats to this file"
+    )
+    parser.add_argument(
+        "--flame", type=Path, help="fanin: py-spy flame graph (SVG) of kubesim to this file"
+    )
+    parser.add_argument(
+        "--out", type=Path, help=f"the report (default {OUT}, or {FANIN_OUT} for fanin)"
+    )
     args = parser.parse_args()
     if args.scenario == "fanin":
         import kubesim_fanin  # the sibling script, on sys.path
@@ -227,7 +252,8 @@ def _machine() -> list[str]:
     return [
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
         f"{os.cpu_count()} CPUs (shared, load average {os.getloadavg()[0]:.1f}), "
-        f"Python {platform.python_version()}; kubesim ran as `mpi-operator sim` (controllers on) in its "
+        f"Python {platform.python_version()}; kubesim ran as `mpi-operator sim` (controllers on) "
+        "in its "
         "own process.",
     ]
 

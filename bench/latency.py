@@ -1,15 +1,17 @@
 """The latency scenarios of bench/report.py, each on a small cluster of its own.
 
-Scale reaction: one elastic job, `Worker.replicas` patched up one at a time through the scale subresource
-(`steps` times); per step, the time from the PATCH until the new worker pod is on a pod watch.
+Scale reaction: one elastic job, `Worker.replicas` patched up one at a time through the scale
+subresource (`steps` times); per step, the time from the PATCH until the new worker pod is on a pod
+watch.
 
 Discovery comparison: the time from a scale-out (2 -> 3 workers) until the launcher pod's *mounted*
-`discover_hosts.sh` (kubesim's file endpoint) lists the new worker, in two arms patched at the same moment:
-elastic jobs, whose launcher pod the operator annotates after each change of the script so that the kubelet
-refreshes the volume at once, and static jobs, which get the same ConfigMap update and no annotation, so
-their launcher sees it at the kubelet's periodic volume sync (kubesim's `volume_sync_seconds`, 60 s by
-default, jittered per pod), as with the upstream operator. Both arms also time the ConfigMap itself, so the
-operator's part and the kubelet's part of the delay can be told apart.
+`discover_hosts.sh` (kubesim's file endpoint) lists the new worker, in two arms patched at the same
+moment: elastic jobs, whose launcher pod the operator annotates after each change of the script so
+that the kubelet refreshes the volume at once, and static jobs, which get the same ConfigMap update
+and no annotation, so their launcher sees it at the kubelet's periodic volume sync (kubesim's
+`volume_sync_seconds`, 60 s by default, jittered per pod), as with the upstream operator. Both arms
+also time the ConfigMap itself, so the operator's part and the kubelet's part of the delay can be
+told apart.
 """
 
 from __future__ import annotations
@@ -23,7 +25,18 @@ from typing import Any
 
 import aiohttp
 from opbench_jobs import elastic_mpijob, static_mpijob
-from opbench_processes import JOBS, NS, PODS, Api, Cluster, Operator, indices, poll, requests, watch_running
+from opbench_processes import (
+    JOBS,
+    NS,
+    PODS,
+    Api,
+    Cluster,
+    Operator,
+    indices,
+    poll,
+    requests,
+    watch_running,
+)
 from opbench_report import pct, summary
 
 from mpi_discovery.hostfile import parse_discover_hosts
@@ -32,7 +45,8 @@ from mpi_discovery.hostfile import parse_discover_hosts
 async def _watch_new_pods(
     api: Api, rv: str, job: str, seen: dict[int, float], arrived: asyncio.Event
 ) -> None:
-    """Monotonic time each worker index of `job` first appeared on a pod watch; `arrived` set on each."""
+    """Monotonic time each worker index of `job` first appeared on a pod watch; `arrived` set on
+    each."""
     params = {
         "watch": "true",
         "resourceVersion": rv,
@@ -68,7 +82,9 @@ async def reaction(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
     try:
         for replicas in range(first + 1, first + args.steps + 1):
             started = time.monotonic()
-            await api.call("PATCH", f"{JOBS}/{name}/scale", {"spec": {"replicas": replicas}}, merge=True)
+            await api.call(
+                "PATCH", f"{JOBS}/{name}/scale", {"spec": {"replicas": replicas}}, merge=True
+            )
             async with asyncio.timeout(args.timeout):
                 while replicas - 1 not in seen:  # the watch stamps the time; this only waits for it
                     arrived.clear()
@@ -97,7 +113,8 @@ async def reaction(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _logged_create(op: Operator, pod: str, since: float) -> float:
-    """When the operator logged `create Pod .../<pod>` (just before sending it), NaN if it did not."""
+    """When the operator logged `create Pod .../<pod>` (just before sending it), NaN if it did
+    not."""
     found = (
         t
         for t, verb, kind, name in op.logged_writes(since)
@@ -115,7 +132,8 @@ def _client_flags(args: argparse.Namespace) -> str:
 async def _config_lists(api: Api, job: str, index: int) -> bool:
     cm = await api.call("GET", f"/api/v1/namespaces/{NS}/configmaps/{job}-config")
     hosts = {
-        h.split(".", 1)[0] for h, _ in parse_discover_hosts(cm.get("data", {}).get("discover_hosts.sh", ""))
+        h.split(".", 1)[0]
+        for h, _ in parse_discover_hosts(cm.get("data", {}).get("discover_hosts.sh", ""))
     }
     return index in indices(hosts)
 
@@ -145,7 +163,8 @@ async def discovery(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
     await poll(launchers_running, args.timeout, 0.2)
 
     async def one(job: str) -> tuple[float, float]:
-        """Seconds from the PATCH until the ConfigMap, and until the mounted script, list worker 2."""
+        """Seconds from the PATCH until the ConfigMap, and until the mounted script, list worker
+        2."""
         started = time.monotonic()
         await api.call("PATCH", f"{JOBS}/{job}/scale", {"spec": {"replicas": 3}}, merge=True)
 
@@ -165,5 +184,7 @@ async def discovery(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
             "mounted_samples_s": [timed[j][1] for j in jobs],
             "configmap_samples_s": [timed[j][0] for j in jobs],
         }
-    out["ratio_p50"] = out["configmap_only"]["mounted_s"]["p50"] / out["annotation"]["mounted_s"]["p50"]
+    out["ratio_p50"] = (
+        out["configmap_only"]["mounted_s"]["p50"] / out["annotation"]["mounted_s"]["p50"]
+    )
     return out

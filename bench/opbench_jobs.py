@@ -21,7 +21,13 @@ def _mpijob(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def elastic_mpijob(
-    name: str, *, workers: int = 2, min_replicas: int = 1, max_replicas: int = 4, settle: int, grace: int
+    name: str,
+    *,
+    workers: int = 2,
+    min_replicas: int = 1,
+    max_replicas: int = 4,
+    settle: int,
+    grace: int,
 ) -> dict[str, Any]:
     """An elastic Horovod job starting with `workers` workers, one slot each."""
     image = "horovod/horovod:0.28.1"

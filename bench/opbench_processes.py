@@ -1,6 +1,7 @@
-"""The processes and HTTP plumbing of the operator benchmarks (bench/operator_elastic.py, bench/scale.py):
-`mpi-operator sim` and `mpi-operator run` started as their own processes with their RSS and CPU sampled, a
-small API client, a watch of the MPIJobs' Running condition, and the operator's metrics read as snapshots."""
+"""The processes and HTTP plumbing of the operator benchmarks (bench/operator_elastic.py,
+bench/scale.py): `mpi-operator sim` and `mpi-operator run` started as their own processes with their
+RSS and CPU sampled, a small API client, a watch of the MPIJobs' Running condition, and the
+operator's metrics read as snapshots."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ Snapshot = dict[str, float]
 
 
 class Api:
-    """A bare aiohttp client of kubesim (no rate limit, no cache: the operator is the one measured)."""
+    """A bare aiohttp client of kubesim (no rate limit, no cache: the operator is the one
+    measured)."""
 
     def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
         self.session, self.url = session, url
@@ -50,13 +52,16 @@ class Api:
     async def call(self, method: str, path: str, body: Any = None, *, merge: bool = False) -> Any:
         headers = {"Content-Type": "application/merge-patch+json" if merge else "application/json"}
         data = None if body is None else json.dumps(body)
-        async with self.session.request(method, self.url + path, data=data, headers=headers) as resp:
+        async with self.session.request(
+            method, self.url + path, data=data, headers=headers
+        ) as resp:
             if resp.status >= 300:
                 raise RuntimeError(f"{method} {path}: {resp.status} {await resp.text()}")
             return await resp.json()
 
     async def hosts(self, pod: str) -> set[str] | None:
-        """Host names (first DNS label) the pod's mounted discover_hosts.sh lists; None if not mounted."""
+        """Host names (first DNS label) the pod's mounted discover_hosts.sh lists; None if not
+        mounted."""
         path = f"/kubesim/v1/namespaces/{NS}/pods/{pod}/files/etc/mpi/discover_hosts.sh"
         async with self.session.get(self.url + path) as resp:
             if resp.status != 200:
@@ -64,7 +69,9 @@ class Api:
             return {host.split(".", 1)[0] for host, _ in parse_discover_hosts(await resp.text())}
 
     async def pods(self, selector: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = (await self.call("GET", f"{PODS}?labelSelector={selector}"))["items"]
+        items: list[dict[str, Any]] = (await self.call("GET", f"{PODS}?labelSelector={selector}"))[
+            "items"
+        ]
         return items
 
 
@@ -89,8 +96,8 @@ def _running(job: dict[str, Any]) -> bool:
 async def watch_running(
     api: Api, rv: str, names: set[str], seen: dict[str, float] | None = None
 ) -> dict[str, float]:
-    """Monotonic time each named MPIJob first reported Running=True, from a watch stream. `seen` (filled
-    as they come) lets a caller follow the progress."""
+    """Monotonic time each named MPIJob first reported Running=True, from a watch stream. `seen`
+    (filled as they come) lets a caller follow the progress."""
     seen = {} if seen is None else seen
     params = {"watch": "true", "resourceVersion": rv}
     timeout = aiohttp.ClientTimeout(total=None)
@@ -134,16 +141,18 @@ class Meter:
 
 
 class LogReader:
-    """The operator's JSON log lines, read from its stderr pipe by a thread of their own, each with the
-    monotonic time it was read. A reader on the benchmark's event loop falls behind while that loop is
-    busy (a thousand creates, watches); the pipe then fills, and the operator blocks in its log writes,
-    which the benchmark would measure as the operator's slowness."""
+    """The operator's JSON log lines, read from its stderr pipe by a thread of their own, each with
+    the monotonic time it was read. A reader on the benchmark's event loop falls behind while that
+    loop is busy (a thousand creates, watches); the pipe then fills, and the operator blocks in its
+    log writes, which the benchmark would measure as the operator's slowness."""
 
     def __init__(self, fd: int) -> None:
         self.entries: list[tuple[float, dict[str, Any]]] = []
         self.serving: str | None = None
         """The metrics address, once the operator logged `serving /healthz ... on URL`."""
-        self._thread = threading.Thread(target=self._read, args=(fd,), name="operator-log", daemon=True)
+        self._thread = threading.Thread(
+            target=self._read, args=(fd,), name="operator-log", daemon=True
+        )
         self._thread.start()
 
     def _read(self, fd: int) -> None:
@@ -177,9 +186,12 @@ class Operator(Meter):
                 snap[f"{s.name}{{{labels}}}"] = s.value
         return snap
 
-    def logged_writes(self, start: float = 0.0, end: float = math.inf) -> list[tuple[float, str, str, str]]:
-        """(time read, verb, kind, `namespace/name`) of each write the operator logged in [start, end), from
-        its log lines naming one (`create Pod default/x-worker-0`, `patch ConfigMap ...`)."""
+    def logged_writes(
+        self, start: float = 0.0, end: float = math.inf
+    ) -> list[tuple[float, str, str, str]]:
+        """(time read, verb, kind, `namespace/name`) of each write the operator logged in [start,
+        end), from its log lines naming one (`create Pod default/x-worker-0`, `patch ConfigMap
+        ...`)."""
         out = []
         for t, entry in self.logs:
             words = str(entry.get("msg", "")).split()
@@ -196,7 +208,9 @@ class Operator(Meter):
         await stop_process(self.proc, sig)
 
 
-async def stop_process(proc: asyncio.subprocess.Process, sig: signal.Signals = signal.SIGTERM) -> None:
+async def stop_process(
+    proc: asyncio.subprocess.Process, sig: signal.Signals = signal.SIGTERM
+) -> None:
     if proc.returncode is None:
         proc.send_signal(sig)
         try:
@@ -232,8 +246,8 @@ def requests(after: Snapshot, before: Snapshot) -> dict[str, float]:
 
 
 def histogram(after: Snapshot, before: Snapshot, name: str = CONVERGENCE) -> dict[str, float]:
-    """Count, mean and bucket-interpolated p50/p95 (as PromQL's histogram_quantile) of the observations
-    made between two scrapes."""
+    """Count, mean and bucket-interpolated p50/p95 (as PromQL's histogram_quantile) of the
+    observations made between two scrapes."""
     buckets = sorted(
         (float(k.split("le=", 1)[1].rstrip("}")), v - before.get(k, 0.0))
         for k, v in after.items()
@@ -258,17 +272,31 @@ async def start_sim(
 ) -> tuple[asyncio.subprocess.Process, str]:
     """`mpi-operator sim` with pods starting and turning Ready `pod_seconds` each; its URL."""
     sec = str(pod_seconds)
-    sync = ("--volume-sync-seconds", str(volume_sync_seconds)) if volume_sync_seconds is not None else ()
+    sync = (
+        ("--volume-sync-seconds", str(volume_sync_seconds))
+        if volume_sync_seconds is not None
+        else ()
+    )
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "mpi_operator", "sim", "--port", "0"),
-        *("--kubeconfig-out", str(kubeconfig), "--start-seconds", sec, "--ready-seconds", sec, *sync),
+        *(
+            "--kubeconfig-out",
+            str(kubeconfig),
+            "--start-seconds",
+            sec,
+            "--ready-seconds",
+            sec,
+            *sync,
+        ),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
     assert proc.stdout is not None
     url = ""
     async with asyncio.timeout(30):
-        while not (line := (await proc.stdout.readline()).decode()).startswith("export KUBECONFIG="):
+        while not (line := (await proc.stdout.readline()).decode()).startswith(
+            "export KUBECONFIG="
+        ):
             if not line:
                 raise RuntimeError("mpi-operator sim exited before serving")
             if "serving the Kubernetes API on " in line:
@@ -277,13 +305,20 @@ async def start_sim(
 
 
 OPERATOR: Final = ("-m", "mpi_operator")
-"""How `python` runs the operator's command line; bench/heapsnap.py stands in for it under tracemalloc."""
+"""How `python` runs the operator's command line; bench/heapsnap.py stands in for it under
+tracemalloc."""
 
 
 async def start_operator(
     args: argparse.Namespace, kubeconfig: Path, api: Api, command: Sequence[str] = OPERATOR
 ) -> Operator:
-    flags = ["--kubeconfig", str(kubeconfig), "--no-leader-elect", "--metrics-address", "127.0.0.1:0"]
+    flags = [
+        "--kubeconfig",
+        str(kubeconfig),
+        "--no-leader-elect",
+        "--metrics-address",
+        "127.0.0.1:0",
+    ]
     flags += ["--log-format", "json", "--workers", str(args.operator_workers)]
     if args.operator_qps is not None:
         flags += ["--qps", str(args.operator_qps)]
@@ -293,7 +328,9 @@ async def start_operator(
     read_end, write_end = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            *(sys.executable, *command, "run", *flags), stdout=asyncio.subprocess.DEVNULL, stderr=write_end
+            *(sys.executable, *command, "run", *flags),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=write_end,
         )
     except BaseException:
         os.close(read_end)
@@ -326,7 +363,9 @@ async def install_crd(api: Api) -> None:
 
     async def established() -> bool:
         conditions = (await api.call("GET", f"{path}/{crd['metadata']['name']}")).get("status", {})
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions["conditions"])
+        return any(
+            c["type"] == "Established" and c["status"] == "True" for c in conditions["conditions"]
+        )
 
     await poll(established, 30, 0.1)
 
@@ -343,7 +382,8 @@ class Cluster:
     command: Sequence[str] = OPERATOR
 
     async def restart_operator(self, sig: signal.Signals = signal.SIGKILL) -> Operator:
-        """Ends the operator (killed by default: a crash, no graceful drain) and starts a new one."""
+        """Ends the operator (killed by default: a crash, no graceful drain) and starts a new
+        one."""
         await self.op.stop(sig)
         self.op = await start_operator(self.args, self.kubeconfig, self.api, self.command)
         return self.op
@@ -351,10 +391,12 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def cluster(
-    args: argparse.Namespace, volume_sync_seconds: float | None = None, command: Sequence[str] = OPERATOR
+    args: argparse.Namespace,
+    volume_sync_seconds: float | None = None,
+    command: Sequence[str] = OPERATOR,
 ) -> AsyncIterator[Cluster]:
-    """kubesim (`args.pod_seconds`) with the MPIJob CRD, and `mpi-operator run` against it; both stopped
-    on exit."""
+    """kubesim (`args.pod_seconds`) with the MPIJob CRD, and `mpi-operator run` against it; both
+    stopped on exit."""
     kubeconfig = Path(tempfile.mkdtemp(prefix="operator-bench-")) / "kubeconfig"
     sim, url = await start_sim(kubeconfig, args.pod_seconds, volume_sync_seconds)
     try:

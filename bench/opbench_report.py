@@ -1,4 +1,5 @@
-"""The Markdown report of bench/operator_elastic.py, and the percentiles and machine description in it."""
+"""The Markdown report of bench/operator_elastic.py, and the percentiles and machine description in
+it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,12 @@ def pct(values: Iterable[float], p: float) -> float:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": pct(values, 50), "p95": pct(values, 95), "max": pct(values, 100)}
+    return {
+        "n": len(values),
+        "p50": pct(values, 50),
+        "p95": pct(values, 95),
+        "max": pct(values, 100),
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -38,8 +44,8 @@ def machine() -> dict[str, Any]:
 
 
 def busy_pct(cpu0: Any, since: float) -> float:
-    """Share of all CPUs' time since `since` (monotonic; `cpu0` = psutil.cpu_times() then) that was not
-    idle: every process on the machine, the benchmark's own included."""
+    """Share of all CPUs' time since `since` (monotonic; `cpu0` = psutil.cpu_times() then) that was
+    not idle: every process on the machine, the benchmark's own included."""
     cpu1 = psutil.cpu_times()
     busy = sum(cpu1) - cpu1.idle - cpu1.iowait - (sum(cpu0) - cpu0.idle - cpu0.iowait)
     return 100 * busy / ((time.monotonic() - since) * (os.cpu_count() or 1))
@@ -64,11 +70,19 @@ def client_flags(a: dict[str, Any]) -> str:
 
 
 def report(r: dict[str, Any]) -> str:
-    m, a, fan, sc, st, rp = r["machine"], r["args"], r["fan_in"], r["scale"], r["steady"], r["replace"]
+    m, a, fan, sc, st, rp = (
+        r["machine"],
+        r["args"],
+        r["fan_in"],
+        r["scale"],
+        r["steady"],
+        r["replace"],
+    )
     total = r["operator_total"]
 
     def floor(per_job: dict[str, float], jobs: int) -> str:
-        """Seconds the operator's token bucket (--qps, --burst) needs to let these requests through."""
+        """Seconds the operator's token bucket (--qps, --burst) needs to let these requests
+        through."""
         qps = a["operator_qps"]
         if qps is None or qps <= 0:  # unset: none, as kubesim speaks API Priority and Fairness
             return "0"
@@ -82,15 +96,18 @@ def report(r: dict[str, Any]) -> str:
     lines = [
         "# Operator benchmark: elastic MPIJobs",
         "",
-        f"Measured {m['date']} on {m['arch']}, {m['cpus']} CPUs (shared), Python {m['python']}; load average "
+        f"Measured {m['date']} on {m['arch']}, {m['cpus']} CPUs (shared), Python {m['python']}; "
+        "load average "
         f"at start {' '.join(f'{x:.2f}' for x in m['loadavg_start'])}, at end "
         f"{' '.join(f'{x:.2f}' for x in m['loadavg_end'])}.",
         f"`python bench/operator_elastic.py {flags} --steady-seconds {a['steady_seconds']:g}"
         f"{' --quick' if a['quick'] else ''}`; "
         f"operator `{client_flags(a)}--workers {a['operator_workers']}`; "
         "jobs: 2 workers, elasticPolicy 1..4, "
-        f"settleSeconds {a['settle_seconds']}, scaleInGracePeriodSeconds {a['grace_seconds']}; kubesim pod "
-        f"start and ready {a['pod_seconds']:g} s each. Mounted files polled every {a['poll_seconds']:g} s.",
+        f"settleSeconds {a['settle_seconds']}, scaleInGracePeriodSeconds {a['grace_seconds']}; "
+        "kubesim pod "
+        f"start and ready {a['pod_seconds']:g} s each. Mounted files polled every "
+        f"{a['poll_seconds']:g} s.",
         "",
         "## Fan-in",
         "",
@@ -116,8 +133,10 @@ def report(r: dict[str, Any]) -> str:
         "",
         "## Scale reaction",
         "",
-        f"{sc['jobs']} jobs patched at once through the scale subresource; time from the PATCH until the "
-        "launcher's mounted discover_hosts.sh first changes and until it lists exactly the new set (the "
+        f"{sc['jobs']} jobs patched at once through the scale subresource; time from the PATCH "
+        "until the "
+        "launcher's mounted discover_hosts.sh first changes and until it lists exactly the new set "
+        "(the "
         "gap is the operator's one-change-per-settleSeconds pacing), and the operator's own "
         f"`{CONVERGENCE}` observations in the same interval (bucket-interpolated), in seconds.",
         "",
@@ -125,7 +144,10 @@ def report(r: dict[str, Any]) -> str:
         "|---|---|---|---|---|",
         _row("2 -> 4, first new host mounted", sc["out_2_to_4"]["first_change_mounted_s"]),
         _row("2 -> 4, all 4 mounted", sc["out_2_to_4"]["mounted_s"]),
-        _row("4 -> 2, first host gone from the mounted script", sc["in_4_to_2"]["first_change_mounted_s"]),
+        _row(
+            "4 -> 2, first host gone from the mounted script",
+            sc["in_4_to_2"]["first_change_mounted_s"],
+        ),
         _row("4 -> 2, only 2 mounted", sc["in_4_to_2"]["mounted_s"]),
         "",
         "| operator histogram | observations | mean | p50 | p95 |",
@@ -139,24 +161,30 @@ def report(r: dict[str, Any]) -> str:
         "",
         f"API requests per scaled job: 2 -> 4 {_reqs(sc['out_2_to_4']['requests_per_job'])}; "
         f"4 -> 2 {_reqs(sc['in_4_to_2']['requests_per_job'])}. Operator CPU "
-        f"{_f(sc['out_2_to_4']['operator_cpu_s'])} s and {_f(sc['in_4_to_2']['operator_cpu_s'])} s. "
+        f"{_f(sc['out_2_to_4']['operator_cpu_s'])} s and {_f(sc['in_4_to_2']['operator_cpu_s'])} "
+        "s. "
         f"Client rate-limit floor for the step's requests: {out_floor} s and {in_floor} s.",
         "",
         "## Steady state",
         "",
-        f"After every job converged (waited {_f(st['convergence_wait_s'], 1)} s for drained pods), over "
-        f"{_f(st['seconds'], 1)} s: **{st['requests']['writes']:.0f} writes**, {st['requests']['total']:.0f} "
-        f"requests in all, {st['reconciles']:.0f} reconciles, {_f(st['operator_cpu_s'])} s operator CPU.",
+        f"After every job converged (waited {_f(st['convergence_wait_s'], 1)} s for drained pods), "
+        "over "
+        f"{_f(st['seconds'], 1)} s: **{st['requests']['writes']:.0f} writes**, "
+        f"{st['requests']['total']:.0f} "
+        f"requests in all, {st['reconciles']:.0f} reconciles, {_f(st['operator_cpu_s'])} s "
+        "operator CPU.",
     ]
     if st["logged_writes"]:
         lines.append(
-            "Writes the operator logged: " + ", ".join(f"{k} x{v}" for k, v in st["logged_writes"].items())
+            "Writes the operator logged: "
+            + ", ".join(f"{k} x{v}" for k, v in st["logged_writes"].items())
         )
     lines += [
         "",
         "## Replacement",
         "",
-        f"Worker 1 of {rp['jobs']} jobs killed (exit 137) at once; time until its host left the mounted "
+        f"Worker 1 of {rp['jobs']} jobs killed (exit 137) at once; time until its host left the "
+        "mounted "
         "script and until the replacement (a new host name) is listed, in seconds.",
         "",
         "| to | jobs | p50 | p95 | max |",
@@ -164,8 +192,10 @@ def report(r: dict[str, Any]) -> str:
         _row("old host removed", rp["removed_s"]),
         _row("replacement listed", rp["replacement_listed_s"]),
         "",
-        f"Replacements counted by the operator: {rp['replacements_metric']:.0f}; API requests per job "
-        f"{_reqs(rp['requests_per_job'])}; operator CPU {_f(rp['operator_cpu_s'])} s; client rate-limit "
+        f"Replacements counted by the operator: {rp['replacements_metric']:.0f}; API requests per "
+        "job "
+        f"{_reqs(rp['requests_per_job'])}; operator CPU {_f(rp['operator_cpu_s'])} s; client "
+        "rate-limit "
         f"floor for these requests {floor(rp['requests_per_job'], rp['jobs'])} s.",
         "",
         "## Operator process",

@@ -1,14 +1,16 @@
-"""Benchmark of the operator on elastic MPIJobs: fan-in, scale reaction as the launcher sees it, steady-state
-writes and worker replacement. Not a test: run it, read bench/out/operator.md (and operator.json).
+"""Benchmark of the operator on elastic MPIJobs: fan-in, scale reaction as the launcher sees it,
+steady-state writes and worker replacement. Not a test: run it, read bench/out/operator.md (and
+operator.json).
 
-`mpi-operator sim` and `mpi-operator run` each run in their own process, so the operator's RSS and CPU
-time (read with psutil) are its own, and the load this client generates does not count against it.
-Scale and replacement times are measured up to the moment the launcher pod's *mounted*
-/etc/mpi/discover_hosts.sh (kubesim's file endpoint) lists the new hosts, i.e. what Horovod would read.
-kubesim's request record is in-process only, so the operator's requests come from its own
+`mpi-operator sim` and `mpi-operator run` each run in their own process, so the operator's RSS and
+CPU time (read with psutil) are its own, and the load this client generates does not count against
+it. Scale and replacement times are measured up to the moment the launcher pod's *mounted*
+/etc/mpi/discover_hosts.sh (kubesim's file endpoint) lists the new hosts, i.e. what Horovod would
+read. kubesim's request record is in-process only, so the operator's requests come from its own
 `rest_client_requests_total` and the writes in a window are named from its JSON log.
 
-    .venv/bin/python bench/operator_elastic.py [--jobs 50] [--scale-jobs 10] [--replace-jobs 10] [--quick]
+    .venv/bin/python bench/operator_elastic.py [--jobs 50] [--scale-jobs 10] [--replace-jobs 10]
+    [--quick]
 """
 
 from __future__ import annotations
@@ -42,7 +44,13 @@ from opbench_report import machine, report, summary
 from mpi_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-FULL = {"jobs": 50, "scale_jobs": 10, "replace_jobs": 10, "steady_seconds": 30.0, "settle_seconds": 5}
+FULL = {
+    "jobs": 50,
+    "scale_jobs": 10,
+    "replace_jobs": 10,
+    "steady_seconds": 30.0,
+    "settle_seconds": 5,
+}
 FULL |= {"grace_seconds": 10, "pod_seconds": 1.0, "timeout": 600.0}
 QUICK = {"jobs": 4, "scale_jobs": 2, "replace_jobs": 2, "steady_seconds": 5.0, "settle_seconds": 1}
 QUICK |= {"grace_seconds": 1, "pod_seconds": 0.3, "timeout": 60.0}
@@ -52,7 +60,8 @@ async def first_listed(
     api: Api, names: list[str], args: argparse.Namespace
 ) -> tuple[dict[str, str], dict[str, float]]:
     """Each job's launcher pod (its name has a generated suffix) and the monotonic time its mounted
-    script first listed both workers. One poller for all jobs, sparser for many, to spare kubesim's CPU."""
+    script first listed both workers. One poller for all jobs, sparser for many, to spare kubesim's
+    CPU."""
     launchers: dict[str, str] = {}
     listed: dict[str, float] = {}
 
@@ -60,12 +69,16 @@ async def first_listed(
         if len(launchers) < len(names):
             for pod in await api.pods("mpi_role_type=launcher"):
                 if (pod.get("status") or {}).get("phase") == "Running":
-                    launchers.setdefault(pod["metadata"]["labels"]["mpi_job_name"], pod["metadata"]["name"])
+                    launchers.setdefault(
+                        pod["metadata"]["labels"]["mpi_job_name"], pod["metadata"]["name"]
+                    )
         pending = [n for n in launchers if n not in listed]
         found = await asyncio.gather(*(api.hosts(launchers[n]) for n in pending))
         now = time.monotonic()
         listed.update(
-            (n, now) for n, hosts in zip(pending, found, strict=True) if hosts and indices(hosts) == {0, 1}
+            (n, now)
+            for n, hosts in zip(pending, found, strict=True)
+            if hosts and indices(hosts) == {0, 1}
         )
         return len(listed) == len(names)
 
@@ -83,7 +96,9 @@ async def until_listed(
     return await poll(check, args.timeout, args.poll_seconds)
 
 
-async def fan_in(api: Api, op: Operator, names: list[str], args: argparse.Namespace) -> dict[str, Any]:
+async def fan_in(
+    api: Api, op: Operator, names: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
     rv = (await api.call("GET", JOBS))["metadata"]["resourceVersion"]
     before, usage0 = await op.scrape(api.session), op.usage()
     watcher = asyncio.create_task(watch_running(api, rv, set(names)))
@@ -93,7 +108,9 @@ async def fan_in(api: Api, op: Operator, names: list[str], args: argparse.Namesp
         async with gate:
             sent[name] = time.monotonic()
             await api.call(
-                "POST", JOBS, elastic_mpijob(name, settle=args.settle_seconds, grace=args.grace_seconds)
+                "POST",
+                JOBS,
+                elastic_mpijob(name, settle=args.settle_seconds, grace=args.grace_seconds),
             )
 
     start = time.monotonic()
@@ -125,7 +142,9 @@ async def scale(
         pod, first = launchers[name], math.nan
         was = indices(await api.hosts(pod) or set())
         started = time.monotonic()
-        await api.call("PATCH", f"{JOBS}/{name}/scale", {"spec": {"replicas": replicas}}, merge=True)
+        await api.call(
+            "PATCH", f"{JOBS}/{name}/scale", {"spec": {"replicas": replicas}}, merge=True
+        )
 
         def want(hosts: set[str]) -> bool:
             nonlocal first
@@ -158,7 +177,9 @@ async def scale(
 async def steady(api: Api, op: Operator, jobs: int, args: argparse.Namespace) -> dict[str, Any]:
     async def converged() -> bool:
         pods = await api.pods("mpi_role_type=worker")
-        return len(pods) == 2 * jobs and not any(p["metadata"].get("deletionTimestamp") for p in pods)
+        return len(pods) == 2 * jobs and not any(
+            p["metadata"].get("deletionTimestamp") for p in pods
+        )
 
     waited = time.monotonic()
     await poll(converged, args.timeout, 0.5)
@@ -184,7 +205,9 @@ async def replace(
         pod, removed = launchers[name], math.nan
         old = next(h for h in (await api.hosts(pod) or set()) if indices({h}) == {1})
         started = time.monotonic()
-        await api.call("POST", f"/kubesim/v1/namespaces/{NS}/pods/{name}-worker-1/kill", {"exitCode": 137})
+        await api.call(
+            "POST", f"/kubesim/v1/namespaces/{NS}/pods/{name}-worker-1/kill", {"exitCode": 137}
+        )
 
         def want(hosts: set[str]) -> bool:
             nonlocal removed
@@ -204,7 +227,9 @@ async def replace(
         "removed_s": summary([r for r, _ in times]),
         "replacement_listed_s": summary([t for _, t in times]),
         "operator_histogram_s": histogram(after, before),
-        "replacements_metric": delta(after, before, "mpi_operator_elastic_worker_replacements_total"),
+        "replacements_metric": delta(
+            after, before, "mpi_operator_elastic_worker_replacements_total"
+        ),
         "requests_per_job": {k: v / len(names) for k, v in requests(after, before).items()},
         "operator_cpu_s": usage1["cpu_s"] - usage0["cpu_s"],
     }
@@ -232,16 +257,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="small numbers, runs in under a minute")
+    parser.add_argument(
+        "--quick", action="store_true", help="small numbers, runs in under a minute"
+    )
     parser.add_argument("--jobs", type=int, help="N: MPIJobs created at once (default 50; quick 4)")
-    parser.add_argument("--scale-jobs", type=int, help="K: jobs scaled 2->4->2 (default 10; quick 2)")
-    parser.add_argument("--replace-jobs", type=int, help="M: jobs losing a worker (default 10; quick 2)")
-    parser.add_argument("--steady-seconds", type=float, help="steady-state window (default 30; quick 5)")
-    parser.add_argument("--settle-seconds", type=int, help="elasticPolicy.settleSeconds (default 5; quick 1)")
-    parser.add_argument("--grace-seconds", type=int, help="scaleInGracePeriodSeconds (default 10; quick 1)")
-    parser.add_argument("--pod-seconds", type=float, help="kubesim pod start and ready delays (default 1)")
+    parser.add_argument(
+        "--scale-jobs", type=int, help="K: jobs scaled 2->4->2 (default 10; quick 2)"
+    )
+    parser.add_argument(
+        "--replace-jobs", type=int, help="M: jobs losing a worker (default 10; quick 2)"
+    )
+    parser.add_argument(
+        "--steady-seconds", type=float, help="steady-state window (default 30; quick 5)"
+    )
+    parser.add_argument(
+        "--settle-seconds", type=int, help="elasticPolicy.settleSeconds (default 5; quick 1)"
+    )
+    parser.add_argument(
+        "--grace-seconds", type=int, help="scaleInGracePeriodSeconds (default 10; quick 1)"
+    )
+    parser.add_argument(
+        "--pod-seconds", type=float, help="kubesim pod start and ready delays (default 1)"
+    )
     parser.add_argument("--timeout", type=float, help="per wait, seconds (default 600; quick 60)")
-    parser.add_argument("--poll-seconds", type=float, default=0.1, help="mounted-file polling interval")
+    parser.add_argument(
+        "--poll-seconds", type=float, default=0.1, help="mounted-file polling interval"
+    )
     parser.add_argument(
         "--operator-qps",
         type=float,
@@ -254,13 +295,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=Settings.burst,
         help="`run --burst` (default: unset)",
     )
-    parser.add_argument("--operator-workers", type=int, default=2, help="`run --workers` (the default)")
+    parser.add_argument(
+        "--operator-workers", type=int, default=2, help="`run --workers` (the default)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="report directory")
     args = parser.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    args.scale_jobs, args.replace_jobs = min(args.scale_jobs, args.jobs), min(args.replace_jobs, args.jobs)
+    args.scale_jobs, args.replace_jobs = (
+        min(args.scale_jobs, args.jobs),
+        min(args.replace_jobs, args.jobs),
+    )
     return args
 
 

@@ -1,8 +1,9 @@
-"""Sampling profiles of the benchmark's processes with py-spy (a dev dependency), attached from outside
-so the measured processes run unchanged: `py-spy record --gil --format raw` writes collapsed stacks of the
-thread holding the GIL (running Python, not waiting in a system call such as a write to a full pipe), read
-here into the functions that hold the most samples. py-spy needs ptrace rights over the process (root, or
-`kernel.yama.ptrace_scope` 0); when it cannot attach, the report says so instead of a profile."""
+"""Sampling profiles of the benchmark's processes with py-spy (a dev dependency), attached from
+outside so the measured processes run unchanged: `py-spy record --gil --format raw` writes collapsed
+stacks of the thread holding the GIL (running Python, not waiting in a system call such as a write
+to a full pipe), read here into the functions that hold the most samples. py-spy needs ptrace rights
+over the process (root, or `kernel.yama.ptrace_scope` 0); when it cannot attach, the report says so
+instead of a profile."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import Any, Final
 
 RATE: Final = 50
-"""Samples per second: enough for a top list over tens of seconds, little load on a 2-core machine."""
+"""Samples per second: enough for a top list over tens of seconds, little load on a 2-core
+machine."""
 
 
 def _py_spy() -> str | None:
@@ -58,7 +60,9 @@ class Profile:
             await self.proc.wait()
             return {"error": "py-spy did not stop within 60 s"}
         if not self.out.exists() or not self.out.stat().st_size:
-            tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {self.proc.returncode}"]
+            tail = err.decode(errors="replace").strip().splitlines()[-1:] or [
+                f"exit {self.proc.returncode}"
+            ]
             return {"error": f"py-spy wrote no profile: {tail[0]}"}
         collapsed = by_function(self.out.read_text())
         self.out.write_text(collapsed)
@@ -72,14 +76,15 @@ ENTRY: Final = ("mpi_operator/cli.py", "mpi_operator/__main__.py", "kubesim/cli.
 
 
 def _frame(frame: str) -> str:
-    """`name (path/module.py:123)` -> `name (path/module.py)`: one row per function, not per line."""
+    """`name (path/module.py:123)` -> `name (path/module.py)`: one row per function, not per
+    line."""
     name, _, where = frame.partition(" (")
     return f"{name} ({where.rstrip(')').rsplit(':', 1)[0]})"
 
 
 def by_function(collapsed: str) -> str:
-    """The same collapsed stacks with the line numbers dropped and equal stacks merged: a tenth of the
-    size, still the format every flame graph tool reads."""
+    """The same collapsed stacks with the line numbers dropped and equal stacks merged: a tenth of
+    the size, still the format every flame graph tool reads."""
     merged: Counter[str] = Counter()
     for line in collapsed.splitlines():
         stack, _, count = line.rpartition(" ")
@@ -89,12 +94,15 @@ def by_function(collapsed: str) -> str:
 
 
 def stacks(collapsed: str) -> Iterator[tuple[list[str], int]]:
-    """(frames root first, samples) of every stack in py-spy's collapsed format (`f;f;... count`)."""
+    """(frames root first, samples) of every stack in py-spy's collapsed format (`f;f;...
+    count`)."""
     for line in collapsed.splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        frames = [_frame(f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
+        frames = [
+            _frame(f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))
+        ]
         if frames:
             yield frames, int(count)
 
@@ -105,9 +113,9 @@ def is_busy(frames: list[str]) -> bool:
 
 
 def top_functions(collapsed: str, limit: int = 15) -> dict[str, Any]:
-    """The samples, the busy ones, and of the busy samples, the functions most often on top of the stack
-    (self) and this project's functions most often anywhere in it (inclusive; the command line's entry
-    points left out)."""
+    """The samples, the busy ones, and of the busy samples, the functions most often on top of the
+    stack (self) and this project's functions most often anywhere in it (inclusive; the command
+    line's entry points left out)."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = busy = 0

@@ -1,7 +1,7 @@
 """One command for the scale report: runs every scenario and writes bench/REPORT.md with its plots.
 
-Scenarios, each against its own `mpi-operator sim` and `mpi-operator run` processes (the operator at its
-default client settings unless `--operator-qps`/`--operator-burst` say otherwise):
+Scenarios, each against its own `mpi-operator sim` and `mpi-operator run` processes (the operator at
+its default client settings unless `--operator-qps`/`--operator-burst` say otherwise):
 
 1. scale (bench/scale.py): N static jobs x W workers at once; time until all Running, RSS and CPU of
    both processes, writes per job, steady state, restart at scale, and py-spy profiles of both
@@ -13,8 +13,8 @@ default client settings unless `--operator-qps`/`--operator-burst` say otherwise
 5. discovery comparison (bench/latency.py): a scale-out seen in the launcher's mounted
    discover_hosts.sh, with the operator's launcher-pod annotation and with the ConfigMap alone.
 
-    .venv/bin/python bench/report.py            # 1,000 x 8: see bench/README.md for how long it takes
-    .venv/bin/python bench/report.py --quick    # 5 x 2, all scenarios: under a minute
+    .venv/bin/python bench/report.py            # 1,000 x 8: see bench/README.md for how long it
+    takes .venv/bin/python bench/report.py --quick    # 5 x 2, all scenarios: under a minute
 """
 
 from __future__ import annotations
@@ -44,11 +44,29 @@ from opbench_report import busy_pct
 from mpi_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-FULL = {"jobs": 1000, "workers": 8, "pod_seconds": 1.0, "steady_seconds": 15.0, "restart_seconds": 10.0}
-FULL |= {"idle_seconds": 5.0, "quiet_seconds": 3.0, "steps": 30, "discovery_samples": 5, "timeout": 900.0}
+FULL = {
+    "jobs": 1000,
+    "workers": 8,
+    "pod_seconds": 1.0,
+    "steady_seconds": 15.0,
+    "restart_seconds": 10.0,
+}
+FULL |= {
+    "idle_seconds": 5.0,
+    "quiet_seconds": 3.0,
+    "steps": 30,
+    "discovery_samples": 5,
+    "timeout": 900.0,
+}
 FULL |= {"ramp_steps": 10, "heap_jobs": 200}
 QUICK = {"jobs": 5, "workers": 2, "pod_seconds": 0.3, "steady_seconds": 2.0, "restart_seconds": 1.0}
-QUICK |= {"idle_seconds": 1.0, "quiet_seconds": 1.0, "steps": 5, "discovery_samples": 2, "timeout": 120.0}
+QUICK |= {
+    "idle_seconds": 1.0,
+    "quiet_seconds": 1.0,
+    "steps": 5,
+    "discovery_samples": 2,
+    "timeout": 120.0,
+}
 QUICK |= {"volume_sync_seconds": 3.0, "ramp_steps": 2, "heap_jobs": 3}
 
 
@@ -62,7 +80,9 @@ def machine() -> dict[str, Any]:
         "memory_gib": psutil.virtual_memory().total / 2**30,
         "loadavg_start": os.getloadavg(),
         "python": sys.version.split()[0],
-        "package_version": tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"],
+        "package_version": tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+            "version"
+        ],
         "kubernetes_asyncio": metadata.version("kubernetes-asyncio"),
         "aiohttp": metadata.version("aiohttp"),
         "git_commit": _git("rev-parse", "--short=12", "HEAD"),
@@ -71,7 +91,9 @@ def machine() -> dict[str, Any]:
 
 
 def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+    for line in (
+        Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    ):
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return "unknown"
@@ -83,7 +105,10 @@ def _git(*argv: str) -> str:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {"machine": machine(), "args": {k: str(v) for k, v in vars(args).items()}}
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "args": {k: str(v) for k, v in vars(args).items()},
+    }
     results["command"] = "python bench/report.py " + shlex.join(sys.argv[1:])
     t0 = time.monotonic()
     profile_dir = args.out_dir / "report" if args.profile else None
@@ -110,14 +135,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="the smoke setting: 5 x 2, short windows")
-    parser.add_argument("--jobs", type=int, help="N: static MPIJobs created at once (default 1000; quick 5)")
+    parser.add_argument(
+        "--quick", action="store_true", help="the smoke setting: 5 x 2, short windows"
+    )
+    parser.add_argument(
+        "--jobs", type=int, help="N: static MPIJobs created at once (default 1000; quick 5)"
+    )
     parser.add_argument("--workers", type=int, help="W: workers per job (default 8; quick 2)")
-    parser.add_argument("--pod-seconds", type=float, help="kubesim pod start and ready delays (default 1)")
+    parser.add_argument(
+        "--pod-seconds", type=float, help="kubesim pod start and ready delays (default 1)"
+    )
     parser.add_argument("--steady-seconds", type=float, help="steady-state window (default 15)")
-    parser.add_argument("--restart-seconds", type=float, help="window after the restart (default 10)")
+    parser.add_argument(
+        "--restart-seconds", type=float, help="window after the restart (default 10)"
+    )
     parser.add_argument("--idle-seconds", type=float, help="wait before the idle RSS (default 5)")
-    parser.add_argument("--quiet-seconds", type=float, help="no writes for this long ends the fan-in (3)")
+    parser.add_argument(
+        "--quiet-seconds", type=float, help="no writes for this long ends the fan-in (3)"
+    )
     parser.add_argument(
         "--ramp-steps", type=int, help="waves of the memory-growth ramp (default 10; quick 2)"
     )
@@ -132,7 +167,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         help="kubesim's kubelet volume sync (default kubesim's 60; quick 3)",
     )
-    parser.add_argument("--poll-seconds", type=float, default=0.1, help="mounted-file polling interval")
+    parser.add_argument(
+        "--poll-seconds", type=float, default=0.1, help="mounted-file polling interval"
+    )
     parser.add_argument("--timeout", type=float, help="per wait, seconds (default 900; quick 120)")
     parser.add_argument(
         "--operator-qps", type=float, default=Settings.qps, help="`run --qps` (default unset)"
@@ -140,15 +177,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--operator-burst", type=int, default=Settings.burst, help="`run --burst` (default unset)"
     )
-    parser.add_argument("--operator-workers", type=int, default=Settings.workers, help="`run --workers`")
-    parser.add_argument("--no-profile", dest="profile", action="store_false", help="no py-spy profiles")
+    parser.add_argument(
+        "--operator-workers", type=int, default=Settings.workers, help="`run --workers`"
+    )
+    parser.add_argument(
+        "--no-profile", dest="profile", action="store_false", help="no py-spy profiles"
+    )
     parser.add_argument(
         "--from-results",
         type=Path,
         help="render REPORT.md and the plots again from a results.json, run nothing",
     )
     parser.add_argument(
-        "--out-dir", type=Path, default=ROOT / "bench", help="where REPORT.md and report/ go (default bench/)"
+        "--out-dir",
+        type=Path,
+        default=ROOT / "bench",
+        help="where REPORT.md and report/ go (default bench/)",
     )
     args = parser.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
@@ -170,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     (args.out_dir / "REPORT.md").write_text(
         report_md.render(results, images, plots.relative_to(args.out_dir))
     )
-    print(f"wrote {args.out_dir / 'REPORT.md'} in {results['machine']['wall_s']:.0f} s", file=sys.stderr)
+    print(
+        f"wrote {args.out_dir / 'REPORT.md'} in {results['machine']['wall_s']:.0f} s",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -1,5 +1,6 @@
-"""bench/REPORT.md from the results of bench/report.py: the machine and versions, one table per scenario
-with the issue's targets beside the measured values, the bottleneck of each scenario, and the profiles."""
+"""bench/REPORT.md from the results of bench/report.py: the machine and versions, one table per
+scenario with the issue's targets beside the measured values, the bottleneck of each scenario, and
+the profiles."""
 
 from __future__ import annotations
 
@@ -31,34 +32,49 @@ SCENARIOS = ("scale", "memory", "heap", "reaction", "discovery")
 
 def _machine(r: dict[str, Any]) -> list[str]:
     m = r["machine"]
-    load = " ".join(f"{x:.2f}" for x in m["loadavg_start"]), " ".join(f"{x:.2f}" for x in m["loadavg_end"])
+    load = (
+        " ".join(f"{x:.2f}" for x in m["loadavg_start"]),
+        " ".join(f"{x:.2f}" for x in m["loadavg_end"]),
+    )
     busy = ", ".join(f"{k} {_f(r[k]['machine_busy_pct'], 0)} %" for k in SCENARIOS)
     dirty = " (with uncommitted changes)" if m["git_dirty"] else ""
     return [
-        f"Measured {m['date']} in {_f(m['wall_s'] / 60, 1)} minutes on {m['cpus']} CPUs ({m['cpu_model']}), "
-        f"{_f(m['memory_gib'], 1)} GiB of memory; load average {load[0]} at the start, {load[1]} at the end. "
-        "Share of the machine's CPU time in use during each scenario (every process, this benchmark's "
-        f"included): {busy}. The machine is shared with other work, so timings are noisy; the per-object "
+        f"Measured {m['date']} in {_f(m['wall_s'] / 60, 1)} minutes on {m['cpus']} CPUs "
+        f"({m['cpu_model']}), "
+        f"{_f(m['memory_gib'], 1)} GiB of memory; load average {load[0]} at the start, {load[1]} "
+        "at the end. "
+        "Share of the machine's CPU time in use during each scenario (every process, this "
+        "benchmark's "
+        f"included): {busy}. The machine is shared with other work, so timings are noisy; the "
+        "per-object "
         "figures (RSS, CPU per write, writes per job) are the ones to compare between runs.",
         "",
-        f"Versions: elastic-mpi-operator {m['package_version']} at commit `{m['git_commit']}`{dirty}, "
-        f"Python {m['python']}, kubernetes-asyncio {m['kubernetes_asyncio']}, aiohttp {m['aiohttp']}.",
+        f"Versions: elastic-mpi-operator {m['package_version']} at commit "
+        f"`{m['git_commit']}`{dirty}, "
+        f"Python {m['python']}, kubernetes-asyncio {m['kubernetes_asyncio']}, aiohttp "
+        f"{m['aiohttp']}.",
         "",
-        f"Command: `{r['command'].strip()}` (see bench/README.md). Every scenario runs `mpi-operator sim` "
-        "and `mpi-operator run` as processes of their own, so the CPU and memory figures belong to each "
-        "alone; the operator runs with its defaults (no `--qps`/`--burst`: no client-side limit once "
+        f"Command: `{r['command'].strip()}` (see bench/README.md). Every scenario runs "
+        "`mpi-operator sim` "
+        "and `mpi-operator run` as processes of their own, so the CPU and memory figures belong to "
+        "each "
+        "alone; the operator runs with its defaults (no `--qps`/`--burst`: no client-side limit "
+        "once "
         "kubesim's API Priority and Fairness headers are seen) unless the command says otherwise.",
     ]
 
 
 def _client_floor(r: dict[str, Any]) -> float:
-    """Seconds the operator's token bucket needs for the fan-in's requests; 0 when the limit is lifted."""
+    """Seconds the operator's token bucket needs for the fan-in's requests; 0 when the limit is
+    lifted."""
     fan, a = r["scale"]["fan_in"], r["args"]
     if fan["client_limit_lifted"]:
         return 0.0
     qps = float(a["operator_qps"]) if a["operator_qps"] != "None" else FALLBACK_QPS
     burst = int(a["operator_burst"]) if a["operator_burst"] != "None" else FALLBACK_BURST
-    return max(0.0, (fan["requests_per_job"]["total"] * fan["jobs"] - burst) / qps) if qps > 0 else 0.0
+    return (
+        max(0.0, (fan["requests_per_job"]["total"] * fan["jobs"] - burst) / qps) if qps > 0 else 0.0
+    )
 
 
 def _bottleneck_fan_in(r: dict[str, Any]) -> str:
@@ -73,7 +89,8 @@ def _bottleneck_fan_in(r: dict[str, Any]) -> str:
     parts = ", ".join(f"{k} {100 * v:.0f} %" for k, v in shares.items())
     others = max(0.0, fan["machine_busy_pct"] / 100 * cpus - sum(shares.values()))
     cpu = (
-        f"CPU over the {_f(wall)} s, in shares of one core ({cpus} in all): {parts}; every other process "
+        f"CPU over the {_f(wall)} s, in shares of one core ({cpus} in all): {parts}; every other "
+        "process "
         f"on the machine {100 * others:.0f} %"
     )
     if floor >= 0.8 * wall:
@@ -89,8 +106,10 @@ def _bottleneck_fan_in(r: dict[str, Any]) -> str:
         return f"**the machine's CPU**, all of it in use, {whose}. {cpu}."
     limit = "lifted" if not floor else f"a floor of {_f(floor)} s"
     return (
-        f"no process is CPU bound and the client limit is {limit}: the wait is kubesim's simulated pod "
-        f"start and readiness ({r['args']['pod_seconds']} s each) and the hand-offs between processes. {cpu}."
+        f"no process is CPU bound and the client limit is {limit}: the wait is kubesim's simulated "
+        "pod "
+        f"start and readiness ({r['args']['pod_seconds']} s each) and the hand-offs between "
+        f"processes. {cpu}."
     )
 
 
@@ -112,9 +131,14 @@ def _scale_rows(r: dict[str, Any]) -> list[str]:
         ),
         _row("operator RSS, idle before jobs", f"{_f(idle_rss)} MB", "≤ 85 MB", idle_rss <= 85),
         _row(
-            "operator RSS when all Running", f"{_f(op_rss)} MB (peak {_f(peak)})", "≤ 200 MB", op_rss <= 200
+            "operator RSS when all Running",
+            f"{_f(op_rss)} MB (peak {_f(peak)})",
+            "≤ 200 MB",
+            op_rss <= 200,
         ),
-        _row("operator RSS after a restart", f"{_f(restart_rss)} MB", "≤ 200 MB", restart_rss <= 200),
+        _row(
+            "operator RSS after a restart", f"{_f(restart_rss)} MB", "≤ 200 MB", restart_rss <= 200
+        ),
         _row(
             "operator RSS growth, idle to all Running",
             f"{_f(s['operator_rss_growth_kib_per_job'])} KiB per job, "
@@ -124,15 +148,18 @@ def _scale_rows(r: dict[str, Any]) -> list[str]:
         ),
         _row(
             "operator CPU per object written",
-            f"{_f(fan['operator_cpu_ms_per_write'], 2)} ms ({_f(fan['operator_cpu_s_quiet'])} s for "
-            f"{_f(writes * n, 0)} writes; {_f(fan['operator_cpu_ms_per_write_all'], 2)} ms counting "
+            f"{_f(fan['operator_cpu_ms_per_write'], 2)} ms ({_f(fan['operator_cpu_s_quiet'])} s "
+            "for "
+            f"{_f(writes * n, 0)} writes; {_f(fan['operator_cpu_ms_per_write_all'], 2)} ms "
+            "counting "
             "Event writes too)",
             "≤ 0.7 ms",
             fan["operator_cpu_ms_per_write"] <= 0.7,
         ),
         _row(
             "API writes per job, create to Running",
-            f"{_f(fan['writes_per_job_running'])} when the last was Running, {_f(writes)} until quiet; "
+            f"{_f(fan['writes_per_job_running'])} when the last was Running, {_f(writes)} until "
+            "quiet; "
             f"apart: {_f(fan['events_per_job'])} Events, "
             f"{_f(fan['event_writes_per_job_quiet'])} Event writes",
             "≤ 15, Events apart",
@@ -148,7 +175,8 @@ def _scale_rows(r: dict[str, Any]) -> list[str]:
         _row("operator CPU for the fan-in", f"{_f(fan['operator_cpu_s'])} s", "", None),
         _row(
             f"steady state ({_f(st['seconds'], 0)} s)",
-            f"{st['requests']['writes']:.0f} writes, {st['requests']['total']:.0f} requests; operator "
+            f"{st['requests']['writes']:.0f} writes, {st['requests']['total']:.0f} requests; "
+            "operator "
             f"{_f(st['operator_cpu_pct'], 2)} % CPU, kubesim {_f(st['kubesim_cpu_pct'], 2)} %",
             "0 writes",
             st["requests"]["writes"] == 0,
@@ -178,7 +206,8 @@ def _scale_rows(r: dict[str, Any]) -> list[str]:
 
 
 def _pipeline(fan: dict[str, Any]) -> str:
-    """Where the jobs waited: when the operator had created the workers, the launchers, and when they ran."""
+    """Where the jobs waited: when the operator had created the workers, the launchers, and when
+    they ran."""
     t = fan["timeline_s"]
 
     def span(key: str) -> str:
@@ -186,15 +215,19 @@ def _pipeline(fan: dict[str, Any]) -> str:
         return f"{_f(times[0])}-{_f(times[-1])} s" if times else "none seen"
 
     return (
-        f"Pipeline, in seconds from the first create: worker pods created {span('workers_created')}, "
-        f"launcher Jobs {span('launchers_created')} (the operator creates a launcher once its workers "
+        "Pipeline, in seconds from the first create: worker pods created "
+        f"{span('workers_created')}, "
+        f"launcher Jobs {span('launchers_created')} (the operator creates a launcher once its "
+        "workers "
         f"are Ready), jobs Running {span('running')}."
     )
 
 
 def _profiled(fan: dict[str, Any]) -> str:
     sampled = [name for name, prof in fan["profiles"].items() if "error" not in prof]
-    return f"; py-spy sampled {' and '.join(sampled)} meanwhile (on the same cores)" if sampled else ""
+    return (
+        f"; py-spy sampled {' and '.join(sampled)} meanwhile (on the same cores)" if sampled else ""
+    )
 
 
 def _scale(r: dict[str, Any]) -> list[str]:
@@ -207,19 +240,25 @@ def _scale(r: dict[str, Any]) -> list[str]:
         f"## Scale: {n:,} jobs x {w} workers ({s['pods']:,} pods)",
         "",
         f"{n:,} static MPIJobs created at once (16 creates in flight; all sent after "
-        f"{_f(fan['creates_sent_s'])} s); kubesim pods start and turn Ready {r['args']['pod_seconds']} s "
-        f"each{_profiled(fan)}. The targets are the issue's, for 1,000 x 8{smaller}. Writes are the "
-        "operator's own `rest_client_requests_total` (POST, PUT, PATCH, DELETE) less its Event writes "
-        "(each Event it recorded in the cluster is one create plus `count` - 1 patches); 'quiet' is when "
+        f"{_f(fan['creates_sent_s'])} s); kubesim pods start and turn Ready "
+        f"{r['args']['pod_seconds']} s "
+        f"each{_profiled(fan)}. The targets are the issue's, for 1,000 x 8{smaller}. Writes are "
+        "the "
+        "operator's own `rest_client_requests_total` (POST, PUT, PATCH, DELETE) less its Event "
+        "writes "
+        "(each Event it recorded in the cluster is one create plus `count` - 1 patches); 'quiet' "
+        "is when "
         "its write count "
-        f"had not moved for {r['args']['quiet_seconds']} s ({_f(fan['quiet_after_s'])} s after the first "
+        f"had not moved for {r['args']['quiet_seconds']} s ({_f(fan['quiet_after_s'])} s after the "
+        "first "
         "create).",
         "",
         *_scale_rows(r),
         "",
         f"**Bottleneck of the fan-in:** {_bottleneck_fan_in(r)} {_pipeline(fan)}",
         "",
-        f"Writes per job the operator logged, until quiet (status writes are not logged): {logged}.",
+        "Writes per job the operator logged, until quiet (status writes are not logged): "
+        f"{logged}.",
         "",
         _status_writes(fan),
         "",
@@ -232,28 +271,42 @@ def _status_writes(fan: dict[str, Any]) -> str:
     """What the writes per job beyond the logged ones were: the MPIJob's status writes, and why."""
     status = fan["writes_per_job_quiet"] - sum(fan["logged_writes_per_job"].values())
     return (
-        f"**Status writes per job:** {_f(status)} (the writes until quiet less the logged ones). A static "
-        "job writes its status when it is created and when it is Running; the worker counts in between "
-        "are progress, held back while its pods are still starting, for at most `progress_batch_seconds` "
-        "(1 s) after its last status write (planning/progress.py). A job whose pods all start within that "
-        "second writes twice. Here the jobs waited seconds for kubesim, the bottleneck, to start their "
-        "pods, longer than that second, so the counts got a write of their own: above two, the price of "
+        f"**Status writes per job:** {_f(status)} (the writes until quiet less the logged ones). A "
+        "static "
+        "job writes its status when it is created and when it is Running; the worker counts in "
+        "between "
+        "are progress, held back while its pods are still starting, for at most "
+        "`progress_batch_seconds` "
+        "(1 s) after its last status write (planning/progress.py). A job whose pods all start "
+        "within that "
+        "second writes twice. Here the jobs waited seconds for kubesim, the bottleneck, to start "
+        "their "
+        "pods, longer than that second, so the counts got a write of their own: above two, the "
+        "price of "
         "a status never more than a second behind its pods."
     )
 
 
 def _bottleneck_restart(r: dict[str, Any]) -> str:
     rs = r["scale"]["restart"]
-    op_cpu, sim_cpu, ready = rs["operator_cpu_s_until_ready"], rs["kubesim_cpu_s_until_ready"], rs["ready_s"]
+    op_cpu, sim_cpu, ready = (
+        rs["operator_cpu_s_until_ready"],
+        rs["kubesim_cpu_s_until_ready"],
+        rs["ready_s"],
+    )
     facts = (
-        f"until /readyz the new process made {_f(rs['requests_until_ready']['total'], 0)} requests (its "
-        f"initial LISTs and watches) and used {_f(op_cpu, 2)} s of CPU (interpreter start and imports "
+        f"until /readyz the new process made {_f(rs['requests_until_ready']['total'], 0)} requests "
+        "(its "
+        f"initial LISTs and watches) and used {_f(op_cpu, 2)} s of CPU (interpreter start and "
+        "imports "
         f"included), kubesim {_f(sim_cpu, 2)} s, in {_f(ready, 2)} s"
     )
     if op_cpu + sim_cpu < 0.5 * ready:
         return f"**waiting for CPU on the shared machine**: {facts}."
     if op_cpu >= sim_cpu:
-        return f"**the operator's CPU** (start, imports, decoding and caching every object): {facts}."
+        return (
+            f"**the operator's CPU** (start, imports, decoding and caching every object): {facts}."
+        )
     return f"**kubesim's CPU** (serving the LISTs of every object): {facts}."
 
 
@@ -267,16 +320,19 @@ def _memory(r: dict[str, Any]) -> list[str]:
     return [
         "## Memory growth",
         "",
-        f"The same jobs ({m['workers']} workers each) created in {len(m['points']) - 1} waves on a cluster "
+        f"The same jobs ({m['workers']} workers each) created in {len(m['points']) - 1} waves on a "
+        "cluster "
         "of their own; after each wave was Running and the operator quiet, both processes' RSS:",
         "",
         "| jobs Running | operator RSS, MB | kubesim RSS, MB |",
         "|---|---|---|",
         *rows,
         "",
-        f"Least-squares growth over the waves: operator {_f(m['operator_kib_per_job'])} KiB per job "
+        f"Least-squares growth over the waves: operator {_f(m['operator_kib_per_job'])} KiB per "
+        "job "
         f"({_f(m['operator_kib_per_job'] / pods)} KiB per pod, {pods} pods a job), kubesim "
-        f"{_f(m['kubesim_kib_per_job'])} KiB per job. (RSS also holds memory the allocator has not returned, "
+        f"{_f(m['kubesim_kib_per_job'])} KiB per job. (RSS also holds memory the allocator has not "
+        "returned, "
         "so it moves in steps.)",
         "",
     ]
@@ -286,20 +342,25 @@ def _heap(r: dict[str, Any]) -> list[str]:
     h = r["heap"]
     total = h["total_bytes"]
     packages = [
-        f"| `{name}` | {_f(size / 1e6, 2)} | {_f(100 * size / total)} |" for name, size in h["packages"]
+        f"| `{name}` | {_f(size / 1e6, 2)} | {_f(100 * size / total)} |"
+        for name, size in h["packages"]
     ]
     lines = [f"| `{site}` | {_f(size / 1e6, 2)} | {count:,} |" for site, size, count in h["lines"]]
     return [
         "## Heap snapshot",
         "",
-        f"Where the operator's live Python memory was allocated with {h['jobs']:,} jobs x {h['workers']} "
+        f"Where the operator's live Python memory was allocated with {h['jobs']:,} jobs x "
+        f"{h['workers']} "
         "workers Running and the operator quiet: a tracemalloc snapshot (bench/heapsnap.py runs "
-        "`mpi-operator run` with tracing on from before its first import; its RSS and timings are not "
-        f"measured, tracing inflates them). {_f(total / 1e6)} MB in {h['blocks']:,} blocks are traced; "
+        "`mpi-operator run` with tracing on from before its first import; its RSS and timings are "
+        "not "
+        f"measured, tracing inflates them). {_f(total / 1e6)} MB in {h['blocks']:,} blocks are "
+        "traced; "
         "RSS also holds the interpreter, C libraries and freed memory the allocator keeps. What "
         "`mpi_operator/kube` allocated and is still alive is mostly the objects its JSON codec "
         "(`kube/codec.py`) decoded from the API's answers, which the informer caches hold; "
-        "`mpi_operator/cache`, what their transforms rebuilt of them; `imports`, the modules' code objects.",
+        "`mpi_operator/cache`, what their transforms rebuilt of them; `imports`, the modules' code "
+        "objects.",
         "",
         "| allocated in | MB | % |",
         "|---|---|---|",
@@ -318,19 +379,23 @@ def _reaction(r: dict[str, Any]) -> list[str]:
     decided, p50 = rc["operator_decided_p50_ms"], rc["p50_ms"]
     if decided >= 0.5 * p50:
         name = (
-            f"**the operator**: p50 {_f(decided)} ms of the {_f(p50)} ms pass before it logs the create "
+            f"**the operator**: p50 {_f(decided)} ms of the {_f(p50)} ms pass before it logs the "
+            "create "
             "(the watch event, its queue and the reconcile)"
         )
     else:
         name = (
-            f"**kubesim**: the operator logs the create after p50 {_f(decided)} ms of the {_f(p50)} ms; "
+            f"**kubesim**: the operator logs the create after p50 {_f(decided)} ms of the "
+            f"{_f(p50)} ms; "
             "the rest is kubesim's create and watch delivery"
         )
     return [
         "## Scale reaction",
         "",
-        f"One elastic job; `Worker.replicas` patched +1 through the scale subresource {rc['steps']} times, "
-        f"{r['args']['step_pause_seconds']} s apart; time from the PATCH until the new worker pod is on a "
+        "One elastic job; `Worker.replicas` patched +1 through the scale subresource "
+        f"{rc['steps']} times, "
+        f"{r['args']['step_pause_seconds']} s apart; time from the PATCH until the new worker pod "
+        "is on a "
         f"pod watch. Operator at {rc['client_flags']}.",
         "",
         *TABLE,
@@ -349,13 +414,15 @@ def _reaction(r: dict[str, Any]) -> list[str]:
         ),
         _row(
             "per step",
-            f"{_f(rc['requests_per_step']['total'])} API requests ({_f(rc['requests_per_step']['writes'])} "
+            f"{_f(rc['requests_per_step']['total'])} API requests "
+            f"({_f(rc['requests_per_step']['writes'])} "
             f"writes); CPU {_f(op_cpu)} ms operator, {_f(sim_cpu)} ms kubesim",
             "",
             None,
         ),
         "",
-        f"**Bottleneck:** {name}. The machine's CPU was {_f(rc['machine_busy_pct'], 0)} % in use meanwhile.",
+        f"**Bottleneck:** {name}. The machine's CPU was {_f(rc['machine_busy_pct'], 0)} % in use "
+        "meanwhile.",
         "",
     ]
 
@@ -376,15 +443,21 @@ def _discovery(r: dict[str, Any]) -> list[str]:
     return [
         "## Discovery: the launcher's mounted discover_hosts.sh after a scale-out",
         "",
-        "**Headline: with the operator's launcher-pod annotation, a new worker reaches the launcher's "
+        "**Headline: with the operator's launcher-pod annotation, a new worker reaches the "
+        "launcher's "
         f"mounted script {_f(d['ratio_p50'], 0)}x sooner than with the ConfigMap alone (p50 "
         f"{_f(ann['mounted_s']['p50'], 2)} s against {_f(cm['mounted_s']['p50'], 2)} s).**",
         "",
-        f"{ann['mounted_s']['n']:.0f} elastic jobs (the operator annotates their launcher pod after each "
-        f"change of the script, so the kubelet refreshes the volume at once) and {cm['mounted_s']['n']:.0f} "
-        "static jobs (the same ConfigMap update, no annotation: what the upstream operator does; no operator "
-        "switch was needed) scaled from 2 to 3 workers, one PATCH each, all at the same moment in the same "
-        f"run. kubesim's kubelet syncs volumes every {d['volume_sync_seconds']:g} s, jittered per pod by up "
+        f"{ann['mounted_s']['n']:.0f} elastic jobs (the operator annotates their launcher pod "
+        "after each "
+        "change of the script, so the kubelet refreshes the volume at once) and "
+        f"{cm['mounted_s']['n']:.0f} "
+        "static jobs (the same ConfigMap update, no annotation: what the upstream operator does; "
+        "no operator "
+        "switch was needed) scaled from 2 to 3 workers, one PATCH each, all at the same moment in "
+        "the same "
+        f"run. kubesim's kubelet syncs volumes every {d['volume_sync_seconds']:g} s, jittered per "
+        "pod by up "
         "to 50 %. Seconds from the PATCH (the new worker also has to start and turn Ready, "
         f"{r['args']['pod_seconds']} s each, before any ConfigMap lists it):",
         "",
@@ -393,8 +466,10 @@ def _discovery(r: dict[str, Any]) -> list[str]:
         arm("operator annotates the launcher", ann),
         arm("ConfigMap alone", cm),
         "",
-        "**Bottleneck:** with the ConfigMap alone, the kubelet's periodic volume sync (from the ConfigMap to "
-        "the mount is whatever is left of the pod's sync period); with the annotation, the new worker's own "
+        "**Bottleneck:** with the ConfigMap alone, the kubelet's periodic volume sync (from the "
+        "ConfigMap to "
+        "the mount is whatever is left of the pod's sync period); with the annotation, the new "
+        "worker's own "
         "start and readiness, which come before the ConfigMap may list it.",
         "",
     ]
@@ -404,11 +479,16 @@ def _profiles(r: dict[str, Any]) -> list[str]:
     lines = [
         "## Profiles of the fan-in",
         "",
-        "py-spy sampled both processes from outside (`--nonblocking --gil`, 50 Hz: only the thread holding "
-        "the GIL, so time blocked in a system call is not counted) from before the first create until all "
-        "jobs were Running. Shares are of the busy samples (any left in the event loop's select or idle "
-        "threads are dropped); inclusive lists only this project's functions. The flame graphs below "
-        "are drawn from the collapsed stacks, which stay beside them (`*.pyspy.txt`, for any flame graph "
+        "py-spy sampled both processes from outside (`--nonblocking --gil`, 50 Hz: only the thread "
+        "holding "
+        "the GIL, so time blocked in a system call is not counted) from before the first create "
+        "until all "
+        "jobs were Running. Shares are of the busy samples (any left in the event loop's select or "
+        "idle "
+        "threads are dropped); inclusive lists only this project's functions. The flame graphs "
+        "below "
+        "are drawn from the collapsed stacks, which stay beside them (`*.pyspy.txt`, for any flame "
+        "graph "
         "tool; git ignores them).",
         "",
     ]
@@ -417,7 +497,10 @@ def _profiles(r: dict[str, Any]) -> list[str]:
         if "error" in prof:
             lines += [f"{name}: not profiled: {prof['error']}.", ""]
             continue
-        lines += [f"### {name}: {prof['busy']:,} busy of {prof['samples']:,} samples (`{prof['file']}`)", ""]
+        lines += [
+            f"### {name}: {prof['busy']:,} busy of {prof['samples']:,} samples (`{prof['file']}`)",
+            "",
+        ]
         lines += ["| self | % | inclusive (this project) | % |", "|---|---|---|---|"]
         rows = max(len(prof["self"]), len(prof["inclusive"]))
         pad = [("", math.nan)] * rows

@@ -62,21 +62,34 @@ def _reaction(ax: Axes, r: dict[str, Any]) -> None:
 
 def _discovery(ax: Axes, r: dict[str, Any]) -> None:
     d = r["discovery"]
-    arms = [("annotation", "operator annotates\nthe launcher"), ("configmap_only", "ConfigMap alone")]
+    arms = [
+        ("annotation", "operator annotates\nthe launcher"),
+        ("configmap_only", "ConfigMap alone"),
+    ]
     for i, (key, label) in enumerate(arms):
         mounted, cm = d[key]["mounted_samples_s"], d[key]["configmap_samples_s"]
         ax.scatter(
-            cm, [i + 0.12] * len(cm), s=40, marker="x", color="grey", label="ConfigMap" if not i else None
+            cm,
+            [i + 0.12] * len(cm),
+            s=40,
+            marker="x",
+            color="grey",
+            label="ConfigMap" if not i else None,
         )
         ax.scatter(
-            mounted, [i] * len(mounted), s=50, alpha=0.7, label=f"mounted ({label.splitlines()[0]}...)"
+            mounted,
+            [i] * len(mounted),
+            s=50,
+            alpha=0.7,
+            label=f"mounted ({label.splitlines()[0]}...)",
         )
     ax.set_yticks(range(len(arms)), [label for _, label in arms])
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel("seconds from the scale-out until it lists the new worker (log scale)")
     ax.set_title(
-        f"Discovery: p50 ratio {d['ratio_p50']:.0f}x (kubelet volume sync {d['volume_sync_seconds']:g} s)"
+        f"Discovery: p50 ratio {d['ratio_p50']:.0f}x (kubelet volume sync "
+        f"{d['volume_sync_seconds']:g} s)"
     )
     ax.set_ylim(-0.5, len(arms) - 0.5)
     ax.legend(fontsize="small")
@@ -100,7 +113,14 @@ def _rss(ax: Axes, r: dict[str, Any]) -> None:
         label="operator after the fan-in",
     )
     restart = MB * s["restart"]["operator_rss_mib"]
-    ax.scatter([fan["jobs"]], [restart], marker="^", s=60, color="tab:cyan", label="operator after a restart")
+    ax.scatter(
+        [fan["jobs"]],
+        [restart],
+        marker="^",
+        s=60,
+        color="tab:cyan",
+        label="operator after a restart",
+    )
     ax.set_xlabel(f"jobs Running ({r['memory']['workers']} workers + a launcher each)")
     ax.set_ylabel("RSS, MB")
     ax.set_title("Memory against jobs, created in waves")
@@ -121,13 +141,18 @@ def _colour(frame: str) -> str:
         return "#5b9bd5"
     if path.startswith("kubesim/"):
         return "#ed7d31"
-    return "#a5d6a7" if "/" in path and not path.startswith(("asyncio/", "json/", "logging/")) else "#d9d9d9"
+    return (
+        "#a5d6a7"
+        if "/" in path and not path.startswith(("asyncio/", "json/", "logging/"))
+        else "#d9d9d9"
+    )
 
 
 def flame_graph(collapsed: str, title: str, out: Path) -> None:
-    """An icicle-style flame graph of the busy stacks: one bar per frame, as wide as its samples, callers
-    above callees; the frames every stack shares (the command line, the event loop) are cut off the top.
-    Blue: the operator's code, orange: kubesim's, green: libraries, grey: the standard library."""
+    """An icicle-style flame graph of the busy stacks: one bar per frame, as wide as its samples,
+    callers above callees; the frames every stack shares (the command line, the event loop) are cut
+    off the top. Blue: the operator's code, orange: kubesim's, green: libraries, grey: the standard
+    library."""
     root = _Node()
     for frames, n in profiling.stacks(collapsed):
         if not profiling.is_busy(frames):
@@ -150,7 +175,15 @@ def flame_graph(collapsed: str, title: str, out: Path) -> None:
         if width < 0.002:
             return
         depth_max = max(depth_max, depth)
-        ax.barh(-depth, width, left=x, height=0.95, color=_colour(label), edgecolor="white", linewidth=0.3)
+        ax.barh(
+            -depth,
+            width,
+            left=x,
+            height=0.95,
+            color=_colour(label),
+            edgecolor="white",
+            linewidth=0.3,
+        )
         if width > 0.04:
             chars = int(width * 230)
             ax.text(x + 0.002, -depth, label[:chars], va="center", fontsize=6.5, clip_on=True)
@@ -178,7 +211,8 @@ PLOTS: dict[str, Callable[[Axes, dict[str, Any]], None]] = {
 
 
 def render(results: dict[str, Any], out: Path) -> list[str]:
-    """Writes every plot into `out` (flame graphs for the profiles there); returns the file names."""
+    """Writes every plot into `out` (flame graphs for the profiles there); returns the file
+    names."""
     for name, draw in PLOTS.items():
         fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
         draw(ax, results)
@@ -189,7 +223,9 @@ def render(results: dict[str, Any], out: Path) -> list[str]:
     fan = results["scale"]["fan_in"]
     for process, prof in fan["profiles"].items():
         if "file" in prof and (out / prof["file"]).exists():
-            title = f"{process} during the fan-in of {fan['jobs']:,} jobs x {fan['workers']} workers"
+            title = (
+                f"{process} during the fan-in of {fan['jobs']:,} jobs x {fan['workers']} workers"
+            )
             flame_graph((out / prof["file"]).read_text(), title, out / f"flame_{process}.png")
             images.append(f"flame_{process}.png")
     return images

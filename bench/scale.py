@@ -1,15 +1,15 @@
-"""The scale scenario of bench/report.py: N static MPIJobs x W workers created at once against `mpi-operator
-sim`, with `mpi-operator run` in its own process at its default client settings.
+"""The scale scenario of bench/report.py: N static MPIJobs x W workers created at once against
+`mpi-operator sim`, with `mpi-operator run` in its own process at its default client settings.
 
 It measures the time until all N are Running, the operator's and kubesim's CPU seconds and RSS, the
-operator's writes per job (its own
-`rest_client_requests_total`, less the writes of the Events it recorded, which are counted apart from the
-Events in the cluster), a steady-state window, and a restart at scale (the operator killed and started
-again: seconds until /readyz, writes after it).
+operator's writes per job (its own `rest_client_requests_total`, less the writes of the Events it
+recorded, which are counted apart from the Events in the cluster), a steady-state window, and a
+restart at scale (the operator killed and started again: seconds until /readyz, writes after it).
 
 The memory growth (`ramp`) runs on a cluster of its own: the same N jobs created in waves, each wave
-Running and the operator quiet before both processes' RSS is read, so RSS is set against a known number
-of jobs (in the fan-in every job turns Running within the last seconds, which makes no curve).
+Running and the operator quiet before both processes' RSS is read, so RSS is set against a known
+number of jobs (in the fan-in every job turns Running within the last seconds, which makes no
+curve).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ async def create_all(api: Api, jobs: list[dict[str, Any]], in_flight: int = 16) 
 
 
 async def event_writes(api: Api) -> tuple[int, int]:
-    """(Events, writes of them) the operator recorded: one create each plus one patch per repeat (`count`)."""
+    """(Events, writes of them) the operator recorded: one create each plus one patch per repeat
+    (`count`)."""
     items = (await api.call("GET", f"/api/v1/namespaces/{NS}/events"))["items"]
     ours = [e for e in items if (e.get("source") or {}).get("component") == COMPONENT]
     return len(ours), sum(int(e.get("count") or 1) for e in ours)
@@ -104,7 +105,12 @@ async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None)
     sent = await create_all(api, [static_mpijob(n, args.workers) for n in names])
     created_s = time.monotonic() - start
     await asyncio.wait_for(watcher, args.timeout)
-    at_running, op1, sim1, me1 = await op.scrape(api.session), op.usage(), c.sim.usage(), me.cpu_times()
+    at_running, op1, sim1, me1 = (
+        await op.scrape(api.session),
+        op.usage(),
+        c.sim.usage(),
+        me.cpu_times(),
+    )
     machine_busy = busy_pct(machine0, start)
     events_running = await event_writes(api)
     all_running = max(running.values()) - start
@@ -130,7 +136,9 @@ async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None)
         "event_writes_per_job_quiet": events_quiet[1] / n,
         "events_per_job": events_quiet[0] / n,
         "quiet_after_s": quiet - start,
-        "logged_writes_per_job": {k: v / n for k, v in op.writes_between(start, quiet).most_common()},
+        "logged_writes_per_job": {
+            k: v / n for k, v in op.writes_between(start, quiet).most_common()
+        },
         "operator_cpu_s": _cpu(op1, op0),
         "operator_cpu_s_quiet": _cpu(op2, op0),
         "operator_cpu_ms_per_write": 1000 * _cpu(op2, op0) / max(writes_quiet - events_quiet[1], 1),
@@ -148,11 +156,15 @@ async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None)
 
 
 def _timeline(op: Operator, start: float, running: dict[str, float]) -> dict[str, list[float]]:
-    """Seconds from the first create at which the operator logged each worker pod's and each launcher
-    Job's create, and at which each job turned Running: where the pipeline waits."""
-    creates = [(t, kind, name) for t, verb, kind, name in op.logged_writes(start) if verb == "create"]
+    """Seconds from the first create at which the operator logged each worker pod's and each
+    launcher Job's create, and at which each job turned Running: where the pipeline waits."""
+    creates = [
+        (t, kind, name) for t, verb, kind, name in op.logged_writes(start) if verb == "create"
+    ]
     return {
-        "workers_created": [t - start for t, kind, name in creates if kind == "Pod" and "-worker-" in name],
+        "workers_created": [
+            t - start for t, kind, name in creates if kind == "Pod" and "-worker-" in name
+        ],
         "launchers_created": [t - start for t, kind, _ in creates if kind == "Job"],
         "running": sorted(t - start for t in running.values()),
     }
@@ -160,7 +172,12 @@ def _timeline(op: Operator, start: float, running: dict[str, float]) -> dict[str
 
 async def steady(c: Cluster, seconds: float) -> dict[str, Any]:
     api, op = c.api, c.op
-    before, op0, sim0, t0 = await op.scrape(api.session), op.usage(), c.sim.usage(), time.monotonic()
+    before, op0, sim0, t0 = (
+        await op.scrape(api.session),
+        op.usage(),
+        c.sim.usage(),
+        time.monotonic(),
+    )
     await asyncio.sleep(seconds)
     after, op1, sim1, t1 = await op.scrape(api.session), op.usage(), c.sim.usage(), time.monotonic()
     return {
@@ -173,7 +190,8 @@ async def steady(c: Cluster, seconds: float) -> dict[str, Any]:
 
 
 async def restart(c: Cluster, seconds: float) -> dict[str, Any]:
-    """Kills the operator, starts it again, and counts what the new one does in its first `seconds`."""
+    """Kills the operator, starts it again, and counts what the new one does in its first
+    `seconds`."""
     sim0 = c.sim.usage()
     op = await c.restart_operator()
     ready, until_ready, sim1 = await op.scrape(c.api.session), op.usage(), c.sim.usage()
@@ -194,7 +212,9 @@ async def restart(c: Cluster, seconds: float) -> dict[str, Any]:
 
 async def run(args: argparse.Namespace, profile_dir: Path | None) -> dict[str, Any]:
     async with cluster(args) as c:
-        await asyncio.sleep(args.idle_seconds)  # the start's garbage collected, the caches synced and quiet
+        await asyncio.sleep(
+            args.idle_seconds
+        )  # the start's garbage collected, the caches synced and quiet
         idle: dict[str, Any] = {
             "operator": c.op.usage(),
             "kubesim": c.sim.usage(),
@@ -248,8 +268,10 @@ async def ramp(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "workers": args.workers,
         "points": points,
-        "operator_kib_per_job": 1024 * _slope([(p["jobs"], p["operator_rss_mib"]) for p in points[1:]]),
-        "kubesim_kib_per_job": 1024 * _slope([(p["jobs"], p["kubesim_rss_mib"]) for p in points[1:]]),
+        "operator_kib_per_job": 1024
+        * _slope([(p["jobs"], p["operator_rss_mib"]) for p in points[1:]]),
+        "kubesim_kib_per_job": 1024
+        * _slope([(p["jobs"], p["kubesim_rss_mib"]) for p in points[1:]]),
     }
 
 
@@ -262,9 +284,9 @@ def _slope(xy: list[tuple[float, float]]) -> float:
 
 
 async def heap(args: argparse.Namespace) -> dict[str, Any]:
-    """Where the operator's live Python memory was allocated once `args.heap_jobs` jobs are Running: a
-    tracemalloc snapshot taken by bench/heapsnap.py, on a cluster of its own (tracing slows the operator
-    and inflates its RSS, so nothing else is measured on it)."""
+    """Where the operator's live Python memory was allocated once `args.heap_jobs` jobs are Running:
+    a tracemalloc snapshot taken by bench/heapsnap.py, on a cluster of its own (tracing slows the
+    operator and inflates its RSS, so nothing else is measured on it)."""
     out = Path(tempfile.mkdtemp(prefix="heapsnap-")) / "heap.json"
     command = (str(Path(__file__).with_name("heapsnap.py")), str(out))
     async with cluster(args, command=command) as c:

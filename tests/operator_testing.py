@@ -1,8 +1,9 @@
 """The real operator (manager + MPIJob reconciler, no leader election) run inside a test process.
 
 Shared by the reconcile and elastic suites, the install checks, the examples and the docs tests, so
-that every one of them drives the operator the same way `mpi-operator run` would. `SteppedClock` lets a
-test move the operator's time forward (pacing, grace periods, timeouts) instead of waiting for it.
+that every one of them drives the operator the same way `mpi-operator run` would. `SteppedClock`
+lets a test move the operator's time forward (pacing, grace periods, timeouts) instead of waiting
+for it.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from mpi_operator.runtime.types import utc_now
 from mpi_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
+CRD = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
+)
 TEST_AGENT = "rc-test"
 """The user agent of the tests' own client: kubesim's request record tells its requests from the
 operator's (`mpi_operator.kube.client.DEFAULT_USER_AGENT`)."""
 RETRY_BACKOFF = {"backoff_base_seconds": 0.05, "backoff_max_seconds": 1.0}
-"""Work-queue retries for tests: a conflict or an injected fault is retried within a second, not 1000 s."""
+"""Work-queue retries for tests: a conflict or an injected fault is retried within a second, not
+1000 s."""
 
 
 def source_env() -> dict[str, str]:
@@ -44,11 +48,15 @@ def source_env() -> dict[str, str]:
     PYTHONPATH, whichever checkout the virtualenv's editable install points at."""
     roots = [str(ROOT / root) for root in ("operator", "discovery", "sim")]
     inherited = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, *([inherited] if inherited else [])])}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([*roots, *([inherited] if inherited else [])]),
+    }
 
 
 def run_python(script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`script` run by a child `python -c` on this tree's code (`source_env`), its output captured."""
+    """`script` run by a child `python -c` on this tree's code (`source_env`), its output
+    captured."""
     return subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -60,7 +68,8 @@ def run_python(script: str, timeout: float = 60) -> subprocess.CompletedProcess[
 
 
 def operator_settings(kubesim: KubeSim, **overrides: Any) -> Settings:
-    """Settings for an operator talking to `kubesim`: no client-side rate limit, no leader election."""
+    """Settings for an operator talking to `kubesim`: no client-side rate limit, no leader
+    election."""
     base = Settings(
         kubeconfig=str(kubesim.kubeconfig_path),
         qps=0,
@@ -87,15 +96,20 @@ async def install_mpijob_crd(kube: Kube) -> None:
 
     async def established() -> bool:
         got = await kube.get(CRD, crd["metadata"]["name"])
-        return any(c["type"] == "Established" for c in (got.get("status") or {}).get("conditions") or [])
+        return any(
+            c["type"] == "Established" for c in (got.get("status") or {}).get("conditions") or []
+        )
 
     await eventually(established, what="the MPIJob CRD to be established")
 
 
 @contextlib.asynccontextmanager
 async def mpijob_client(kubesim: KubeSim) -> AsyncIterator[Kube]:
-    """A client of `kubesim` with the user agent `TEST_AGENT` and the MPIJob CRD installed; closed on exit."""
-    client = await Kube.from_kubeconfig(str(kubesim.kubeconfig_path), qps=0, burst=1, user_agent=TEST_AGENT)
+    """A client of `kubesim` with the user agent `TEST_AGENT` and the MPIJob CRD installed; closed
+    on exit."""
+    client = await Kube.from_kubeconfig(
+        str(kubesim.kubeconfig_path), qps=0, burst=1, user_agent=TEST_AGENT
+    )
     try:
         await install_mpijob_crd(client)
         yield client
@@ -131,12 +145,12 @@ class _SteppedTimer:
 class SteppedClock:
     """The operator's clock in a test: real time plus every jump the test made with `advance`.
 
-    A `mpi_operator.flowcontrol.Clock` (for the manager's work queue, rate limiters and reflectors) and,
-    through `utc_now`, the wall clock the reconciler stamps and paces with (`ManagerDeps.now`). Time keeps
-    flowing, so retries and backoffs behave as in production; a pacing wait of minutes (a scale-in grace,
-    a below-minReplicas timeout) passes the moment the test advances past it, and a test can tell from
-    the clock which side of a deadline something happened on, however slow the machine. Timers run on
-    the event loop they were created in.
+    A `mpi_operator.flowcontrol.Clock` (for the manager's work queue, rate limiters and reflectors)
+    and, through `utc_now`, the wall clock the reconciler stamps and paces with (`ManagerDeps.now`).
+    Time keeps flowing, so retries and backoffs behave as in production; a pacing wait of minutes (a
+    scale-in grace, a below-minReplicas timeout) passes the moment the test advances past it, and a
+    test can tell from the clock which side of a deadline something happened on, however slow the
+    machine. Timers run on the event loop they were created in.
     """
 
     def __init__(self) -> None:
@@ -174,7 +188,8 @@ class SteppedClock:
         return sorted(timer.deadline - now for timer in self._timers)
 
     def advance(self, seconds: float) -> None:
-        """Jumps `seconds` ahead; timers that fall due run on the loop's next iterations, earliest first."""
+        """Jumps `seconds` ahead; timers that fall due run on the loop's next iterations, earliest
+        first."""
         assert seconds >= 0, "a clock only moves forward"
         self._offset += seconds
         for timer in sorted(self._timers, key=lambda t: t.deadline):
@@ -189,8 +204,8 @@ async def running_operator(
     clock: Clock | None = None,
     now: Callable[[], datetime] = utc_now,
 ) -> AsyncIterator[manager.Manager]:
-    """A started Manager with the MPIJob reconciler; stopped (and awaited) on exit. `clock` and `now` are
-    the manager's (None: the real clock), e.g. a `SteppedClock` and its `utc_now`."""
+    """A started Manager with the MPIJob reconciler; stopped (and awaited) on exit. `clock` and
+    `now` are the manager's (None: the real clock), e.g. a `SteppedClock` and its `utc_now`."""
     mgr = manager.Manager(
         settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS, clock=clock, now=now
     )
@@ -224,8 +239,11 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float = 15) -> N
 
 
 @contextlib.asynccontextmanager
-async def operator_process(kubeconfig: Path, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    """`mpi-operator run` in its own process, as on a cluster, its output in `log`; stopped on exit."""
+async def operator_process(
+    kubeconfig: Path, log: Path
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`mpi-operator run` in its own process, as on a cluster, its output in `log`; stopped on
+    exit."""
     with log.open("wb") as sink:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "mpi_operator", "run", "--kubeconfig", str(kubeconfig),
@@ -245,7 +263,8 @@ async def sim_process(
     """`mpi-operator sim [flags]` in its own process, yielded once it has written `kubeconfig`.
 
     Its output goes on to `log` for the whole run (a pipe nobody drained would stall it once full).
-    Stopped on exit unless the caller already ended it (killing it is how the cleanup tests start)."""
+    Stopped on exit unless the caller already ended it (killing it is how the cleanup tests
+    start)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "mpi_operator", "sim", "--kubeconfig-out", str(kubeconfig), *flags,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -267,11 +286,15 @@ async def sim_process(
     copier = asyncio.create_task(copy())
     try:
         ready = asyncio.create_task(serving.wait())
-        await asyncio.wait({ready, copier}, timeout=start_within, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            {ready, copier}, timeout=start_within, return_when=asyncio.FIRST_COMPLETED
+        )
         ready.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await ready
-        assert serving.is_set(), f"mpi-operator sim did not start: {b''.join(head).decode()[-3000:]}"
+        assert serving.is_set(), (
+            f"mpi-operator sim did not start: {b''.join(head).decode()[-3000:]}"
+        )
         yield proc
     finally:
         await stop_process(proc, grace=10)

@@ -1,14 +1,16 @@
 """The operator's API requests against the RBAC that deploy/ and the chart grant: pure, no pytest.
 
-`tests/request_audit.py` (a pytest plugin) feeds it every request the operator sent over a test session;
-`tests/e2e/test_least_privilege.py` feeds it one MPIJob's life. Requests are aggregated to what RBAC
-decides on (verb, API group, resource, subresource, scope, and the name where a rule limits names), as the
-API server's RequestInfoFactory derives them (kubesim's `server.request_info` does the same).
+`tests/request_audit.py` (a pytest plugin) feeds it every request the operator sent over a test
+session; `tests/e2e/test_least_privilege.py` feeds it one MPIJob's life. Requests are aggregated to
+what RBAC decides on (verb, API group, resource, subresource, scope, and the name where a rule
+limits names), as the API server's RequestInfoFactory derives them (kubesim's `server.request_info`
+does the same).
 
-An install is one way the operator is deployed: the cluster-wide or namespaced kustomize overlay, or the
-chart with or without `watchNamespaces`, each with gang scheduling on (the superset: a request of a run
-without it is a subset). Every request must be allowed by every install; every granted (group,
-resource, verb) must be sent by some request or named, with why, in deploy/README.md's rule table.
+An install is one way the operator is deployed: the cluster-wide or namespaced kustomize overlay, or
+the chart with or without `watchNamespaces`, each with gang scheduling on (the superset: a request
+of a run without it is a subset). Every request must be allowed by every install; every granted
+(group, resource, verb) must be sent by some request or named, with why, in deploy/README.md's rule
+table.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ DEPLOY = ROOT / "deploy"
 README = DEPLOY / "README.md"
 CHART = DEPLOY / "charts" / "mpi-operator"
 OPERATOR_AGENT = "mpi-operator/"
-"""Prefix of the operator's user agents (`kube.client.DEFAULT_USER_AGENT`, plus " leader-election")."""
+"""Prefix of the operator's user agents (`kube.client.DEFAULT_USER_AGENT`, plus "
+leader-election")."""
 LEADER_ELECTION = "leader-election"
 OPERATOR_NS = "mpi-operator"
 SERVICE_ACCOUNT = "mpi-operator"
@@ -49,8 +52,9 @@ Obj = dict[str, Any]
 
 @dataclass(frozen=True, order=True)
 class Request:
-    """What RBAC decides a request on. `scope`: "cluster" (a cluster-scoped resource), "all" (a namespaced
-    resource across all namespaces), "namespace" (in one namespace) or "nonresource" (`path` set)."""
+    """What RBAC decides a request on. `scope`: "cluster" (a cluster-scoped resource), "all" (a
+    namespaced resource across all namespaces), "namespace" (in one namespace) or "nonresource"
+    (`path` set)."""
 
     verb: str
     group: str
@@ -68,10 +72,17 @@ class Request:
     def describe(self) -> str:
         if self.scope == "nonresource":
             return f"{self.verb} {self.path} (non-resource URL)"
-        where = {"cluster": "cluster-scoped", "all": "in all namespaces", "namespace": "in a namespace"}
+        where = {
+            "cluster": "cluster-scoped",
+            "all": "in all namespaces",
+            "namespace": "in a namespace",
+        }
         named = f" named {self.name!r}" if self.name else ""
         who = " by the leader-election client" if self.leader_election else ""
-        return f"{self.verb} {self.full_resource}.{self.group or 'core'}{named} {where[self.scope]}{who}"
+        return (
+            f"{self.verb} {self.full_resource}.{self.group or 'core'}{named} "
+            f"{where[self.scope]}{who}"
+        )
 
 
 def request_of(
@@ -87,11 +98,14 @@ def request_of(
     user_agent: str,
     named_resources: Iterable[tuple[str, str]] = (),
 ) -> Request:
-    """A recorded request -> its RBAC attributes. The name is kept only for `named_resources`, those a
-    rule limits by resourceNames (keeping every pod's name would make the set grow with the suite)."""
+    """A recorded request -> its RBAC attributes. The name is kept only for `named_resources`, those
+    a rule limits by resourceNames (keeping every pod's name would make the set grow with the
+    suite)."""
     if not resource:
         return Request(method.lower(), "", "", scope="nonresource", path=path)
-    scope = "namespace" if namespace else "cluster" if (group, resource) in CLUSTER_SCOPED else "all"
+    scope = (
+        "namespace" if namespace else "cluster" if (group, resource) in CLUSTER_SCOPED else "all"
+    )
     kept = name if (group, resource) in set(named_resources) else ""
     return Request(verb, group, resource, subresource, scope, kept, LEADER_ELECTION in user_agent)
 
@@ -111,9 +125,11 @@ class Atom:
 
     def allows(self, request: Request) -> bool:
         return (
-            (self.group, self.resource, self.verb) == (request.group, request.full_resource, request.verb)
+            (self.group, self.resource, self.verb)
+            == (request.group, request.full_resource, request.verb)
             and (not self.names or request.name in self.names)
-            # Names cannot limit a list, watch or create across a collection (as the RBAC authorizer).
+            # Names cannot limit a list, watch or create across a collection (as the RBAC
+            # authorizer).
             and (not self.names or bool(request.name))
         )
 
@@ -130,9 +146,9 @@ def atoms(rules: Iterable[Mapping[str, Any]]) -> list[Atom]:
 
 @dataclass
 class Install:
-    """What one install grants the operator's ServiceAccount: `cluster` (ClusterRoles, any namespace),
-    `watched` (the Role in each watched namespace; empty when cluster-wide) and `lease` (the Role in the
-    operator's own namespace, for leader election)."""
+    """What one install grants the operator's ServiceAccount: `cluster` (ClusterRoles, any
+    namespace), `watched` (the Role in each watched namespace; empty when cluster-wide) and `lease`
+    (the Role in the operator's own namespace, for leader election)."""
 
     name: str
     cluster: list[Atom] = field(default_factory=list)
@@ -140,10 +156,10 @@ class Install:
     lease: list[Atom] = field(default_factory=list)
 
     def allowing(self, request: Request) -> list[Atom]:
-        """The atoms that allow `request`; empty when this install refuses it. A request in a namespace
-        or across all of them stands for the operator's requests in each namespace it watches (with
-        `--namespace`, its informers list and watch per namespace); the leader-election client only
-        talks to the operator's namespace."""
+        """The atoms that allow `request`; empty when this install refuses it. A request in a
+        namespace or across all of them stands for the operator's requests in each namespace it
+        watches (with `--namespace`, its informers list and watch per namespace); the
+        leader-election client only talks to the operator's namespace."""
         if request.scope == "nonresource":
             return []
         if request.leader_election:
@@ -158,7 +174,9 @@ class Install:
         return {a.grant for a in (*self.cluster, *self.watched, *self.lease)}
 
     def named_resources(self) -> set[tuple[str, str]]:
-        return {(a.group, a.resource) for a in (*self.cluster, *self.watched, *self.lease) if a.names}
+        return {
+            (a.group, a.resource) for a in (*self.cluster, *self.watched, *self.lease) if a.names
+        }
 
 
 def install_of(name: str, objs: Iterable[Obj], sa_namespace: str, sa_name: str) -> Install:
@@ -185,7 +203,9 @@ def install_of(name: str, objs: Iterable[Obj], sa_namespace: str, sa_name: str) 
         ref = b["roleRef"]
         ns = b["metadata"].get("namespace", "") if b["kind"] == "RoleBinding" else ""
         role = roles.get((ref["kind"], ns if ref["kind"] == "Role" else "", ref["name"]))
-        assert role is not None, f"{b['kind']} {b['metadata']['name']} refers to a missing {ref['kind']}"
+        assert role is not None, (
+            f"{b['kind']} {b['metadata']['name']} refers to a missing {ref['kind']}"
+        )
         granted = atoms(role.get("rules") or ())
         if b["kind"] == "ClusterRoleBinding":
             install.cluster += granted
@@ -252,9 +272,15 @@ def chart_installs() -> list[Install]:
     installs = []
     for name, values in CHART_VALUES.items():
         with helm.Chart.load(CHART) as chart:
-            manifests = chart.render(values, name="mpi-operator", namespace=OPERATOR_NS, is_install=True)
+            manifests = chart.render(
+                values, name="mpi-operator", namespace=OPERATOR_NS, is_install=True
+            )
         objs = [
-            o for p, text in manifests.items() if p.endswith(".yaml") for o in yaml.safe_load_all(text) if o
+            o
+            for p, text in manifests.items()
+            if p.endswith(".yaml")
+            for o in yaml.safe_load_all(text)
+            if o
         ]
         installs.append(install_of(name, objs, OPERATOR_NS, SERVICE_ACCOUNT))
     return installs
@@ -266,8 +292,9 @@ _CODE = re.compile(r"`([^`]*)`")
 
 
 def readme_rules(text: str) -> dict[tuple[str, str, str], str]:
-    """The README's rule table: (group, resource, verb) -> the last column, where a verb a plain job's
-    life does not send is named with why it is granted. Rows: | group | resource | verbs | ... | why |."""
+    """The README's rule table: (group, resource, verb) -> the last column, where a verb a plain
+    job's life does not send is named with why it is granted. Rows: | group | resource | verbs | ...
+    | why |."""
     table: dict[tuple[str, str, str], str] = {}
     section = text.split("<!-- rbac-table -->")
     if len(section) < 3:
@@ -318,8 +345,9 @@ def audit(
     *,
     check_unused: bool,
 ) -> Report:
-    """`requests` (each with where it was first seen) against every install. With `check_unused`, every
-    granted (group, resource, verb) no request used must be explained in the README's table."""
+    """`requests` (each with where it was first seen) against every install. With `check_unused`,
+    every granted (group, resource, verb) no request used must be explained in the README's
+    table."""
     report = Report()
     installs = list(installs)
     used: set[tuple[str, str, str]] = set()
@@ -329,7 +357,9 @@ def audit(
         for request, first in sorted(requests.items()):
             if request.scope == "nonresource":
                 if not (request.verb == "get" and DISCOVERY_PATHS.match(request.path)):
-                    report.denied.append(f"{request.describe()}, first sent by {first}: not a discovery URL")
+                    report.denied.append(
+                        f"{request.describe()}, first sent by {first}: not a discovery URL"
+                    )
                 continue
             allowing = install.allowing(request)
             if not allowing:
@@ -345,5 +375,7 @@ def audit(
         elif check_unused and grant not in used and not explained(readme[grant], verb):
             report.unused.append(f"{label} (its row must name `{verb}` and say why it is granted)")
     for grant in sorted(set(readme) - granted):
-        report.readme.append(f"{grant[2]} {grant[1]}.{grant[0] or 'core'} has a row but is not granted")
+        report.readme.append(
+            f"{grant[2]} {grant[1]}.{grant[0] or 'core'} has a row but is not granted"
+        )
     return report

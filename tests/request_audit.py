@@ -1,16 +1,16 @@
-"""A pytest plugin: every request the operator sends over the session must be granted by deploy/'s RBAC
-and the chart's (`rbac_audit`), checked once at the end of the session.
+"""A pytest plugin: every request the operator sends over the session must be granted by deploy/'s
+RBAC and the chart's (`rbac_audit`), checked once at the end of the session.
 
 What is collected: each API request any in-process kubesim records from a client whose user agent
-starts with `mpi-operator/` (the operator's client and its leader-election client), aggregated to its
-RBAC attributes with the test that first sent it; and, through `KUBESIM_REQUEST_LOG`, the same from
-every `mpi-operator sim` child process the tests start. Requests of the runtime tier are left out
-(`NOT_THE_OPERATOR`). The session fails, with a report naming the
-request and the test, when an install would refuse a request, when a granted rule has no row in
-deploy/README.md's rule table, or when reconcile tests passed but no operator request was seen (the
-collection broke). "Every granted rule is used or explained" needs the whole suite: it is checked when
-the run selected every test (no -k, -m, deselection, path or node id narrower than `tests/`, no early
-stop), or when `RBAC_AUDIT_UNUSED=1`; tests/e2e/test_least_privilege.py checks it for one job's life.
+starts with `mpi-operator/` (the operator's client and its leader-election client), aggregated to
+its RBAC attributes with the test that first sent it; and, through `KUBESIM_REQUEST_LOG`, the same
+from every `mpi-operator sim` child process the tests start. Requests of the runtime tier are left
+out (`NOT_THE_OPERATOR`). The session fails, with a report naming the request and the test, when an
+install would refuse a request, when a granted rule has no row in deploy/README.md's rule table, or
+when reconcile tests passed but no operator request was seen (the collection broke). "Every granted
+rule is used or explained" needs the whole suite: it is checked when the run selected every test (no
+-k, -m, deselection, path or node id narrower than `tests/`, no early stop), or when
+`RBAC_AUDIT_UNUSED=1`; tests/e2e/test_least_privilege.py checks it for one job's life.
 """
 
 from __future__ import annotations
@@ -28,18 +28,37 @@ from kubesim.control import REQUEST_LOG_ENV, Control, RecordedRequest, observe_r
 from session_audits import SessionAudits
 
 FORCE_UNUSED_ENV = "RBAC_AUDIT_UNUSED"
-LOG_FIELDS = ("user_agent", "method", "path", "verb", "group", "resource", "subresource", "namespace", "name")
+LOG_FIELDS = (
+    "user_agent",
+    "method",
+    "path",
+    "verb",
+    "group",
+    "resource",
+    "subresource",
+    "namespace",
+    "name",
+)
 """The fields of kubesim's request log (`kubesim.control.log_requests_from_env`) the audit reads."""
 
 
-def as_request(fields: Mapping[str, object], named: Iterable[tuple[str, str]]) -> rbac_audit.Request:
-    """The RBAC attributes of one request, from a `RecordedRequest`'s fields or a line of the log."""
-    return rbac_audit.request_of(named_resources=named, **{k: str(fields.get(k, "")) for k in LOG_FIELDS})
+def as_request(
+    fields: Mapping[str, object], named: Iterable[tuple[str, str]]
+) -> rbac_audit.Request:
+    """The RBAC attributes of one request, from a `RecordedRequest`'s fields or a line of the
+    log."""
+    return rbac_audit.request_of(
+        named_resources=named, **{k: str(fields.get(k, "")) for k in LOG_FIELDS}
+    )
 
 
 OPERATOR_TIERS = ("tests/integration/reconcile/", "tests/integration/elastic/")
 """Tests that run the operator in process: if any passed, the operator sent requests."""
-NOT_THE_OPERATOR = ("tests/integration/runtime/", "tests/integration/kube/", "tests/integration/cache/")
+NOT_THE_OPERATOR = (
+    "tests/integration/runtime/",
+    "tests/integration/kube/",
+    "tests/integration/cache/",
+)
 """Tests whose `mpi-operator/` requests are not the operator's: the runtime, kube and cache tiers
 drive the generic client, informers, event recorder and leader elector directly, with the default
 user agent (which the client tests check), and choose what they send (ConfigMap CRUD, CRDs,
@@ -86,7 +105,8 @@ class RequestAudit:
         self.first.setdefault(request, self.current)
 
     def read_children(self) -> None:
-        """The requests `mpi-operator sim` children logged (tests/… named by their PYTEST_CURRENT_TEST)."""
+        """The requests `mpi-operator sim` children logged (tests/… named by their
+        PYTEST_CURRENT_TEST)."""
         if not self.log.exists():
             return
         for line in self.log.read_text().splitlines():
@@ -107,7 +127,8 @@ class RequestAudit:
         resource_requests = [r for r in self.first if r.scope != "nonresource"]
         if self.operator_tests and not resource_requests:
             self.problem = (
-                f"{self.operator_tests} tests ran the operator but no operator request was recorded: "
+                f"{self.operator_tests} tests ran the operator but no operator request was "
+                "recorded: "
                 "the request collection (kubesim.control.observe_requests) is broken"
             )
             return
@@ -205,13 +226,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     audit = _AUDITS.of(config)
     report = audit.report
     if report is None and audit.problem is None:
         return
     failed = audit.problem is not None or (report is not None and not report.ok)
-    terminalreporter.section("operator requests vs deploy/ RBAC (tests/request_audit.py)", red=failed)
+    terminalreporter.section(
+        "operator requests vs deploy/ RBAC (tests/request_audit.py)", red=failed
+    )
     kinds = len(audit.first)
     used = (
         "every granted rule used or explained in deploy/README.md"

@@ -2,20 +2,20 @@
 
 After each test it scans (with `secret_scan`): the test's captured output (stdout, stderr and log
 records of setup, call and teardown: the in-process operator's warnings and errors, and whatever
-subprocess output the test printed), the logs its child processes wrote into its `tmp_path` (`*.log`,
-`*.out`, `*.err`: `mpi-operator run` and `mpi-operator sim` children), and every object of every
-in-process kubesim the test talked to (Events, the status of every object, ConfigMaps, pods,
-annotations; Secrets excepted, which legitimately hold the key), for PEM private-key markers and
-for the bytes of the keys in that cluster's Secrets. A finding fails the session with the test and
-the place.
+subprocess output the test printed), the logs its child processes wrote into its `tmp_path`
+(`*.log`, `*.out`, `*.err`: `mpi-operator run` and `mpi-operator sim` children), and every object of
+every in-process kubesim the test talked to (Events, the status of every object, ConfigMaps, pods,
+annotations; Secrets excepted, which legitimately hold the key), for PEM private-key markers and for
+the bytes of the keys in that cluster's Secrets. A finding fails the session with the test and the
+place.
 
 Not covered here, and where it is instead: the in-process operator's INFO and DEBUG records are not
-created at all unless a test raises the level (the root logger stays at WARNING), and the /metrics text
-lives in each operator's own registry; tests/e2e/test_least_privilege.py runs a job's life at DEBUG and
-scans both.
+created at all unless a test raises the level (the root logger stays at WARNING), and the /metrics
+text lives in each operator's own registry; tests/e2e/test_least_privilege.py runs a job's life at
+DEBUG and scans both.
 
-Tests that handle keys on purpose (the key generator's and the Secret builder's unit tests, which print
-nothing of them; the process runtime's volume tests, whose pods read the mounted key) need no
+Tests that handle keys on purpose (the key generator's and the Secret builder's unit tests, which
+print nothing of them; the process runtime's volume tests, whose pods read the mounted key) need no
 exemption: only their output would be scanned, and they do not print keys.
 """
 
@@ -106,11 +106,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     audit = _AUDITS.of(config)
     if not audit.findings:
         return
-    terminalreporter.section("private key material outside Secrets (tests/secret_audit.py)", red=True)
+    terminalreporter.section(
+        "private key material outside Secrets (tests/secret_audit.py)", red=True
+    )
     for finding in audit.findings[:50]:
         terminalreporter.line(finding, red=True)
     if len(audit.findings) > 50:

@@ -1,9 +1,11 @@
-"""Private key material where it must never be: pure, no pytest (the plugin is tests/secret_audit.py).
+"""Private key material where it must never be: pure, no pytest (the plugin is
+tests/secret_audit.py).
 
-The operator generates one SSH key pair per MPIJob and keeps it in the job's Secret only. Anything else
-it writes or prints (logs, Events, status, metrics, other objects) must hold neither a PEM private key
-(any `-----BEGIN ... PRIVATE KEY-----`, an OpenSSH key) nor the bytes of a key it generated, in any of
-the encodings it handles (the PEM text, its base64 body, the Secret's base64 value).
+The operator generates one SSH key pair per MPIJob and keeps it in the job's Secret only. Anything
+else it writes or prints (logs, Events, status, metrics, other objects) must hold neither a PEM
+private key (any `-----BEGIN ... PRIVATE KEY-----`, an OpenSSH key) nor the bytes of a key it
+generated, in any of the encodings it handles (the PEM text, its base64 body, the Secret's base64
+value).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def key_needles(secret: dict[str, Any]) -> set[str]:
     texts |= {k: v for k, v in (secret.get("stringData") or {}).items() if isinstance(v, str)}
     public = " ".join(t for t in texts.values() if "PRIVATE KEY-----" not in t)
     public += " ".join(
-        v for k, v in (secret.get("data") or {}).items() if "PRIVATE KEY-----" not in texts.get(k, "")
+        v
+        for k, v in (secret.get("data") or {}).items()
+        if "PRIVATE KEY-----" not in texts.get(k, "")
     )
     needles: set[str] = set()
     for key, text in texts.items():
@@ -57,10 +61,13 @@ def _text(value: str) -> str:
 
 
 def leaks(text: str, needles: Iterable[str]) -> list[str]:
-    """What in `text` is private key material: marker matches and generated-key pieces, with context."""
+    """What in `text` is private key material: marker matches and generated-key pieces, with
+    context."""
     found = []
     for m in MARKERS.finditer(text):
-        found.append(f"marker {m.group(0)!r}: ...{text[max(0, m.start() - 40) : m.end() + 20]!r}...")
+        found.append(
+            f"marker {m.group(0)!r}: ...{text[max(0, m.start() - 40) : m.end() + 20]!r}..."
+        )
     for needle in needles:
         at = text.find(needle)
         if at >= 0:

@@ -1,8 +1,8 @@
 """What the session-wide audit plugins (`request_audit`, `secret_audit`) share: one audit object per
 pytest session, started at configure and stopped at unconfigure.
 
-An audit is found two ways: through the config's stash, for hooks that get a config or session, and as
-the innermost active one, for hooks that get neither (`pytest_runtest_logstart`, `_logreport`).
+An audit is found two ways: through the config's stash, for hooks that get a config or session, and
+as the innermost active one, for hooks that get neither (`pytest_runtest_logstart`, `_logreport`).
 `pytester` runs a nested session in the same process, so the active audits form a stack, and the
 nested session's hooks see its own audit, not the outer one's.
 """

@@ -1,16 +1,17 @@
-"""pytest plugin (`pytest_plugins = ["task_leaks"]`): an async test fails if it leaves asyncio tasks running.
+"""pytest plugin (`pytest_plugins = ["task_leaks"]`): an async test fails if it leaves asyncio tasks
+running.
 
-A task a test (or one of its fixtures) started and nobody awaited goes on after the test: it may write to
-a cluster the next test does not own, hold a port, or fail later with nobody to see it. pytest-asyncio
-closes each test's event loop with `asyncio.Runner`, which cancels such tasks silently, so without this
-check a leak is invisible.
+A task a test (or one of its fixtures) started and nobody awaited goes on after the test: it may
+write to a cluster the next test does not own, hold a port, or fail later with nobody to see it.
+pytest-asyncio closes each test's event loop with `asyncio.Runner`, which cancels such tasks
+silently, so without this check a leak is invisible.
 
 The check runs in the test's own event loop after every other fixture of the test is torn down (its
-fixture is the first the test sets up, so the last torn down) and before the loop closes. It counts the
-tasks created since the test's setup began that are still pending then; the tasks of pytest-asyncio's
-own fixture steps are finished by then, and tasks already cancelled get the few loop iterations they need
-to finish. Leaks are named, with where each is suspended, then cancelled and awaited so that the loop
-closes cleanly.
+fixture is the first the test sets up, so the last torn down) and before the loop closes. It counts
+the tasks created since the test's setup began that are still pending then; the tasks of
+pytest-asyncio's own fixture steps are finished by then, and tasks already cancelled get the few
+loop iterations they need to finish. Leaks are named, with where each is suspended, then cancelled
+and awaited so that the loop closes cleanly.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import pytest
 import pytest_asyncio
 
 SETTLE_ITERATIONS = 20
-"""Loop iterations given to tasks that are finishing (a cancellation being delivered, a done callback)."""
+"""Loop iterations given to tasks that are finishing (a cancellation being delivered, a done
+callback)."""
 REAP_SECONDS = 5.0
 """How long the leaked tasks get to honour their cancellation once the leak is reported."""
 
@@ -58,7 +60,8 @@ async def _leftover_task_check() -> AsyncIterator[None]:
         task.cancel()
     await asyncio.wait(leaked, timeout=REAP_SECONDS)
     pytest.fail(
-        f"the test left {len(leaked)} asyncio task(s) running (cancel and await what a test starts):\n"
+        f"the test left {len(leaked)} asyncio task(s) running (cancel and await what a test "
+        "starts):\n"
         f"  {report}",
         pytrace=False,
     )

@@ -1,8 +1,9 @@
 """The driver of `bench/chaos.py`: applies the schedule to a kubesim it hosts and to the operator
 replicas, and feeds every change of the cluster to the invariant checker as it is committed.
 
-Who deleted a pod is read from kubesim's request record at the moment of the change: the listener runs
-inside the DELETE's handler, so the request being answered (no status yet) is the one that deletes it.
+Who deleted a pod is read from kubesim's request record at the moment of the change: the listener
+runs inside the DELETE's handler, so the request being answered (no status yet) is the one that
+deletes it.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ CHILD_KINDS = frozenset({"Pod", "ConfigMap", "Service", "Secret", "Job", "PodGro
 LEASE = "mpi-operator"
 LEADER_WAIT_SECONDS = 30.0
 RETRY_SECONDS = 0.5
-"""How long one LIST/WATCH retry may take to fail (an injected answer comes at once): a wait logged this
-soon after the previous one ended continues the informer's blindness."""
+"""How long one LIST/WATCH retry may take to fail (an injected answer comes at once): a wait logged
+this soon after the previous one ended continues the informer's blindness."""
 RECORDS_SCANNED = 400
 """How far back in kubesim's request record the deleter of a pod is looked for (it is the newest
 request still open, so a few entries suffice even with many clients)."""
@@ -70,12 +71,14 @@ class Driver:
         self.failovers = 0
         self.unasked_exits = 0
         self._asked: set[int] = set()
-        """Pids of processes the driver stopped (an exit of any other is a crash or a lost lease)."""
+        """Pids of processes the driver stopped (an exit of any other is a crash or a lost
+        lease)."""
         self._pending: set[asyncio.Task[Any]] = set()
         self.pods: ResourceType = resource_type(sim.cluster, "v1", "Pod")
         checker.known_at = self.known_at
 
-    # --- bookkeeping ---------------------------------------------------------------------------------
+    # --- bookkeeping
+    # ---------------------------------------------------------------------------------
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
@@ -96,7 +99,11 @@ class Driver:
             return
         by_operator = False
         starts_terminating = event == "DELETED" or meta.get("deletionTimestamp")
-        if rt.kind == "Pod" and starts_terminating and not (old and old["metadata"].get("deletionTimestamp")):
+        if (
+            rt.kind == "Pod"
+            and starts_terminating
+            and not (old and old["metadata"].get("deletionTimestamp"))
+        ):
             by_operator = OPERATOR_AGENT in self._deleter(str(meta["name"]))
         name = str(meta.get("name"))
         self.checker.observe(
@@ -122,7 +129,8 @@ class Driver:
         return ""
 
     def _writer(self, resource: str, name: str) -> str:
-        """The request being answered that changes this object (its verb, subresource and client)."""
+        """The request being answered that changes this object (its verb, subresource and
+        client)."""
         for i, r in enumerate(reversed(self.sim.control.requests)):
             if i > RECORDS_SCANNED:
                 break
@@ -169,7 +177,8 @@ class Driver:
             out[f"faults injected: {rule.status}"] += rule.hits
         return dict(out)
 
-    # --- cluster reads (in-process: one consistent moment) ----------------------------------------------
+    # --- cluster reads (in-process: one consistent moment)
+    # ----------------------------------------------
     def _pods_of(self, job: str, role: str) -> list[dict[str, Any]]:
         selector = f"{JOB_LABEL}={job},{ROLE_LABEL}={role}"
         return list(self.sim.cluster.list(self.pods, NS, label_selector=selector)["items"])
@@ -203,7 +212,9 @@ class Driver:
             owners = {r.get("kind"): r.get("uid") for r in meta.get("ownerReferences") or []}
             whose = "this job's" if uid in owners.values() else f"owners {owners}"
             terminating = " terminating" if meta.get("deletionTimestamp") else ""
-            parts.append(f"{meta['name']} ({whose}, {(pod.get('status') or {}).get('phase')}{terminating})")
+            parts.append(
+                f"{meta['name']} ({whose}, {(pod.get('status') or {}).get('phase')}{terminating})"
+            )
         conditions = {
             c.get("type"): c.get("status")
             for c in ((found[0].get("status") or {}) if found else {}).get("conditions") or []
@@ -225,7 +236,9 @@ class Driver:
 
     @staticmethod
     def _orphaned(obj: dict[str, Any], existing: set[str]) -> bool:
-        refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("kind") == "MPIJob"]
+        refs = [
+            r for r in obj["metadata"].get("ownerReferences") or [] if r.get("kind") == "MPIJob"
+        ]
         return (
             bool(refs)
             and not any(r.get("uid") in existing for r in refs)
@@ -244,10 +257,13 @@ class Driver:
             for obj in self.sim.cluster.list(rt, NS)["items"]:
                 yield kind, obj
 
-    # --- the run ---------------------------------------------------------------------------------------
+    # --- the run
+    # ---------------------------------------------------------------------------------------
     async def create_all(self) -> None:
         for plan in self.jobs:
-            await retry_transient(lambda plan=plan: self.kube.create(resources.MPIJOB, plan.manifest()))  # type: ignore[misc]
+            await retry_transient(
+                lambda plan=plan: self.kube.create(resources.MPIJOB, plan.manifest())
+            )  # type: ignore[misc]
 
     async def chaos(
         self, seconds: float, events: Iterable[tuple[float, str]], write_fault_rate: float
@@ -265,7 +281,9 @@ class Driver:
                     )
                 )
         watchdog = asyncio.create_task(self._restart_crashed(), name="replica-watchdog")
-        operator = asyncio.create_task(self._operator_events(seconds, events), name="operator-events")
+        operator = asyncio.create_task(
+            self._operator_events(seconds, events), name="operator-events"
+        )
         end = time.monotonic() + seconds
         try:
             while time.monotonic() < end:
@@ -304,7 +322,11 @@ class Driver:
             self._later(self._recreate(step))
         elif step.kind == "watch_fault":
             rule = control.inject_error(
-                step.value, method="GET", path=step.path, count=step.count, user_agent=OPERATOR_AGENT
+                step.value,
+                method="GET",
+                path=step.path,
+                count=step.count,
+                user_agent=OPERATOR_AGENT,
             )
             self.rules.append(rule)
         elif step.kind == "drop_watches":
@@ -326,7 +348,9 @@ class Driver:
 
     async def _recreate(self, step: Step) -> None:
         plan = next(p for p in self.jobs if p.name == step.job)
-        if not await retry_transient(lambda: self.kube.delete(resources.MPIJOB, step.job, namespace=NS)):
+        if not await retry_transient(
+            lambda: self.kube.delete(resources.MPIJOB, step.job, namespace=NS)
+        ):
             return  # already being re-created by an earlier step
         await asyncio.sleep(step.seconds)
         for _ in range(50):
@@ -356,7 +380,8 @@ class Driver:
         else:
             kubelet.evict(NS, pod)
 
-    # --- the operator replicas --------------------------------------------------------------------------
+    # --- the operator replicas
+    # --------------------------------------------------------------------------
     async def _operator_events(self, seconds: float, events: Iterable[tuple[float, str]]) -> None:
         start = time.monotonic()
         for fraction, what in events:
@@ -375,8 +400,8 @@ class Driver:
             await target.start()
 
     async def _targets(self, what: str) -> list[Replica]:
-        """The replicas `what` may hit. A leader is waited for (up to `LEADER_WAIT_SECONDS`): after a
-        SIGKILL the lease takes its duration to run out, and a failover needs a leader to fail."""
+        """The replicas `what` may hit. A leader is waited for (up to `LEADER_WAIT_SECONDS`): after
+        a SIGKILL the lease takes its duration to run out, and a failover needs a leader to fail."""
         deadline = time.monotonic() + LEADER_WAIT_SECONDS
         while True:
             running = [r for r in self.replicas if r.running]
@@ -392,7 +417,8 @@ class Driver:
             await asyncio.sleep(0.2)
 
     async def _restart_crashed(self) -> None:
-        """A replica that exits unasked (a crash, a lost lease: exit 1) is restarted, as by its Deployment."""
+        """A replica that exits unasked (a crash, a lost lease: exit 1) is restarted, as by its
+        Deployment."""
         while True:
             await asyncio.sleep(0.5)
             for replica in self.replicas:

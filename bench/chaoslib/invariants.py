@@ -1,30 +1,32 @@
-"""The invariants of a chaos run, counted continuously from the cluster's change stream (pure: no I/O).
+"""The invariants of a chaos run, counted continuously from the cluster's change stream (pure: no
+I/O).
 
-`Checker.observe` is fed every change of an MPIJob or of an object an MPIJob owns, in commit order (the
-driver registers a kubesim cluster listener, so nothing is missed between a watch's reconnects), and
-counts violations as they happen:
+`Checker.observe` is fed every change of an MPIJob or of an object an MPIJob owns, in commit order
+(the driver registers a kubesim cluster listener, so nothing is missed between a watch's
+reconnects), and counts violations as they happen:
 
-- `duplicate_worker_indices`: two live worker pods (not terminating, not finished) of one job (one UID)
-  carry the same replica index.
-- `running_workers_deleted`: the operator deleted a live worker whose index is below `Worker.replicas`
-  while the job was Running, not suspended and not deleted (the caller says who deleted, from kubesim's
-  request record): a scale-in deletes only indices at or above the new count, and a failed or finished
-  worker is not live.
-- `terminal_reverted`: a job's Succeeded condition, or its Failed condition with a completionTime, was
-  True and later is not. A Failed=True without completionTime (an evicted worker of a static job) is not
-  final, by design and as upstream: the launcher's outcome still wins
+- `duplicate_worker_indices`: two live worker pods (not terminating, not finished) of one job (one
+  UID) carry the same replica index.
+- `running_workers_deleted`: the operator deleted a live worker whose index is below
+  `Worker.replicas` while the job was Running, not suspended and not deleted (the caller says who
+  deleted, from kubesim's request record): a scale-in deletes only indices at or above the new
+  count, and a failed or finished worker is not live.
+- `terminal_reverted`: a job's Succeeded condition, or its Failed condition with a completionTime,
+  was True and later is not. A Failed=True without completionTime (an evicted worker of a static
+  job) is not final, by design and as upstream: the launcher's outcome still wins
   (tests/unit/test_status_conditions.py::test_evicted_workers).
-- `children_after_deletion`: an object owned by an MPIJob was created more than `grace` seconds after that
-  job (that UID) was deleted, or after the leader could have seen it when its MPIJob informer was
-  waiting to retry a failed LIST/WATCH at that moment (`known_at`). Creates already in flight may land
-  within the grace; they are counted apart (`children_in_grace`, and `children_late_while_blind` for
-  the ones the informer's wait excuses; neither is a violation), and the garbage collector removes them.
+- `children_after_deletion`: an object owned by an MPIJob was created more than `grace` seconds
+  after that job (that UID) was deleted, or after the leader could have seen it when its MPIJob
+  informer was waiting to retry a failed LIST/WATCH at that moment (`known_at`). Creates already in
+  flight may land within the grace; they are counted apart (`children_in_grace`, and
+  `children_late_while_blind` for the ones the informer's wait excuses; neither is a violation), and
+  the garbage collector removes them.
 - `children_without_owner`: an object carrying the operator's job-name label created with no owner
   reference; at the end, `orphans` adds the ones whose owner no longer exists after the garbage
   collector had its chance.
 
-`tracebacks` and `jobs_not_converged` are counted by the driver (`count`), from the operator's stderr and
-from `converged` at the end.
+`tracebacks` and `jobs_not_converged` are counted by the driver (`count`), from the operator's
+stderr and from `converged` at the end.
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ def mpijob_owner(obj: Obj) -> str | None:
 
 @dataclass(frozen=True)
 class _Allowed:
-    """Which live workers the operator may delete in one state of a job: all when it is suspended or not
-    Running, else the indices at or above Worker.replicas (a scale-in)."""
+    """Which live workers the operator may delete in one state of a job: all when it is suspended or
+    not Running, else the indices at or above Worker.replicas (a scale-in)."""
 
     suspended: bool
     desired: int
@@ -118,8 +120,9 @@ class Checker:
     grace: float = 1.0
     """Seconds after a job's deletion within which a child's create may still land."""
     known_at: Callable[[float], float] = lambda deleted: deleted
-    """When the operator could have seen a deletion made at this time: later than it when the leader's
-    MPIJob informer was waiting to retry a failed LIST/WATCH (it cannot know what it cannot see)."""
+    """When the operator could have seen a deletion made at this time: later than it when the
+    leader's MPIJob informer was waiting to retry a failed LIST/WATCH (it cannot know what it cannot
+    see)."""
     counts: Counter[str] = field(default_factory=Counter)
     details: list[str] = field(default_factory=list)
     late: list[float] = field(default_factory=list)
@@ -160,9 +163,9 @@ class Checker:
         writer: Callable[[], str] = lambda: "",
     ) -> None:
         """One committed change: `event` ADDED, MODIFIED or DELETED; `kind` the object's kind;
-        `deleted_by_operator` whether the last DELETE of this object came from the operator (only read
-        for a pod that starts terminating); `writer` names the request that made the change, for the
-        message of a violation."""
+        `deleted_by_operator` whether the last DELETE of this object came from the operator (only
+        read for a pod that starts terminating); `writer` names the request that made the change,
+        for the message of a violation."""
         if kind == "MPIJob":
             self._job(event, obj, now, writer)
             return
@@ -196,7 +199,8 @@ class Checker:
                 had.add(kind)
             elif kind in had and event != "DELETED":
                 now_conditions = {
-                    c.get("type"): c.get("status") for c in (job.get("status") or {}).get("conditions") or []
+                    c.get("type"): c.get("status")
+                    for c in (job.get("status") or {}).get("conditions") or []
                 }
                 self.count(
                     "terminal_reverted",
@@ -220,7 +224,8 @@ class Checker:
             self.late.append(seen)
             self.count(
                 "children_after_deletion",
-                f"{name} created {late:.2f}s after its job {owner} was deleted, {seen:.2f}s after it was "
+                f"{name} created {late:.2f}s after its job {owner} was deleted, {seen:.2f}s after "
+                "it was "
                 "visible",
                 now,
             )
@@ -229,7 +234,9 @@ class Checker:
         else:
             self.counts["children_in_grace"] += 1
 
-    def _worker(self, event: str, pod: Obj, job: str, index: int, now: float, by_operator: bool) -> None:
+    def _worker(
+        self, event: str, pod: Obj, job: str, index: int, now: float, by_operator: bool
+    ) -> None:
         uid = str(pod["metadata"]["uid"])
         before = self._pods.get(uid)
         alive = event != "DELETED" and live(pod)
@@ -268,8 +275,8 @@ class Checker:
         )
 
     def _wrong_since(self, job: str, index: int) -> float | None:
-        """Since when deleting a live worker of this index is wrong (the job Running, not suspended, the
-        index below Worker.replicas, without a break); None while it is allowed."""
+        """Since when deleting a live worker of this index is wrong (the job Running, not suspended,
+        the index below Worker.replicas, without a break); None while it is allowed."""
         since = None
         for at, allowed in reversed(self._history.get(job, [])):
             if allowed(index):
@@ -278,20 +285,26 @@ class Checker:
         return since
 
     def orphans(self, children: Iterable[tuple[str, Obj]], existing: set[str], now: float) -> None:
-        """Counts the children (kind, object) whose MPIJob owner is not among the `existing` UIDs (call it
-        after the garbage collector had its chance)."""
+        """Counts the children (kind, object) whose MPIJob owner is not among the `existing` UIDs
+        (call it after the garbage collector had its chance)."""
         for kind, obj in children:
             owner = mpijob_owner(obj)
-            if owner is not None and owner not in existing and not obj["metadata"].get("deletionTimestamp"):
+            if (
+                owner is not None
+                and owner not in existing
+                and not obj["metadata"].get("deletionTimestamp")
+            ):
                 self.count(
-                    "children_without_owner", f"{kind} {obj['metadata']['name']} outlived {owner}", now
+                    "children_without_owner",
+                    f"{kind} {obj['metadata']['name']} outlived {owner}",
+                    now,
                 )
 
 
 def visible_at(changed: float, waits: Iterable[tuple[float, float]], retry: float) -> float:
-    """When an informer could see a change made at `changed`: the end of its retry waits (start, end)
-    covering that moment, chained (a wait that starts within `retry` of the previous one's end is that
-    retry failing: no event got through in between)."""
+    """When an informer could see a change made at `changed`: the end of its retry waits (start,
+    end) covering that moment, chained (a wait that starts within `retry` of the previous one's end
+    is that retry failing: no event got through in between)."""
     seen = changed
     for start, end in sorted(waits):
         if start <= seen + retry and end > seen:
@@ -300,9 +313,9 @@ def visible_at(changed: float, waits: Iterable[tuple[float, float]], retry: floa
 
 
 def converged(job: Obj, workers: Iterable[Obj], launchers: Iterable[Obj]) -> str | None:
-    """Why `job` is not (yet) in the state its spec asks for, None when it is. A finished job is done;
-    a suspended one runs no pod; a running one has exactly one Ready live worker per index below
-    `Worker.replicas`, a live launcher, a current `observedGeneration` and, when elastic, a
+    """Why `job` is not (yet) in the state its spec asks for, None when it is. A finished job is
+    done; a suspended one runs no pod; a running one has exactly one Ready live worker per index
+    below `Worker.replicas`, a live launcher, a current `observedGeneration` and, when elastic, a
     `status.elastic` that agrees."""
     if any(condition_true(job, kind) for kind in TERMINAL):
         return None
@@ -313,7 +326,10 @@ def converged(job: Obj, workers: Iterable[Obj], launchers: Iterable[Obj]) -> str
         if not condition_true(job, "Suspended"):
             return "suspended but no Suspended=True condition"
         if live_workers or live_launchers:
-            return f"suspended but {len(live_workers)} workers and {len(live_launchers)} launchers live"
+            return (
+                f"suspended but {len(live_workers)} workers and {len(live_launchers)} "
+                "launchers live"
+            )
         return None
     if not condition_true(job, "Running"):
         return "not Running"

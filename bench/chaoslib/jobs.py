@@ -1,10 +1,10 @@
 """The MPIJobs of a chaos run: a seeded mix of elastic and static jobs.
 
-Elastic jobs (`elasticPolicy` min..max, workers never restart in place, so the operator replaces each
-killed or evicted worker) are scaled between their bounds. Static jobs keep their workers (restartPolicy
-OnFailure: the kubelet restarts a killed container in place; an eviction fails the job, as upstream);
-some of them have a launcher that exits 0 after `finish_seconds`, so jobs also finish under chaos and a
-reverted Succeeded condition would show.
+Elastic jobs (`elasticPolicy` min..max, workers never restart in place, so the operator replaces
+each killed or evicted worker) are scaled between their bounds. Static jobs keep their workers
+(restartPolicy OnFailure: the kubelet restarts a killed container in place; an eviction fails the
+job, as upstream); some of them have a launcher that exits 0 after `finish_seconds`, so jobs also
+finish under chaos and a reverted Succeeded condition would show.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from chaoslib.steps import NS
 
 IMAGE = "mpioperator/mpi-pi:openmpi"
 POD_SECONDS = "0.2"
-"""kubesim's start and ready delay of every pod (annotations), short so a run sees many lifecycles."""
+"""kubesim's start and ready delay of every pod (annotations), short so a run sees many
+lifecycles."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,10 @@ class JobPlan:
         fast = {"kubesim/start-seconds": POD_SECONDS, "kubesim/ready-seconds": POD_SECONDS}
         launcher_notes = dict(fast)
         if self.finish_seconds is not None:
-            launcher_notes |= {"kubesim/run-seconds": f"{self.finish_seconds:.1f}", "kubesim/exit-code": "0"}
+            launcher_notes |= {
+                "kubesim/run-seconds": f"{self.finish_seconds:.1f}",
+                "kubesim/exit-code": "0",
+            }
 
         def template(annotations: dict[str, str], role: str) -> dict[str, Any]:
             return {
@@ -59,7 +63,8 @@ class JobPlan:
                 "maxReplicas": self.max_replicas,
                 "scaleInGracePeriodSeconds": 1,
                 "settleSeconds": 0,
-                "maxReplacements": 10_000,  # every kill and eviction is replaced: the budget is not tested
+                # every kill and eviction is replaced: the budget is not tested
+                "maxReplacements": 10_000,
             }
         return {
             "apiVersion": "kubeflow.org/v2beta1",
@@ -69,9 +74,11 @@ class JobPlan:
         }
 
 
-def plan_jobs(rng: random.Random, count: int, *, finish_range: tuple[float, float]) -> list[JobPlan]:
-    """`count` jobs, about 60 % elastic (1..2 to 4..5 workers), the rest static (1..3 workers); a third of
-    the static ones finish after a time drawn from `finish_range` seconds."""
+def plan_jobs(
+    rng: random.Random, count: int, *, finish_range: tuple[float, float]
+) -> list[JobPlan]:
+    """`count` jobs, about 60 % elastic (1..2 to 4..5 workers), the rest static (1..3 workers); a
+    third of the static ones finish after a time drawn from `finish_range` seconds."""
     plans = []
     for i in range(count):
         name = f"chaos-{i:03d}"

@@ -1,9 +1,9 @@
-"""The operator replicas of a chaos run: `mpi-operator run` processes with leader election, SIGKILLed,
-stopped and restarted as a Deployment would, their stderr read for tracebacks.
+"""The operator replicas of a chaos run: `mpi-operator run` processes with leader election,
+SIGKILLed, stopped and restarted as a Deployment would, their stderr read for tracebacks.
 
-Each replica has a slot name ("a", "b") that survives restarts; each process gets a new leader-election
-identity (`<hostname>_<uuid>`), read from its "waiting to acquire lease ... as <identity>" log line, so
-the Lease's holder says which slot leads.
+Each replica has a slot name ("a", "b") that survives restarts; each process gets a new
+leader-election identity (`<hostname>_<uuid>`), read from its "waiting to acquire lease ... as
+<identity>" log line, so the Lease's holder says which slot leads.
 """
 
 from __future__ import annotations
@@ -40,11 +40,14 @@ def _monotonic(stamp: str) -> float:
 
 
 def child_env() -> dict[str, str]:
-    """This checkout's source roots first on PYTHONPATH, whichever checkout the virtualenv's editable
-    install points at (as tests/operator_testing.py's `source_env`)."""
+    """This checkout's source roots first on PYTHONPATH, whichever checkout the virtualenv's
+    editable install points at (as tests/operator_testing.py's `source_env`)."""
     roots = [str(ROOT / r) for r in ("operator", "discovery", "sim")]
     inherited = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([*roots, *([inherited] if inherited else [])])}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([*roots, *([inherited] if inherited else [])]),
+    }
 
 
 @dataclass
@@ -62,8 +65,9 @@ class Replica:
     tracebacks: list[str] = field(default_factory=list)
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     blind: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    """Identity -> the (start, end) monotonic times its MPIJob informer waited to retry a failed LIST or
-    WATCH (from its "mpijobs[*]: ... resuming in N s" lines): it could not see a deletion meanwhile."""
+    """Identity -> the (start, end) monotonic times its MPIJob informer waited to retry a failed
+    LIST or WATCH (from its "mpijobs[*]: ... resuming in N s" lines): it could not see a deletion
+    meanwhile."""
     _reader: asyncio.Task[None] | None = None
     _identified: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -90,7 +94,9 @@ class Replica:
         )
         self.starts += 1
         log = self.log_dir / f"replica-{self.slot}-{self.starts}.log"
-        self._reader = asyncio.create_task(self._read(self.proc, log), name=f"replica-{self.slot}-stderr")
+        self._reader = asyncio.create_task(
+            self._read(self.proc, log), name=f"replica-{self.slot}-stderr"
+        )
         async with asyncio.timeout(60):
             await self._identified.wait()
 
@@ -113,7 +119,8 @@ class Replica:
             except ValueError:
                 entry = None
             if not isinstance(entry, dict):
-                # A traceback Python printed itself (an uncaught exception): lines until the next JSON.
+                # A traceback Python printed itself (an uncaught exception): lines until the next
+                # JSON.
                 if line.startswith("Traceback (most recent call last)"):
                     traceback = [line]
                     self.tracebacks.append(line)

@@ -30,14 +30,16 @@ Host = tuple[str, int]
 
 
 def is_dns_name(host: str) -> bool:
-    """Whether `host` is a DNS-1123 subdomain (lower-case labels of `[a-z0-9-]`, dot-separated, ≤ 253)."""
+    """Whether `host` is a DNS-1123 subdomain (lower-case labels of `[a-z0-9-]`, dot-separated, ≤
+    253)."""
     if not host or len(host) > DNS1123_SUBDOMAIN_MAX_LENGTH:
         return False
     return all(_LABEL.match(label) for label in host.split("."))
 
 
 def check_host(host: str, slots: int) -> Host:
-    """`(host, slots)` unchanged, or ValueError when either could corrupt a hostfile or a shell script."""
+    """`(host, slots)` unchanged, or ValueError when either could corrupt a hostfile or a shell
+    script."""
     if not isinstance(host, str) or not is_dns_name(host):
         raise ValueError(f"host {host!r} is not a DNS-1123 subdomain")
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
@@ -47,7 +49,9 @@ def check_host(host: str, slots: int) -> Host:
 
 def _check_implementation(implementation: str) -> None:
     if implementation not in IMPLEMENTATIONS:
-        raise ValueError(f"unknown MPI implementation {implementation!r}; expected one of {IMPLEMENTATIONS}")
+        raise ValueError(
+            f"unknown MPI implementation {implementation!r}; expected one of {IMPLEMENTATIONS}"
+        )
 
 
 def render_hostfile_line(host: str, slots: int, implementation: str = OPENMPI) -> str:
@@ -87,7 +91,8 @@ def parse_hostfile(text: str) -> list[Host]:
 
 
 def render_discovery_output(hosts: Sequence[Host]) -> str:
-    """What the discovery script prints: `host:slots` lines in the given order (empty for no hosts)."""
+    """What the discovery script prints: `host:slots` lines in the given order (empty for no
+    hosts)."""
     return "".join(f"{host}:{slots}\n" for host, slots in (check_host(h, s) for h, s in hosts))
 
 
@@ -109,10 +114,11 @@ def render_discover_hosts(hosts: Sequence[Host]) -> str:
 
 
 def parse_discovery_output(stdout: str) -> dict[str, int]:
-    """Horovod's reading of a discovery script's stdout, strict: `{host: slots}`, ValueError on bad lines.
+    """Horovod's reading of a discovery script's stdout, strict: `{host: slots}`, ValueError on bad
+    lines.
 
-    Horovod itself (`HostDiscoveryScript.find_available_hosts_and_slots`) tolerates some junk that would
-    silently rename hosts; the operator's own output must never need that tolerance.
+    Horovod itself (`HostDiscoveryScript.find_available_hosts_and_slots`) tolerates some junk that
+    would silently rename hosts; the operator's own output must never need that tolerance.
     """
     found: dict[str, int] = {}
     for line in stdout.strip().split("\n"):

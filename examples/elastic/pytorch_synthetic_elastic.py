@@ -1,13 +1,13 @@
 """Elastic Horovod benchmark of a torchvision model on synthetic data (PyTorch).
 
-Run by the launcher through `horovodrun --min-np/--max-np --host-discovery-script ...`. What makes it
-elastic:
+Run by the launcher through `horovodrun --min-np/--max-np --host-discovery-script ...`. What makes
+it elastic:
 
-- `hvd.elastic.TorchState` holds the model, the optimizer and the counters; rank 0's copy is broadcast
-  whenever the world changes, so workers that join start from it;
+- `hvd.elastic.TorchState` holds the model, the optimizer and the counters; rank 0's copy is
+  broadcast whenever the world changes, so workers that join start from it;
 - `@hvd.elastic.run` re-runs `run_benchmark` after a reset (from the last commit after a failure);
-- `state.commit()` every `--batches-per-commit` batches saves the state and is where Horovod notices a
-  host change; a worker removed from discovery keeps training until the next commit;
+- `state.commit()` every `--batches-per-commit` batches saves the state and is where Horovod notices
+  a host change; a worker removed from discovery keeps training until the next commit;
 - `on_state_reset` scales the learning rate with the new `hvd.size()`.
 """
 
@@ -27,15 +27,20 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--model",
         default="resnet18",
-        help="a torchvision.models constructor, or 'tiny' (a small CNN, no torchvision) for smoke runs",
+        help="a torchvision.models constructor, or 'tiny' (a small CNN, no torchvision) for smoke "
+        "runs",
     )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--image-size", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=0.01, help="learning rate of one worker process")
+    parser.add_argument(
+        "--lr", type=float, default=0.01, help="learning rate of one worker process"
+    )
     parser.add_argument("--batches-per-iteration", type=int, default=10)
     parser.add_argument("--batches-per-commit", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--no-cuda", action="store_true", help="train on CPU even where CUDA is available")
+    parser.add_argument(
+        "--no-cuda", action="store_true", help="train on CPU even where CUDA is available"
+    )
     return parser.parse_args()
 
 
@@ -48,7 +53,9 @@ def build_model(name: str) -> nn.Module:
             nn.Flatten(),
             nn.Linear(8, 1000),
         )
-    from torchvision import models  # only real models need it (and its image's matching torch build)
+    from torchvision import (
+        models,
+    )  # only real models need it (and its image's matching torch build)
 
     model: nn.Module = getattr(models, name)()
     return model
@@ -92,7 +99,9 @@ def main() -> None:
     @hvd.elastic.run
     def run_benchmark(state: hvd.elastic.TorchState) -> None:
         while state.iteration < args.iterations:
-            seconds = timeit.timeit(lambda: benchmark_step(state), number=args.batches_per_iteration)
+            seconds = timeit.timeit(
+                lambda: benchmark_step(state), number=args.batches_per_iteration
+            )
             if hvd.rank() == 0:
                 rate = args.batch_size * args.batches_per_iteration / seconds
                 print(

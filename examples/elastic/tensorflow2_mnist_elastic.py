@@ -1,12 +1,13 @@
 """Elastic Horovod training of a small Keras CNN on MNIST (TensorFlow 2).
 
-Run by the launcher through `horovodrun --min-np/--max-np --host-discovery-script ...`; the world grows
-and shrinks while it trains. What makes it elastic:
+Run by the launcher through `horovodrun --min-np/--max-np --host-discovery-script ...`; the world
+grows and shrinks while it trains. What makes it elastic:
 
-- `hvd.elastic.TensorFlowKerasState` holds the model, the optimizer and the loop counters; rank 0's copy
-  is broadcast to every worker whenever the world changes (`state.sync()`), so new workers start from it;
-- `@hvd.elastic.run` re-runs `train` after a reset: on a failure (HorovodInternalError) from the last
-  commit, on a host change (HostsUpdatedInterrupt) from where the ranks are;
+- `hvd.elastic.TensorFlowKerasState` holds the model, the optimizer and the loop counters; rank 0's
+  copy is broadcast to every worker whenever the world changes (`state.sync()`), so new workers
+  start from it;
+- `@hvd.elastic.run` re-runs `train` after a reset: on a failure (HorovodInternalError) from the
+  last commit, on a host change (HostsUpdatedInterrupt) from where the ranks are;
 - `state.commit()` every `--batches-per-commit` batches saves a copy to roll back to and is where a
   host change is noticed; a removed worker keeps training until then, so keep it frequent;
 - `on_state_reset` scales the learning rate with the new `hvd.size()`.
@@ -27,7 +28,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batches-per-epoch", type=int, default=500)
     parser.add_argument("--batches-per-commit", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=0.001, help="learning rate of one worker process")
+    parser.add_argument(
+        "--lr", type=float, default=0.001, help="learning rate of one worker process"
+    )
     return parser.parse_args()
 
 
@@ -104,7 +107,8 @@ def main() -> None:
                 loss = training_step(images, labels)
                 if hvd.rank() == 0 and state.batch % 50 == 0:
                     print(
-                        f"epoch {state.epoch} batch {state.batch} loss {float(loss):.4f} size {hvd.size()} "
+                        f"epoch {state.epoch} batch {state.batch} loss {float(loss):.4f} size "
+                        f"{hvd.size()} "
                         f"host {os.environ.get('HOROVOD_HOSTNAME', '?')}",
                         flush=True,
                     )

@@ -24,10 +24,10 @@ _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 def missing_sim_requirements() -> list[str]:
     """The distributions of the `sim` extra that are not installed.
 
-    Read from the installed package's metadata rather than found by importing kubesim, because kubesim
-    imports some of them only when it first needs them (kubernetes-validate's schemas, dnslib): a demo
-    would otherwise fail half-way. Empty when the package itself is not installed (a source tree on
-    PYTHONPATH), where an import error is the only signal left.
+    Read from the installed package's metadata rather than found by importing kubesim, because
+    kubesim imports some of them only when it first needs them (kubernetes-validate's schemas,
+    dnslib): a demo would otherwise fail half-way. Empty when the package itself is not installed (a
+    source tree on PYTHONPATH), where an import error is the only signal left.
     """
     try:
         requires = importlib.metadata.requires(DISTRIBUTION) or []
@@ -69,7 +69,11 @@ def _with_kubesim(command: str, run: Callable[[], int]) -> int:
         return run()
     except ModuleNotFoundError as exc:
         # Our own modules missing is a broken installation, not a missing extra: let it show.
-        if exc.name is None or exc.name.split(".")[0] in ("mpi_operator", "kubesim", "mpi_discovery"):
+        if exc.name is None or exc.name.split(".")[0] in (
+            "mpi_operator",
+            "kubesim",
+            "mpi_discovery",
+        ):
             raise
         print(
             f"mpi-operator {command} needs kubesim, whose dependency {exc.name} is not installed: "
@@ -112,7 +116,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
 
 def run_settings(args: argparse.Namespace) -> Settings:
-    """The `run` flags (and `MPI_OPERATOR_*` variables) as `Settings`; raises `runflags.FlagError`."""
+    """The `run` flags (and `MPI_OPERATOR_*` variables) as `Settings`; raises
+    `runflags.FlagError`."""
     return runflags.settings(args)
 
 
@@ -133,7 +138,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # FlagError too
         print(f"mpi-operator run: {exc}", file=sys.stderr)
         return 2
-    oplog.setup(settings.log_format, level=logging.getLevelNamesMapping()[settings.log_level.upper()])
+    oplog.setup(
+        settings.log_format, level=logging.getLevelNamesMapping()[settings.log_level.upper()]
+    )
     log = logging.getLogger("mpi_operator.cli")
     if notice := runflags.klog_notice(args):
         log.info("%s", notice)
@@ -142,7 +149,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         asyncio.run(manager.run(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS))
     except FatalError as exc:
         # One line: a message can quote a multi-line parser error (a kubeconfig that is not YAML).
-        log.error("fatal: %s", "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()))
+        log.error(
+            "fatal: %s", "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        )
         return 1
     except Exception:
         log.exception("fatal: unexpected error")
@@ -161,19 +170,30 @@ def _build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run the operator against a cluster",
-        description="Run the operator. Takes upstream's flags too, with one dash or two (Go's syntax), "
+        description="Run the operator. Takes upstream's flags too, with one dash or two (Go's "
+        "syntax), "
         "and ignores klog's flags but -v; every flag's MPI_OPERATOR_* variable is its default.",
         allow_abbrev=False,  # as Go's flag package: `--thread` must not pass for `--threadiness`
     )
     runflags.add_flags(run)
     run.set_defaults(func=_cmd_run)
 
-    port, seconds, fraction = runflags.port, runflags.seconds, runflags.fraction  # FlagErrors read well
+    port, seconds, fraction = (
+        runflags.port,
+        runflags.seconds,
+        runflags.fraction,
+    )  # FlagErrors read well
     sim = sub.add_parser("sim", help="serve the embedded simulated Kubernetes API (kubesim)")
-    sim.add_argument("--port", type=port, default=0, help="TCP port on 127.0.0.1 (0 picks a free one)")
+    sim.add_argument(
+        "--port", type=port, default=0, help="TCP port on 127.0.0.1 (0 picks a free one)"
+    )
     sim.add_argument("--kubeconfig-out", help="where to write a kubeconfig for kubectl and clients")
-    sim.add_argument("--start-seconds", type=seconds, default=1.0, help="pod Pending -> Running delay")
-    sim.add_argument("--ready-seconds", type=seconds, default=1.0, help="pod Running -> Ready delay")
+    sim.add_argument(
+        "--start-seconds", type=seconds, default=1.0, help="pod Pending -> Running delay"
+    )
+    sim.add_argument(
+        "--ready-seconds", type=seconds, default=1.0, help="pod Running -> Ready delay"
+    )
     sim.add_argument(
         "--volume-sync-seconds",
         type=seconds,
@@ -190,11 +210,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "--runtime",
         choices=("timer", "process"),
         default="timer",
-        help="what runs in a pod: simulated timers (default) or real programs in Linux namespaces (root)",
+        help="what runs in a pod: simulated timers (default) or real programs in Linux namespaces "
+        "(root)",
     )
     sim.add_argument(
         "--images",
-        help="YAML file mapping image references to stand-in images (process runtime; default: none)",
+        help="YAML file mapping image references to stand-in images (process runtime; default: "
+        "none)",
     )
     sim.set_defaults(func=_cmd_sim)
 
@@ -215,7 +237,8 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="N",
         type=runflags.max_workers,
         default=runflags.max_workers(None),
-        help="the operator's --max-workers-per-job: refuse jobs with more workers (default: the ceiling)",
+        help="the operator's --max-workers-per-job: refuse jobs with more workers (default: the "
+        "ceiling)",
     )
     validate.set_defaults(func=_cmd_validate)
 

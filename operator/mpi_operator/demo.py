@@ -1,12 +1,12 @@
 """`mpi-operator demo`: kubesim and the operator in one process, an elastic job scaled out and in.
 
-Every step talks to the simulated API server over HTTP exactly as on a cluster, including what a person
-would see inside the launcher pod (`/etc/mpi/discover_hosts.sh` as its kubelet has mounted it, through
-kubesim's file endpoint). kubesim keeps the kubelet's 60 s volume sync, so each step finishing within
-seconds shows the operator's launcher-pod touch at work. Scale-in shows both halves: the hosts leave
-discovery at once while their pods drain, and the pods are deleted after the (shortened) grace period.
-Each step waits with a deadline and the demo fails loudly, naming the step and what it saw, when
-something does not happen.
+Every step talks to the simulated API server over HTTP exactly as on a cluster, including what a
+person would see inside the launcher pod (`/etc/mpi/discover_hosts.sh` as its kubelet has mounted
+it, through kubesim's file endpoint). kubesim keeps the kubelet's 60 s volume sync, so each step
+finishing within seconds shows the operator's launcher-pod touch at work. Scale-in shows both
+halves: the hosts leave discovery at once while their pods drain, and the pods are deleted after the
+(shortened) grace period. Each step waits with a deadline and the demo fails loudly, naming the step
+and what it saw, when something does not happen.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from mpi_operator.runtime.types import FatalError
 from mpi_operator.settings import Settings
 
 EXAMPLE = package_files.files("mpi_operator") / "data" / "tensorflow2-mnist-elastic.yaml"
-"""Package data, so the demo runs from an installed wheel: a copy of examples/elastic/ (kept equal by
-tests/unit/test_package_data.py)."""
+"""Package data, so the demo runs from an installed wheel: a copy of examples/elastic/ (kept equal
+by tests/unit/test_package_data.py)."""
 NAMESPACE = "default"
 CRDS = resources.Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
@@ -72,8 +72,8 @@ class Timeline:
 
 
 def _demo_job() -> dict[str, Any]:
-    """The elastic example, with kubesim's pod timing so workers become Ready in about a second, and a
-    short scale-in grace and settle interval so the whole demo takes well under half a minute."""
+    """The elastic example, with kubesim's pod timing so workers become Ready in about a second, and
+    a short scale-in grace and settle interval so the whole demo takes well under half a minute."""
     job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     job = copy.deepcopy(job)
     job["spec"]["elasticPolicy"]["scaleInGracePeriodSeconds"] = DEMO_GRACE_SECONDS
@@ -104,7 +104,9 @@ async def _wait(what: str, check: Callable[[], Awaitable[str | None]], timeline:
 
 
 class Demo:
-    def __init__(self, sim: KubeSim, kube: Kube, http: aiohttp.ClientSession, timeline: Timeline) -> None:
+    def __init__(
+        self, sim: KubeSim, kube: Kube, http: aiohttp.ClientSession, timeline: Timeline
+    ) -> None:
         self.sim = sim
         self.kube = kube
         self.http = http
@@ -119,7 +121,9 @@ class Demo:
     async def pods_summary(self) -> str:
         pods = await self.worker_pods()
         ready = [p for p in pods if is_pod_ready(p)]
-        draining = [p for p in pods if DRAINING_ANNOTATION in (p["metadata"].get("annotations") or {})]
+        draining = [
+            p for p in pods if DRAINING_ANNOTATION in (p["metadata"].get("annotations") or {})
+        ]
         summary = f"workers {len(ready)}/{len(pods)} ready"
         return f"{summary}, {len(draining)} draining" if draining else summary
 
@@ -150,8 +154,9 @@ class Demo:
         self.timeline.row(step, await self.pods_summary(), shown)
 
     async def expect_hosts(self, count: int, step: str, *, pods: int | None = None) -> None:
-        """Waits until `count` workers are Ready and listed by the launcher's *mounted* discover_hosts.sh
-        (and `pods` worker pods exist, default `count`: more while scaled-in pods drain)."""
+        """Waits until `count` workers are Ready and listed by the launcher's *mounted*
+        discover_hosts.sh (and `pods` worker pods exist, default `count`: more while scaled-in pods
+        drain)."""
         want_pods = count if pods is None else pods
 
         async def check() -> str | None:
@@ -162,7 +167,8 @@ class Demo:
             if len(workers) == want_pods and len(ready) >= count and mounted == count:
                 return None
             return (
-                f"{len(ready)}/{len(workers)} workers ready, {mounted} in the launcher's discover_hosts.sh, "
+                f"{len(ready)}/{len(workers)} workers ready, {mounted} in the launcher's "
+                "discover_hosts.sh, "
                 f"{len(await self.configmap_hosts())} in the ConfigMap"
             )
 
@@ -180,15 +186,17 @@ class Demo:
         await self.expect_hosts(3, "scaled out to 3")
 
         scale = {"spec": {"replicas": 1}}
-        await self.kube.patch(resources.MPIJOB, self.name, scale, namespace=NAMESPACE, subresource="scale")
+        await self.kube.patch(
+            resources.MPIJOB, self.name, scale, namespace=NAMESPACE, subresource="scale"
+        )
         self.timeline.row("kubectl scale --replicas=1", "", "")
         await self.expect_hosts(1, "1 host discovered, 2 pods draining", pods=3)
         await self.expect_hosts(1, f"scaled in to 1 ({DEMO_GRACE_SECONDS}s grace over)")
 
 
 async def install_crd(kube: Kube, timeline: Timeline) -> None:
-    """Creates the MPIJob CRD (rendered from the models) and waits until it is Established: before the
-    operator starts, whose preflight refuses to run without it, as on a cluster."""
+    """Creates the MPIJob CRD (rendered from the models) and waits until it is Established: before
+    the operator starts, whose preflight refuses to run without it, as on a cluster."""
     body = crd.custom_resource_definition()
     await kube.create(CRDS, body)
 
@@ -220,7 +228,9 @@ async def run_demo(out: TextIO) -> int:
                 except (DemoFailed, KubeError) as exc:
                     out.write(f"\nDEMO FAILED: installing the MPIJob CRD: {exc}\n")
                     return 1
-                out.write(f"{'time':>7}  {'step':<34} {'pods':<28} discover_hosts.sh (host:slots)\n")
+                out.write(
+                    f"{'time':>7}  {'step':<34} {'pods':<28} discover_hosts.sh (host:slots)\n"
+                )
                 failure = await _run_with_operator(Demo(sim, kube, http, timeline), str(kubeconfig))
     if failure is not None:
         out.write(f"\nDEMO FAILED: {failure}\n")
@@ -232,8 +242,8 @@ async def run_demo(out: TextIO) -> int:
 async def _run_with_operator(demo: Demo, kubeconfig: str) -> str | None:
     """Runs the demo's steps with the operator running in this process; what went wrong, or None.
 
-    The operator's own failure is reported as such (it explains a step that then timed out), never as a
-    traceback out of the shutdown.
+    The operator's own failure is reported as such (it explains a step that then timed out), never
+    as a traceback out of the shutdown.
     """
     settings = Settings(kubeconfig=kubeconfig, leader_elect=False, metrics_address="127.0.0.1:0")
     manager = Manager(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS)

@@ -1,11 +1,13 @@
-"""Flow control shared by `kube` and `cache`: clocks and the token bucket (client-go `util/flowcontrol`).
+"""Flow control shared by `kube` and `cache`: clocks and the token bucket (client-go
+`util/flowcontrol`).
 
 It lives below both layers (it imports only the standard library) because the API client's QPS/burst
 limiter and the work queue's global retry limiter are the same algorithm, and `kube` must not import
 `cache`. Everything that waits takes a `Clock`, so tests step time instead of sleeping:
 `FakeClock.advance()` fires due timers synchronously, in deadline order, and a test learns that the
 code under test is parked on the clock (rather than hoping it is by then) from
-`FakeClock.wait_for_sleepers()` / `wait_for_timers()`. `timeout()` is `asyncio.timeout` on a `Clock`.
+`FakeClock.wait_for_sleepers()` / `wait_for_timers()`. `timeout()` is `asyncio.timeout` on a
+`Clock`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from typing import Protocol, TypeVar
 T = TypeVar("T")
 
 PARK_WITHIN = 30.0
-"""Real seconds `FakeClock`'s drivers wait for the code under test to park on the clock before they call
-the run hung."""
+"""Real seconds `FakeClock`'s drivers wait for the code under test to park on the clock before they
+call the run hung."""
 RUN_AT_MOST = 3600.0
 """Fake seconds `FakeClock.run_until` moves time at most before it calls the run hung."""
 
@@ -49,7 +51,8 @@ class Clock(Protocol):
 
 
 class MonotonicClock:
-    """The real clock: `time.monotonic` (the event loop's own time base) and the running loop's timers."""
+    """The real clock: `time.monotonic` (the event loop's own time base) and the running loop's
+    timers."""
 
     def now(self) -> float:
         return time.monotonic()
@@ -74,13 +77,14 @@ class _FakeTimer:
 
 
 class FakeClock:
-    """A clock that only moves when told to (client-go's `clock/testing.FakeClock`), for tests and sims.
+    """A clock that only moves when told to (client-go's `clock/testing.FakeClock`), for tests and
+    sims.
 
     Timers fire synchronously inside `advance()`; coroutines woken by them (e.g. `sleep`) run at the
-    caller's next `await`. A test that drives code over real I/O (an HTTP server in the same loop) cannot
-    know from the loop when that code is idle; it can know when the code is parked on this clock:
-    `wait_for_sleepers(n)` returns once `n` coroutines are in `sleep()`, then `advance_to_next()` moves
-    time exactly to the earliest deadline.
+    caller's next `await`. A test that drives code over real I/O (an HTTP server in the same loop)
+    cannot know from the loop when that code is idle; it can know when the code is parked on this
+    clock: `wait_for_sleepers(n)` returns once `n` coroutines are in `sleep()`, then
+    `advance_to_next()` moves time exactly to the earliest deadline.
     """
 
     def __init__(self, start: float = 0.0) -> None:
@@ -116,7 +120,8 @@ class FakeClock:
             if not future.done():
                 future.set_result(None)
 
-        # Counted before the timer exists, so a waiter notified by `call_later` already sees this sleeper.
+        # Counted before the timer exists, so a waiter notified by `call_later` already sees this
+        # sleeper.
         self._sleepers += 1
         timer = self.call_later(delay, wake)
         try:
@@ -138,7 +143,8 @@ class FakeClock:
         self._now = max(self._now, target)
 
     def advance_to_next(self) -> float:
-        """Moves time to the earliest pending deadline (firing what falls due then); returns the new time.
+        """Moves time to the earliest pending deadline (firing what falls due then); returns the new
+        time.
 
         Raises `LookupError` when no timer is pending: time would have nowhere to go."""
         deadline = self.next_deadline
@@ -154,7 +160,9 @@ class FakeClock:
     @property
     def next_deadline(self) -> float | None:
         """The earliest deadline of a timer still pending, None when there is none."""
-        return min((deadline for deadline, _, timer in self._heap if not timer.cancelled), default=None)
+        return min(
+            (deadline for deadline, _, timer in self._heap if not timer.cancelled), default=None
+        )
 
     @property
     def sleepers(self) -> int:
@@ -170,8 +178,8 @@ class FakeClock:
         await self._wait(lambda: self.pending_timers >= count)
 
     async def _wait(self, ready: Callable[[], bool]) -> None:
-        # Both conditions only become true when a timer is scheduled, so `call_later` is the one place
-        # that needs to look: no polling.
+        # Both conditions only become true when a timer is scheduled, so `call_later` is the one
+        # place that needs to look: no polling.
         if ready():
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -184,29 +192,37 @@ class FakeClock:
                 self._waiters.remove(entry)
 
     # --- driving code that runs on this clock (tests) ---------------------------------------------
-    async def parked(self, sleepers: int = 1, *, timers: int = 0, within: float = PARK_WITHIN) -> None:
+    async def parked(
+        self, sleepers: int = 1, *, timers: int = 0, within: float = PARK_WITHIN
+    ) -> None:
         """Waits until `sleepers` coroutines sleep on this clock and `timers` timers are pending.
 
-        `within` is real seconds: a bound for a hung run (then `TimeoutError` says what was missing),
-        never a speed requirement."""
+        `within` is real seconds: a bound for a hung run (then `TimeoutError` says what was
+        missing), never a speed requirement."""
         try:
             async with asyncio.timeout(within):
                 await self.wait_for_sleepers(sleepers)
                 await self.wait_for_timers(timers)
         except TimeoutError:
             raise TimeoutError(
-                f"fake time {self._now}: {self._sleepers} of {sleepers} sleepers and {self.pending_timers} "
+                f"fake time {self._now}: {self._sleepers} of {sleepers} sleepers and "
+                f"{self.pending_timers} "
                 f"of {timers} timers after {within} s"
             ) from None
 
-    async def step(self, sleepers: int = 1, *, timers: int = 0, within: float = PARK_WITHIN) -> float:
+    async def step(
+        self, sleepers: int = 1, *, timers: int = 0, within: float = PARK_WITHIN
+    ) -> float:
         """Once the code is `parked`, moves to the earliest deadline; returns the new time."""
         await self.parked(sleepers, timers=timers, within=within)
         return self.advance_to_next()
 
-    async def run_for(self, seconds: float, *, sleepers: int = 1, within: float = PARK_WITHIN) -> None:
-        """Moves time `seconds` ahead, deadline by deadline, each time only once `sleepers` coroutines are
-        parked again; returns with them parked, after what fell due at the end has run."""
+    async def run_for(
+        self, seconds: float, *, sleepers: int = 1, within: float = PARK_WITHIN
+    ) -> None:
+        """Moves time `seconds` ahead, deadline by deadline, each time only once `sleepers`
+        coroutines are parked again; returns with them parked, after what fell due at the end has
+        run."""
         end = self._now + seconds
         while True:
             await self.parked(sleepers, within=within)
@@ -225,11 +241,12 @@ class FakeClock:
         within: float = PARK_WITHIN,
         at_most: float = RUN_AT_MOST,
     ) -> T:
-        """Awaits `aw`, moving time to the next deadline whenever the code is `parked` and `aw` is not
-        done: time passes exactly as far as the code under test needs, and only while it waits on it.
+        """Awaits `aw`, moving time to the next deadline whenever the code is `parked` and `aw` is
+        not done: time passes exactly as far as the code under test needs, and only while it waits
+        on it.
 
-        Raises `TimeoutError` rather than move time more than `at_most` (fake) seconds: code that keeps
-        waiting without ever finishing would otherwise be driven forever."""
+        Raises `TimeoutError` rather than move time more than `at_most` (fake) seconds: code that
+        keeps waiting without ever finishing would otherwise be driven forever."""
         target = asyncio.ensure_future(aw)
         horizon = self._now + at_most
         try:
@@ -245,26 +262,32 @@ class FakeClock:
                     parked.result()  # re-raises the TimeoutError of a hung run
                     deadline = self.next_deadline
                     if deadline is not None and deadline > horizon:
-                        raise TimeoutError(f"not done after {at_most} s of fake time (now {self._now})")
+                        raise TimeoutError(
+                            f"not done after {at_most} s of fake time (now {self._now})"
+                        )
                     self.advance_to_next()
             return target.result()
         finally:
-            if target is not aw and target.cancel():  # a coroutine we wrapped: ours to stop when giving up
+            if (
+                target is not aw and target.cancel()
+            ):  # a coroutine we wrapped: ours to stop when giving up
                 with contextlib.suppress(asyncio.CancelledError):
                     await target
 
     @contextlib.asynccontextmanager
     async def flowing(self) -> AsyncIterator[None]:
-        """Inside, every timer fires as soon as it is pending: time passes instantly whenever the code
-        waits on this clock. Only for code whose timers are all waits: a timeout racing real I/O would
-        fire before the I/O could finish."""
+        """Inside, every timer fires as soon as it is pending: time passes instantly whenever the
+        code waits on this clock. Only for code whose timers are all waits: a timeout racing real
+        I/O would fire before the I/O could finish."""
 
         async def advance() -> None:
             while True:
                 await self.wait_for_timers(1)
                 if self.next_deadline is not None:  # not cancelled again meanwhile
                     self.advance_to_next()
-                await asyncio.sleep(0)  # one loop iteration: what just woke runs before the next step
+                await asyncio.sleep(
+                    0
+                )  # one loop iteration: what just woke runs before the next step
 
         task = asyncio.create_task(advance(), name="fake-clock-flowing")
         try:
@@ -285,11 +308,12 @@ class FakeClock:
 @contextlib.asynccontextmanager
 async def timeout(clock: Clock, delay: float) -> AsyncIterator[None]:
     """`asyncio.timeout(delay)` with `delay` measured on `clock`: the block is cancelled and
-    `TimeoutError` raised once `clock` says the time is up (on a `FakeClock`: only when a test advances
-    it that far)."""
+    `TimeoutError` raised once `clock` says the time is up (on a `FakeClock`: only when a test
+    advances it that far)."""
     loop = asyncio.get_running_loop()
     async with asyncio.timeout(None) as scope:
-        # Expiring "now" on the loop's own scale lets asyncio do the cancel-and-convert it does anyway.
+        # Expiring "now" on the loop's own scale lets asyncio do the cancel-and-convert it does
+        # anyway.
         timer = clock.call_later(delay, lambda: scope.reschedule(loop.time()))
         try:
             yield
@@ -298,15 +322,17 @@ async def timeout(clock: Clock, delay: float) -> AsyncIterator[None]:
 
 
 class TokenBucket:
-    """Go's `rate.Limiter`: refills at `qps` tokens per second up to `burst`; each request takes one.
+    """Go's `rate.Limiter`: refills at `qps` tokens per second up to `burst`; each request takes
+    one.
 
     `reserve()` takes a token now and returns how long the caller must wait for it (tokens may go
     negative, which queues reservations fairly in time); `wait()` sleeps that long. `qps <= 0` or
     infinite means unlimited.
 
-    An `urgent` reservation (not in Go's limiter) does not queue behind the others: it takes its token on
-    credit and goes at once, so the requests after it wait one token longer. The average rate still holds;
-    it is for the rare write whose delay costs more than the others' (a lost host leaving discovery).
+    An `urgent` reservation (not in Go's limiter) does not queue behind the others: it takes its
+    token on credit and goes at once, so the requests after it wait one token longer. The average
+    rate still holds; it is for the rare write whose delay costs more than the others' (a lost host
+    leaving discovery).
     """
 
     def __init__(self, qps: float, burst: int, *, clock: Clock | None = None) -> None:
@@ -332,7 +358,8 @@ class TokenBucket:
         return self._tokens
 
     def reserve(self, *, urgent: bool = False) -> float:
-        """Takes one token; returns the delay in seconds until it may be used (0 when available now)."""
+        """Takes one token; returns the delay in seconds until it may be used (0 when available
+        now)."""
         if self.unlimited:
             return 0.0
         self._refill()

@@ -29,8 +29,9 @@ INIT_TIMEOUT_ENV: Final = "MPI_INIT_TIMEOUT_SECONDS"
 INIT_TIMEOUT_EXIT_CODE: Final = 124
 DEFAULT_ELASTIC_SCRIPT: Final = "/examples/elastic/tensorflow2_mnist_elastic.py"
 
-# Bounded wait for the workers (the ksonnet openmpi prototype's `wait_workers_running`): every host of
-# the hostfile must accept a non-interactive ssh, then the program given as "$@" replaces the shell.
+# Bounded wait for the workers (the ksonnet openmpi prototype's `wait_workers_running`): every host
+# of the hostfile must accept a non-interactive ssh, then the program given as "$@" replaces the
+# shell.
 WAIT_FOR_WORKERS_SCRIPT: Final = f"""\
 deadline=$(( $(date +%s) + ${{{INIT_TIMEOUT_ENV}}} ))
 for host in $(sed -e 's/[ :].*//' {HOSTFILE}); do
@@ -46,9 +47,12 @@ done
 exec "$@"
 """
 
-# apimachinery's IsDNS1123Label / IsDNS1123Subdomain / IsQualifiedName name part / IsValidLabelValue.
+# apimachinery's IsDNS1123Label / IsDNS1123Subdomain / IsQualifiedName name part /
+# IsValidLabelValue.
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
@@ -97,7 +101,9 @@ def _quantity(option: str, value: str | None) -> str | None:
     except ValueError:
         negative = None
     if negative is None or value != value.strip():
-        raise GenerateError(option, f"must be a resource quantity such as 2, 500m or 4Gi, got {value!r}")
+        raise GenerateError(
+            option, f"must be a resource quantity such as 2, 500m or 4Gi, got {value!r}"
+        )
     if negative:
         raise GenerateError(option, f"must not be negative, got {value!r}")
     return value
@@ -121,23 +127,30 @@ def split_args(text: str | None) -> list[str]:
         return []
     items = text.split(",")
     if any(not item for item in items):
-        raise GenerateError("--args", f"must be a comma-separated list without empty items, got {text!r}")
+        raise GenerateError(
+            "--args", f"must be a comma-separated list without empty items, got {text!r}"
+        )
     return items
 
 
 def parse_node_selector(text: str) -> dict[str, str]:
-    """`k=v,k2=v2` -> a nodeSelector; keys and values must be valid Kubernetes label keys and values."""
+    """`k=v,k2=v2` -> a nodeSelector; keys and values must be valid Kubernetes label keys and
+    values."""
     selector: dict[str, str] = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise GenerateError("--node-selector", f"expected key=value[,key=value...], got {item!r}")
+            raise GenerateError(
+                "--node-selector", f"expected key=value[,key=value...], got {item!r}"
+            )
         prefix, slash, label = key.rpartition("/")
         bad_prefix = slash and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix))
         if bad_prefix or len(label) > 63 or not _LABEL_NAME.match(label):
             raise GenerateError("--node-selector", f"{key!r} is not a valid label key")
         if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
-            raise GenerateError("--node-selector", f"{value!r} is not a valid label value for {key!r}")
+            raise GenerateError(
+                "--node-selector", f"{value!r} is not a valid label value for {key!r}"
+            )
         if key in selector:
             raise GenerateError("--node-selector", f"{key!r} is given twice")
         selector[key] = value
@@ -175,7 +188,9 @@ def _job(
     metadata: dict[str, Any] = {"name": common.name}
     if common.namespace is not None:
         if len(common.namespace) > 63 or not _DNS1123_LABEL.match(common.namespace):
-            raise GenerateError("--namespace", f"{common.namespace!r} is not a valid namespace name")
+            raise GenerateError(
+                "--namespace", f"{common.namespace!r} is not a valid namespace name"
+            )
         metadata["namespace"] = common.namespace
     ssh_spec, pod_security = _ssh_contract(common)
     if common.ssh_port is not None:
@@ -197,7 +212,9 @@ def _job(
                 },
                 "Worker": {
                     "replicas": workers,
-                    "template": {"spec": {**pod_security, **(worker_pod_spec or {}), "containers": [worker]}},
+                    "template": {
+                        "spec": {**pod_security, **(worker_pod_spec or {}), "containers": [worker]}
+                    },
                 },
             },
         },
@@ -207,10 +224,12 @@ def _job(
 
 
 def _ssh_contract(common: CommonOptions) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(spec fields, pod spec fields) for the image's SSH user: `sshAuthMountPath` and a securityContext.
+    """(spec fields, pod spec fields) for the image's SSH user: `sshAuthMountPath` and a
+    securityContext.
 
-    A non-root user needs its own ~/.ssh as the mount path (the operator copies the keys there with the
-    modes StrictModes wants); `fsGroup` lets that copy read the Secret through a group-only mode.
+    A non-root user needs its own ~/.ssh as the mount path (the operator copies the keys there with
+    the modes StrictModes wants); `fsGroup` lets that copy read the Secret through a group-only
+    mode.
     """
     if common.ssh_port is not None and not 1 <= common.ssh_port <= 65535:
         raise GenerateError("--ssh-port", f"must be a TCP port (1-65535), got {common.ssh_port}")
@@ -221,7 +240,9 @@ def _ssh_contract(common: CommonOptions) -> tuple[dict[str, Any], dict[str, Any]
         return ({"sshAuthMountPath": path} if path else {}), {}
     uid = _non_negative("--run-as-user", common.run_as_user)
     if uid != 0 and path is None:
-        raise GenerateError("--ssh-auth-mount-path", f"required with --run-as-user {uid}: that user's ~/.ssh")
+        raise GenerateError(
+            "--ssh-auth-mount-path", f"required with --run-as-user {uid}: that user's ~/.ssh"
+        )
     security: dict[str, Any] = {"runAsUser": uid}
     if uid != 0:
         security.update(runAsNonRoot=True, fsGroup=uid)
@@ -262,15 +283,20 @@ def simple(common: CommonOptions, *, gpus: int, gpus_per_node: int = 1) -> dict[
         workers, per_worker = 1, gpus
     elif gpus % gpus_per_node:
         raise GenerateError(
-            "--gpus", f"{gpus} GPUs cannot be split into workers of {gpus_per_node} (--gpus-per-node)"
+            "--gpus",
+            f"{gpus} GPUs cannot be split into workers of {gpus_per_node} (--gpus-per-node)",
         )
     else:
         workers, per_worker = gpus // gpus_per_node, gpus_per_node
     worker = _container("worker", common.image, resources=_limits(per_worker))
-    return _job(common, launcher=_launcher(common), worker=worker, workers=workers, slots=per_worker)
+    return _job(
+        common, launcher=_launcher(common), worker=worker, workers=workers, slots=per_worker
+    )
 
 
-def custom(common: CommonOptions, *, replicas: int = 1, gpus_per_replica: int = 1) -> dict[str, Any]:
+def custom(
+    common: CommonOptions, *, replicas: int = 1, gpus_per_replica: int = 1
+) -> dict[str, Any]:
     """`--replicas` workers with `--gpus-per-replica` GPUs each (0: CPU workers with one slot)."""
     _positive("--replicas", replicas)
     _non_negative("--gpus-per-replica", gpus_per_replica)
@@ -303,14 +329,18 @@ def openmpi(
     _positive("--init-timeout", init_timeout)
     slots = max(gpu, 1)
     if exec_ is not None and common.command is not None:
-        raise GenerateError("--exec", "cannot be combined with --command (both name the launcher's program)")
+        raise GenerateError(
+            "--exec", "cannot be combined with --command (both name the launcher's program)"
+        )
     if exec_ is not None:
         program = ["mpirun", "--allow-run-as-root", "-np", str(workers * slots)]
         program += _split_command("--exec", exec_)
     elif common.command is not None:
         program = _split_command("--command", common.command)
     else:
-        raise GenerateError("--exec", "required: the command mpirun runs on the workers (or give --command)")
+        raise GenerateError(
+            "--exec", "required: the command mpirun runs on the workers (or give --command)"
+        )
     launcher = _container(
         "launcher",
         common.image,
@@ -319,7 +349,9 @@ def openmpi(
         env=[{"name": INIT_TIMEOUT_ENV, "value": str(init_timeout)}],
     )
     worker = _container("worker", common.image, resources=_limits(gpu, cpu, memory))
-    pod_spec = {"nodeSelector": parse_node_selector(node_selector)} if node_selector is not None else {}
+    pod_spec = (
+        {"nodeSelector": parse_node_selector(node_selector)} if node_selector is not None else {}
+    )
     return _job(
         common,
         launcher=launcher,
@@ -365,18 +397,23 @@ def elastic(
     gpus_per_worker: int = 0,
     script: str | None = None,
 ) -> dict[str, Any]:
-    """An elastic Horovod job: `--min`..`--max` workers, starting at `--replicas` (default `--min`)."""
+    """An elastic Horovod job: `--min`..`--max` workers, starting at `--replicas` (default
+    `--min`)."""
     _positive("--min", min_replicas)
     _positive("--max", max_replicas)
     if min_replicas > max_replicas:
         raise GenerateError("--min", f"{min_replicas} is greater than --max {max_replicas}")
     start = min_replicas if replicas is None else _positive("--replicas", replicas)
     if not min_replicas <= start <= max_replicas:
-        raise GenerateError("--replicas", f"{start} is outside --min {min_replicas} .. --max {max_replicas}")
+        raise GenerateError(
+            "--replicas", f"{start} is outside --min {min_replicas} .. --max {max_replicas}"
+        )
     _non_negative("--gpus-per-worker", gpus_per_worker)
     per_worker = max(gpus_per_worker, 1) if slots is None else _positive("--slots", slots)
     if script is not None and common.command is not None:
-        raise GenerateError("--script", "cannot be combined with --command (both name the training program)")
+        raise GenerateError(
+            "--script", "cannot be combined with --command (both name the training program)"
+        )
     if common.command is not None:
         program = _split_command("--command", common.command)
     else:

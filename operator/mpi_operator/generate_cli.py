@@ -1,7 +1,8 @@
-"""The `mpi-operator generate` command line: flags per flavour -> `mpi_operator.generate` -> YAML on stdout.
+"""The `mpi-operator generate` command line: flags per flavour -> `mpi_operator.generate` -> YAML on
+stdout.
 
-Exit status 0 with the manifest on stdout; 2 with `error: --flag: why` on stderr (argparse's own errors,
-such as a missing `--name` or a non-integer, exit 2 too) and nothing on stdout.
+Exit status 0 with the manifest on stdout; 2 with `error: --flag: why` on stderr (argparse's own
+errors, such as a missing `--name` or a non-integer, exit 2 too) and nothing on stdout.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ DEFAULT_IMAGES: Final = {
     "openmpi": "mpioperator/openmpi:latest",
     "elastic": "horovod-elastic-examples:0.28.1",
 }
-# (--run-as-user, --ssh-port, --ssh-auth-mount-path) by flavour, matching each default image (the port is
-# always declared: the operator probes only a port it is told, never a guessed 22):
-# tensorflow-benchmarks (Horovod-based) runs sshd as root on 22; upstream's mpioperator/openmpi base image
-# runs it as root on 2222; examples/elastic/Dockerfile as the non-root mpiuser on 2222.
+# (--run-as-user, --ssh-port, --ssh-auth-mount-path) by flavour, matching each default image (the
+# port is always declared: the operator probes only a port it is told, never a guessed 22):
+# tensorflow-benchmarks (Horovod-based) runs sshd as root on 22; upstream's mpioperator/openmpi base
+# image runs it as root on 2222; examples/elastic/Dockerfile as the non-root mpiuser on 2222.
 SSH_DEFAULTS: Final[dict[str, tuple[int | None, int | None, str | None]]] = {
     "simple": (None, 22, None),
     "custom": (None, 22, None),
@@ -40,12 +41,18 @@ SSH_DEFAULTS: Final[dict[str, tuple[int | None, int | None, str | None]]] = {
 
 def _add_common(parser: argparse.ArgumentParser, flavour: str) -> None:
     parser.add_argument("--name", required=True, help="MPIJob name (a DNS-1035 label)")
-    parser.add_argument("--namespace", help="metadata.namespace (omitted: kubectl's current namespace)")
+    parser.add_argument(
+        "--namespace", help="metadata.namespace (omitted: kubectl's current namespace)"
+    )
     parser.add_argument(
         "--image", default=DEFAULT_IMAGES[flavour], help="container image (default: %(default)s)"
     )
-    parser.add_argument("--command", help="launcher program as a shell-style line, e.g. 'python train.py'")
-    parser.add_argument("--args", help="comma-separated arguments appended to the launcher's program")
+    parser.add_argument(
+        "--command", help="launcher program as a shell-style line, e.g. 'python train.py'"
+    )
+    parser.add_argument(
+        "--args", help="comma-separated arguments appended to the launcher's program"
+    )
     uid, port, path = SSH_DEFAULTS[flavour]
     parser.add_argument(
         "--run-as-user",
@@ -75,14 +82,18 @@ def register(subparsers: Any) -> None:
     p = flavours.add_parser("simple", help="total --gpus split into workers of --gpus-per-node")
     _add_common(p, "simple")
     p.add_argument("--gpus", type=int, default=1, help="GPUs of the whole job (default 1)")
-    p.add_argument("--gpus-per-node", type=int, default=1, help="GPUs (and MPI slots) per worker (default 1)")
+    p.add_argument(
+        "--gpus-per-node", type=int, default=1, help="GPUs (and MPI slots) per worker (default 1)"
+    )
 
     p = flavours.add_parser("custom", help="--replicas workers with --gpus-per-replica GPUs each")
     _add_common(p, "custom")
     p.add_argument("--replicas", type=int, default=1, help="workers (default 1)")
     p.add_argument("--gpus-per-replica", type=int, default=1, help="GPUs per worker (default 1)")
 
-    p = flavours.add_parser("openmpi", help="the kubeflow-openmpi prototype (mpirun after a bounded wait)")
+    p = flavours.add_parser(
+        "openmpi", help="the kubeflow-openmpi prototype (mpirun after a bounded wait)"
+    )
     _add_common(p, "openmpi")
     p.add_argument("--workers", type=int, default=4, help="workers (default 4)")
     p.add_argument("--gpu", type=int, default=0, help="GPUs per worker (default 0)")
@@ -95,16 +106,28 @@ def register(subparsers: Any) -> None:
         default=300,
         help="seconds the launcher waits for workers' ssh (default 300)",
     )
-    p.add_argument("--exec", dest="exec_", help="program mpirun starts on every slot, e.g. 'python train.py'")
+    p.add_argument(
+        "--exec", dest="exec_", help="program mpirun starts on every slot, e.g. 'python train.py'"
+    )
 
-    p = flavours.add_parser("elastic", help="elastic Horovod: --min..--max workers, horovodrun bounds")
+    p = flavours.add_parser(
+        "elastic", help="elastic Horovod: --min..--max workers, horovodrun bounds"
+    )
     _add_common(p, "elastic")
-    p.add_argument("--min", dest="min_replicas", type=int, default=1, help="fewest workers (default 1)")
+    p.add_argument(
+        "--min", dest="min_replicas", type=int, default=1, help="fewest workers (default 1)"
+    )
     p.add_argument("--max", dest="max_replicas", type=int, required=True, help="most workers")
     p.add_argument("--replicas", type=int, help="workers at start (default --min)")
-    p.add_argument("--slots", type=int, help="Horovod processes per worker (default GPUs per worker, else 1)")
-    p.add_argument("--gpus-per-worker", type=int, default=0, help="nvidia.com/gpu per worker (default 0)")
-    p.add_argument("--script", help=f"training script run with python (default {DEFAULT_ELASTIC_SCRIPT})")
+    p.add_argument(
+        "--slots", type=int, help="Horovod processes per worker (default GPUs per worker, else 1)"
+    )
+    p.add_argument(
+        "--gpus-per-worker", type=int, default=0, help="nvidia.com/gpu per worker (default 0)"
+    )
+    p.add_argument(
+        "--script", help=f"training script run with python (default {DEFAULT_ELASTIC_SCRIPT})"
+    )
 
     generate.set_defaults(func=run)
 
@@ -148,7 +171,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def to_yaml(job: dict[str, Any]) -> str:
-    """Block-style YAML in the order the builders wrote the keys; multi-line strings as `|` blocks."""
+    """Block-style YAML in the order the builders wrote the keys; multi-line strings as `|`
+    blocks."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
@@ -164,7 +188,8 @@ def to_yaml(job: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prints the generated MPIJob on stdout; a bad option prints `error: --flag: why` on stderr, exit 2."""
+    """Prints the generated MPIJob on stdout; a bad option prints `error: --flag: why` on stderr,
+    exit 2."""
     try:
         job = build(args)
     except GenerateError as exc:

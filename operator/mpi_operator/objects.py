@@ -121,8 +121,8 @@ def is_pod_ready(pod: Mapping[str, Any]) -> bool:
     """Phase Running, condition Ready=True and not being deleted: a pod that answers now and is not
     about to stop (the EndpointSlice sense of `ready`, which a terminating endpoint never is).
 
-    For a worker that means its sshd answers (its readiness probe), so Horovod and mpirun may use it;
-    a pod losing this is a host to drop from discovery at once (`runtime.handlers.lost_pod`).
+    For a worker that means its sshd answers (its readiness probe), so Horovod and mpirun may use
+    it; a pod losing this is a host to drop from discovery at once (`runtime.handlers.lost_pod`).
     """
     return (
         pod_phase(pod) == POD_RUNNING

@@ -1,9 +1,9 @@
-"""Event and condition reasons and their message formats, word for word as upstream's controller writes them
-(and the few of this operator's own that belong to the same sync, marked as such).
+"""Event and condition reasons and their message formats, word for word as upstream's controller
+writes them (and the few of this operator's own that belong to the same sync, marked as such).
 
-Users and tools match on these strings (`kubectl get events --field-selector reason=...`, dashboards, the
-upstream tests), so they are constants here and nowhere else. Messages go through `truncate_message`,
-upstream's 1024-byte cap for event messages (the last three bytes become `...`).
+Users and tools match on these strings (`kubectl get events --field-selector reason=...`,
+dashboards, the upstream tests), so they are constants here and nowhere else. Messages go through
+`truncate_message`, upstream's 1024-byte cap for event messages (the last three bytes become `...`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ SET_POD_TEMPLATE_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
 SSH_PORT_UNKNOWN: Final = "SSHPortUnknown"
 
 JOB_REASON_BACKOFF_LIMIT_EXCEEDED: Final = "BackoffLimitExceeded"
-"""The batch/v1 Job's Failed reason after which upstream appends the last failed launcher pod's reason."""
+"""The batch/v1 Job's Failed reason after which upstream appends the last failed launcher pod's
+reason."""
 
 EVICTED_POD_REASON: Final = "Evicted"
 """`pod.status.reason` of a pod the kubelet evicted."""
@@ -50,8 +51,8 @@ _ELLIPSIS: Final = "..."
 
 
 def truncate_message(message: str, limit: int = MESSAGE_LIMIT) -> str:
-    """Upstream `truncateMessage`: at most 1024 bytes of UTF-8 (Go's `len`), cut to 1021 plus `...` when
-    longer; never in the middle of a character, which upstream's byte slice can do."""
+    """Upstream `truncateMessage`: at most 1024 bytes of UTF-8 (Go's `len`), cut to 1021 plus `...`
+    when longer; never in the middle of a character, which upstream's byte slice can do."""
     encoded = message.encode()
     if len(encoded) <= limit:
         return message
@@ -107,7 +108,10 @@ def validation_error_message(errors: str) -> str:
 
 def resource_exists_message(name: str, kind: str) -> str:
     """Upstream `MessageResourceExists`, Go's `%q` quoting included (we always know the kind)."""
-    return f"Resource {_go_quote(name)} of Kind {_go_quote(kind)} already exists and is not managed by MPIJob"
+    return (
+        f"Resource {_go_quote(name)} of Kind {_go_quote(kind)} already exists and is not "
+        "managed by MPIJob"
+    )
 
 
 def worker_create_failed_message(error: str) -> str:
@@ -123,8 +127,10 @@ RESTART_POLICY_OVERRIDDEN_MESSAGE: Final = (
 )
 
 SSH_PORT_UNKNOWN_MESSAGE: Final = (
-    "the Worker's containers[0] has no readinessProbe, no container port named ssh, and no sshd port in its "
-    "command (-p, -o Port): it gets no readiness probe, so Ready does not mean that sshd answers, and the "
+    "the Worker's containers[0] has no readinessProbe, no container port named ssh, and no sshd "
+    "port in its "
+    "command (-p, -o Port): it gets no readiness probe, so Ready does not mean that sshd answers, "
+    "and the "
     "launcher relies on ssh's connection retries. Declare the port sshd listens on, e.g. "
     "ports: [{name: ssh, containerPort: 2222}], or set a readinessProbe"
 )

@@ -47,8 +47,8 @@ T = TypeVar("T")
 
 class FlagError(argparse.ArgumentTypeError, ValueError):
     """A flag or environment value that cannot be used; the message is one line naming it. An
-    ArgumentTypeError too, so the parsers below serve as argparse `type=`s (`mpi-operator sim`'s flags)
-    and argparse prints the message."""
+    ArgumentTypeError too, so the parsers below serve as argparse `type=`s (`mpi-operator sim`'s
+    flags) and argparse prints the message."""
 
 
 class _Store(argparse.Action):
@@ -79,7 +79,9 @@ class _Append(_Store):
         values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        super().__call__(parser, namespace, [*(getattr(namespace, self.dest) or []), values], option_string)
+        super().__call__(
+            parser, namespace, [*(getattr(namespace, self.dest) or []), values], option_string
+        )
 
 
 class _Version(argparse.Action):
@@ -102,7 +104,8 @@ def _env(name: str) -> str:
 
 
 def add_flags(run: argparse.ArgumentParser) -> None:
-    """Registers every `run` flag on `run` (whose parser must have allow_abbrev=False, as Go's flag)."""
+    """Registers every `run` flag on `run` (whose parser must have allow_abbrev=False, as Go's
+    flag)."""
 
     group: Any = run
 
@@ -116,7 +119,8 @@ def add_flags(run: argparse.ArgumentParser) -> None:
         "--kubeConfig",
         dest="kubeconfig",
         metavar="PATH",
-        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)",
+        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else "
+        "~/.kube/config)",
     )
     add(
         "--master",
@@ -129,8 +133,10 @@ def add_flags(run: argparse.ArgumentParser) -> None:
         "--kube-api-qps",
         dest="qps",
         metavar="N",
-        help="client-side limit of API requests per second; zero or negative: none (default: none once "
-        f"the API server shows it has API Priority and Fairness, {FALLBACK_QPS:g} before that or without "
+        help="client-side limit of API requests per second; zero or negative: none (default: none "
+        "once "
+        f"the API server shows it has API Priority and Fairness, {FALLBACK_QPS:g} before that or "
+        "without "
         f"it; upstream's 5 is not taken over; env {_env('qps')})",
     )
     add(
@@ -162,7 +168,8 @@ def add_flags(run: argparse.ArgumentParser) -> None:
         "--controller-queue-rate-limit",
         dest="queue_qps",
         metavar="N",
-        help=f"overall rate of the work queue's retries per second (default: {Settings.queue_qps:g}; "
+        help="overall rate of the work queue's retries per second (default: "
+        f"{Settings.queue_qps:g}; "
         f"env {_env('queue_qps')})",
     )
     add(
@@ -187,7 +194,8 @@ def add_flags(run: argparse.ArgumentParser) -> None:
     add(
         "--gang-scheduling",
         metavar="SCHEDULER",
-        help="PodGroups per MPIJob: `volcano`, or the name of a scheduler-plugins scheduler, as upstream; "
+        help="PodGroups per MPIJob: `volcano`, or the name of a scheduler-plugins scheduler, as "
+        "upstream; "
         f'`scheduler-plugins` means {DEFAULT_SCHEDULER_PLUGINS_NAME}; "": none (default: none; '
         f"env {_env('gang_scheduling')})",
     )
@@ -195,8 +203,10 @@ def add_flags(run: argparse.ArgumentParser) -> None:
     add(
         "--max-workers-per-job",
         metavar="N",
-        help="refuse MPIJobs with more than N workers (the Invalid condition names the limit); may only "
-        f"lower the ceiling the CRD enforces (default: that ceiling; env {_env('max_workers_per_job')})",
+        help="refuse MPIJobs with more than N workers (the Invalid condition names the limit); may "
+        "only "
+        "lower the ceiling the CRD enforces (default: that ceiling; env "
+        f"{_env('max_workers_per_job')})",
     )
 
     group = run.add_argument_group("leadership, serving and logs")
@@ -204,7 +214,8 @@ def add_flags(run: argparse.ArgumentParser) -> None:
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help=f"take the Lease before reconciling (default: true; env {_env('leader_elect')}=true|false)",
+        help="take the Lease before reconciling (default: true; env "
+        f"{_env('leader_elect')}=true|false)",
     )
     add(
         "--lease-namespace",
@@ -223,7 +234,8 @@ def add_flags(run: argparse.ArgumentParser) -> None:
     add(
         "--monitoring-port",
         metavar="PORT",
-        help="upstream's /metrics port: N > 0 serves /metrics, /healthz and /readyz on 0.0.0.0:N; 0 "
+        help="upstream's /metrics port: N > 0 serves /metrics, /healthz and /readyz on 0.0.0.0:N; "
+        "0 "
         "keeps --metrics-address, since health is always served (default: 0)",
     )
     add(
@@ -234,7 +246,9 @@ def add_flags(run: argparse.ArgumentParser) -> None:
     add(
         "--log-level",
         metavar="LEVEL",
-        help=f"debug, info, warning or error; wins over -v (default: info; env {_env('log_level')})",
+        help=(
+            f"debug, info, warning or error; wins over -v (default: info; env {_env('log_level')})"
+        ),
     )
     group.add_argument("--version", action=_Version, help="print the version and exit")
 
@@ -288,7 +302,8 @@ def long_names() -> frozenset[str]:
 
 
 def go_style(argv: Sequence[str]) -> list[str]:
-    """Go's `-name[=value]` as `--name[=value]` when `name` is a long option of `run` (never after `--`).
+    """Go's `-name[=value]` as `--name[=value]` when `name` is a long option of `run` (never after
+    `--`).
 
     Negative numbers (`--qps -1`) and `-h` are left alone: their names are not long options."""
     names = long_names()
@@ -321,7 +336,9 @@ def _float(text: str, positive: bool = False) -> float:
         value = float(text)
     except ValueError:
         raise FlagError(f"not a number: {text!r}") from None
-    if value != value or (positive and not value > 0):  # nan; a queue limit of 0 would stop all retries
+    if value != value or (
+        positive and not value > 0
+    ):  # nan; a queue limit of 0 would stop all retries
         raise FlagError(f"must be more than 0, got {text}")
     return value
 
@@ -373,14 +390,18 @@ def port(text: str) -> int:
 
 
 def cluster_domain(text: str) -> str:
-    """`--cluster-domain`: a DNS name (or empty), since it ends every host name the hostfile lists."""
+    """`--cluster-domain`: a DNS name (or empty), since it ends every host name the hostfile
+    lists."""
     if text and not is_dns_name(text):
-        raise FlagError(f"{text!r} is not a DNS name (lower-case labels of a-z, 0-9 and '-', dot-separated)")
+        raise FlagError(
+            f"{text!r} is not a DNS name (lower-case labels of a-z, 0-9 and '-', dot-separated)"
+        )
     return text
 
 
 def max_workers(text: str | None) -> int:
-    """`--max-workers-per-job` of `run` and `validate`: None is the ceiling; only lower values pass."""
+    """`--max-workers-per-job` of `run` and `validate`: None is the ceiling; only lower values
+    pass."""
     try:
         return worker_limit(None if text is None else _int(text))
     except FlagError:
@@ -402,7 +423,8 @@ def gang(value: str) -> tuple[GangScheduler | None, str]:
 
 
 class _Values:
-    """Looks a dest up in the flags, then the environment, converting and naming the source on error."""
+    """Looks a dest up in the flags, then the environment, converting and naming the source on
+    error."""
 
     def __init__(self, args: argparse.Namespace, environ: Mapping[str, str]) -> None:
         self.args = args
@@ -410,7 +432,8 @@ class _Values:
         self.given: dict[str, str] = getattr(args, "given", None) or {}
 
     def raw(self, dest: str, env: Sequence[str] | None = None) -> tuple[str, str] | None:
-        """(value, where) of the flag, else of the first set variable of `env` (None: MPI_OPERATOR_<dest>)."""
+        """(value, where) of the flag, else of the first set variable of `env` (None:
+        MPI_OPERATOR_<dest>)."""
         value = getattr(self.args, dest, None)
         if value is not None:
             return value, self.given.get(dest, f"--{dest}")
@@ -419,7 +442,9 @@ class _Values:
                 return self.environ[name], f"${name}"
         return None
 
-    def get(self, dest: str, parse: Callable[[str], T], default: T, env: Sequence[str] | None = None) -> T:
+    def get(
+        self, dest: str, parse: Callable[[str], T], default: T, env: Sequence[str] | None = None
+    ) -> T:
         found = self.raw(dest, env)
         if found is None:
             return default
@@ -448,7 +473,8 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
     if monitoring_port:
         if args.metrics_address is not None:
             raise FlagError(
-                f"{values.given['monitoring_port']} and {values.given['metrics_address']} both set the "
+                f"{values.given['monitoring_port']} and {values.given['metrics_address']} both set "
+                "the "
                 "address of /metrics: give one"
             )
         metrics_address = f"0.0.0.0:{monitoring_port}"
@@ -469,17 +495,24 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
         workers=values.get("workers", lambda text: _int(text, 1), Settings.workers),
         qps=values.get("qps", _float, Settings.qps),
         burst=values.get("burst", lambda text: _int(text, 1), Settings.burst),
-        queue_qps=values.get("queue_qps", lambda text: _float(text, positive=True), Settings.queue_qps),
+        queue_qps=values.get(
+            "queue_qps", lambda text: _float(text, positive=True), Settings.queue_qps
+        ),
         queue_burst=values.get("queue_burst", lambda text: _int(text, 1), Settings.queue_burst),
         leader_elect=leader_elect,
         lease_namespace=values.get(
-            "lease_namespace", str, Settings.lease_namespace, (_env("lease_namespace"), "POD_NAMESPACE")
+            "lease_namespace",
+            str,
+            Settings.lease_namespace,
+            (_env("lease_namespace"), "POD_NAMESPACE"),
         ),
         metrics_address=metrics_address,
         log_format=values.get("log_format", _log_format, Settings.log_format),
         log_level=log_level,
         cluster_domain=values.get("cluster_domain", cluster_domain, Settings.cluster_domain),
-        gpus_per_node=values.get("gpus_per_node", lambda text: _int(text, 1), Settings.gpus_per_node),
+        gpus_per_node=values.get(
+            "gpus_per_node", lambda text: _int(text, 1), Settings.gpus_per_node
+        ),
         gang_scheduling=gang_scheduling,
         scheduler_plugins_name=scheduler_plugins_name,
         max_workers_per_job=values.get("max_workers_per_job", max_workers, None),

@@ -1,4 +1,5 @@
-"""Operator settings: one frozen object built from the command line, passed explicitly to every layer."""
+"""Operator settings: one frozen object built from the command line, passed explicitly to every
+layer."""
 
 from __future__ import annotations
 
@@ -25,17 +26,19 @@ class Settings:
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch; empty means all."""
     kubeconfig: str | None = None
-    """Kubeconfig path; None means in-cluster config (or $KUBECONFIG / ~/.kube/config when present)."""
+    """Kubeconfig path; None means in-cluster config (or $KUBECONFIG / ~/.kube/config when
+    present)."""
     master: str | None = None
-    """API server URL overriding the kubeconfig's (upstream's `--master`); alone, a bare connection."""
+    """API server URL overriding the kubeconfig's (upstream's `--master`); alone, a bare
+    connection."""
 
     # --- queueing and API pressure ------------------------------------------------------------
     workers: int = 2
     """Concurrent reconciles (never two for one job)."""
     qps: float | None = None
-    """Client-side limit of API requests per second (token bucket). None: none once the server shows it
-    has API Priority and Fairness (every supported Kubernetes version), `FALLBACK_QPS` before that or
-    without it; a positive value always limits; zero or negative never does."""
+    """Client-side limit of API requests per second (token bucket). None: none once the server shows
+    it has API Priority and Fairness (every supported Kubernetes version), `FALLBACK_QPS` before
+    that or without it; a positive value always limits; zero or negative never does."""
     burst: int | None = None
     """... with this burst (None: `FALLBACK_BURST`)."""
     queue_qps: float = 10.0
@@ -65,12 +68,13 @@ class Settings:
     """v1alpha1 `gpus` split: workers = gpus / gpus_per_node (manifests may say gpusPerNode)."""
     gang_scheduling: GangScheduler | None = None
     scheduler_plugins_name: str = DEFAULT_SCHEDULER_PLUGINS_NAME
-    """`schedulerName` of pods with scheduler-plugins gang scheduling (upstream's `--gang-scheduling`
-    value names it)."""
+    """`schedulerName` of pods with scheduler-plugins gang scheduling (upstream's
+    `--gang-scheduling` value names it)."""
     max_workers_per_job: int | None = None
-    """The most workers one MPIJob may have; None: the API's ceiling (`api.constants.MAX_WORKER_REPLICAS`,
-    which the CRD enforces). It may only lower the ceiling (`api.validation.worker_limit`); a job above it
-    gets the Invalid condition naming the field and the limit."""
+    """The most workers one MPIJob may have; None: the API's ceiling
+    (`api.constants.MAX_WORKER_REPLICAS`, which the CRD enforces). It may only lower the ceiling
+    (`api.validation.worker_limit`); a job above it gets the Invalid condition naming the field and
+    the limit."""
     field_manager: str = "mpi-operator"
     progress_batch_seconds: float = 1.0
     """How long a static job's progress writes (counts, Running, discover_hosts.sh) may wait for its

@@ -1,15 +1,15 @@
 """Pure status: an MPIJob and its observed children -> the status to store and the events to record.
 
 A port of upstream's `syncHandler` status steps and `updateMPIJobStatus` with its condition engine
-(`conditions`), in the wire format the status subresource stores (camelCase,
-RFC 3339 times at second precision, zero counts omitted). Additions: `observedGeneration`, for
-workers `ready` (Ready pods) and `selector` (for the scale subresource and HPA), and for elastic jobs
-`elastic` (the reconciler fills it from the elastic decision; it is kept here like any owned field).
+(`conditions`), in the wire format the status subresource stores (camelCase, RFC 3339 times at
+second precision, zero counts omitted). Additions: `observedGeneration`, for workers `ready` (Ready
+pods) and `selector` (for the scale subresource and HPA), and for elastic jobs `elastic` (the
+reconciler fills it from the elastic decision; it is kept here like any owned field).
 
-Deliberate departures from upstream, all so that a converged job makes no writes:
-events (MPIJobRunning, MPIJobSucceeded, the failure and eviction warnings) are recorded when their
-condition changes, not on every sync; a succeeded launcher Job without a completionTime completes the
-MPIJob at `now` instead of leaving it unfinished forever. The clock is injected (`now`); no I/O.
+Deliberate departures from upstream, all so that a converged job makes no writes: events
+(MPIJobRunning, MPIJobSucceeded, the failure and eviction warnings) are recorded when their
+condition changes, not on every sync; a succeeded launcher Job without a completionTime completes
+the MPIJob at `now` instead of leaving it unfinished forever. The clock is injected (`now`); no I/O.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from mpi_operator.reasons import Event
 
 
 class JobCounter(StrEnum):
-    """A job transition the job metrics count (`mpi_operator_jobs_{created,successful,failed}_total`)."""
+    """A job transition the job metrics count
+    (`mpi_operator_jobs_{created,successful,failed}_total`)."""
 
     CREATED = "created"
     SUCCEEDED = "succeeded"
@@ -66,7 +67,14 @@ _ELASTIC_FIELDS: Final = (
     "minReplicas",
     "maxReplicas",
 )
-_CONDITION_KEYS: Final = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
+_CONDITION_KEYS: Final = (
+    "type",
+    "status",
+    "reason",
+    "message",
+    "lastUpdateTime",
+    "lastTransitionTime",
+)
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,8 @@ class StatusUpdate:
 
 
 def format_time(value: datetime) -> str:
-    """metav1.Time's JSON: RFC 3339 in UTC at second precision (a naive datetime is taken as UTC)."""
+    """metav1.Time's JSON: RFC 3339 in UTC at second precision (a naive datetime is taken as
+    UTC)."""
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -201,9 +210,9 @@ def progress_only(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) 
     before, after = _comparable(old), _comparable(new)
     if before == after:
         return False
-    if c.CONDITION_RUNNING in before["conditions"] and before["conditions"].get(c.CONDITION_RUNNING) != after[
-        "conditions"
-    ].get(c.CONDITION_RUNNING):
+    if c.CONDITION_RUNNING in before["conditions"] and before["conditions"].get(
+        c.CONDITION_RUNNING
+    ) != after["conditions"].get(c.CONDITION_RUNNING):
         return False  # Running changed after it was set: suspended, finished, ...
     return _without_progress(before) == _without_progress(after)
 
@@ -213,9 +222,9 @@ def status_merge_patch(
 ) -> dict[str, Any]:
     """An RFC 7386 merge patch of the MPIJob turning status `old` into `new`.
 
-    Removed keys become null (a plain `{"Worker": {}}` would leave the old counts in place, since merge
-    patches merge objects); lists are replaced whole. With `resource_version`, the patch only applies
-    to that version of the object (409 Conflict otherwise), like upstream's UpdateStatus.
+    Removed keys become null (a plain `{"Worker": {}}` would leave the old counts in place, since
+    merge patches merge objects); lists are replaced whole. With `resource_version`, the patch only
+    applies to that version of the object (409 Conflict otherwise), like upstream's UpdateStatus.
     """
     patch: dict[str, Any] = {"status": _merge_diff(normalize_status(old), normalize_status(new))}
     if resource_version is not None:
@@ -262,7 +271,9 @@ class _Sync:
             counters=tuple(self.counters),
         )
 
-    def condition(self, condition_type: str, value: c.ConditionStatus, reason: str, message: str) -> bool:
+    def condition(
+        self, condition_type: str, value: c.ConditionStatus, reason: str, message: str
+    ) -> bool:
         return set_condition(self.status, condition_type, value, reason, message, self.now)
 
     def event(self, event_type: reasons.EventType, reason: str, message: str) -> None:
@@ -273,7 +284,8 @@ class _Sync:
         return self.status.setdefault("replicaStatuses", {})  # type: ignore[no-any-return]
 
     def launcher(self, launcher: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> int:
-        """Launcher counts and the terminal conditions; returns the number of Running launcher pods."""
+        """Launcher counts and the terminal conditions; returns the number of Running launcher
+        pods."""
         job, status = self.job, self.status
         running = sum(1 for pod in pods if pod_phase(pod) == POD_RUNNING)
         counts: Status = {}
@@ -284,7 +296,9 @@ class _Sync:
             counts["succeeded"] = 1
             message = reasons.succeeded_message(job.namespace, job.name)
             if status.get("completionTime") is None:
-                status["completionTime"] = _time(status_field(launcher, "completionTime")) or self.now
+                status["completionTime"] = (
+                    _time(status_field(launcher, "completionTime")) or self.now
+                )
             if self.condition(c.CONDITION_SUCCEEDED, "True", reasons.MPIJOB_SUCCEEDED, message):
                 self.event(reasons.NORMAL, reasons.MPIJOB_SUCCEEDED, message)
                 self.counters.append(JobCounter.SUCCEEDED)
@@ -300,7 +314,9 @@ class _Sync:
         self.replica_statuses[c.REPLICA_LAUNCHER] = counts
         return running
 
-    def workers(self, pods: Sequence[Mapping[str, Any]], expected: int, *, fail_on_eviction: bool) -> int:
+    def workers(
+        self, pods: Sequence[Mapping[str, Any]], expected: int, *, fail_on_eviction: bool
+    ) -> int:
         """Worker counts and the eviction condition; returns the number of Running workers."""
         counts = dict.fromkeys(_COUNT_FIELDS, 0)
         evicted = 0
@@ -324,7 +340,8 @@ class _Sync:
         return counts["active"]
 
     def running_never_set(self) -> None:
-        """Upstream #787: a job that finished unseen gets Running=False dated no later than its end."""
+        """Upstream #787: a job that finished unseen gets Running=False dated no later than its
+        end."""
         when = self.status.get("completionTime") or self.now
         self.status.setdefault("conditions", []).append(
             {
@@ -338,8 +355,11 @@ class _Sync:
         )
 
 
-def failure(job: MPIJob, launcher: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
-    """Upstream `updateMPIJobFailedStatus`'s reason and message, from the launcher Job's Failed condition.
+def failure(
+    job: MPIJob, launcher: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
+) -> tuple[str, str]:
+    """Upstream `updateMPIJobFailedStatus`'s reason and message, from the launcher Job's Failed
+    condition.
 
     After BackoffLimitExceeded the newest failed launcher pod's reason and message are appended.
     """
@@ -367,9 +387,10 @@ def compute_status(
 ) -> StatusUpdate:
     """The status of `job` (canonical, defaulted, valid) given what its children look like now.
 
-    Pass the children as they are *after* this sync's plan was applied (`planning.observed_after`, or
-    the objects the API returned): upstream reports the launcher Job it has just created.
-    `fail_on_eviction=False` (elastic jobs) leaves an evicted worker to replacement instead of failing.
+    Pass the children as they are *after* this sync's plan was applied (`planning.observed_after`,
+    or the objects the API returned): upstream reports the launcher Job it has just created.
+    `fail_on_eviction=False` (elastic jobs) leaves an evicted worker to replacement instead of
+    failing.
     """
     sync = _Sync(job, now)
     status = sync.status
@@ -386,7 +407,10 @@ def compute_status(
 
     # Second phase of the finish: the plan cleans up; workers are reported as gone.
     if is_finished(status) and status.get("completionTime") is not None:
-        if job.spec.run_policy.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
+        if job.spec.run_policy.clean_pod_policy in (
+            c.CLEAN_POD_POLICY_ALL,
+            c.CLEAN_POD_POLICY_RUNNING,
+        ):
             sync.replica_statuses[c.REPLICA_WORKER] = {}
         return sync.result()
 
@@ -399,7 +423,9 @@ def compute_status(
     done = launcher is not None and is_job_finished(launcher)
 
     if suspended:
-        if sync.condition(c.CONDITION_SUSPENDED, "True", reasons.MPIJOB_SUSPENDED, reasons.SUSPENDED_MESSAGE):
+        if sync.condition(
+            c.CONDITION_SUSPENDED, "True", reasons.MPIJOB_SUSPENDED, reasons.SUSPENDED_MESSAGE
+        ):
             sync.event(reasons.NORMAL, reasons.MPIJOB_SUSPENDED, reasons.SUSPENDED_MESSAGE)
     elif get_condition(status, c.CONDITION_SUSPENDED) is not None and sync.condition(
         c.CONDITION_SUSPENDED, "False", reasons.MPIJOB_RESUMED, reasons.RESUMED_MESSAGE
@@ -409,7 +435,9 @@ def compute_status(
 
     launcher_running = 0
     if launcher is not None:
-        launcher_running = sync.launcher(launcher, launcher_pods_of(launcher, observed.launcher_pods))
+        launcher_running = sync.launcher(
+            launcher, launcher_pods_of(launcher, observed.launcher_pods)
+        )
 
     running, expected = 0, 0
     if done or suspended:
@@ -429,5 +457,9 @@ def compute_status(
     elif launcher is not None and launcher_running >= 1 and running == expected:
         message = reasons.running_message(namespace, name)
         if sync.condition(c.CONDITION_RUNNING, "True", reasons.MPIJOB_RUNNING, message):
-            sync.event(reasons.NORMAL, reasons.MPIJOB_RUNNING, reasons.running_event_message(namespace, name))
+            sync.event(
+                reasons.NORMAL,
+                reasons.MPIJOB_RUNNING,
+                reasons.running_event_message(namespace, name),
+            )
     return sync.result()

@@ -1,5 +1,5 @@
-"""The composition root: `KubeSim` wires the cluster, its controllers (`build_controllers`, the timer or
-the process runtime's kubelet), test control and the HTTP server; nothing below imports it.
+"""The composition root: `KubeSim` wires the cluster, its controllers (`build_controllers`, the
+timer or the process runtime's kubelet), test control and the HTTP server; nothing below imports it.
 
 Used by the pytest fixtures (`kubesim.testing`), by `mpi-operator sim` (`kubesim.cli`), by the demo
 and the benchmarks. One KubeSim is one simulated cluster on one 127.0.0.1 port.
@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Controllers:
-    """What `build_controllers` made; tests reach the kubelet (`evict`, `kill`) and volumes through it."""
+    """What `build_controllers` made; tests reach the kubelet (`evict`, `kill`) and volumes through
+    it."""
 
     all: list[Controller] = field(default_factory=list)
     routes: list[web.RouteDef] = field(default_factory=list)
@@ -55,12 +56,15 @@ class Controllers:
 def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     clock = settings.clock if settings.clock is not None else Clock(settings.time_scale)
     if isinstance(clock, FakeClock) and settings.runtime == "process":
-        raise ValueError("the process runtime runs real programs in real time: it cannot take a FakeClock")
+        raise ValueError(
+            "the process runtime runs real programs in real time: it cannot take a FakeClock"
+        )
     volumes = VolumeManager(cluster, settings, clock)
     kubelet: Kubelet
     if settings.runtime == "process":
-        # lazy: optional-runtime. The process runtime (17 modules, dnslib) loads only for a cluster that
-        # runs it: a tenth of kubesim's import time otherwise paid by every timer-runtime cluster.
+        # lazy: optional-runtime. The process runtime (17 modules, dnslib) loads only for a cluster
+        # that runs it: a tenth of kubesim's import time otherwise paid by every timer-runtime
+        # cluster.
         from kubesim.procrt.kubelet import ProcessKubelet
 
         kubelet = ProcessKubelet(cluster, settings, clock, volumes)
@@ -72,7 +76,9 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     disruption = DisruptionController(cluster, clock)
     watching: list[Watching] = [volumes, kubelet, jobs, gc, namespaces, disruption]
 
-    def fan_out(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def fan_out(
+        event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         # One listener for all, called with the stored objects (read only).
         for controller in watching:
             try:
@@ -101,7 +107,9 @@ class KubeSim:
     namespace controller): what contract tests of the API layer itself want.
     """
 
-    def __init__(self, settings: SimSettings | None = None, *, run_controllers: bool = True) -> None:
+    def __init__(
+        self, settings: SimSettings | None = None, *, run_controllers: bool = True
+    ) -> None:
         self.settings = settings or SimSettings()
         self.cluster = Cluster(self.settings)
         self.control = Control(
@@ -133,7 +141,9 @@ class KubeSim:
             raise RuntimeError("KubeSim is already started")
         app = build_app(self.cluster, self.control, extra_routes=self.controllers.routes)
         # handler_cancellation: a client that hangs up ends its watch handler at once.
-        runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
+        runner = web.AppRunner(
+            app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
+        )
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -149,7 +159,9 @@ class KubeSim:
         self._host = host
         self._port = int(sock.getsockname()[1])
         for controller in self.controllers.all:
-            self._tasks.append(asyncio.create_task(controller.run(), name=f"kubesim-{controller.name}"))
+            self._tasks.append(
+                asyncio.create_task(controller.run(), name=f"kubesim-{controller.name}")
+            )
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -175,6 +187,9 @@ class KubeSim:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.stop()

@@ -1,7 +1,8 @@
 """The built-in resource types kubesim serves (the kinds an operator and kubectl touch).
 
-Built-in objects are stored generically; their behaviour (pod binding and graceful deletion, namespace
-lifecycle, CRD registration) lives in `kubesim.cluster`, and their validation in `kubesim.admission`.
+Built-in objects are stored generically; their behaviour (pod binding and graceful deletion,
+namespace lifecycle, CRD registration) lives in `kubesim.cluster`, and their validation in
+`kubesim.admission`.
 """
 
 from __future__ import annotations
@@ -58,33 +59,59 @@ NAMESPACES = _rt(
     verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
 )
 PODS = _rt(
-    "", "v1", "Pod", "pods", short_names=("po",), categories=("all",), status=True, subresources=("eviction",)
+    "",
+    "v1",
+    "Pod",
+    "pods",
+    short_names=("po",),
+    categories=("all",),
+    status=True,
+    subresources=("eviction",),
 )
-SERVICES = _rt("", "v1", "Service", "services", short_names=("svc",), categories=("all",), status=True)
+SERVICES = _rt(
+    "", "v1", "Service", "services", short_names=("svc",), categories=("all",), status=True
+)
 CONFIGMAPS = _rt("", "v1", "ConfigMap", "configmaps", short_names=("cm",))
 SECRETS = _rt("", "v1", "Secret", "secrets")
 SERVICEACCOUNTS = _rt("", "v1", "ServiceAccount", "serviceaccounts", short_names=("sa",))
 EVENTS = _rt("", "v1", "Event", "events", short_names=("ev",))
 NODES = _rt("", "v1", "Node", "nodes", namespaced=False, short_names=("no",), status=True)
 JOBS = _rt("batch", "v1", "Job", "jobs", categories=("all",), status=True)
-# Deployments are stored (so `kubectl apply -k deploy/` of the operator itself works) but no controller
-# turns them into pods.
+# Deployments are stored (so `kubectl apply -k deploy/` of the operator itself works) but no
+# controller turns them into pods.
 DEPLOYMENTS = dataclasses.replace(
-    _rt("apps", "v1", "Deployment", "deployments", short_names=("deploy",), categories=("all",), status=True),
+    _rt(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        short_names=("deploy",),
+        categories=("all",),
+        status=True,
+    ),
     scale=ScaleSubresource(".spec.replicas", ".status.replicas"),
 )
 LEASES = _rt("coordination.k8s.io", "v1", "Lease", "leases")
 EVENTS_V1 = _rt("events.k8s.io", "v1", "Event", "events", short_names=("ev",))
 ROLES = _rt("rbac.authorization.k8s.io", "v1", "Role", "roles")
 ROLEBINDINGS = _rt("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
-CLUSTERROLES = _rt("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False)
+CLUSTERROLES = _rt(
+    "rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False
+)
 CLUSTERROLEBINDINGS = _rt(
     "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False
 )
 PRIORITY_CLASSES = _rt(
-    "scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False, short_names=("pc",)
+    "scheduling.k8s.io",
+    "v1",
+    "PriorityClass",
+    "priorityclasses",
+    namespaced=False,
+    short_names=("pc",),
 )
-PDBS = _rt("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",), status=True)
+PDBS = _rt(
+    "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",), status=True
+)
 CRDS = _rt(
     "apiextensions.k8s.io",
     "v1",
@@ -143,7 +170,8 @@ NODE_IP = "172.18.0.2"  # the address the simulated kubelet reports as the pods'
 
 
 def initial_node(name: str) -> dict[str, Any]:
-    """The one Ready node every pod is bound to (capacity large enough never to be the constraint)."""
+    """The one Ready node every pod is bound to (capacity large enough never to be the
+    constraint)."""
     capacity = {
         "cpu": "64",
         "memory": "256Gi",
@@ -158,13 +186,19 @@ def initial_node(name: str) -> dict[str, Any]:
         "message": "kubelet is posting ready status",
     }
     return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+        },
         "spec": {},
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
             "conditions": [ready],
-            "addresses": [{"type": "InternalIP", "address": NODE_IP}, {"type": "Hostname", "address": name}],
+            "addresses": [
+                {"type": "InternalIP", "address": NODE_IP},
+                {"type": "Hostname", "address": name},
+            ],
             "nodeInfo": {
                 **dict.fromkeys(("machineID", "systemUUID", "bootID", "osImage"), "kubesim"),
                 "kernelVersion": "6.1.0",
@@ -188,7 +222,8 @@ def is_type(rt: ResourceType, ref: ResourceType) -> bool:
 
 
 def prepare_create(rt: ResourceType, obj: dict[str, Any], *, node_name: str, now: datetime) -> None:
-    """What the apiserver's create strategies (and the scheduler, for pods) do to a new object, in place."""
+    """What the apiserver's create strategies (and the scheduler, for pods) do to a new object, in
+    place."""
     if is_type(rt, PODS):
         # The simulated scheduler binds every pod to the one node as it is created.
         spec = obj.setdefault("spec", {})
@@ -226,12 +261,13 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], *, node_name: str, now
 def prepare_update(
     rt: ResourceType, current: dict[str, Any], new: dict[str, Any], subresource: str | None
 ) -> dict[str, Any]:
-    """The object an update stores, as the kind's update strategy builds it from `current` and `new`.
+    """The object an update stores, as the kind's update strategy builds it from `current` and
+    `new`.
 
-    `/status` changes only `.status`; `namespaces/finalize` only `spec.finalizers`; the main endpoint
-    keeps the current status when the kind has a status subresource, and a namespace's spec.finalizers.
-    `current` must be a private copy of the top level (nested values are shared with the stored
-    object and left alone); it may be returned modified.
+    `/status` changes only `.status`; `namespaces/finalize` only `spec.finalizers`; the main
+    endpoint keeps the current status when the kind has a status subresource, and a namespace's
+    spec.finalizers. `current` must be a private copy of the top level (nested values are shared
+    with the stored object and left alone); it may be returned modified.
     """
     if subresource == "status":
         if "status" in new:
@@ -249,7 +285,9 @@ def prepare_update(
         else:
             new.pop("status", None)
     if is_type(rt, NAMESPACES):
-        new.setdefault("spec", {})["finalizers"] = list((current.get("spec") or {}).get("finalizers") or [])
+        new.setdefault("spec", {})["finalizers"] = list(
+            (current.get("spec") or {}).get("finalizers") or []
+        )
     return new
 
 
@@ -262,7 +300,8 @@ def spec_changed(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> 
 
 
 def deletion_complete(rt: ResourceType, obj: dict[str, Any]) -> bool:
-    """True when an object being deleted has nothing left holding it: no finalizers, no grace period."""
+    """True when an object being deleted has nothing left holding it: no finalizers, no grace
+    period."""
     meta = obj.get("metadata") or {}
     if not meta.get("deletionTimestamp") or meta.get("finalizers"):
         return False
@@ -272,13 +311,15 @@ def deletion_complete(rt: ResourceType, obj: dict[str, Any]) -> bool:
 
 
 POLICY_FINALIZERS = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}
-"""The finalizer a DeleteOptions.propagationPolicy puts on the object (the garbage collector acts on it)."""
+"""The finalizer a DeleteOptions.propagationPolicy puts on the object (the garbage collector acts on
+it)."""
 
 
 def mark_deleting(
     rt: ResourceType, obj: dict[str, Any], finalizers: list[str], at: datetime, grace: int
 ) -> None:
-    """Sets what a graceful or finalizer-held deletion sets, in place (a namespace also turns Terminating)."""
+    """Sets what a graceful or finalizer-held deletion sets, in place (a namespace also turns
+    Terminating)."""
     meta = obj["metadata"]
     if finalizers:
         meta["finalizers"] = finalizers
@@ -291,7 +332,8 @@ def mark_deleting(
 
 
 def crd_status(crd: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """The status the apiextensions controllers give an accepted CRD: names accepted, established."""
+    """The status the apiextensions controllers give an accepted CRD: names accepted,
+    established."""
     spec = crd.get("spec") or {}
     stamp = now.strftime(TIMESTAMP_FORMAT)
     storage = [v.get("name") for v in spec.get("versions") or [] if v.get("storage")]
@@ -318,7 +360,8 @@ def crd_status(crd: dict[str, Any], now: datetime) -> dict[str, Any]:
 
 
 def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
-    """Field errors the apiserver reports for a CRD kubesim could not serve (name, group, storage version)."""
+    """Field errors the apiserver reports for a CRD kubesim could not serve (name, group, storage
+    version)."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     problems: list[dict[str, str]] = []
@@ -333,7 +376,9 @@ def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
             }
         )
     if not names.get("kind") or not names.get("plural"):
-        problems.append({"field": "spec.names", "reason": "FieldValueRequired", "message": "Required value"})
+        problems.append(
+            {"field": "spec.names", "reason": "FieldValueRequired", "message": "Required value"}
+        )
     storage = [v for v in spec.get("versions") or [] if v.get("storage")]
     if len(storage) != 1:
         problems.append(
@@ -347,7 +392,8 @@ def crd_problems(crd: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def pod_grace_seconds(pod: dict[str, Any], requested: int | None) -> int:
-    """The grace period of a pod deletion: 0 for unbound or finished pods, as the pod strategy decides."""
+    """The grace period of a pod deletion: 0 for unbound or finished pods, as the pod strategy
+    decides."""
     spec = pod.get("spec") or {}
     phase = (pod.get("status") or {}).get("phase")
     if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
@@ -359,17 +405,20 @@ def pod_grace_seconds(pod: dict[str, Any], requested: int | None) -> int:
 
 
 JOB_ORPHAN_WARNING = (
-    "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove "
+    "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+    "to remove "
     "them or set propagationPolicy=Orphan to suppress this warning"
 )
 
 
 def allows_unconditional_update(rt: ResourceType) -> bool:
-    """Whether a PUT without metadata.resourceVersion is accepted (the strategies' AllowUnconditionalUpdate):
-    true for the built-in kinds here except CRDs, false for custom resources."""
+    """Whether a PUT without metadata.resourceVersion is accepted (the strategies'
+    AllowUnconditionalUpdate): true for the built-in kinds here except CRDs, false for custom
+    resources."""
     return rt.builtin and not is_type(rt, CRDS)
 
 
 def default_propagation(rt: ResourceType) -> str | None:
-    """batch/v1 Jobs still default to orphaning their pods when a client sends no propagationPolicy."""
+    """batch/v1 Jobs still default to orphaning their pods when a client sends no
+    propagationPolicy."""
     return "Orphan" if is_type(rt, JOBS) else None

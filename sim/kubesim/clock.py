@@ -1,5 +1,6 @@
-"""Simulated time: `Clock` (a time scale, so a cluster can run faster than real time) and `FakeClock`
-(time that moves only when a test advances it). Every controller timer waits on one of them."""
+"""Simulated time: `Clock` (a time scale, so a cluster can run faster than real time) and
+`FakeClock` (time that moves only when a test advances it). Every controller timer waits on one of
+them."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from typing import Protocol
 class Clock:
     """Simulated time: seconds since the cluster started, running `1 / time_scale` times real speed.
 
-    Every delay a controller waits for (start-seconds, back-offs, deadlines, TTLs, volume syncs) is in
-    simulated seconds; timestamps written into objects are the real wall-clock times those moments map to.
+    Every delay a controller waits for (start-seconds, back-offs, deadlines, TTLs, volume syncs) is
+    in simulated seconds; timestamps written into objects are the real wall-clock times those
+    moments map to.
     """
 
     def __init__(
@@ -51,14 +53,18 @@ class Clock:
         # The second `wall()` would show (it rounds to microseconds); formatted once per second.
         second = math.floor(round(self._wall0 + sim * self.scale, 6))
         if second != self._stamp[0] or not self._stamp[1]:
-            self._stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            self._stamp = (
+                second,
+                datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
         return self._stamp[1]
 
     def micro_timestamp(self, at: float | None = None) -> str:
         return self.wall(at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     def call_later(self, sim_delay: float, callback: Callable[[], None]) -> Timer:
-        """Runs `callback` once `sim_delay` simulated seconds have passed (on the running loop's timers)."""
+        """Runs `callback` once `sim_delay` simulated seconds have passed (on the running loop's
+        timers)."""
         return asyncio.get_running_loop().call_later(self.real_delay(sim_delay), callback)
 
     def track(self, queue: Sized) -> None:
@@ -86,19 +92,21 @@ class _FakeTimer:
 class FakeClock(Clock):
     """Simulated time that moves only when told to: `await clock.advance(seconds)`.
 
-    For tests of the timer runtime (`SimSettings(clock=FakeClock())`): start delays, restart back-offs,
-    termination grace, Job back-offs, deadlines and TTLs, volume sync periods all wait on this clock, so a
-    test decides what has elapsed and a slow or loaded machine changes nothing. `advance` fires the timers
-    that fall due in order of due time, each at its own time, and after each lets the controllers work off
-    what it queued (`settle`), so every intermediate state a real run goes through happens here too.
-    Timestamps written into objects are `wall_start` plus the simulated seconds (one real second each).
+    For tests of the timer runtime (`SimSettings(clock=FakeClock())`): start delays, restart
+    back-offs, termination grace, Job back-offs, deadlines and TTLs, volume sync periods all wait on
+    this clock, so a test decides what has elapsed and a slow or loaded machine changes nothing.
+    `advance` fires the timers that fall due in order of due time, each at its own time, and after
+    each lets the controllers work off what it queued (`settle`), so every intermediate state a real
+    run goes through happens here too. Timestamps written into objects are `wall_start` plus the
+    simulated seconds (one real second each).
 
     Error retries (`WorkQueue.add_rate_limited`) stay on the event loop's real timers: they are not
     simulated behaviour. The process runtime runs real programs in real time and does not take it.
     """
 
     SETTLE_TURNS = 10_000
-    """Loop turns `settle` grants the controllers before it declares them stuck (a crashed worker task)."""
+    """Loop turns `settle` grants the controllers before it declares them stuck (a crashed worker
+    task)."""
 
     def __init__(self, *, wall_start: float | None = None) -> None:
         start = time.time() if wall_start is None else wall_start
@@ -132,7 +140,8 @@ class FakeClock(Clock):
         """Returns once every controller has worked off its queued keys, without moving time."""
         idle = 0
         for _ in range(self.SETTLE_TURNS):
-            # Two idle turns in a row: a worker woken on the last turn has had its turn to queue more.
+            # Two idle turns in a row: a worker woken on the last turn has had its turn to queue
+            # more.
             await asyncio.sleep(0)
             idle = 0 if any(len(q) for q in self._queues) else idle + 1
             if idle >= 2:
@@ -140,7 +149,8 @@ class FakeClock(Clock):
         raise RuntimeError(f"kubesim controllers still busy after {self.SETTLE_TURNS} loop turns")
 
     async def advance(self, seconds: float) -> None:
-        """Moves simulated time `seconds` forward, firing each timer due by then at its own due time."""
+        """Moves simulated time `seconds` forward, firing each timer due by then at its own due
+        time."""
         if seconds < 0:
             raise ValueError("time only moves forward")
         target = self._now + seconds

@@ -1,12 +1,13 @@
 """The cluster's state and the apiserver's verb semantics, in process (no HTTP here).
 
 The HTTP layer and the simulated controllers (kubelet, Job controller, GC) both call these verbs.
-Objects in and out are plain JSON dicts; every returned object is a copy the caller may mutate, except
-where a caller asks for the stored one (`copy_object(s)=False`, `Written.stored`) and in listeners:
-stored objects are never changed after their commit, so those are shared and read only.
-Every verb is synchronous apart from `watch`, so each write is atomic on the event loop. Refusals raise
-`kubesim.errors.StatusError`. Kind-specific behaviour (pod binding and grace, namespace lifecycle, CRD
-status) comes from `kubesim.builtins`; storage, history and watch buffers from `kubesim.store`.
+Objects in and out are plain JSON dicts; every returned object is a copy the caller may mutate,
+except where a caller asks for the stored one (`copy_object(s)=False`, `Written.stored`) and in
+listeners: stored objects are never changed after their commit, so those are shared and read only.
+Every verb is synchronous apart from `watch`, so each write is atomic on the event loop. Refusals
+raise `kubesim.errors.StatusError`. Kind-specific behaviour (pod binding and grace, namespace
+lifecycle, CRD status) comes from `kubesim.builtins`; storage, history and watch buffers from
+`kubesim.store`.
 """
 
 from __future__ import annotations
@@ -28,15 +29,38 @@ from kubesim import admission, builtins, errors, patch, pdb, selectors
 from kubesim.admission import priority
 from kubesim.registry import Registry, ResourceType, StorageKey, set_path
 from kubesim.settings import SimSettings
-from kubesim.store import Change, EventType, Store, WatchBatch, WatchEvent, clone, flatten, watch_batches
+from kubesim.store import (
+    Change,
+    EventType,
+    Store,
+    WatchBatch,
+    WatchEvent,
+    clone,
+    flatten,
+    watch_batches,
+)
 
-__all__ = ["Cluster", "DeleteOptions", "EventType", "Listener", "WatchEvent", "WriteOptions", "Written"]
+__all__ = [
+    "Cluster",
+    "DeleteOptions",
+    "EventType",
+    "Listener",
+    "WatchEvent",
+    "WriteOptions",
+    "Written",
+]
 
 log = logging.getLogger(__name__)
 
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's SimpleNameGenerator alphabet
-_SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+_SYSTEM_FIELDS = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+)
 
 
 @dataclass(frozen=True)
@@ -60,14 +84,16 @@ class DeleteOptions:
 
 @dataclass
 class Written:
-    """Result of a write: the stored object and the admission warnings (sent as `Warning` headers)."""
+    """Result of a write: the stored object and the admission warnings (sent as `Warning`
+    headers)."""
 
     stored: dict[str, Any]
     """The object as stored (or as it would be, for a dry run), shared with the store: read only."""
     warnings: list[str] = field(default_factory=list)
     created: bool = False
     deleted: bool = False
-    """For deletes: True when the object is gone, False while finalizers or a grace period keep it."""
+    """For deletes: True when the object is gone, False while finalizers or a grace period keep
+    it."""
 
     @cached_property
     def object(self) -> dict[str, Any]:
@@ -156,7 +182,8 @@ class Cluster:
     ) -> dict[str, Any]:
         """A `<Kind>List` with metadata.resourceVersion (and `continue` when limited).
 
-        `copy_objects=False` shares the stored items with the caller, who must then not mutate them."""
+        `copy_objects=False` shares the stored items with the caller, who must then not mutate
+        them."""
         match = self.matcher(rt, label_selector, field_selector)
         if continue_token:
             snapshot, offset, snap_id = self.store.load_snapshot(continue_token)
@@ -187,12 +214,18 @@ class Cluster:
         """A predicate for label+field selectors; 400 BadRequest when either does not parse."""
         try:
             labels = selectors.parse_label_selector(label_selector) if label_selector else None
-            fields = selectors.parse_field_selector(field_selector, kind=rt.kind) if field_selector else None
+            fields = (
+                selectors.parse_field_selector(field_selector, kind=rt.kind)
+                if field_selector
+                else None
+            )
         except selectors.SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
 
         def match(obj: dict[str, Any]) -> bool:
-            if labels is not None and not labels.matches((obj.get("metadata") or {}).get("labels") or {}):
+            if labels is not None and not labels.matches(
+                (obj.get("metadata") or {}).get("labels") or {}
+            ):
                 return False
             return fields is None or fields.matches(obj)
 
@@ -210,14 +243,16 @@ class Cluster:
         send_initial_events: bool = False,
         copy_objects: bool = True,
     ) -> AsyncIterator[WatchEvent]:
-        """Changes as watch events, like the apiserver's watch cache (see `kubesim.store.watch_batches`).
+        """Changes as watch events, like the apiserver's watch cache (see
+        `kubesim.store.watch_batches`).
 
-        A bad selector or resourceVersion raises 400 at once. The watch itself starts when first iterated
-        (so rv ""/"0" lists the state of that moment; rv N replays from history, so nothing is lost). An
-        expired rv yields one ERROR event (410 Expired Status) and ends, as the apiserver does inside a
-        200 stream. Close the iterator (`aclose()`) when done; do not cancel a pending `anext()`, which
-        ends an async generator for good. `copy_objects=False` shares stored objects with the caller,
-        who must then not mutate them (the HTTP layer only serialises them).
+        A bad selector or resourceVersion raises 400 at once. The watch itself starts when first
+        iterated (so rv ""/"0" lists the state of that moment; rv N replays from history, so nothing
+        is lost). An expired rv yields one ERROR event (410 Expired Status) and ends, as the
+        apiserver does inside a 200 stream. Close the iterator (`aclose()`) when done; do not cancel
+        a pending `anext()`, which ends an async generator for good. `copy_objects=False` shares
+        stored objects with the caller, who must then not mutate them (the HTTP layer only
+        serialises them).
         """
         return flatten(
             self.watch_batches(
@@ -244,7 +279,8 @@ class Cluster:
         send_initial_events: bool = False,
         copy_objects: bool = True,
     ) -> AsyncIterator[WatchBatch]:
-        """`watch` in batches: every event available at once comes in one list (one write for HTTP)."""
+        """`watch` in batches: every event available at once comes in one list (one write for
+        HTTP)."""
         match = self.matcher(rt, label_selector, field_selector)
         return watch_batches(
             self.store,
@@ -255,7 +291,9 @@ class Cluster:
             allow_bookmarks=allow_bookmarks,
             send_initial_events=send_initial_events,
             bookmark_seconds=self.settings.bookmark_seconds,
-            present=(lambda o: self._present(rt, o)) if copy_objects else (lambda o: self._relabel(rt, o)),
+            present=(lambda o: self._present(rt, o))
+            if copy_objects
+            else (lambda o: self._relabel(rt, o)),
         )
 
     # --- writes ----------------------------------------------------------------------------
@@ -269,10 +307,11 @@ class Cluster:
         owned: bool = False,
         decoded: bool = False,
     ) -> Written:
-        """Creates `body`. With `owned`, the caller hands `body` over (a freshly decoded request): it is
-        used, not copied, and must not be touched afterwards. `decoded` (implies `owned`; built-in kinds):
-        kubesim's own controller built `body` in the shape decoding leaves, so admission does not walk it
-        again (defaults and validation still apply; see `admission.admit`)."""
+        """Creates `body`. With `owned`, the caller hands `body` over (a freshly decoded request):
+        it is used, not copied, and must not be touched afterwards. `decoded` (implies `owned`;
+        built-in kinds): kubesim's own controller built `body` in the shape decoding leaves, so
+        admission does not walk it again (defaults and validation still apply; see
+        `admission.admit`)."""
         opts = opts or _DEFAULT_OPTIONS
         obj = self._incoming(rt, body, private=owned or decoded)
         meta = _meta(obj)
@@ -318,7 +357,8 @@ class Cluster:
         owned: bool = False,
         decoded: bool = False,
     ) -> Written:
-        """Replaces the object (or its `subresource`) with `body`; `owned` and `decoded` as for `create`."""
+        """Replaces the object (or its `subresource`) with `body`; `owned` and `decoded` as for
+        `create`."""
         opts = opts or _DEFAULT_OPTIONS
         owned = owned or decoded
         current = self._require(rt, namespace, name)
@@ -366,22 +406,38 @@ class Cluster:
             patched_scale = self._apply_patch(scale, body, media, kind="Scale", builtin=True)
             return self._update_scale(rt, current, patched_scale, opts)
         self._check_subresource(rt, subresource)
-        patched = self._apply_patch(self._relabel(rt, current), body, media, kind=rt.kind, builtin=rt.builtin)
+        patched = self._apply_patch(
+            self._relabel(rt, current), body, media, kind=rt.kind, builtin=rt.builtin
+        )
         meta = _meta(patched)
         patched_rv = str(meta.get("resourceVersion") or "")
         if patched_rv and patched_rv != current["metadata"]["resourceVersion"]:
-            # A resourceVersion inside a patch is an optimistic lock (client-go's "guaranteed update").
+            # A resourceVersion inside a patch is an optimistic lock (client-go's "guaranteed
+            # update").
             raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
-        return self._write_update(rt, current, self._incoming(rt, patched, private=True), subresource, opts)
+        return self._write_update(
+            rt, current, self._incoming(rt, patched, private=True), subresource, opts
+        )
 
     def delete(
-        self, rt: ResourceType, namespace: str | None, name: str, *, options: DeleteOptions | None = None
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        options: DeleteOptions | None = None,
     ) -> dict[str, Any]:
-        """Returns the object as it now is (deletionTimestamp set while finalizers remain) or as deleted."""
+        """Returns the object as it now is (deletionTimestamp set while finalizers remain) or as
+        deleted."""
         return self.delete_object(rt, namespace, name, options=options).object
 
     def delete_object(
-        self, rt: ResourceType, namespace: str | None, name: str, *, options: DeleteOptions | None = None
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        options: DeleteOptions | None = None,
     ) -> Written:
         """`delete` with warnings and whether the object is gone (`Written.deleted`)."""
         options = options or DeleteOptions()
@@ -405,7 +461,8 @@ class Cluster:
         new = clone(current)
         finalizers: list[str] = list(new["metadata"].get("finalizers") or [])
         if meta.get("deletionTimestamp"):
-            # Already being deleted: idempotent, except that a pod's grace period may only get shorter.
+            # Already being deleted: idempotent, except that a pod's grace period may only get
+            # shorter.
             shorter = options.grace_period_seconds is not None and grace < int(
                 meta["deletionGracePeriodSeconds"] or 0
             )
@@ -431,8 +488,11 @@ class Cluster:
         field_selector: str = "",
         options: DeleteOptions | None = None,
     ) -> dict[str, Any]:
-        """Deletes every matching object; returns a `<Kind>List` of them as the deletes left them."""
-        listed = self.list(rt, namespace, label_selector=label_selector, field_selector=field_selector)
+        """Deletes every matching object; returns a `<Kind>List` of them as the deletes left
+        them."""
+        listed = self.list(
+            rt, namespace, label_selector=label_selector, field_selector=field_selector
+        )
         items = []
         for item in listed["items"]:
             meta = item["metadata"]
@@ -454,11 +514,12 @@ class Cluster:
         *,
         dry_run: bool = False,
     ) -> tuple[dict[str, Any], int]:
-        """`pods/eviction` (policy/v1 Eviction) as the eviction registry does it: the `Status` answer and
-        its HTTP code. Terminal, Pending or terminating pods are deleted without a budget check; else the
-        one PodDisruptionBudget selecting the pod must allow a disruption (429 otherwise; 500 for more
-        than one), is decremented and records the pod; then the pod gets `DisruptionTarget` and the
-        graceful delete with the eviction's DeleteOptions. `dry_run` (the request's) changes nothing."""
+        """`pods/eviction` (policy/v1 Eviction) as the eviction registry does it: the `Status`
+        answer and its HTTP code. Terminal, Pending or terminating pods are deleted without a budget
+        check; else the one PodDisruptionBudget selecting the pod must allow a disruption (429
+        otherwise; 500 for more than one), is decremented and records the pod; then the pod gets
+        `DisruptionTarget` and the graceful delete with the eviction's DeleteOptions. `dry_run` (the
+        request's) changes nothing."""
         raw = body.get("deleteOptions") or {}
         url_name = (body.get("metadata") or {}).get("name")
         if url_name and url_name != name:
@@ -471,7 +532,13 @@ class Cluster:
         )
         pod = self._require(rt, namespace, name)
         meta, phase = pod["metadata"], (pod.get("status") or {}).get("phase")
-        success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+        success = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
         terminal = phase in ("Succeeded", "Failed") or bool(meta.get("deletionTimestamp"))
         if terminal or phase == "Pending":
             self._evict_delete(rt, pod, options, pin_version=not terminal)
@@ -489,16 +556,20 @@ class Cluster:
         if budgets:
             budget = budgets[0]
             status = budget.get("status") or {}
-            healthy, desired = int(status.get("currentHealthy") or 0), int(status.get("desiredHealthy") or 0)
+            healthy, desired = (
+                int(status.get("currentHealthy") or 0),
+                int(status.get("desiredHealthy") or 0),
+            )
             always = (budget.get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
             if not pdb.is_ready(pod) and (always or 0 < desired <= healthy):
-                # An unready pod whose loss leaves the budget whole goes without a decrement, provided
-                # it has not become ready since (the resourceVersion precondition).
+                # An unready pod whose loss leaves the budget whole goes without a decrement,
+                # provided it has not become ready since (the resourceVersion precondition).
                 pin_version = True
             else:
                 decremented = pdb.check_and_decrement(budget, name, self.now())
                 if not options.dry_run:
-                    # The budget as read, so a concurrent change is a conflict, as the registry's is.
+                    # The budget as read, so a concurrent change is a conflict, as the registry's
+                    # is.
                     self.update(
                         builtins.PDBS,
                         meta["namespace"],
@@ -513,8 +584,9 @@ class Cluster:
     def _evict_delete(
         self, rt: ResourceType, pod: dict[str, Any], options: DeleteOptions, *, pin_version: bool
     ) -> None:
-        """addConditionAndDeletePod: `DisruptionTarget` (EvictionByEvictionAPI), then the delete; with
-        `pin_version` and no resourceVersion precondition given, the pod's current one is required."""
+        """addConditionAndDeletePod: `DisruptionTarget` (EvictionByEvictionAPI), then the delete;
+        with `pin_version` and no resourceVersion precondition given, the pod's current one is
+        required."""
         meta = pod["metadata"]
         pre = dict(options.preconditions or {})
         if pin_version and not pre.get("resourceVersion"):
@@ -523,7 +595,8 @@ class Cluster:
             for key, what in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
                 if pre.get(key) and pre[key] != meta.get(key):
                     why = (
-                        f"the {what} in the precondition ({pre[key]}) does not match the {what} in record "
+                        f"the {what} in the precondition ({pre[key]}) does not match the {what} in "
+                        "record "
                         f"({meta.get(key)}). The object might have been "
                         + ("deleted and then recreated" if key == "uid" else "modified")
                     )
@@ -566,14 +639,17 @@ class Cluster:
 
     def _require(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
         if rt.namespaced and not namespace:
-            raise errors.bad_request("the server could not find the requested resource: namespace required")
+            raise errors.bad_request(
+                "the server could not find the requested resource: namespace required"
+            )
         obj = self.store.get(rt.storage_key, self._scope(rt, namespace), name)
         if obj is None:
             raise errors.not_found(rt.plural, rt.group, name)
         return obj
 
     def _relabel(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        """The stored object as served in `rt`'s version (shallow: shares nested data with the store)."""
+        """The stored object as served in `rt`'s version (shallow: shares nested data with the
+        store)."""
         if obj.get("apiVersion") == rt.api_version and obj.get("kind") == rt.kind:
             return obj
         return {**obj, "apiVersion": rt.api_version, "kind": rt.kind}
@@ -588,15 +664,16 @@ class Cluster:
         return self.registry.storage_type(*key) or fallback
 
     def _incoming(self, rt: ResourceType, body: Any, *, private: bool = False) -> dict[str, Any]:
-        """A private copy of a request body (`body` itself when already `private`), checked against the
-        endpoint's kind and stored version."""
+        """A private copy of a request body (`body` itself when already `private`), checked against
+        the endpoint's kind and stored version."""
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         obj: dict[str, Any] = body if private else clone(body)
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if api_version and api_version != rt.api_version:
             raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"the API version in the data ({api_version}) does not match the expected API "
+                "version "
                 f"({rt.api_version})"
             )
         if kind and kind != rt.kind:
@@ -615,12 +692,17 @@ class Cluster:
             meta.pop("namespace", None)
             return ""
         body_ns = meta.get("namespace")
-        namespace = namespace or body_ns  # in-process callers may name the namespace in the body only
+        namespace = (
+            namespace or body_ns
+        )  # in-process callers may name the namespace in the body only
         if not namespace:
-            raise errors.bad_request("the server could not find the requested resource: namespace required")
+            raise errors.bad_request(
+                "the server could not find the requested resource: namespace required"
+            )
         if body_ns and body_ns != namespace:
             raise errors.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
             )
         meta["namespace"] = namespace
         if creating:
@@ -632,7 +714,8 @@ class Cluster:
                     rt.plural,
                     rt.group,
                     str(meta.get("name") or meta.get("generateName") or ""),
-                    f"unable to create new content in namespace {namespace} because it is being terminated",
+                    f"unable to create new content in namespace {namespace} because it is being "
+                    "terminated",
                 )
                 err.causes = [
                     {
@@ -698,10 +781,18 @@ class Cluster:
                 decoded=decoded,
             )
         except admission.AdmissionError as exc:
-            causes = [{"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes]
+            causes = [
+                {"reason": c.reason, "message": c.message, "field": c.field} for c in exc.causes
+            ]
             # 422 for an invalid object; 400 for a body that cannot be decoded as the kind at all.
             raise errors.StatusError(
-                exc.code, exc.reason, exc.message, name=exc.name, group=rt.group, kind=rt.kind, causes=causes
+                exc.code,
+                exc.reason,
+                exc.message,
+                name=exc.name,
+                group=rt.group,
+                kind=rt.kind,
+                causes=causes,
             ) from exc
         admitted = result.obj
         # Admission may default and prune, never touch what the server owns.
@@ -711,8 +802,11 @@ class Cluster:
         admitted["apiVersion"], admitted["kind"] = obj["apiVersion"], obj["kind"]
         return admitted, list(result.warnings)
 
-    def _admit_priority(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        """The Priority admission plugin (`kubesim.admission.priority`) on pods and PriorityClasses."""
+    def _admit_priority(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
+        """The Priority admission plugin (`kubesim.admission.priority`) on pods and
+        PriorityClasses."""
         is_pod = builtins.is_type(rt, builtins.PODS)
         if not is_pod and not builtins.is_type(rt, builtins.PRIORITY_CLASSES):
             return
@@ -748,7 +842,9 @@ class Cluster:
             raise errors.name_mismatch(meta["name"], name)
         self._writable_namespace(rt, cur_meta.get("namespace"), meta, creating=False)
         if meta.get("uid") and meta["uid"] != cur_meta.get("uid"):
-            raise errors.field_invalid(rt.kind, rt.group, name, "metadata.uid", "field is immutable")
+            raise errors.field_invalid(
+                rt.kind, rt.group, name, "metadata.uid", "field is immutable"
+            )
         for key in (*_SYSTEM_FIELDS, "name", "resourceVersion"):
             if key in cur_meta:
                 meta[key] = cur_meta[key]
@@ -756,13 +852,21 @@ class Cluster:
                 meta.pop(key, None)
         merged = builtins.prepare_update(rt, dict(current), new, subresource)
         if cur_meta.get("deletionTimestamp"):
-            added = set(_meta(merged).get("finalizers") or []) - set(cur_meta.get("finalizers") or [])
+            added = set(_meta(merged).get("finalizers") or []) - set(
+                cur_meta.get("finalizers") or []
+            )
             if added:
                 why = (
-                    f"Forbidden: no new finalizers can be added if the object is being deleted, found {added}"
+                    "Forbidden: no new finalizers can be added if the object is being deleted, "
+                    f"found {added}"
                 )
                 raise errors.field_invalid(
-                    rt.kind, rt.group, name, "metadata.finalizers", why, reason="FieldValueForbidden"
+                    rt.kind,
+                    rt.group,
+                    name,
+                    "metadata.finalizers",
+                    why,
+                    reason="FieldValueForbidden",
                 )
         if subresource is None:
             self._admit_priority(rt, merged, current)
@@ -776,7 +880,8 @@ class Cluster:
         if opts.dry_run:
             return Written(self._relabel(rt, merged), warnings)
         if builtins.deletion_complete(rt, merged):
-            # The last finalizer is gone from an object being deleted: the update completes the delete.
+            # The last finalizer is gone from an object being deleted: the update completes the
+            # delete.
             self._remove(rt, merged, old=current)
             return Written(self._relabel(rt, merged), warnings, deleted=True)
         self._commit("MODIFIED", rt, merged, current)
@@ -814,7 +919,10 @@ class Cluster:
         meta = scale.get("metadata") or {}
         if meta.get("name") and meta["name"] != name:
             raise errors.name_mismatch(meta["name"], name)
-        if meta.get("resourceVersion") and meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
+        if (
+            meta.get("resourceVersion")
+            and meta["resourceVersion"] != current["metadata"]["resourceVersion"]
+        ):
             raise errors.conflict(rt.plural, rt.group, name, errors.STALE_OBJECT)
         replicas = (scale.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
@@ -825,9 +933,12 @@ class Cluster:
         written = self._write_update(rt, current, new, None, opts)
         return Written(self._scale_of(rt, written.object), written.warnings)
 
-    def _remove(self, rt: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | None = None) -> None:
+    def _remove(
+        self, rt: ResourceType, obj: dict[str, Any], *, old: dict[str, Any] | None = None
+    ) -> None:
         if builtins.is_type(rt, builtins.CRDS):
-            # As the CRD's cleanup finalizer does: its objects go first, then the CRD and its endpoints.
+            # As the CRD's cleanup finalizer does: its objects go first, then the CRD and its
+            # endpoints.
             for served in self.registry.crd_types(obj["metadata"]["name"])[:1]:
                 for instance in self.store.objects(served.storage_key, None):
                     self._commit("DELETED", served, clone(instance), instance)
@@ -848,7 +959,8 @@ class Cluster:
             self._dispatch(rt)
 
     def _dispatch(self, rt: ResourceType) -> None:
-        # A listener that writes re-enters here; the outer loop delivers its changes in commit order.
+        # A listener that writes re-enters here; the outer loop delivers its changes in commit
+        # order.
         if self._dispatching:
             return
         self._dispatching = True

@@ -1,8 +1,9 @@
-"""In-process test control of a running kubesim: faults, latency, dropped watches, compaction, recording.
+"""In-process test control of a running kubesim: faults, latency, dropped watches, compaction,
+recording.
 
-Injected errors are answered before the request reaches the cluster, so they never change state (unlike
-kmock, whose injected errors still let the write happen). Every API request is recorded with its
-Kubernetes verb and outcome, including the `Warning` headers sent, so tests can assert that the
+Injected errors are answered before the request reaches the cluster, so they never change state
+(unlike kmock, whose injected errors still let the write happen). Every API request is recorded with
+its Kubernetes verb and outcome, including the `Warning` headers sent, so tests can assert that the
 operator's objects cause none.
 """
 
@@ -31,7 +32,8 @@ class RecordedRequest:
     path: str
     query: str
     verb: str
-    """Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection ("" otherwise)."""
+    """Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection (""
+    otherwise)."""
     group: str
     version: str
     resource: str
@@ -62,7 +64,8 @@ class FaultRule:
     user_agent: str | None = None
     """Only requests whose User-Agent contains this (None: every client)."""
     probability: float = 1.0
-    """The chance that a matching request is failed (a rate of faults rather than the next `count`)."""
+    """The chance that a matching request is failed (a rate of faults rather than the next
+    `count`)."""
 
     def matches(self, method: str, path: str, user_agent: str = "") -> bool:
         if self.remaining is not None and self.remaining <= 0:
@@ -91,7 +94,8 @@ RequestObserver = Callable[["Control", RecordedRequest], None]
 _observers: list[RequestObserver] = []
 REQUEST_LOG_ENV = "KUBESIM_REQUEST_LOG"
 """Names a file that a kubesim served by `mpi-operator sim` appends each distinct request to (JSON
-lines), so a test session can audit requests answered in a child process (`log_requests_from_env`)."""
+lines), so a test session can audit requests answered in a child process
+(`log_requests_from_env`)."""
 
 
 def observe_requests(observer: RequestObserver) -> Callable[[], None]:
@@ -107,9 +111,10 @@ def observe_requests(observer: RequestObserver) -> Callable[[], None]:
 
 
 def log_requests_from_env() -> Callable[[], None] | None:
-    """With `KUBESIM_REQUEST_LOG` set, appends one JSON line per distinct request (user agent, method,
-    path and the Kubernetes attributes) to that file, with the `PYTEST_CURRENT_TEST` of the
-    process when first seen. Lines are flushed at once: a child killed with SIGKILL loses nothing."""
+    """With `KUBESIM_REQUEST_LOG` set, appends one JSON line per distinct request (user agent,
+    method, path and the Kubernetes attributes) to that file, with the `PYTEST_CURRENT_TEST` of the
+    process when first seen. Lines are flushed at once: a child killed with SIGKILL loses
+    nothing."""
     path = os.environ.get(REQUEST_LOG_ENV)
     if not path:
         return None
@@ -176,8 +181,8 @@ class Control:
         self._stream_ids = 0
         self.priority_and_fairness = priority_and_fairness
         """Answers carry API Priority and Fairness' `X-Kubernetes-PF-*` headers, as every supported
-        Kubernetes version's do (clients read them to leave flow control to the server); False stands
-        for an API server without APF (or a proxy that strips the headers)."""
+        Kubernetes version's do (clients read them to leave flow control to the server); False
+        stands for an API server without APF (or a proxy that strips the headers)."""
 
     # --- faults --------------------------------------------------------------------------------
     def inject_error(
@@ -192,12 +197,14 @@ class Control:
         user_agent: str | None = None,
         probability: float = 1.0,
     ) -> FaultRule:
-        """Answers the next `count` requests whose method and URL path (regex search) match with `status`.
+        """Answers the next `count` requests whose method and URL path (regex search) match with
+        `status`.
 
-        `count=None` fails every match until `clear_faults()`. A 429 gets `Retry-After: retry_after or 1`.
-        `method="WRITE"` matches POST, PUT, PATCH and DELETE; `user_agent` limits the rule to one client
-        (a substring of its User-Agent), so a chaos run can fail the operator's requests and not its own;
-        `probability` < 1 fails only that share of the matches (seeded, as `fault_rate`).
+        `count=None` fails every match until `clear_faults()`. A 429 gets `Retry-After: retry_after
+        or 1`. `method="WRITE"` matches POST, PUT, PATCH and DELETE; `user_agent` limits the rule to
+        one client (a substring of its User-Agent), so a chaos run can fail the operator's requests
+        and not its own; `probability` < 1 fails only that share of the matches (seeded, as
+        `fault_rate`).
         """
         if status == 429 and retry_after is None:
             retry_after = 1
@@ -233,13 +240,15 @@ class Control:
         return self._store.close_watchers()
 
     def compact(self, resource_version: int | None = None) -> int:
-        """Forgets the event history up to `resource_version` (default: now): older watches get 410."""
+        """Forgets the event history up to `resource_version` (default: now): older watches get
+        410."""
         return self._store.compact(resource_version)
 
     def partition(self, *, user_agent: str) -> int:
-        """An outage for one client: every request whose User-Agent contains `user_agent` has its connection
-        dropped without an answer (as a server that went away), and its open watch streams are cut, until
-        `heal()`. Other clients (a test's own) keep working. Returns how many streams were cut."""
+        """An outage for one client: every request whose User-Agent contains `user_agent` has its
+        connection dropped without an answer (as a server that went away), and its open watch
+        streams are cut, until `heal()`. Other clients (a test's own) keep working. Returns how many
+        streams were cut."""
         self._partitioned.add(user_agent)
         cut = [sever for agent, sever in list(self._streams.values()) if user_agent in agent]
         for sever in cut:
@@ -258,8 +267,8 @@ class Control:
         return any(agent in user_agent for agent in self._partitioned)
 
     def track_stream(self, user_agent: str, sever: Callable[[], None]) -> Callable[[], None]:
-        """Registers an open watch stream (the HTTP layer's hook): `sever()` cuts it when a partition
-        covers its client. Returns the function that unregisters it."""
+        """Registers an open watch stream (the HTTP layer's hook): `sever()` cuts it when a
+        partition covers its client. Returns the function that unregisters it."""
         self._stream_ids += 1
         key = self._stream_ids
         self._streams[key] = (user_agent, sever)
@@ -300,14 +309,16 @@ class Control:
         ]
 
     def warnings(self, *, user_agent: str | None = None) -> list[str]:
-        """Every `Warning` header text sent (optionally only to clients whose user agent contains this)."""
+        """Every `Warning` header text sent (optionally only to clients whose user agent contains
+        this)."""
         return [w for r in self.recorded(user_agent=user_agent) for w in r.warnings]
 
     def clear_requests(self) -> None:
         self.requests.clear()
 
     def stored_objects(self) -> Iterator[dict[str, Any]]:
-        """Every object the cluster holds now, of every resource (for scans over a whole cluster)."""
+        """Every object the cluster holds now, of every resource (for scans over a whole
+        cluster)."""
         yield from self._store.every_object()
 
     # --- hooks for the HTTP layer ----------------------------------------------------------------
@@ -325,7 +336,9 @@ class Control:
                 rule.hits += 1
                 if rule.remaining is not None:
                     rule.remaining -= 1
-                return errors.from_code(rule.status, rule.message, retry_after_seconds=rule.retry_after)
+                return errors.from_code(
+                    rule.status, rule.message, retry_after_seconds=rule.retry_after
+                )
         is_api = path.startswith(("/api/", "/apis/"))
         if (
             is_api
@@ -347,7 +360,8 @@ class Control:
         return total
 
     def watch_lifetime(self) -> float | None:
-        """How long a new watch stream may live before the fault rate cuts it (None: no random cut)."""
+        """How long a new watch stream may live before the fault rate cuts it (None: no random
+        cut)."""
         if self.fault_rate <= 0:
             return None
         return self._rng.expovariate(self.fault_rate)

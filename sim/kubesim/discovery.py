@@ -1,8 +1,9 @@
-"""API discovery documents: `/version`, legacy `/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, aggregated v2.
+"""API discovery documents: `/version`, legacy `/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`,
+aggregated v2.
 
-Built from the registry on every request, so a CRD is discoverable the moment it is created. The shapes
-are what kubectl 1.32 reads from a real API server; tests/integration/kubesim/test_kubectl.py runs
-the real kubectl against them.
+Built from the registry on every request, so a CRD is discoverable the moment it is created. The
+shapes are what kubectl 1.32 reads from a real API server; tests/integration/kubesim/test_kubectl.py
+runs the real kubectl against them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 from kubesim.registry import Registry, ResourceType
 
 AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-AGGREGATED_V2BETA1_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+AGGREGATED_V2BETA1_CONTENT_TYPE = (
+    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+)
 
 VERSION_INFO: dict[str, str] = {
     "major": "1",
@@ -37,9 +40,13 @@ def _subresources(rt: ResourceType) -> list[tuple[str, dict[str, str], list[str]
     if rt.status_subresource:
         subs.append(("status", own, _SUB_VERBS))
     if rt.scale is not None:
-        subs.append(("scale", {"group": "autoscaling", "version": "v1", "kind": "Scale"}, _SUB_VERBS))
+        subs.append(
+            ("scale", {"group": "autoscaling", "version": "v1", "kind": "Scale"}, _SUB_VERBS)
+        )
     if "eviction" in rt.subresources:
-        subs.append(("eviction", {"group": "policy", "version": "v1", "kind": "Eviction"}, ["create"]))
+        subs.append(
+            ("eviction", {"group": "policy", "version": "v1", "kind": "Eviction"}, ["create"])
+        )
     if "finalize" in rt.subresources:
         subs.append(("finalize", own, ["update"]))
     return subs
@@ -68,7 +75,8 @@ def legacy_group(registry: Registry, group: str) -> dict[str, Any] | None:
 
 
 def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
-    """`GET /api/v1` or `/apis/{g}/{v}`: an APIResourceList, or None when the group-version is not served."""
+    """`GET /api/v1` or `/apis/{g}/{v}`: an APIResourceList, or None when the group-version is not
+    served."""
     types = registry.in_group_version(group, version)
     if not types:
         return None
@@ -119,7 +127,8 @@ def _aggregated_resource(rt: ResourceType) -> dict[str, Any]:
     if rt.categories:
         entry["categories"] = list(rt.categories)
     subs = [
-        {"subresource": name, "responseKind": kind, "verbs": verbs} for name, kind, verbs in _subresources(rt)
+        {"subresource": name, "responseKind": kind, "verbs": verbs}
+        for name, kind, verbs in _subresources(rt)
     ]
     if subs:
         entry["subresources"] = subs
@@ -145,7 +154,12 @@ def aggregated(
                 }
             )
         items.append({"metadata": {"name": group}, "versions": version_entries})
-    return {"kind": "APIGroupDiscoveryList", "apiVersion": api_version, "metadata": {}, "items": items}
+    return {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": api_version,
+        "metadata": {},
+        "items": items,
+    }
 
 
 def wants_aggregated(accept: str) -> str | None:

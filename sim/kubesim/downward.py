@@ -43,28 +43,42 @@ NODE_ALLOCATABLE: Mapping[str, str] = MappingProxyType(
         "nvidia.com/gpu": "8",
     }
 )
-"""The allocatable of kubesim's one node, which is all of its capacity (nothing is reserved): the node
-object reports it (`controllers.kubelet.NODE_CAPACITY` is this mapping) and an unset cpu, memory or
-ephemeral-storage limit reads as it in a `resourceFieldRef`."""
+"""The allocatable of kubesim's one node, which is all of its capacity (nothing is reserved): the
+node object reports it (`controllers.kubelet.NODE_CAPACITY` is this mapping) and an unset cpu,
+memory or ephemeral-storage limit reads as it in a `resourceFieldRef`."""
 
 # pods.ConvertDownwardAPIFieldLabel's accepted v1 paths (`spec.host` is rewritten to spec.nodeName).
 ENV_FIELD_PATHS = frozenset(
     [f"metadata.{name}" for name in ("annotations", "labels", "name", "namespace", "uid")]
-    + [f"spec.{name}" for name in ("nodeName", "restartPolicy", "serviceAccountName", "schedulerName")]
+    + [
+        f"spec.{name}"
+        for name in ("nodeName", "restartPolicy", "serviceAccountName", "schedulerName")
+    ]
     + [f"status.{name}" for name in ("phase", "hostIP", "hostIPs", "podIP", "podIPs")]
 )
 
 _MAPS = ("metadata.annotations", "metadata.labels")
-# MergeContainerResourceLimits fills these from the node; hugepages never, as they cannot be overcommitted.
+# MergeContainerResourceLimits fills these from the node; hugepages never, as they cannot be
+# overcommitted.
 _DEFAULTED_LIMITS = ("cpu", "memory", "ephemeral-storage")
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+_GO_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}
 
 
 class DownwardAPIError(ValueError):
-    """A `fieldRef` or `resourceFieldRef` the kubelet cannot resolve; the message is the kubelet's."""
+    """A `fieldRef` or `resourceFieldRef` the kubelet cannot resolve; the message is the
+    kubelet's."""
 
 
-# --- fieldpath -------------------------------------------------------------------------------------------
+# --- fieldpath
+# -------------------------------------------------------------------------------------------
 def go_quote(text: str) -> str:
     """strconv.Quote, which `%q` uses: printable runes as they are, the rest as Go escapes."""
     out = ['"']
@@ -73,10 +87,12 @@ def go_quote(text: str) -> str:
         if ch in ('"', "\\"):
             out.append("\\" + ch)
         elif 0xD800 <= code <= 0xDFFF:
-            # A lone surrogate cannot reach Go: its JSON decoder turns it into U+FFFD, which is printable.
+            # A lone surrogate cannot reach Go: its JSON decoder turns it into U+FFFD, which is
+            # printable.
             out.append("\ufffd")
         elif ch.isprintable():
-            # Python's printable set is Go's strconv.IsPrint: categories L, M, N, P, S and the ASCII space.
+            # Python's printable set is Go's strconv.IsPrint: categories L, M, N, P, S and the ASCII
+            # space.
             out.append(ch)
         elif ch in _GO_ESCAPES:
             out.append(_GO_ESCAPES[ch])
@@ -146,8 +162,9 @@ def pod_field_value(
 ) -> str:
     """The kubelet's podFieldSelectorRuntimeValue: what an env var's `fieldRef` resolves to.
 
-    `pod_ips` / `host_ips` are the kubelet's (the pod's status may not have them yet when its containers
-    are made); None takes them from the pod's status. An unset `spec.nodeName` reads as `node_name`.
+    `pod_ips` / `host_ips` are the kubelet's (the pod's status may not have them yet when its
+    containers are made); None takes them from the pod's status. An unset `spec.nodeName` reads as
+    `node_name`.
     """
     if api_version != "v1":
         raise DownwardAPIError(f"unsupported pod version: {api_version}")
@@ -170,12 +187,13 @@ def pod_field_value(
     if field_path in ("status.hostIP", "status.hostIPs"):
         hosts = _status_ips(pod, "hostIP", "hostIPs") if host_ips is None else host_ips
         return ",".join(hosts) if field_path == "status.hostIPs" else next(iter(hosts), "")
-    # Accepted by the field-label conversion but not extractable (spec.restartPolicy, status.phase...)
-    # fails there as "unsupported fieldPath".
+    # Accepted by the field-label conversion but not extractable (spec.restartPolicy,
+    # status.phase...) fails there as "unsupported fieldPath".
     return object_field_value(pod, field_path)
 
 
-# --- pkg/api/v1/resource ----------------------------------------------------------------------------------
+# --- pkg/api/v1/resource
+# ----------------------------------------------------------------------------------
 def _quantity(raw: Any, what: str) -> Fraction:
     if raw is None or raw == "":
         return Fraction(0)
@@ -204,9 +222,11 @@ def find_container(pod: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any]
 def _resource_value(
     ref: Mapping[str, Any], container: Mapping[str, Any], node_allocatable: Mapping[str, Any] | None
 ) -> str:
-    """ExtractContainerResourceValue, after MergeContainerResourceLimits(`node_allocatable`) unless None.
+    """ExtractContainerResourceValue, after MergeContainerResourceLimits(`node_allocatable`) unless
+    None.
 
-    Quantity.MilliValue() (cpu) or Value() round up, then upstream divides in float64 and rounds up again.
+    Quantity.MilliValue() (cpu) or Value() round up, then upstream divides in float64 and rounds up
+    again.
     """
     resource = str(ref.get("resource") or "")
     section, _, name = resource.partition(".")
@@ -225,7 +245,9 @@ def _resource_value(
 
 
 def volume_resource_value(
-    pod: Mapping[str, Any], ref: Mapping[str, Any], node_allocatable: Mapping[str, Any] = NODE_ALLOCATABLE
+    pod: Mapping[str, Any],
+    ref: Mapping[str, Any],
+    node_allocatable: Mapping[str, Any] = NODE_ALLOCATABLE,
 ) -> str:
     """resource.ExtractResourceValueByContainerNameAndNodeAllocatable: a downwardAPI volume item's
     `resourceFieldRef`. The named container, app or init, has its unset (or zero) cpu, memory and
@@ -241,9 +263,9 @@ def env_resource_value(
     node_allocatable: Mapping[str, Any] = NODE_ALLOCATABLE,
 ) -> str:
     """containerResourceRuntimeValue on defaultPodLimitsForDownwardAPI's pod: an env var's
-    `resourceFieldRef` in `container`. Without a `containerName` it is `container`'s own; the kubelet
-    defaults the limits of that container and of the pod's app containers, so a named init container
-    keeps its own (an unset limit reads as 0)."""
+    `resourceFieldRef` in `container`. Without a `containerName` it is `container`'s own; the
+    kubelet defaults the limits of that container and of the pod's app containers, so a named init
+    container keeps its own (an unset limit reads as 0)."""
     if not ref.get("containerName"):
         return _resource_value(ref, container, node_allocatable)
     target, app = find_container(pod, str(ref["containerName"]))

@@ -35,7 +35,8 @@ class ObjectEncoder:
         self.hits = 0
 
     def object(self, obj: dict[str, Any]) -> bytes:
-        """`obj` as JSON; `obj` must never change afterwards (a stored object, or one made for an answer)."""
+        """`obj` as JSON; `obj` must never change afterwards (a stored object, or one made for an
+        answer)."""
         key = id(obj)
         hit = self._cache.get(key)
         if hit is not None and hit[0] is obj:

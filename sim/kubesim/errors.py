@@ -1,7 +1,8 @@
 """API errors as the apiserver reports them: `StatusError` and the `kind: Status` bodies it becomes.
 
-Every refusal in kubesim is a `StatusError`; the HTTP layer turns it into a `Status` response with the
-same code, reason, message and details the real apiserver would send (apimachinery `errors` package).
+Every refusal in kubesim is a `StatusError`; the HTTP layer turns it into a `Status` response with
+the same code, reason, message and details the real apiserver would send (apimachinery `errors`
+package).
 """
 
 from __future__ import annotations
@@ -118,7 +119,9 @@ def conflict(resource: str, group: str, name: str, why: str) -> StatusError:
     )
 
 
-STALE_OBJECT = "the object has been modified; please apply your changes to the latest version and try again"
+STALE_OBJECT = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
 
 
 def bad_request(message: str) -> StatusError:
@@ -195,5 +198,8 @@ def from_code(
     """A generic error for `code` (fault injection, unexpected failures)."""
     reason = REASON_BY_CODE.get(code, "Unknown")
     return StatusError(
-        code, reason, message or f"kubesim: injected {code} {reason}", retry_after_seconds=retry_after_seconds
+        code,
+        reason,
+        message or f"kubesim: injected {code} {reason}",
+        retry_after_seconds=retry_after_seconds,
     )

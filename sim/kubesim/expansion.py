@@ -12,9 +12,9 @@ def expand(text: str, mapping: Mapping[str, str] | Callable[[str], str | None]) 
     """third_party/forked/golang/expansion.Expand with MappingFuncFor(mapping).
 
     `$(NAME)` is replaced when NAME is in `mapping` (a mapping, or a function answering None for a
-    name it does not know) and kept as is otherwise; `$$` is always `$` (so
-    `$$(NAME)` gives a literal `$(NAME)`); any other `$x`, a `$(` without `)`, and a trailing `$` stay.
-    The scan resumes after a replacement, so a value is never expanded twice.
+    name it does not know) and kept as is otherwise; `$$` is always `$` (so `$$(NAME)` gives a
+    literal `$(NAME)`); any other `$x`, a `$(` without `)`, and a trailing `$` stay. The scan
+    resumes after a replacement, so a value is never expanded twice.
     """
     if "$" not in text:
         return text

@@ -12,4 +12,5 @@ class FileContent:
     data: bytes
     mode: int
     fs_user: int | None = None
-    """Owner the kubelet gives the file (a projected token when every container runs as this uid)."""
+    """Owner the kubelet gives the file (a projected token when every container runs as this
+    uid)."""

@@ -1,10 +1,10 @@
 """Stand-in container images for the process runtime.
 
 There is no image store and no Docker here: an image is a directory overlaid on the machine's own
-filesystem (none: the host's filesystem alone), plus what an image's config carries (entrypoint, cmd,
-env, working directory) and its `/etc/passwd` / `/etc/group` lines, which replace the host's lines for
-the same uid / gid inside the container. Tests and `mpi-operator sim --images FILE` say which image name
-maps to which stand-in; a name with no stand-in runs on the bare host filesystem.
+filesystem (none: the host's filesystem alone), plus what an image's config carries (entrypoint,
+cmd, env, working directory) and its `/etc/passwd` / `/etc/group` lines, which replace the host's
+lines for the same uid / gid inside the container. Tests and `mpi-operator sim --images FILE` say
+which image name maps to which stand-in; a name with no stand-in runs on the bare host filesystem.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ class ImageSpec:
     env: tuple[tuple[str, str], ...] = ()
     working_dir: str = ""
     passwd: tuple[str, ...] = ()
-    """Whole `/etc/passwd` lines (`name:x:uid:gid:gecos:home:shell`); each replaces the host's line of
-    the same uid."""
+    """Whole `/etc/passwd` lines (`name:x:uid:gid:gecos:home:shell`); each replaces the host's line
+    of the same uid."""
     group: tuple[str, ...] = ()
     """Whole `/etc/group` lines (`name:x:gid:members`); each replaces the host line of its gid."""
 

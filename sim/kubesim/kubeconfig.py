@@ -18,7 +18,10 @@ def kubeconfig(url: str, *, namespace: str = "default") -> dict[str, Any]:
         "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
         "users": [{"name": CONTEXT, "user": {"token": DUMMY_TOKEN}}],
         "contexts": [
-            {"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace}}
+            {
+                "name": CONTEXT,
+                "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace},
+            }
         ],
         "current-context": CONTEXT,
         "preferences": {},
@@ -26,7 +29,8 @@ def kubeconfig(url: str, *, namespace: str = "default") -> dict[str, Any]:
 
 
 def write_kubeconfig(path: str | Path, url: str, *, namespace: str = "default") -> Path:
-    """Writes a kubeconfig for `url` (created with mode 0600, like kubectl's own) and returns its path."""
+    """Writes a kubeconfig for `url` (created with mode 0600, like kubectl's own) and returns its
+    path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(yaml.safe_dump(kubeconfig(url, namespace=namespace), sort_keys=False))

@@ -1,7 +1,8 @@
-"""Name and label syntax checks with apimachinery's exact messages (util/validation, api/validation/path).
+"""Name and label syntax checks with apimachinery's exact messages (util/validation,
+api/validation/path).
 
-Every function returns a list of error strings (empty = valid), like `validation.IsDNS1123Label` and friends,
-so callers can wrap each one in a field error just as the apiserver does.
+Every function returns a list of error strings (empty = valid), like `validation.IsDNS1123Label` and
+friends, so callers can wrap each one in a field error just as the apiserver does.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ _QUALIFIED_NAME_MSG = (
 
 
 def regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """validation.RegexError: the double space after each example's comma is upstream's, kept on purpose."""
+    """validation.RegexError: the double space after each example's comma is upstream's, kept on
+    purpose."""
     if not examples:
         return f"{msg} (regex used for validation is '{fmt}')"
     shown = " or ".join(f"'{e}', " for e in examples)
@@ -71,7 +73,8 @@ def is_dns1123_subdomain(value: str) -> list[str]:
         errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX))
     if not _DNS1123_SUBDOMAIN_RE.match(value):
         msg = (
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+            "'-' or '.', "
             "and must start and end with an alphanumeric character"
         )
         errs.append(regex_error(msg, _DNS1123_SUBDOMAIN_FMT, "example.com"))
@@ -126,7 +129,8 @@ def is_valid_label_value(value: str) -> list[str]:
         errs.append(max_len_error(LABEL_VALUE_MAX))
     if not _LABEL_VALUE_RE.match(value):
         msg = (
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
+            "or '.', "
             "and must start and end with an alphanumeric character"
         )
         errs.append(regex_error(msg, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))

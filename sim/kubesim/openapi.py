@@ -1,10 +1,11 @@
-"""The minimal OpenAPI v3 documents kubectl needs to validate on the server (`fieldValidation=Strict`).
+"""The minimal OpenAPI v3 documents kubectl needs to validate on the server
+(`fieldValidation=Strict`).
 
 kubectl's query-parameter verifier only looks, per group-version-kind, for a `patch` operation that
-lists a `fieldValidation` parameter; with it, `kubectl apply/create` skip schema downloads and let the
-server validate. Custom resources also get their structural schema under `components.schemas`, which is
-what `kubectl explain` reads. Every served group-version must appear in the root, or kubectl falls back to
-`/openapi/v2`, which kubesim does not serve (kubectl 1.32 tolerates that 404).
+lists a `fieldValidation` parameter; with it, `kubectl apply/create` skip schema downloads and let
+the server validate. Custom resources also get their structural schema under `components.schemas`,
+which is what `kubectl explain` reads. Every served group-version must appear in the root, or
+kubectl falls back to `/openapi/v2`, which kubesim does not serve (kubectl 1.32 tolerates that 404).
 """
 
 from __future__ import annotations
@@ -35,11 +36,14 @@ def group_version(registry: Registry, group: str, version: str) -> dict[str, Any
     schemas: dict[str, Any] = {}
     for rt in types:
         if rt.schema is not None:
-            # A CRD's schema under the apiserver's name for it, so `kubectl explain` can describe it.
+            # A CRD's schema under the apiserver's name for it, so `kubectl explain` can describe
+            # it.
             reversed_group = ".".join(reversed(group.split(".")))
             schemas[f"{reversed_group}.{version}.{rt.kind}"] = {
                 **rt.schema,
-                "x-kubernetes-group-version-kind": [{"group": group, "version": version, "kind": rt.kind}],
+                "x-kubernetes-group-version-kind": [
+                    {"group": group, "version": version, "kind": rt.kind}
+                ],
             }
         prefix = "/" + _gv_path(group, version)
         item = (

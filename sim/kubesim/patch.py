@@ -28,7 +28,8 @@ APPLY_PATCH = "application/apply-patch+yaml"
 _CR_MEDIA_TYPES = f"{JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}"
 _INVALID = "the server rejected our request due to an error in our request"
 
-# Used only when a built-in kind has no bundled schema: the merge keys kubectl and controllers rely on.
+# Used only when a built-in kind has no bundled schema: the merge keys kubectl and controllers rely
+# on.
 _FALLBACK_MERGE_KEYS = {
     "containers": "name",
     "initContainers": "name",
@@ -43,7 +44,8 @@ _FALLBACK_MERGE_KEYS = {
 
 
 class PatchError(Exception):
-    """A patch that cannot be applied; `code` is the HTTP status the server answers (400, 415, 422)."""
+    """A patch that cannot be applied; `code` is the HTTP status the server answers (400, 415,
+    422)."""
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -66,7 +68,9 @@ def apply_patch(
         return _apply_patch(current, body, kind, builtin)
     accepted = _CR_MEDIA_TYPES + (f", {STRATEGIC_MERGE_PATCH}" if builtin else "")
     raise PatchError(
-        415, f"the body of the request was in an unknown format - accepted media types include: {accepted}"
+        415,
+        "the body of the request was in an unknown format - accepted media types include: "
+        f"{accepted}",
     )
 
 
@@ -83,7 +87,9 @@ def _object_body(body: bytes) -> dict[str, Any]:
         raise PatchError(400, "Invalid JSON Patch")
     if not isinstance(patch, dict):
         raise PatchError(
-            400, f"json: cannot unmarshal {_json_kind(patch)} into Go value of type map[string]interface {{}}"
+            400,
+            f"json: cannot unmarshal {_json_kind(patch)} into Go value of type "
+            "map[string]interface {}",
         )
     return patch
 
@@ -106,7 +112,11 @@ def merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
         return clone(patch)
     # Keys the patch names are rebuilt below, so only the others need copying here.
-    result = {k: v if k in patch else clone(v) for k, v in target.items()} if isinstance(target, dict) else {}
+    result = (
+        {k: v if k in patch else clone(v) for k, v in target.items()}
+        if isinstance(target, dict)
+        else {}
+    )
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -184,10 +194,14 @@ def _strip(value: Any) -> Any:
         return {
             k: _strip(v)
             for k, v in value.items()
-            if not k.startswith(("$patch", "$retainKeys", "$deleteFromPrimitiveList/", "$setElementOrder/"))
+            if not k.startswith(
+                ("$patch", "$retainKeys", "$deleteFromPrimitiveList/", "$setElementOrder/")
+            )
         }
     if isinstance(value, list):
-        return [_strip(v) for v in value if not (isinstance(v, dict) and v.get("$patch") == "replace")]
+        return [
+            _strip(v) for v in value if not (isinstance(v, dict) and v.get("$patch") == "replace")
+        ]
     return value
 
 
@@ -224,7 +238,9 @@ def _sm_map(original: Any, patch: dict[str, Any], node: Node | None) -> Any:
             else:
                 result[key] = merged
         elif isinstance(value, list) and "merge" in strategy.split(","):
-            result[key] = _sm_list(result.get(key), value, _child(node, key), merge_key, orders.get(key))
+            result[key] = _sm_list(
+                result.get(key), value, _child(node, key), merge_key, orders.get(key)
+            )
         else:
             result[key] = _strip(clone(value))
     for key, order in orders.items():
@@ -242,7 +258,9 @@ def _sm_list(
 ) -> list[Any]:
     base: list[Any] = clone(original) if isinstance(original, list) else []
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
-        return [_strip(p) for p in patch if not (isinstance(p, dict) and p.get("$patch") == "replace")]
+        return [
+            _strip(p) for p in patch if not (isinstance(p, dict) and p.get("$patch") == "replace")
+        ]
     server_order = list(base)
     if not merge_key:  # a merged list of primitives (finalizers): deduplicated union
         merged = base + [v for i, v in enumerate(patch) if v not in base and v not in patch[:i]]
@@ -251,14 +269,23 @@ def _sm_list(
     for element in patch:
         if not isinstance(element, dict) or merge_key not in element:
             raise PatchError(
-                422, f"{_INVALID}: map: {element!r} does not contain declared merge key: {merge_key}"
+                422,
+                f"{_INVALID}: map: {element!r} does not contain declared merge key: {merge_key}",
             )
         where = next(
-            (i for i, o in enumerate(base) if isinstance(o, dict) and o.get(merge_key) == element[merge_key]),
+            (
+                i
+                for i, o in enumerate(base)
+                if isinstance(o, dict) and o.get(merge_key) == element[merge_key]
+            ),
             None,
         )
         if element.get("$patch") == "delete":
-            base = [o for o in base if not (isinstance(o, dict) and o.get(merge_key) == element[merge_key])]
+            base = [
+                o
+                for o in base
+                if not (isinstance(o, dict) and o.get(merge_key) == element[merge_key])
+            ]
             continue
         merged_item = _sm_map(base[where] if where is not None else {}, element, item_node)
         if where is None:
@@ -272,8 +299,9 @@ def _sm_list(
 def _normalize_order(
     merged: list[Any], server: list[Any], patch_order: list[Any], merge_key: str
 ) -> list[Any]:
-    """strategicpatch.normalizeElementOrder: items named by the patch (or `$setElementOrder`) in the patch's
-    order, the server's other items in their old order, interleaved by their old positions."""
+    """strategicpatch.normalizeElementOrder: items named by the patch (or `$setElementOrder`) in the
+    patch's order, the server's other items in their old order, interleaved by their old
+    positions."""
 
     def ident(v: Any) -> Any:
         return v.get(merge_key) if merge_key and isinstance(v, dict) else v
@@ -342,11 +370,15 @@ def _ssa_list(live: Any, applied: list[Any], node: Node) -> list[Any]:
 
     def same(a: Any) -> Callable[[Any], bool]:
         # a key missing on either side (e.g. a defaulted `protocol`) does not tell elements apart
-        return lambda b: isinstance(b, dict) and all(k not in a or k not in b or b[k] == a[k] for k in keys)
+        return lambda b: (
+            isinstance(b, dict) and all(k not in a or k not in b or b[k] == a[k] for k in keys)
+        )
 
     for element in applied:
         if not isinstance(element, dict):
-            raise PatchError(422, f"{_INVALID}: list element {element!r} has no map keys {list(keys)}")
+            raise PatchError(
+                422, f"{_INVALID}: list element {element!r} has no map keys {list(keys)}"
+            )
         match = same(element)
         where = next((i for i, o in enumerate(base) if match(o)), None)
         if where is None:

@@ -1,5 +1,5 @@
-"""PodDisruptionBudgets as functions of data: which pods a budget selects, its status, and the Eviction
-API's budget check.
+"""PodDisruptionBudgets as functions of data: which pods a budget selects, its status, and the
+Eviction API's budget check.
 
 The status follows the disruption controller (`pkg/controller/disruption/disruption.go`); the check
 and its refusals follow the eviction registry (`pkg/registry/core/pod/storage/eviction.go`). The
@@ -20,7 +20,8 @@ DELETION_TIMEOUT = timedelta(minutes=2)
 """How long an evicted pod stays in `disruptedPods` (not counted healthy) before it must be gone."""
 BUDGET_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
 MULTIPLE_BUDGETS = (
-    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+    "This pod has more than one PodDisruptionBudget, which the eviction "
+    "subresource does not support."
 )
 CONDITION = "DisruptionAllowed"
 STAMP = "%Y-%m-%dT%H:%M:%SZ"
@@ -52,8 +53,8 @@ def scaled(value: Any, total: int) -> int:
 
 
 def desired_healthy(spec: Mapping[str, Any], pod_count: int, scale: int) -> tuple[int, int]:
-    """(expectedPods, desiredHealthy): an integer minAvailable counts the matching pods; a percentage
-    or maxUnavailable counts `scale`, the replicas their controllers ask for."""
+    """(expectedPods, desiredHealthy): an integer minAvailable counts the matching pods; a
+    percentage or maxUnavailable counts `scale`, the replicas their controllers ask for."""
     max_unavailable, min_available = spec.get("maxUnavailable"), spec.get("minAvailable")
     if max_unavailable is not None:
         return scale, max(0, scale - scaled(max_unavailable, scale))
@@ -67,7 +68,8 @@ def desired_healthy(spec: Mapping[str, Any], pod_count: int, scale: int) -> tupl
 def live_disruptions(
     disrupted: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]], now: datetime
 ) -> dict[str, Any]:
-    """buildDisruptedPodMap: entries for pods still there, not yet being deleted, within the timeout."""
+    """buildDisruptedPodMap: entries for pods still there, not yet being deleted, within the
+    timeout."""
     kept: dict[str, Any] = {}
     for name, stamp in disrupted.items():
         pod = pods.get(name)
@@ -128,7 +130,8 @@ def budget_status(
     expected, desired = desired_healthy(pdb.get("spec") or {}, len(pods), scale)
     healthy = current_healthy(pods.values(), disrupted)
     allowed = healthy - desired
-    # No pods expected yet is a safe state: nothing may be disrupted before the controller has looked.
+    # No pods expected yet is a safe state: nothing may be disrupted before the controller has
+    # looked.
     if expected <= 0 or allowed <= 0:
         allowed = 0
     new: dict[str, Any] = {
@@ -155,14 +158,19 @@ def _too_many_requests(cause: str) -> errors.StatusError:
 
 
 def check_and_decrement(pdb: Mapping[str, Any], pod_name: str, now: datetime) -> dict[str, Any]:
-    """The budget's status after allowing one eviction of `pod_name`; raises the registry's refusals."""
+    """The budget's status after allowing one eviction of `pod_name`; raises the registry's
+    refusals."""
     meta, status = pdb.get("metadata") or {}, pdb.get("status") or {}
     name = str(meta.get("name") or "")
     if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
-        raise _too_many_requests(f"The disruption budget {name} is still being processed by the server.")
+        raise _too_many_requests(
+            f"The disruption budget {name} is still being processed by the server."
+        )
     allowed = int(status.get("disruptionsAllowed") or 0)
     if allowed < 0:
-        raise errors.forbidden("poddisruptionbudget", "policy", name, "pdb disruptions allowed is negative")
+        raise errors.forbidden(
+            "poddisruptionbudget", "policy", name, "pdb disruptions allowed is negative"
+        )
     if allowed == 0:
         desired, healthy = (
             int(status.get("desiredHealthy") or 0),

@@ -1,13 +1,13 @@
-"""`GET .../pods/{name}/log`: what `kubectl logs` gets from a simulated container, and the reading of
-log records both runtimes share (`tailLines`, `sinceSeconds`, `timestamps`, `follow`).
+"""`GET .../pods/{name}/log`: what `kubectl logs` gets from a simulated container, and the reading
+of log records both runtimes share (`tailLines`, `sinceSeconds`, `timestamps`, `follow`).
 
 kubesim's timer containers run no process, so there is no output to return. Answering 404 would look
 like a broken API server, so the log is the container's life as the kubelet recorded it in the pod
-status, each line marked `[kubesim]` and stamped with the time it stands for: when it started, how it
-ended, how often it restarted. The refusals are the API server's own (a pod with several containers and
-none named, an unknown container, a container still waiting, no previous run for `--previous`), with its
-messages. `follow` keeps the stream open while the run goes on and adds how it ended, as a kubelet's
-log stream ends when the container does.
+status, each line marked `[kubesim]` and stamped with the time it stands for: when it started, how
+it ended, how often it restarted. The refusals are the API server's own (a pod with several
+containers and none named, an unknown container, a container still waiting, no previous run for
+`--previous`), with its messages. `follow` keeps the stream open while the run goes on and adds how
+it ended, as a kubelet's log stream ends when the container does.
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ def choose_container(pod: Mapping[str, Any], container: str | None) -> Mapping[s
     if len(main) == 1:
         return dict(main[0])
     choices = " ".join(str(c.get("name")) for c in main)
-    raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: [{choices}]")
+    raise errors.bad_request(
+        f"a container name must be specified for pod {name}, choose one of: [{choices}]"
+    )
 
 
 def restart_count(pod: Mapping[str, Any], container: str) -> int | None:
@@ -78,29 +80,40 @@ def _run(state: Mapping[str, Any]) -> list[Record]:
     return []
 
 
-def records(pod: Mapping[str, Any], container: str | None, *, previous: bool = False) -> list[Record]:
-    """The `[kubesim]` log of one container of `pod`; `errors.StatusError` (400) where a cluster refuses."""
+def records(
+    pod: Mapping[str, Any], container: str | None, *, previous: bool = False
+) -> list[Record]:
+    """The `[kubesim]` log of one container of `pod`; `errors.StatusError` (400) where a cluster
+    refuses."""
     chosen = choose_container(pod, container)
     name, pod_name = str(chosen.get("name")), pod["metadata"]["name"]
     status = _statuses(pod).get(name) or {}
     state = status.get("lastState" if previous else "state") or {}
     if previous and not state.get("terminated"):
-        raise errors.bad_request(f'previous terminated container "{name}" in pod "{pod_name}" not found')
+        raise errors.bad_request(
+            f'previous terminated container "{name}" in pod "{pod_name}" not found'
+        )
     waiting = state.get("waiting")
     if not state or waiting:
         reason = (waiting or {}).get("reason") or "ContainerCreating"
-        raise errors.bad_request(f'container "{name}" in pod "{pod_name}" is waiting to start: {reason}')
+        raise errors.bad_request(
+            f'container "{name}" in pod "{pod_name}" is waiting to start: {reason}'
+        )
     run = _run(state)
     lines = [
         (
             run[0][0],
-            f'container "{name}" (image {chosen.get("image")}) is simulated by kubesim: it writes no output',
+            f'container "{name}" (image {chosen.get("image")}) is simulated by kubesim: it writes '
+            "no output",
         ),
         *run,
     ]
     if status.get("restartCount") and not previous:
         lines.append(
-            (run[0][0], f"restarted {status['restartCount']} time(s); --previous shows the last run")
+            (
+                run[0][0],
+                f"restarted {status['restartCount']} time(s); --previous shows the last run",
+            )
         )
     return lines
 
@@ -109,7 +122,8 @@ def pod_log(pod: Mapping[str, Any], container: str | None, *, previous: bool = F
     return "".join(f"[kubesim] {text}\n" for _, text in records(pod, container, previous=previous))
 
 
-# --- reading records, for both runtimes ---------------------------------------------------------------
+# --- reading records, for both runtimes
+# ---------------------------------------------------------------
 
 
 def nano_stamp(stamp: str) -> str:
@@ -128,8 +142,11 @@ def parse_stamp(stamp: str) -> datetime | None:
         return None
 
 
-def select(lines: list[tuple[str, str]], *, timestamps: bool, since: float | None, tail: int | None) -> str:
-    """The text of `(time, line)` pairs after `sinceSeconds`, the last `tailLines`, each with its time."""
+def select(
+    lines: list[tuple[str, str]], *, timestamps: bool, since: float | None, tail: int | None
+) -> str:
+    """The text of `(time, line)` pairs after `sinceSeconds`, the last `tailLines`, each with its
+    time."""
     out: list[str] = []
     for stamp, text in lines:
         when = parse_stamp(stamp)
@@ -149,7 +166,8 @@ def since_cutoff(request: web.Request) -> float | None:
 def run_ended(
     cluster: Cluster, pods_rt: ResourceType, ns: str, name: str, uid: str, container: str, run: int
 ) -> bool:
-    """Whether run `run` of `container` is over: the pod gone or replaced, a restart, or not running."""
+    """Whether run `run` of `container` is over: the pod gone or replaced, a restart, or not
+    running."""
     try:
         pod = cluster.get(pods_rt, ns, name)
     except errors.StatusError:
@@ -159,7 +177,9 @@ def run_ended(
     status = _statuses(pod).get(container)
     if status is None:
         return True
-    return int(status.get("restartCount") or 0) != run or "running" not in (status.get("state") or {})
+    return int(status.get("restartCount") or 0) != run or "running" not in (
+        status.get("state") or {}
+    )
 
 
 async def serve(
@@ -170,9 +190,13 @@ async def serve(
     query = request.query
     previous = flag(query, "previous")
     container = query.get("container") or None
-    found = [(stamp, f"[kubesim] {text}") for stamp, text in records(pod, container, previous=previous)]
+    found = [
+        (stamp, f"[kubesim] {text}") for stamp, text in records(pod, container, previous=previous)
+    ]
     timestamps = flag(query, "timestamps")
-    body = select(found, timestamps=timestamps, since=since_cutoff(request), tail=integer(query, "tailLines"))
+    body = select(
+        found, timestamps=timestamps, since=since_cutoff(request), tail=integer(query, "tailLines")
+    )
     chosen = str(choose_container(pod, container).get("name"))
     run = restart_count(pod, chosen) or 0
     uid = str(pod["metadata"].get("uid", ""))
@@ -194,7 +218,9 @@ async def serve(
         if ended:
             stamp, text = _exit(ended)
             await response.write(
-                select([(stamp, f"[kubesim] {text}")], timestamps=timestamps, since=None, tail=None).encode()
+                select(
+                    [(stamp, f"[kubesim] {text}")], timestamps=timestamps, since=None, tail=None
+                ).encode()
             )
     await response.write_eof()
     return response

@@ -92,7 +92,11 @@ _MESSAGES: Final[dict[str, list[_Field]]] = {
         ("name", 3, _STRING, False),
         ("namespace", 4, _STRING, False),
     ],
-    "RoleRef": [("apiGroup", 1, _STRING, False), ("kind", 2, _STRING, False), ("name", 3, _STRING, False)],
+    "RoleRef": [
+        ("apiGroup", 1, _STRING, False),
+        ("kind", 2, _STRING, False),
+        ("name", 3, _STRING, False),
+    ],
     "RoleBinding": [
         ("metadata", 1, "ObjectMeta", False),
         ("subjects", 2, "Subject", True),
@@ -110,7 +114,11 @@ _MESSAGES: Final[dict[str, list[_Field]]] = {
         ("description", 4, _STRING, False),
         ("preemptionPolicy", 5, _STRING, False),
     ],
-    "IntOrString": [("type", 1, _INT64, False), ("intVal", 2, _INT32, False), ("strVal", 3, _STRING, False)],
+    "IntOrString": [
+        ("type", 1, _INT64, False),
+        ("intVal", 2, _INT32, False),
+        ("strVal", 3, _STRING, False),
+    ],
     "LabelSelectorRequirement": [
         ("key", 1, _STRING, False),
         ("operator", 2, _STRING, False),
@@ -151,7 +159,8 @@ SERVER_OWNED: Final = frozenset(
         "deletionGracePeriodSeconds",
     }
 )
-"""ObjectMeta fields the API server sets itself; Go clients always encode them (empty on a create)."""
+"""ObjectMeta fields the API server sets itself; Go clients always encode them (empty on a
+create)."""
 
 KEEP_ZERO: Final = frozenset(
     {
@@ -164,7 +173,8 @@ KEEP_ZERO: Final = frozenset(
         ("PodDisruptionBudgetSpec", "maxUnavailable"),
     }
 )
-"""Fields whose zero value means something: Go pointers (encoded only when set) and required numbers.
+"""Fields whose zero value means something: Go pointers (encoded only when set) and required
+numbers.
 
 Go's protobuf encoder writes every non-pointer field, empty or not, where its JSON encoder omits the
 empty ones (`omitempty`); every other zero value is therefore dropped, as the JSON form would."""
@@ -189,7 +199,9 @@ class ProtobufError(ValueError):
 
 
 def _file() -> descriptor_pb2.FileDescriptorProto:
-    proto = descriptor_pb2.FileDescriptorProto(name="kubesim_k8s.proto", package=_PACKAGE, syntax="proto2")
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="kubesim_k8s.proto", package=_PACKAGE, syntax="proto2"
+    )
     for name, fields in _MESSAGES.items():
         msg = proto.message_type.add(name=name)
         for json_name, number, kind, repeated in fields:
@@ -246,7 +258,8 @@ def _reject_unknown(msg: message.Message, path: str) -> None:
 
 
 def decode(body: bytes) -> dict[str, Any]:
-    """The JSON form of a protobuf-encoded object; `ProtobufError` when it cannot be read completely."""
+    """The JSON form of a protobuf-encoded object; `ProtobufError` when it cannot be read
+    completely."""
     if not body.startswith(MAGIC):
         raise ProtobufError("missing the k8s protobuf envelope (magic prefix 'k8s\\x00')")
     envelope: Any = _parse("Unknown", body[len(MAGIC) :])

@@ -3,7 +3,8 @@
 A `ResourceType` is one served group/version/resource. Objects are stored once per group/resource
 (`ResourceType.storage_key`) whatever version they are served in, because CRD versions here use the
 `None` conversion strategy: only `apiVersion` differs between versions. The registry re-registers a
-CRD's versions whenever the CRD object is created, updated or deleted (`register_crd`/`unregister_crd`).
+CRD's versions whenever the CRD object is created, updated or deleted
+(`register_crd`/`unregister_crd`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class ResourceType:
     deprecated: bool = False
     deprecation_warning: str | None = None
     storage: bool = True
-    """True for the version objects are stored in (the CRD's storage version; always for built-ins)."""
+    """True for the version objects are stored in (the CRD's storage version; always for
+    built-ins)."""
     subresources: tuple[str, ...] = ()
     """Subresources other than status/scale that this resource serves (e.g. pods/eviction)."""
     verbs: tuple[str, ...] = (
@@ -96,7 +98,8 @@ _VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 
 
 def version_priority(version: str) -> tuple[int, int, int, str]:
-    """Sort key for Kubernetes' kube-aware version order: v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > foo."""
+    """Sort key for Kubernetes' kube-aware version order: v2 > v1 > v1beta2 > v1beta1 > v1alpha1 >
+    foo."""
     m = _VERSION_RE.match(version)
     if m is None:
         return (3, 0, 0, version)
@@ -107,7 +110,8 @@ def version_priority(version: str) -> tuple[int, int, int, str]:
 
 
 def _path_parts(path: str) -> list[str]:
-    """`.spec.replicas` -> ["spec", "replicas"]; the simple JSON paths a scale subresource allows."""
+    """`.spec.replicas` -> ["spec", "replicas"]; the simple JSON paths a scale subresource
+    allows."""
     return [p for p in path.strip().lstrip(".").split(".") if p]
 
 
@@ -134,7 +138,8 @@ def set_path(obj: dict[str, Any], path: str, value: Any) -> None:
 
 
 def crd_resource_types(crd: dict[str, Any]) -> list[ResourceType]:
-    """The served versions of a CustomResourceDefinition (apiextensions.k8s.io/v1) as ResourceTypes."""
+    """The served versions of a CustomResourceDefinition (apiextensions.k8s.io/v1) as
+    ResourceTypes."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     group = str(spec.get("group", ""))

@@ -1,9 +1,10 @@
 """Label and field selectors as the apiserver parses and matches them.
 
-The label-selector lexer and parser follow apimachinery's `labels/selector.go` token by token, so the same
-texts are accepted and the same error messages come back (`unable to parse requirement: ...`,
-`found 'x', expected: ...`). Field selectors follow `fields/selector.go` (`=`, `==`, `!=`, backslash escapes)
-and the per-kind field label sets the apiserver's registries expose (`field label not supported: x`).
+The label-selector lexer and parser follow apimachinery's `labels/selector.go` token by token, so
+the same texts are accepted and the same error messages come back (`unable to parse requirement:
+...`, `found 'x', expected: ...`). Field selectors follow `fields/selector.go` (`=`, `==`, `!=`,
+backslash escapes) and the per-kind field label sets the apiserver's registries expose (`field label
+not supported: x`).
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def _go_quote_list(values: list[str]) -> str:
 
 
 def _new_requirement(key: str, op: Operator, values: list[str]) -> Requirement:
-    """labels.NewRequirement: the checks and messages apimachinery applies to a parsed requirement."""
+    """labels.NewRequirement: the checks and messages apimachinery applies to a parsed
+    requirement."""
     if errs := is_qualified_name(key):
         raise SelectorError(f'key: Invalid value: "{key}": ' + "; ".join(errs))
     bad = f"values: Invalid value: {_go_quote_list(values)}: "
@@ -138,7 +140,9 @@ def _new_requirement(key: str, op: Operator, values: list[str]) -> Requirement:
         try:
             int(values[0])
         except ValueError:
-            raise SelectorError(bad + "for 'Gt', 'Lt' operators, the value must be an integer") from None
+            raise SelectorError(
+                bad + "for 'Gt', 'Lt' operators, the value must be an integer"
+            ) from None
     for i, v in enumerate(values):
         if errs := is_valid_label_value(v):
             raise SelectorError(f'values[{i}][{key}]: Invalid value: "{v}": ' + "; ".join(errs))
@@ -315,16 +319,27 @@ def _event_fields(prefix: str, ref: str) -> dict[str, FieldGetter]:
     return {f"{prefix}.{k}": _path(ref, k) for k in _OBJECT_REF_FIELDS}
 
 
-_OBJECT_REF_FIELDS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+_OBJECT_REF_FIELDS = (
+    "kind",
+    "namespace",
+    "name",
+    "uid",
+    "apiVersion",
+    "resourceVersion",
+    "fieldPath",
+)
 
-# Per kind: the field labels its registry's GetAttrs / field label conversion accepts beyond metadata.*.
+# Per kind: the field labels its registry's GetAttrs / field label conversion accepts beyond
+# metadata.*.
 _KIND_FIELDS: dict[str, dict[str, FieldGetter]] = {
     "Pod": {
         "spec.nodeName": _path("spec", "nodeName"),
         "spec.restartPolicy": _path("spec", "restartPolicy"),
         "spec.schedulerName": _path("spec", "schedulerName"),
         "spec.serviceAccountName": _path("spec", "serviceAccountName"),
-        "spec.hostNetwork": lambda o: "true" if (o.get("spec") or {}).get("hostNetwork") else "false",
+        "spec.hostNetwork": lambda o: (
+            "true" if (o.get("spec") or {}).get("hostNetwork") else "false"
+        ),
         "status.phase": _path("status", "phase"),
         "status.podIP": _pod_ip,
         "status.nominatedNodeName": _path("status", "nominatedNodeName"),
@@ -340,7 +355,9 @@ _KIND_FIELDS: dict[str, dict[str, FieldGetter]] = {
     "Job": {"status.successful": lambda o: str((o.get("status") or {}).get("successful") or 0)},
     "Namespace": {"status.phase": _path("status", "phase")},
     "Node": {
-        "spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"
+        "spec.unschedulable": lambda o: (
+            "true" if (o.get("spec") or {}).get("unschedulable") else "false"
+        )
     },
     "ReplicaSet": {"status.replicas": lambda o: str((o.get("status") or {}).get("replicas") or 0)},
 }
@@ -351,7 +368,8 @@ _COMMON_FIELDS: dict[str, FieldGetter] = {
 
 
 def _event_getter(name: str) -> FieldGetter:
-    """events.k8s.io/v1 objects use `regarding`/`note`/`deprecatedSource`; core field labels still apply."""
+    """events.k8s.io/v1 objects use `regarding`/`note`/`deprecatedSource`; core field labels still
+    apply."""
     legacy = _KIND_FIELDS["Event"][name]
     renamed = {"involvedObject": "regarding", "source": "deprecatedSource"}
 
@@ -385,7 +403,8 @@ def _split_terms(text: str) -> list[str]:
 
 
 def _split_term(term: str) -> tuple[str, str, str] | None:
-    """fields.splitTerm: the first unescaped operator wins, trying `!=`, `==`, `=` at each position."""
+    """fields.splitTerm: the first unescaped operator wins, trying `!=`, `==`, `=` at each
+    position."""
     escaped = False
     for i, ch in enumerate(term):
         if escaped:

@@ -2,8 +2,8 @@
 
 Owns URL parsing into apiserver request info (verb, group, version, resource, namespace, name,
 subresource), query-parameter parsing (booleans like Go's `strconv.ParseBool`), content negotiation
-(JSON, Table, aggregated discovery), watch streaming as chunked JSON lines, `Warning` headers, and the
-middleware that records requests and applies injected faults and latency from `kubesim.control`.
+(JSON, Table, aggregated discovery), watch streaming as chunked JSON lines, `Warning` headers, and
+the middleware that records requests and applies injected faults and latency from `kubesim.control`.
 """
 
 from __future__ import annotations
@@ -80,13 +80,17 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
             verb = "watch"
     elif method == "DELETE":
         verb = "delete" if name else "deletecollection"
-    return RequestInfo(verb, group, version, resource, namespace, name, subresource, is_resource=True)
+    return RequestInfo(
+        verb, group, version, resource, namespace, name, subresource, is_resource=True
+    )
 
 
 def json_response(
     body: Any, status: int = 200, *, warnings: Iterable[str] = (), content_type: str = JSON
 ) -> web.Response:
-    return encoded_response(encoding.dumps(body), status, warnings=warnings, content_type=content_type)
+    return encoded_response(
+        encoding.dumps(body), status, warnings=warnings, content_type=content_type
+    )
 
 
 def encoded_response(
@@ -116,14 +120,19 @@ class ApiHandler:
         self.control = control
         self.encoder = encoding.ObjectEncoder()
 
-    # --- discovery, version, OpenAPI ---------------------------------------------------------------
+    # --- discovery, version, OpenAPI
+    # ---------------------------------------------------------------
     async def version(self, request: web.Request) -> web.Response:
         return json_response(discovery.VERSION_INFO)
 
     async def api_root(self, request: web.Request) -> web.Response:
         aggregated = discovery.wants_aggregated(request.headers.get("Accept", ""))
         if aggregated:
-            version = "apidiscovery.k8s.io/v2beta1" if "v2beta1" in aggregated else "apidiscovery.k8s.io/v2"
+            version = (
+                "apidiscovery.k8s.io/v2beta1"
+                if "v2beta1" in aggregated
+                else "apidiscovery.k8s.io/v2"
+            )
             body = discovery.aggregated(self.cluster.registry, core=True, api_version=version)
             return json_response(body, content_type=aggregated)
         return json_response(discovery.legacy_api())
@@ -131,7 +140,11 @@ class ApiHandler:
     async def apis_root(self, request: web.Request) -> web.Response:
         aggregated = discovery.wants_aggregated(request.headers.get("Accept", ""))
         if aggregated:
-            version = "apidiscovery.k8s.io/v2beta1" if "v2beta1" in aggregated else "apidiscovery.k8s.io/v2"
+            version = (
+                "apidiscovery.k8s.io/v2beta1"
+                if "v2beta1" in aggregated
+                else "apidiscovery.k8s.io/v2"
+            )
             body = discovery.aggregated(self.cluster.registry, core=False, api_version=version)
             return json_response(body, content_type=aggregated)
         return json_response(discovery.legacy_groups(self.cluster.registry))
@@ -173,7 +186,9 @@ class ApiHandler:
         if sub is not None and verb in ("list", "watch", "deletecollection"):
             raise NOT_FOUND
         if verb in ("update", "patch") and not info.name:
-            raise errors.method_not_allowed(f"the server does not allow this method on {info.resource}")
+            raise errors.method_not_allowed(
+                f"the server does not allow this method on {info.resource}"
+            )
         if verb == "watch":
             return await self._watch(request, rt, ns)
         if verb == "list":
@@ -190,7 +205,9 @@ class ApiHandler:
             how = table.negotiate(request.headers.get("Accept", ""))
             if how == "object":
                 return encoded_response(self.encoder.object_list(listed), warnings=warnings)
-            return json_response(table.render_list(rt, listed, how, self.cluster.now()), warnings=warnings)
+            return json_response(
+                table.render_list(rt, listed, how, self.cluster.now()), warnings=warnings
+            )
         if (
             rt.namespaced
             and not ns
@@ -216,20 +233,36 @@ class ApiHandler:
                 answer, code = self.cluster.evict(rt, ns, info.name, body, dry_run=dry_run)
                 return json_response(answer, code, warnings=warnings)
             if sub is not None or info.name:
-                raise errors.method_not_allowed(f"the server does not allow this method on {info.resource}")
-            written = self.cluster.create(rt, ns, body, opts=self._write_options(request), owned=True)
+                raise errors.method_not_allowed(
+                    f"the server does not allow this method on {info.resource}"
+                )
+            written = self.cluster.create(
+                rt, ns, body, opts=self._write_options(request), owned=True
+            )
             return self._written(written, warnings, 201)
         if verb == "update":
             body = await self._json_body(request)
             written = self.cluster.update(
-                rt, ns, info.name, body, subresource=sub, opts=self._write_options(request), owned=True
+                rt,
+                ns,
+                info.name,
+                body,
+                subresource=sub,
+                opts=self._write_options(request),
+                owned=True,
             )
             return self._written(written, warnings, 200)
         if verb == "patch":
             raw = await request.read()
             content_type = request.headers.get("Content-Type", "")
             written = self.cluster.patch(
-                rt, ns, info.name, raw, content_type, subresource=sub, opts=self._write_options(request)
+                rt,
+                ns,
+                info.name,
+                raw,
+                content_type,
+                subresource=sub,
+                opts=self._write_options(request),
             )
             return self._written(written, warnings, 201 if written.created else 200)
         if verb == "delete":
@@ -252,11 +285,15 @@ class ApiHandler:
                 options=options,
             )
             return json_response(listed, warnings=warnings)
-        raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        raise errors.method_not_allowed(
+            "the server does not allow this method on the requested resource"
+        )
 
     async def _group_discovery(self, request: web.Request, info: RequestInfo) -> web.Response:
         if request.method != "GET":
-            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+            raise errors.method_not_allowed(
+                "the server does not allow this method on the requested resource"
+            )
         if not info.version:
             raise NOT_FOUND
         doc = discovery.resource_list(self.cluster.registry, info.group, info.version)
@@ -310,7 +347,8 @@ class ApiHandler:
                 ) from exc
         if media not in (JSON, "", "application/yaml", "application/x-yaml", "*/*"):
             raise errors.unsupported_media_type(
-                f"the body of the request was in an unknown format - accepted media types include: {JSON}, "
+                "the body of the request was in an unknown format - accepted media types include: "
+                f"{JSON}, "
                 f"application/yaml, {protobuf.MEDIA_TYPE} (some kinds)"
             )
         try:
@@ -339,7 +377,9 @@ class ApiHandler:
         orphan = query.get("orphanDependents") or body.get("orphanDependents")
         if policy is None and orphan is not None:
             policy = (
-                "Orphan" if (orphan is True or parse_bool(str(orphan), "orphanDependents")) else "Background"
+                "Orphan"
+                if (orphan is True or parse_bool(str(orphan), "orphanDependents"))
+                else "Background"
             )
         if policy not in (None, "Background", "Foreground", "Orphan"):
             raise errors.bad_request(f"unsupported propagationPolicy {policy!r}")
@@ -352,7 +392,9 @@ class ApiHandler:
             dry_run="All" in dry_run,
         )
 
-    async def _watch(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
+    async def _watch(
+        self, request: web.Request, rt: ResourceType, ns: str | None
+    ) -> web.StreamResponse:
         query = request.query
         batches = self.cluster.watch_batches(
             rt,
@@ -364,7 +406,9 @@ class ApiHandler:
             send_initial_events=parse_bool(query.get("sendInitialEvents"), "sendInitialEvents"),
             copy_objects=False,
         )
-        limits = [float(query["timeoutSeconds"])] if query.get("timeoutSeconds", "").isdigit() else []
+        limits = (
+            [float(query["timeoutSeconds"])] if query.get("timeoutSeconds", "").isdigit() else []
+        )
         if (lifetime := self.control.watch_lifetime()) is not None:
             limits.append(lifetime)
         how = table.negotiate(request.headers.get("Accept", ""))
@@ -377,7 +421,8 @@ class ApiHandler:
             async with asyncio.timeout(min(limits) if limits else None) as scope:
 
                 def sever() -> None:
-                    # A partition (`Control.partition`) cuts the stream now, as a lost connection would.
+                    # A partition (`Control.partition`) cuts the stream now, as a lost connection
+                    # would.
                     nonlocal severed
                     severed = True
                     if not scope.expired():
@@ -388,13 +433,16 @@ class ApiHandler:
                     lines = []
                     for event in batch:
                         if event.type not in ("ADDED", "MODIFIED", "DELETED"):
-                            lines.append(encoding.dumps({"type": event.type, "object": event.object}))
+                            lines.append(
+                                encoding.dumps({"type": event.type, "object": event.object})
+                            )
                         elif how == "object":
                             lines.append(self.encoder.event(event.type, event.object))
                         else:
                             obj = table.render(rt, event.object, how, self.cluster.now())
                             lines.append(encoding.dumps({"type": event.type, "object": obj}))
-                    # A burst of changes goes out in one write (one chunk, one send), not one per event.
+                    # A burst of changes goes out in one write (one chunk, one send), not one per
+                    # event.
                     await response.write(b"\n".join(lines) + b"\n")
         except TimeoutError:
             pass
@@ -444,8 +492,9 @@ def _apf_uid(kind: str) -> str:
 
 
 _APF_HEADERS: Final = {
-    # What a real API server answers for a request classified into its catch-all flow schema: clients
-    # only test for the headers' presence (client-go, Flux), the UIDs are the objects' (stable here).
+    # What a real API server answers for a request classified into its catch-all flow schema:
+    # clients only test for the headers' presence (client-go, Flux), the UIDs are the objects'
+    # (stable here).
     "X-Kubernetes-PF-FlowSchema-UID": _apf_uid("flowschemas"),
     "X-Kubernetes-PF-PriorityLevel-UID": _apf_uid("prioritylevelconfigurations"),
 }
@@ -466,7 +515,9 @@ def build_middleware(control: Control) -> Middleware:
         try:
             if delay := control.latency_for(request.method, request.path):
                 await asyncio.sleep(delay)
-            if (fault := control.fault_for(request.method, request.path, record.user_agent)) is not None:
+            if (
+                fault := control.fault_for(request.method, request.path, record.user_agent)
+            ) is not None:
                 record.injected = True
                 raise fault
             response = await handler(request)
@@ -475,9 +526,13 @@ def build_middleware(control: Control) -> Middleware:
         except web.HTTPNotFound:
             response = status_response(NOT_FOUND)
         except web.HTTPMethodNotAllowed:
-            response = status_response(errors.method_not_allowed("the server does not allow this method"))
+            response = status_response(
+                errors.method_not_allowed("the server does not allow this method")
+            )
         except ValueError as exc:  # a malformed query parameter (limit, gracePeriodSeconds, ...)
-            response = status_response(errors.bad_request(f"kubesim could not parse the request: {exc}"))
+            response = status_response(
+                errors.bad_request(f"kubesim could not parse the request: {exc}")
+            )
         except (asyncio.CancelledError, web.HTTPException):
             raise
         except Exception as exc:

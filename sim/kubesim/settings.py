@@ -12,13 +12,16 @@ from kubesim.images import ImageCatalog
 @dataclass(frozen=True)
 class SimSettings:
     start_seconds: float = 1.0
-    """Default delay of a pod from Pending to Running (annotation `kubesim/start-seconds` overrides)."""
+    """Default delay of a pod from Pending to Running (annotation `kubesim/start-seconds`
+    overrides)."""
     ready_seconds: float = 1.0
     """Default delay from Running to Ready (annotation `kubesim/ready-seconds` overrides)."""
     volume_sync_seconds: float = 60.0
-    """Kubelet sync period: a ConfigMap change reaches a mounted volume this late unless the pod changes."""
+    """Kubelet sync period: a ConfigMap change reaches a mounted volume this late unless the pod
+    changes."""
     fault_rate: float = 0.0
-    """Fraction of write requests answered 500 without changing state; watches are also dropped at random."""
+    """Fraction of write requests answered 500 without changing state; watches are also dropped at
+    random."""
     history_size: int = 10_000
     """Watch events kept for resourceVersion replay; older resourceVersions get 410 Expired."""
     bookmark_seconds: float = 1.0
@@ -26,14 +29,17 @@ class SimSettings:
     node_name: str = "kubesim-node"
     """The one node every pod is bound to."""
     time_scale: float = 1.0
-    """Real seconds per simulated second for every controller timer (0.01 runs the cluster 100x faster)."""
+    """Real seconds per simulated second for every controller timer (0.01 runs the cluster 100x
+    faster)."""
     job_backoff_seconds: float = 10.0
-    """Job controller's pod-failure back-off base (doubles per consecutive failure, capped at 10 min)."""
+    """Job controller's pod-failure back-off base (doubles per consecutive failure, capped at 10
+    min)."""
     runtime: Literal["timer", "process"] = "timer"
-    """What runs in a pod: `timer` (simulated lifecycle driven by `kubesim/*` annotations) or `process`
-    (real programs in Linux namespaces, `kubesim.procrt`; needs root)."""
+    """What runs in a pod: `timer` (simulated lifecycle driven by `kubesim/*` annotations) or
+    `process` (real programs in Linux namespaces, `kubesim.procrt`; needs root)."""
     images: ImageCatalog = field(default_factory=ImageCatalog)
-    """Stand-in images for the process runtime (image reference -> directory, entrypoint, users...)."""
+    """Stand-in images for the process runtime (image reference -> directory, entrypoint,
+    users...)."""
     cluster_domain: str = "cluster.local"
     """The DNS domain the process runtime's DNS server answers for."""
     priority_and_fairness: bool = True

@@ -1,4 +1,5 @@
-"""Object storage of the simulated cluster: objects, the global resourceVersion, event history, watchers.
+"""Object storage of the simulated cluster: objects, the global resourceVersion, event history,
+watchers.
 
 The role etcd plus the apiserver's watch cache play. Stored objects are never mutated after a commit
 (callers copy before changing anything), so the history and list snapshots share them safely.
@@ -26,7 +27,8 @@ ObjectKey = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
 
 CONTINUE_EXPIRED = (
-    "The provided continue parameter is too old to display a consistent list result. You can start a new "
+    "The provided continue parameter is too old to display a consistent list result. You can start "
+    "a new "
     "list without the continue parameter."
 )
 
@@ -53,7 +55,8 @@ def clone(value: Any) -> Any:
 
 
 class Watcher:
-    """A registered watch: a bounded buffer of changes for one resource (and maybe one namespace)."""
+    """A registered watch: a bounded buffer of changes for one resource (and maybe one
+    namespace)."""
 
     def __init__(self, key: StorageKey, namespace: str | None, limit: int) -> None:
         self.key = key
@@ -75,7 +78,8 @@ class Watcher:
         self._wake.set()
 
     def close(self) -> None:
-        """Ends the watch now: undelivered changes are dropped, as a broken connection drops them."""
+        """Ends the watch now: undelivered changes are dropped, as a broken connection drops
+        them."""
         self.closed = True
         self._pending.clear()
         self._wake.set()
@@ -107,14 +111,18 @@ class Snapshot:
 
 
 class Store:
-    """All stored objects, the resourceVersion counter, the bounded change history and the watchers."""
+    """All stored objects, the resourceVersion counter, the bounded change history and the
+    watchers."""
 
-    def __init__(self, *, history_size: int, watcher_buffer: int = 10_000, snapshots: int = 64) -> None:
+    def __init__(
+        self, *, history_size: int, watcher_buffer: int = 10_000, snapshots: int = 64
+    ) -> None:
         self._objects: dict[StorageKey, dict[ObjectKey, dict[str, Any]]] = {}
         self.resource_version = 0
         self._history: deque[Change] = deque(maxlen=max(1, history_size))
         self.floor = 0
-        """Changes with rv <= floor may be gone from the history: watching from there answers 410."""
+        """Changes with rv <= floor may be gone from the history: watching from there answers
+        410."""
         self._watchers: dict[StorageKey, set[Watcher]] = {}
         self._watcher_buffer = watcher_buffer
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
@@ -126,7 +134,8 @@ class Store:
         return self._objects.get(key, {}).get((namespace, name))
 
     def objects(self, key: StorageKey, namespace: str | None) -> list[dict[str, Any]]:
-        """Stored objects of a resource (one namespace, or all when None), ordered by namespace/name."""
+        """Stored objects of a resource (one namespace, or all when None), ordered by
+        namespace/name."""
         bucket = self._objects.get(key, {})
         keys = sorted(k for k in bucket if namespace is None or k[0] == namespace)
         return [bucket[k] for k in keys]
@@ -142,9 +151,14 @@ class Store:
 
     # --- writes --------------------------------------------------------------------------------
     def commit(
-        self, change_type: ChangeType, key: StorageKey, obj: dict[str, Any], old: dict[str, Any] | None
+        self,
+        change_type: ChangeType,
+        key: StorageKey,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None,
     ) -> Change:
-        """Stores (or removes, for DELETED) `obj` with the next resourceVersion; `obj` becomes immutable."""
+        """Stores (or removes, for DELETED) `obj` with the next resourceVersion; `obj` becomes
+        immutable."""
         self.resource_version += 1
         rv = self.resource_version
         meta = obj.setdefault("metadata", {})
@@ -167,7 +181,8 @@ class Store:
 
     # --- history and watchers --------------------------------------------------------------------
     def changes_since(self, key: StorageKey, namespace: str | None, rv: int) -> list[Change] | None:
-        """Changes after `rv` for one resource, oldest first; None when `rv` is older than the history."""
+        """Changes after `rv` for one resource, oldest first; None when `rv` is older than the
+        history."""
         if rv < self.floor:
             return None
         return [
@@ -198,7 +213,8 @@ class Store:
         return closed
 
     def compact(self, rv: int | None = None) -> int:
-        """Forgets the history up to `rv` (default: all of it), like etcd compaction; returns the floor."""
+        """Forgets the history up to `rv` (default: all of it), like etcd compaction; returns the
+        floor."""
         target = self.resource_version if rv is None else min(rv, self.resource_version)
         while self._history and self._history[0].rv <= target:
             self._history.popleft()
@@ -214,7 +230,8 @@ class Store:
         return snap_id
 
     def load_snapshot(self, token: str) -> tuple[Snapshot, int, int]:
-        """(snapshot, offset, snapshot id) for a continue token; 410 Expired when it is gone or compacted."""
+        """(snapshot, offset, snapshot id) for a continue token; 410 Expired when it is gone or
+        compacted."""
         try:
             data = json.loads(base64.urlsafe_b64decode(token.encode()))
             snap_id, offset, rv = int(data["id"]), int(data["offset"]), int(data["rv"])
@@ -231,7 +248,8 @@ class Store:
         return base64.urlsafe_b64encode(raw).decode()
 
 
-# --- watch streams ---------------------------------------------------------------------------------
+# --- watch streams
+# ---------------------------------------------------------------------------------
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
@@ -282,7 +300,8 @@ def watch_batches(
     present: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> AsyncIterator[WatchBatch]:
     """The events of one watch request, in batches: each holds every event available at that moment,
-    so a server writes a burst of changes at once. Checks its arguments now (400) and streams lazily."""
+    so a server writes a burst of changes at once. Checks its arguments now (400) and streams
+    lazily."""
     from_now = resource_version in ("", "0")
     start = 0
     if not from_now:
@@ -295,7 +314,9 @@ def watch_batches(
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if initial_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-        return WatchEvent("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
+        return WatchEvent(
+            "BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
+        )
 
     async def events() -> AsyncIterator[WatchBatch]:
         # Registration and the initial events happen in one synchronous step, so no change is lost.

@@ -2,8 +2,9 @@
 and PartialObjectMetadata (metadata-only clients), chosen from the Accept header by `render`.
 
 Custom resources get the CRD version's `additionalPrinterColumns` (evaluated with the restricted
-JSONPath the apiserver allows there); built-in kinds get the columns the apiserver's printers give the
-common ones. `date` cells are humanised on the server (`13s`, `5m3s`, `2d4h`) as the apiserver does.
+JSONPath the apiserver allows there); built-in kinds get the columns the apiserver's printers give
+the common ones. `date` cells are humanised on the server (`13s`, `5m3s`, `2d4h`) as the apiserver
+does.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from typing import Any, Literal
 from kubesim.registry import ResourceType
 
 Column = dict[str, Any]
-_NAME: Column = {"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}
+_NAME: Column = {
+    "name": "Name",
+    "type": "string",
+    "format": "name",
+    "description": "Name",
+    "priority": 0,
+}
 _AGE: Column = {"name": "Age", "type": "date", "format": "", "description": "Age", "priority": 0}
 
 
@@ -60,7 +67,8 @@ def _age(stamp: Any, now: datetime) -> str | None:
     return human_duration((now - moment).total_seconds())
 
 
-# --- restricted JSONPath (`.a.b`, `['a.b']`, `[0]`, `[-1:]`, `[*]`, `[?(@.type=="Ready")]`) -----------
+# --- restricted JSONPath (`.a.b`, `['a.b']`, `[0]`, `[-1:]`, `[*]`, `[?(@.type=="Ready")]`)
+# -----------
 _TOKEN = re.compile(
     r"""\.\.?(?P<field>[A-Za-z0-9_\-$]+)"""
     r"""|\[\s*'(?P<quoted>[^']*)'\s*\]|\[\s*"(?P<dquoted>[^"]*)"\s*\]"""
@@ -71,7 +79,8 @@ _TOKEN = re.compile(
 
 
 def jsonpath(obj: Any, path: str) -> list[Any]:
-    """All values `path` selects in `obj` (empty when nothing matches or the path does not parse)."""
+    """All values `path` selects in `obj` (empty when nothing matches or the path does not
+    parse)."""
     text = path.strip()
     if text.startswith("{") and text.endswith("}"):
         text = text[1:-1].strip()
@@ -105,7 +114,11 @@ def _step(values: Iterable[Any], m: re.Match[str]) -> list[Any]:
                 out.extend(value[slice(int(start) if start else None, int(end) if end else None)])
         elif m.group("star") or m.group("dotstar"):
             out.extend(
-                value if isinstance(value, list) else value.values() if isinstance(value, dict) else []
+                value
+                if isinstance(value, list)
+                else value.values()
+                if isinstance(value, dict)
+                else []
             )
         elif m.group("fpath"):
             literal = m.group("lit").strip("'\"")
@@ -119,7 +132,8 @@ def _step(values: Iterable[Any], m: re.Match[str]) -> list[Any]:
     return out
 
 
-# --- columns -----------------------------------------------------------------------------------------
+# --- columns
+# -----------------------------------------------------------------------------------------
 def _custom_cell(column: Column, obj: dict[str, Any], now: datetime) -> Any:
     found = jsonpath(obj, str(column.get("jsonPath", "")))
     if not found:
@@ -129,7 +143,9 @@ def _custom_cell(column: Column, obj: dict[str, Any], now: datetime) -> Any:
     if kind == "date":
         return _age(value, now)
     if kind == "integer":
-        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return (
+            int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        )
     if kind == "number":
         return value if isinstance(value, int | float) and not isinstance(value, bool) else None
     if kind == "boolean":
@@ -138,7 +154,8 @@ def _custom_cell(column: Column, obj: dict[str, Any], now: datetime) -> Any:
 
 
 def _init_reason(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
-    """kubectl's printPod for init containers: `Init:N/M`, `Init:<reason>`, or None once initialized."""
+    """kubectl's printPod for init containers: `Init:N/M`, `Init:<reason>`, or None once
+    initialized."""
     init_specs = spec.get("initContainers") or []
     sidecars = {c.get("name") for c in init_specs if c.get("restartPolicy") == "Always"}
     for i, container in enumerate(status.get("initContainerStatuses") or []):
@@ -166,7 +183,8 @@ def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
     ready = sum(1 for c in statuses if c.get("ready"))
     reason = status.get("reason") or status.get("phase") or "Unknown"
     initialized = any(
-        c.get("type") == "Initialized" and c.get("status") == "True" for c in status.get("conditions") or []
+        c.get("type") == "Initialized" and c.get("status") == "True"
+        for c in status.get("conditions") or []
     )
     init_reason = None if initialized else _init_reason(spec, status)
     for container in [] if init_reason is not None else statuses:
@@ -203,7 +221,8 @@ def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
 def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
     status = node.get("status") or {}
     ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
     )
     return [
         "Ready" if ready else "NotReady",
@@ -214,7 +233,8 @@ def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
 
 
 def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
-    """The apiserver's event printer (printEvent): last seen from the series, lastTimestamp or eventTime."""
+    """The apiserver's event printer (printEvent): last seen from the series, lastTimestamp or
+    eventTime."""
     series = event.get("series") or {}
     last = (
         _age(series.get("lastObservedTime"), now)
@@ -267,7 +287,8 @@ _BUILTIN: dict[tuple[str, str], tuple[list[Column], CellsFn]] = {
         _pod_cells,
     ),
     ("batch", "Job"): ([_NAME, _col("Status"), _col("Completions"), _AGE], _job_cells),
-    # No leading Name column: the apiserver prints events this way (`cells` does not prepend the name).
+    # No leading Name column: the apiserver prints events this way (`cells` does not prepend the
+    # name).
     ("", "Event"): (
         [
             _col("Last Seen"),
@@ -311,7 +332,13 @@ _BUILTIN: dict[tuple[str, str], tuple[list[Column], CellsFn]] = {
         ],
     ),
     ("scheduling.k8s.io", "PriorityClass"): (
-        [_NAME, _col("Value", "integer"), _col("Global-Default", "boolean"), _AGE, _col("PreemptionPolicy")],
+        [
+            _NAME,
+            _col("Value", "integer"),
+            _col("Global-Default", "boolean"),
+            _AGE,
+            _col("PreemptionPolicy"),
+        ],
         lambda o, now: [
             int(o.get("value") or 0),
             bool(o.get("globalDefault")),
@@ -399,7 +426,8 @@ Representation = Literal["object", "table", "metadata"]
 
 
 def negotiate(accept: str) -> Representation:
-    """What the Accept header asks for first: a Table, PartialObjectMetadata(List), or the object itself."""
+    """What the Accept header asks for first: a Table, PartialObjectMetadata(List), or the object
+    itself."""
     for part in accept.split(","):
         media = part.replace(" ", "")
         if "g=meta.k8s.io" in media and "as=Table" in media:
@@ -435,10 +463,14 @@ def render_list(
     }
 
 
-def render(rt: ResourceType, obj: dict[str, Any], how: Representation, now: datetime) -> dict[str, Any]:
+def render(
+    rt: ResourceType, obj: dict[str, Any], how: Representation, now: datetime
+) -> dict[str, Any]:
     """One object (a GET or a watch event) in the negotiated representation."""
     if how == "table":
-        return table(rt, [obj], resource_version=(obj.get("metadata") or {}).get("resourceVersion"), now=now)
+        return table(
+            rt, [obj], resource_version=(obj.get("metadata") or {}).get("resourceVersion"), now=now
+        )
     if how == "metadata":
         return partial(obj)
     return obj

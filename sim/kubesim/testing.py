@@ -37,9 +37,9 @@ T = TypeVar("T")
 
 
 def decode_changes(obj: dict[str, Any], api_version: str, kind: str) -> str | None:
-    """None when admission's decode of the built-in `kind` leaves `obj` as it is, with nothing unknown,
-    undecodable or invalid: what a write with `decoded=True` promises (`admission.admit`); else what the
-    decode would change."""
+    """None when admission's decode of the built-in `kind` leaves `obj` as it is, with nothing
+    unknown, undecodable or invalid: what a write with `decoded=True` promises (`admission.admit`);
+    else what the decode would change."""
     node = builtin_schema(api_version, kind)
     assert node is not None, f"no built-in schema for {api_version} {kind}"
     walker = Walker(builtin=True)
@@ -53,7 +53,8 @@ def decode_changes(obj: dict[str, Any], api_version: str, kind: str) -> str | No
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "kubesim_control: uses kubesim's in-process control handle (faults, compaction); kubesim only",
+        "kubesim_control: uses kubesim's in-process control handle (faults, compaction); kubesim "
+        "only",
     )
 
 
@@ -91,7 +92,8 @@ async def kube_api(kubesim: KubeSim) -> AsyncIterator[ApiClient]:
 
 @dataclass
 class Kubectl:
-    """Runs the real kubectl against one kubesim; `await kubectl("get", "pods")` -> (rc, stdout, stderr)."""
+    """Runs the real kubectl against one kubesim; `await kubectl("get", "pods")` -> (rc, stdout,
+    stderr)."""
 
     binary: str
     kubeconfig: Path
@@ -99,7 +101,12 @@ class Kubectl:
     home: Path
 
     def argv(self, *args: str) -> list[str]:
-        return [self.binary, f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache_dir}", *args]
+        return [
+            self.binary,
+            f"--kubeconfig={self.kubeconfig}",
+            f"--cache-dir={self.cache_dir}",
+            *args,
+        ]
 
     async def __call__(
         self, *args: str, stdin: str | None = None, limit: float = 60.0
@@ -173,11 +180,12 @@ async def eventually(
     """The one polling helper of the test suite: waits until `check()` returns something truthy and
     returns it; at the deadline its last failure is raised, saying `what`.
 
-    `check` may be a plain or an async callable, and may raise AssertionError, KeyError or a kubesim 404
-    `StatusError` while the state is not there yet. With `sim`, it is re-run after every committed change
-    of that cluster (and once a second, for state outside it), so nothing waits longer than the event it
-    needs; without, it is re-run on a short back-off (a few ms growing to 50 ms), which a loaded machine
-    only stretches. `within` is a ceiling for a broken run, never a speed requirement.
+    `check` may be a plain or an async callable, and may raise AssertionError, KeyError or a kubesim
+    404 `StatusError` while the state is not there yet. With `sim`, it is re-run after every
+    committed change of that cluster (and once a second, for state outside it), so nothing waits
+    longer than the event it needs; without, it is re-run on a short back-off (a few ms growing to
+    50 ms), which a loaded machine only stretches. `within` is a ceiling for a broken run, never a
+    speed requirement.
     """
     changed = asyncio.Event()
 

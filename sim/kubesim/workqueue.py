@@ -1,5 +1,6 @@
 """The client-go style `WorkQueue` every simulated controller works from (deduplicated keys, delayed
-re-adds on the clock's timers, per-key error back-off) and `process`, the worker loop draining it."""
+re-adds on the clock's timers, per-key error back-off) and `process`, the worker loop draining
+it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ K = TypeVar("K", bound=Hashable)
 
 
 class WorkQueue(Generic[K]):
-    """Keys to reconcile: a key queued twice is processed once; `add_after` uses the clock's timers."""
+    """Keys to reconcile: a key queued twice is processed once; `add_after` uses the clock's
+    timers."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -39,7 +41,8 @@ class WorkQueue(Generic[K]):
             self._wakeup.set()
 
     def add_after(self, key: K, sim_delay: float, *, replace: bool = False) -> None:
-        """Queues `key` after `sim_delay` simulated seconds; the earlier timer wins unless `replace`."""
+        """Queues `key` after `sim_delay` simulated seconds; the earlier timer wins unless
+        `replace`."""
         if sim_delay <= 0 and not replace:
             self.add(key)
             return
@@ -52,7 +55,8 @@ class WorkQueue(Generic[K]):
         self._timers[key] = (due, self._clock.call_later(sim_delay, lambda: self._fire(key)))
 
     def add_rate_limited(self, key: K) -> None:
-        """Re-queues after an error: 5 ms doubling per consecutive failure, at most 1 s (real time)."""
+        """Re-queues after an error: 5 ms doubling per consecutive failure, at most 1 s (real
+        time)."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
         delay = min(0.005 * 2**failures, 1.0)

@@ -1,6 +1,7 @@
-"""Checks shared by the install tests (a helper module, not a test module): rendered manifests -> objects,
-RBAC evaluation for the operator's ServiceAccount, kubesim admission of every object, applying them with
-the real kubectl, and running the operator against kubesim to record the requests it really sends.
+"""Checks shared by the install tests (a helper module, not a test module): rendered manifests ->
+objects, RBAC evaluation for the operator's ServiceAccount, kubesim admission of every object,
+applying them with the real kubectl, and running the operator against kubesim to record the requests
+it really sends.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ Obj = dict[str, Any]
 
 
 REQUIRED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    # (apiGroup, resource[/subresource], verbs): what the code sends (see deploy/base/clusterrole.yaml),
-    # including the paths a short run does not reach (get + label patch after a 409 on create).
+    # (apiGroup, resource[/subresource], verbs): what the code sends (see
+    # deploy/base/clusterrole.yaml), including the paths a short run does not reach (get + label
+    # patch after a 409 on create).
     ("kubeflow.org", "mpijobs", ("list", "watch")),
     ("kubeflow.org", "mpijobs/status", ("patch",)),
     ("kubeflow.org", "mpijobs/finalizers", ("update",)),
@@ -46,8 +48,16 @@ REQUIRED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "events", ("create", "patch")),
 )
 REQUIRED_GANG: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("scheduling.volcano.sh", "podgroups", ("get", "list", "watch", "create", "update", "patch", "delete")),
-    ("scheduling.x-k8s.io", "podgroups", ("get", "list", "watch", "create", "update", "patch", "delete")),
+    (
+        "scheduling.volcano.sh",
+        "podgroups",
+        ("get", "list", "watch", "create", "update", "patch", "delete"),
+    ),
+    (
+        "scheduling.x-k8s.io",
+        "podgroups",
+        ("get", "list", "watch", "create", "update", "patch", "delete"),
+    ),
     ("scheduling.k8s.io", "priorityclasses", ("list", "watch")),
 )
 REQUIRED_LEASE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -60,7 +70,9 @@ def load_all(text: str) -> list[Obj]:
 
 
 def find(objs: Iterable[Obj], kind: str, name: str | None = None) -> list[Obj]:
-    return [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    return [
+        o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
 
 
 def one(objs: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
@@ -94,7 +106,8 @@ def rule_allows(rule: Mapping[str, Any], group: str, resource: str, verb: str, n
 
 @dataclass
 class Grants:
-    """What the rendered RBAC grants one ServiceAccount: cluster-wide rules and rules per namespace."""
+    """What the rendered RBAC grants one ServiceAccount: cluster-wide rules and rules per
+    namespace."""
 
     cluster: list[Mapping[str, Any]] = field(default_factory=list)
     namespaced: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
@@ -115,7 +128,9 @@ class Grants:
                 for o in find(objs, kind, name)
                 if kind == "ClusterRole" or o["metadata"].get("namespace") == namespace
             ]
-            assert len(roles) == 1, f"binding refers to {kind} {name}, found {len(roles)} in the manifests"
+            assert len(roles) == 1, (
+                f"binding refers to {kind} {name}, found {len(roles)} in the manifests"
+            )
             return list(roles[0].get("rules") or ())
 
         grants = cls()
@@ -130,16 +145,20 @@ class Grants:
                 )
         return grants
 
-    def allows(self, group: str, resource: str, verb: str, namespace: str | None, name: str = "") -> bool:
+    def allows(
+        self, group: str, resource: str, verb: str, namespace: str | None, name: str = ""
+    ) -> bool:
         """Like the RBAC authorizer: a request across all namespaces needs a cluster-wide grant."""
         scoped = self.namespaced.get(namespace, []) if namespace else []
         return any(rule_allows(r, group, resource, verb, name) for r in [*self.cluster, *scoped])
 
     def denied(self, sent: Iterable[RecordedRequest]) -> list[str]:
-        """The recorded requests these grants would refuse, readably, sorted (empty when all allowed)."""
+        """The recorded requests these grants would refuse, readably, sorted (empty when all
+        allowed)."""
         return sorted(
             {
-                f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}.{r.group or 'core'} "
+                f"{r.verb} "
+                f"{r.resource}{'/' + r.subresource if r.subresource else ''}.{r.group or 'core'} "
                 f"in {r.namespace or 'all namespaces'} ({r.name})"
                 for r in sent
                 if not self.allows(
@@ -153,7 +172,10 @@ class Grants:
         )
 
     def missing(
-        self, required: Iterable[tuple[str, str, tuple[str, ...]]], namespace: str | None, name: str = ""
+        self,
+        required: Iterable[tuple[str, str, tuple[str, ...]]],
+        namespace: str | None,
+        name: str = "",
     ) -> list[str]:
         return [
             f"{verb} {resource}.{group or 'core'} in {namespace or 'all namespaces'}"
@@ -171,7 +193,9 @@ def admit_strictly(obj: Obj) -> list[str]:
 
     Fails when kubesim has no schema for the kind: admission would then check nothing."""
     api_version, kind = obj["apiVersion"], obj["kind"]
-    assert builtin_schema(api_version, kind) is not None, f"kubesim has no schema for {api_version} {kind}"
+    assert builtin_schema(api_version, kind) is not None, (
+        f"kubesim has no schema for {api_version} {kind}"
+    )
     return admit(
         operation="CREATE",
         api_version=api_version,
@@ -219,7 +243,11 @@ async def read_back(kubectl: Kubectl, objs: list[Obj]) -> list[Obj]:
 
 
 async def apply_and_read_back(
-    kubectl: Kubectl, objs: list[Obj], namespaces: Iterable[str] = (), *, kustomization: Path | None = None
+    kubectl: Kubectl,
+    objs: list[Obj],
+    namespaces: Iterable[str] = (),
+    *,
+    kustomization: Path | None = None,
 ) -> list[Obj]:
     """`kubectl apply -f -` of `objs` (or `kubectl apply -k kustomization`, which must render them),
     creating `namespaces` first as an admin would; then the live objects in the same order."""
@@ -239,8 +267,8 @@ async def apply_and_read_back(
 
 @contextlib.asynccontextmanager
 async def running_operator(settings: Settings) -> AsyncIterator[manager.Manager]:
-    # Installs render a full Deployment's flags (leader election on): starting takes longer, within the
-    # default ceiling.
+    # Installs render a full Deployment's flags (leader election on): starting takes longer, within
+    # the default ceiling.
     async with operator_testing.running_operator(settings) as mgr:
         yield mgr
 
@@ -283,9 +311,12 @@ def _mpijob(namespace: str) -> Obj:
     }
 
 
-async def operator_requests(kubesim: KubeSim, settings: Settings, namespace: str) -> list[RecordedRequest]:
-    """Runs the operator through an MPIJob's life (create, workers Ready, launcher, scale in, suspend,
-    resume) in `namespace` and returns every request it sent (the CRD must be installed)."""
+async def operator_requests(
+    kubesim: KubeSim, settings: Settings, namespace: str
+) -> list[RecordedRequest]:
+    """Runs the operator through an MPIJob's life (create, workers Ready, launcher, scale in,
+    suspend, resume) in `namespace` and returns every request it sent (the CRD must be
+    installed)."""
     kubesim.control.clear_requests()
     async with (
         await Kube.from_kubeconfig(
@@ -299,7 +330,9 @@ async def operator_requests(kubesim: KubeSim, settings: Settings, namespace: str
             jobs, _ = await kube.list(resources.JOB, namespace)
             return bool(jobs)
 
-        await eventually(launcher, sim=kubesim, within=30, what="the launcher Job (after two Ready workers)")
+        await eventually(
+            launcher, sim=kubesim, within=30, what="the launcher Job (after two Ready workers)"
+        )
         await kube.patch(
             resources.MPIJOB,
             "pi",
@@ -316,7 +349,10 @@ async def operator_requests(kubesim: KubeSim, settings: Settings, namespace: str
         )
         for suspend in (True, False):
             await kube.patch(
-                resources.MPIJOB, "pi", {"spec": {"runPolicy": {"suspend": suspend}}}, namespace=namespace
+                resources.MPIJOB,
+                "pi",
+                {"spec": {"runPolicy": {"suspend": suspend}}},
+                namespace=namespace,
             )
 
             async def launcher_suspended(value: bool = suspend) -> bool:
@@ -324,6 +360,9 @@ async def operator_requests(kubesim: KubeSim, settings: Settings, namespace: str
                 return bool(job["spec"].get("suspend")) == value
 
             await eventually(
-                launcher_suspended, sim=kubesim, within=30, what=f"the launcher Job to have suspend={suspend}"
+                launcher_suspended,
+                sim=kubesim,
+                within=30,
+                what=f"the launcher Job to have suspend={suspend}",
             )
     return kubesim.control.recorded(user_agent="mpi-operator/")

@@ -1,5 +1,6 @@
-"""Smoke test of `bench/kubesim_throughput.py fanin`: a run with 2 jobs of 2 workers writes its report
-with every metric measured. Whether the numbers are good is for the benchmark to say, never asserted here."""
+"""Smoke test of `bench/kubesim_throughput.py fanin`: a run with 2 jobs of 2 workers writes its
+report with every metric measured. Whether the numbers are good is for the benchmark to say, never
+asserted here."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_the_fanin_scenario_reports_every_metric(tmp_path: Path) -> None:
         "creates/s during the create phase",
     ):
         assert re.fullmatch(r"\d+(\.\d+)? s|\d+", measured[label]), (label, measured[label])
-    # The CRD, then per job: the MPIJob, Service, ConfigMap, Secret, workers and launcher Job, then the
-    # Created status, the ConfigMap update and the Running status.
+    # The CRD, then per job: the MPIJob, Service, ConfigMap, Secret, workers and launcher Job, then
+    # the Created status, the ConfigMap update and the Running status.
     assert measured["writes by the client"] == str(1 + JOBS * (WORKERS + 8))
     assert re.fullmatch(r"\d+ / \d+ MiB", measured["kubesim RSS before / after"])

@@ -1,6 +1,6 @@
-"""Smoke test of bench/operator_elastic.py: one `--quick` run with tiny numbers (2 jobs, 1 scaled, 1 losing
-a worker) writes operator.md and operator.json, and every section carries measured numbers. Whether the
-numbers are good is measured by the benchmark, never asserted here."""
+"""Smoke test of bench/operator_elastic.py: one `--quick` run with tiny numbers (2 jobs, 1 scaled, 1
+losing a worker) writes operator.md and operator.json, and every section carries measured numbers.
+Whether the numbers are good is measured by the benchmark, never asserted here."""
 
 from __future__ import annotations
 
@@ -16,13 +16,24 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ARGS = ["--quick", "--jobs", "2", "--scale-jobs", "1", "--replace-jobs", "1", "--steady-seconds", "1"]
+ARGS = [
+    "--quick",
+    "--jobs",
+    "2",
+    "--scale-jobs",
+    "1",
+    "--replace-jobs",
+    "1",
+    "--steady-seconds",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
     out = tmp_path_factory.mktemp("bench-out")
-    # Its own session, so a timeout can end the benchmark together with its sim and operator processes.
+    # Its own session, so a timeout can end the benchmark together with its sim and operator
+    # processes.
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "operator_elastic.py"), *ARGS, "--out", str(out)],
         cwd=ROOT,
@@ -75,7 +86,9 @@ SECTIONS = [
 
 
 @pytest.mark.parametrize(
-    ("heading", "measured", "positive"), SECTIONS, ids=["fan-in", "scale", "steady", "replacement", "process"]
+    ("heading", "measured", "positive"),
+    SECTIONS,
+    ids=["fan-in", "scale", "steady", "replacement", "process"],
 )
 def test_every_section_is_reported_with_numbers(
     report: tuple[str, dict[str, Any]], heading: str, measured: list[str], positive: list[str]

@@ -1,7 +1,7 @@
-"""Smoke test of bench/report.py: its `--quick` setting (5 jobs x 2 workers, 5 reaction steps, 2 jobs per
-discovery arm with a 3 s kubelet sync) runs every scenario into a temporary directory, and REPORT.md has
-every section with numbers, the plots exist, and the results the tables come from are measured. Whether
-the numbers are good is the benchmark's to say, never asserted here."""
+"""Smoke test of bench/report.py: its `--quick` setting (5 jobs x 2 workers, 5 reaction steps, 2
+jobs per discovery arm with a 3 s kubelet sync) runs every scenario into a temporary directory, and
+REPORT.md has every section with numbers, the plots exist, and the results the tables come from are
+measured. Whether the numbers are good is the benchmark's to say, never asserted here."""
 
 from __future__ import annotations
 
@@ -123,7 +123,9 @@ def test_the_reaction_takes_every_step(run: tuple[Path, str, dict[str, Any]]) ->
     assert results["reaction"]["steps"] == len(results["reaction"]["latencies_s"]) == 5
 
 
-def test_the_fan_in_pipeline_is_timed_object_by_object(run: tuple[Path, str, dict[str, Any]]) -> None:
+def test_the_fan_in_pipeline_is_timed_object_by_object(
+    run: tuple[Path, str, dict[str, Any]],
+) -> None:
     _, _, results = run
     timeline = results["scale"]["fan_in"]["timeline_s"]
     assert len(timeline["workers_created"]) == 5 * 2  # --quick: 5 jobs x 2 workers
@@ -131,7 +133,9 @@ def test_the_fan_in_pipeline_is_timed_object_by_object(run: tuple[Path, str, dic
     assert max(timeline["workers_created"]) <= max(timeline["running"])
 
 
-def test_the_heap_snapshot_names_the_operators_own_code(run: tuple[Path, str, dict[str, Any]]) -> None:
+def test_the_heap_snapshot_names_the_operators_own_code(
+    run: tuple[Path, str, dict[str, Any]],
+) -> None:
     _, _, results = run
     packages = dict(results["heap"]["packages"])
     assert sum(packages.values()) <= results["heap"]["total_bytes"]
@@ -156,7 +160,9 @@ def test_plots_exist_and_are_linked(run: tuple[Path, str, dict[str, Any]]) -> No
         assert f"](report/{name})" in markdown, name
 
 
-def test_profiles_are_reported_or_their_absence_explained(run: tuple[Path, str, dict[str, Any]]) -> None:
+def test_profiles_are_reported_or_their_absence_explained(
+    run: tuple[Path, str, dict[str, Any]],
+) -> None:
     out, markdown, results = run
     body = markdown.split("## Profiles of the fan-in", 1)[1]
     for name, profile in results["scale"]["fan_in"]["profiles"].items():

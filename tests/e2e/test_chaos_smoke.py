@@ -1,6 +1,6 @@
-"""The chaos run's CI setting: `bench/chaos.py --ci` (4 jobs, 25 s of chaos, two operator processes with
-leader election, a SIGKILLed leader and a graceful failover) exits 0 and prints every invariant counter
-at zero, and the disturbances it claims to have made happened.
+"""The chaos run's CI setting: `bench/chaos.py --ci` (4 jobs, 25 s of chaos, two operator processes
+with leader election, a SIGKILLed leader and a graceful failover) exits 0 and prints every invariant
+counter at zero, and the disturbances it claims to have made happened.
 
 That the zeros come from a checker able to see violations is proven by
 tests/unit/bench/test_chaos_invariants.py, which feeds it bad event sequences.
@@ -50,7 +50,9 @@ def test_the_ci_chaos_run_passes_with_every_counter_at_zero() -> None:
     out = raw.decode()
     assert proc.returncode == 0, out[-6000:]
     seen = counters(out)
-    assert {name: seen.get(name) for name in VIOLATIONS} == dict.fromkeys(VIOLATIONS, 0), out[-6000:]
+    assert {name: seen.get(name) for name in VIOLATIONS} == dict.fromkeys(VIOLATIONS, 0), out[
+        -6000:
+    ]
     assert seen["TOTAL"] == 0
     assert "RESULT: PASS" in out
     assert seen["jobs converged"] == 4

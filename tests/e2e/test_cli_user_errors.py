@@ -1,7 +1,8 @@
-"""No command of the CLI ends in a traceback on a user error: bad flags, unreadable or unwritable files and
-no cluster each end in one line on stderr saying what is wrong, with exit 2 for a bad command line and 1
-for a failure. (`run` against a cluster without the CRD: tests/e2e/test_run_cli.py; `generate`'s options:
-tests/e2e/test_generate_cli.py; a missing `sim` extra: tests/e2e/test_install_wheel.py.)"""
+"""No command of the CLI ends in a traceback on a user error: bad flags, unreadable or unwritable
+files and no cluster each end in one line on stderr saying what is wrong, with exit 2 for a bad
+command line and 1 for a failure. (`run` against a cluster without the CRD:
+tests/e2e/test_run_cli.py; `generate`'s options: tests/e2e/test_generate_cli.py; a missing `sim`
+extra: tests/e2e/test_install_wheel.py.)"""
 
 from __future__ import annotations
 
@@ -26,8 +27,14 @@ def _last_error(err: str) -> str:
         (["sim", "--port", "99999"], "argument --port: port 99999 is not in 0..65535"),
         (["sim", "--port", "http"], "argument --port: not a whole number: 'http'"),
         (["sim", "--fault-rate", "2"], "argument --fault-rate: 2 is not in 0..1"),
-        (["sim", "--start-seconds", "-1"], "argument --start-seconds: -1: must be zero or more seconds"),
-        (["sim", "--ready-seconds", "nan"], "argument --ready-seconds: nan: must be zero or more seconds"),
+        (
+            ["sim", "--start-seconds", "-1"],
+            "argument --start-seconds: -1: must be zero or more seconds",
+        ),
+        (
+            ["sim", "--ready-seconds", "nan"],
+            "argument --ready-seconds: nan: must be zero or more seconds",
+        ),
         (["run", "--bogus"], "unrecognized arguments: --bogus"),
         (["bogus"], "invalid choice: 'bogus'"),
     ],
@@ -46,7 +53,10 @@ def test_bad_flags_exit_2_with_usage(
     [
         (["run", "--workers", "0"], "mpi-operator run: --workers: must be at least 1, got 0"),
         (["run", "--workers", "x"], "mpi-operator run: --workers: not a whole number: 'x'"),
-        (["run", "--gpus-per-node", "0"], "mpi-operator run: --gpus-per-node: must be at least 1, got 0"),
+        (
+            ["run", "--gpus-per-node", "0"],
+            "mpi-operator run: --gpus-per-node: must be at least 1, got 0",
+        ),
         (
             ["run", "--metrics-address", "8080"],
             "mpi-operator run: --metrics-address must be HOST:PORT, got '8080'",
@@ -60,7 +70,9 @@ def test_bad_run_values_exit_2_before_connecting(
     assert _last_error(capsys.readouterr().err) == message
 
 
-def test_crds_into_an_unwritable_place_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_crds_into_an_unwritable_place_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert cli.main(["crds", "--out", str(blocker / "dir")]) == 1
@@ -68,7 +80,9 @@ def test_crds_into_an_unwritable_place_exits_1(tmp_path: Path, capsys: pytest.Ca
     assert line.startswith(f"mpi-operator crds: cannot write {blocker / 'dir'}/")
 
 
-def test_validate_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_a_missing_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cli.main(["validate", str(tmp_path / "nope.yaml")]) == 2
     assert (
         _last_error(capsys.readouterr().err)

@@ -56,7 +56,9 @@ async def _ok(kubectl: Kubectl, *args: str, stdin: str | None = None) -> str:
 @pytest.fixture
 async def installed(kubectl: Kubectl) -> Kubectl:
     await _ok(kubectl, "apply", "-f", str(CRD))
-    await _ok(kubectl, "wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=10s")
+    await _ok(
+        kubectl, "wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=10s"
+    )
     await _ok(kubectl, "apply", "-f", str(EXAMPLE))
     return kubectl
 
@@ -106,7 +108,11 @@ async def test_min_above_max_and_bad_names_are_refused_at_admission(installed: K
 async def test_legacy_v1_manifest_keeps_its_old_fields(installed: Kubectl) -> None:
     rc, _, err = await installed("apply", "-f", "-", stdin=LEGACY_V1)
     assert rc == 0, err
-    assert "Warning" not in err, "v1 is not marked deprecated: the operator's LegacyFieldsMapped says it"
-    stored = yaml.safe_load(await _ok(installed, "get", "mpijobs.v1.kubeflow.org", "legacy-v1", "-o", "yaml"))
+    assert "Warning" not in err, (
+        "v1 is not marked deprecated: the operator's LegacyFieldsMapped says it"
+    )
+    stored = yaml.safe_load(
+        await _ok(installed, "get", "mpijobs.v1.kubeflow.org", "legacy-v1", "-o", "yaml")
+    )
     assert stored["spec"]["cleanPodPolicy"] == "Running"
     assert stored["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2

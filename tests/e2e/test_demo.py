@@ -9,8 +9,8 @@ from operator_testing import source_env
 
 
 def test_demo_scales_out_and_in_and_exits_zero() -> None:
-    # The timeout is a ceiling for a hung demo, not a speed requirement: the demo bounds each of its steps
-    # itself (exit 1, saying which).
+    # The timeout is a ceiling for a hung demo, not a speed requirement: the demo bounds each of its
+    # steps itself (exit 1, saying which).
     result = subprocess.run(
         [sys.executable, "-m", "mpi_operator", "demo"],
         capture_output=True,
@@ -24,7 +24,8 @@ def test_demo_scales_out_and_in_and_exits_zero() -> None:
     assert any("2 workers ready and discovered" in line for line in steps)
     assert any("scaled out to 3" in line for line in steps)
     assert any("scaled in to 1" in line for line in steps)
-    # Scale-in: the hosts leave the launcher's discovery at once while their pods drain for the grace.
+    # Scale-in: the hosts leave the launcher's discovery at once while their pods drain for the
+    # grace.
     draining = next(line for line in steps if "pods draining" in line)
     assert "workers 3/3 ready, 2 draining" in draining
     assert draining.count(".svc:1") == 1

@@ -1,4 +1,5 @@
-"""Every command the docs show runs: the ```sh blocks of docs/*.md, against kubesim and the real operator.
+"""Every command the docs show runs: the ```sh blocks of docs/*.md, against kubesim and the real
+operator.
 
 Rules for docs/*.md, enforced here:
   * shell commands live in fenced blocks tagged `sh`; a block tagged `sh cluster-only` needs a real
@@ -7,8 +8,9 @@ Rules for docs/*.md, enforced here:
     fresh kubesim per document with the operator running in this process, the CRD installed and
     `examples/elastic/tensorflow2-mnist-elastic.yaml` applied (docs/README.md says so);
   * a command must exit 0, unless its line ends with `# fails`, then it must not;
-  * `kubectl ...` runs the real kubectl, `mpi-operator ...` and `python -m ...` run this interpreter,
-    `curl -s http://127.0.0.1:8080/PATH` fetches PATH from the operator's health and metrics server;
+  * `kubectl ...` runs the real kubectl, `mpi-operator ...` and `python -m ...` run this
+    interpreter, `curl -s http://127.0.0.1:8080/PATH` fetches PATH from the operator's health and
+    metrics server;
   * `CMD > FILE` checks that FILE already holds CMD's output (regenerating it would change nothing).
 """
 
@@ -133,25 +135,33 @@ def test_every_shell_block_is_tagged_sh(doc: str) -> None:
 def test_every_runnable_command_is_one_this_test_can_run(doc: str) -> None:
     for cmd in runnable_commands(doc):
         argv = cmd.argv()
-        assert argv[0] in ("kubectl", "mpi-operator", "python", "curl"), f"{cmd}: mark it cluster-only"
+        assert argv[0] in ("kubectl", "mpi-operator", "python", "curl"), (
+            f"{cmd}: mark it cluster-only"
+        )
         assert not {"|", "&&", ";", "&"} & set(argv), f"{cmd}: one plain command per line"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=DOCS)
 def test_every_link_between_docs_resolves(doc: str) -> None:
     prose = "\n".join(
-        block for i, block in enumerate((ROOT / doc).read_text(encoding="utf-8").split("```")) if i % 2 == 0
+        block
+        for i, block in enumerate((ROOT / doc).read_text(encoding="utf-8").split("```"))
+        if i % 2 == 0
     )
     text = re.sub(r"`[^`]*`", "", prose)
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
         if "://" in target:
             continue
-        assert (ROOT / doc).parent.joinpath(target).resolve().exists(), f"{doc}: broken link {target}"
+        assert (ROOT / doc).parent.joinpath(target).resolve().exists(), (
+            f"{doc}: broken link {target}"
+        )
 
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5)
+    return SimSettings(
+        start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5
+    )
 
 
 async def _run(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
@@ -214,7 +224,9 @@ async def _execute(cmd: Command, kubectl: Kubectl, server_url: str) -> tuple[int
         rc, err = (0 if status < 400 else 22), f"HTTP {status}"
     if redirect is not None and rc == 0:
         expected = (ROOT / redirect).read_text(encoding="utf-8")
-        assert out == expected, f"{cmd}: {redirect} is out of date; run the command to regenerate it"
+        assert out == expected, (
+            f"{cmd}: {redirect} is out of date; run the command to regenerate it"
+        )
     return rc, out, err
 
 
@@ -224,9 +236,16 @@ async def test_doc_commands_run(doc: str, kubectl: Kubectl, kubesim: KubeSim) ->
     if not commands:
         pytest.skip(f"{doc} shows no runnable commands")
     env = await _install(kubectl)
-    async with operator_testing.running_operator(operator_testing.operator_settings(kubesim)) as mgr:
+    async with operator_testing.running_operator(
+        operator_testing.operator_settings(kubesim)
+    ) as mgr:
         # The pages assume the quick-tour job is installed, i.e. the operator has taken it up.
-        created = ["wait", "--for=condition=Created", "mpijob/tensorflow2-mnist-elastic", "--timeout=30s"]
+        created = [
+            "wait",
+            "--for=condition=Created",
+            "mpijob/tensorflow2-mnist-elastic",
+            "--timeout=30s",
+        ]
         rc, _out, err = await _run(kubectl.argv(*created), env)
         assert rc == 0, err
         for cmd in commands:
@@ -238,8 +257,8 @@ async def test_doc_commands_run(doc: str, kubectl: Kubectl, kubesim: KubeSim) ->
 
 
 async def test_migration_claim_plain_get_is_quiet_and_alphas_warn(kubectl: Kubectl) -> None:
-    """docs/migration.md: `kubectl get mpij` (read through v1, which Kubernetes ranks first) prints no
-    warning; writing an alpha version still does."""
+    """docs/migration.md: `kubectl get mpij` (read through v1, which Kubernetes ranks first) prints
+    no warning; writing an alpha version still does."""
     env = await _install(kubectl)
     rc, out, err = await _run(kubectl.argv("get", "mpij"), env)
     assert rc == 0, err

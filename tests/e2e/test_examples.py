@@ -1,8 +1,8 @@
-"""Every manifest under examples/ and every `generate` flavour: `mpi-operator validate` accepts it, a running
-kubesim with the CRD admits it with nothing pruned, and the operator (in process, against kubesim) runs
-it: Ready workers, discover_hosts.sh listing them with their slots, the launcher Job. Also: the workers
-of every example get the ssh readiness probe, the training scripts compile and the README's kubectl
-commands work.
+"""Every manifest under examples/ and every `generate` flavour: `mpi-operator validate` accepts it,
+a running kubesim with the CRD admits it with nothing pruned, and the operator (in process, against
+kubesim) runs it: Ready workers, discover_hosts.sh listing them with their slots, the launcher Job.
+Also: the workers of every example get the ssh readiness probe, the training scripts compile and the
+README's kubectl commands work.
 
 New examples are picked up from the folder (`EXAMPLES`); new flavours go in `GENERATED`.
 """
@@ -72,7 +72,9 @@ IMAGE = "registry.example/train:1"
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5)
+    return SimSettings(
+        start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5
+    )
 
 
 def _documents(path: str) -> list[dict[str, Any]]:
@@ -108,8 +110,9 @@ def test_example_passes_validate(path: str) -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=EXAMPLES)
 def test_example_workers_get_the_ssh_readiness_probe(path: str) -> None:
-    """Every example declares the port its workers' sshd listens on, so the operator probes it (Ready
-    means sshd answers: Horovod blacklists a host listed before) and never warns `SSHPortUnknown`."""
+    """Every example declares the port its workers' sshd listens on, so the operator probes it
+    (Ready means sshd answers: Horovod blacklists a host listed before) and never warns
+    `SSHPortUnknown`."""
     for doc in _documents(path):
         job = parse_and_validate(doc).job
         assert job.worker is not None
@@ -127,11 +130,15 @@ def test_training_script_compiles(path: str, tmp_path: Path) -> None:
 
 async def _install_crd(api: ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api)
-    await ext.create_custom_resource_definition(body=yaml.safe_load(CRD_FILE.read_text(encoding="utf-8")))
+    await ext.create_custom_resource_definition(
+        body=yaml.safe_load(CRD_FILE.read_text(encoding="utf-8"))
+    )
 
     async def established() -> bool:  # a real API server establishes a CRD asynchronously
         crd = await ext.read_custom_resource_definition("mpijobs.kubeflow.org")
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+        return any(
+            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
+        )
 
     await eventually(established, what="the MPIJob CRD Established")
 
@@ -139,9 +146,13 @@ async def _install_crd(api: ApiClient) -> None:
 def _leaves(value: Any, path: str = "") -> dict[str, Any]:
     """Every scalar of a JSON document by path, to tell whether the API server pruned anything."""
     if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _leaves(item, f"{path}.{key}").items()}
+        return {
+            k: v for key, item in value.items() for k, v in _leaves(item, f"{path}.{key}").items()
+        }
     if isinstance(value, list):
-        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{path}[{i}]").items()}
+        return {
+            k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{path}[{i}]").items()
+        }
     return {path: value}
 
 
@@ -169,7 +180,8 @@ async def _ok(kubectl: Kubectl, *args: str) -> str:
 
 
 def _editor(tmp_path: Path, replicas: int) -> str:
-    """A KUBE_EDITOR that sets Worker.replicas in the file `kubectl edit` hands it, as a person would."""
+    """A KUBE_EDITOR that sets Worker.replicas in the file `kubectl edit` hands it, as a person
+    would."""
     script = tmp_path / f"edit-{replicas}.py"
     script.write_text(
         f"#!{sys.executable}\n"
@@ -183,7 +195,8 @@ def _editor(tmp_path: Path, replicas: int) -> str:
 
 
 def _kept_edit(err: str) -> str:
-    """The copy kubectl keeps of a refused edit: the API server's reasons are comments at its top."""
+    """The copy kubectl keeps of a refused edit: the API server's reasons are comments at its
+    top."""
     found = re.search(r'stored to "([^"]+)"', err)
     assert found is not None, err
     return Path(found[1]).read_text()
@@ -197,8 +210,12 @@ async def test_readme_kubectl_commands(
     name = "tensorflow2-mnist-elastic"
     path = str(EXAMPLES_DIR / "elastic" / f"{name}.yaml")
     assert "created" in await _ok(kubectl, "apply", "-f", str(CRD_FILE))
-    await _ok(kubectl, "wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=10s")
-    assert (await _ok(kubectl, "apply", "-f", path)).strip() == f"mpijob.kubeflow.org/{name} created"
+    await _ok(
+        kubectl, "wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=10s"
+    )
+    assert (
+        await _ok(kubectl, "apply", "-f", path)
+    ).strip() == f"mpijob.kubeflow.org/{name} created"
     assert name in await _ok(kubectl, "get", "mpijob", name)
 
     async def replicas() -> int:
@@ -231,7 +248,8 @@ async def test_readme_kubectl_commands(
 async def _runs_on_the_operator(
     kubesim: KubeSim, kube_api: ApiClient, docs: list[dict[str, Any]], *, within: float = 30.0
 ) -> None:
-    """Creates the jobs, then waits for Ready workers, discover_hosts.sh listing them and the launcher Job."""
+    """Creates the jobs, then waits for Ready workers, discover_hosts.sh listing them and the
+    launcher Job."""
     await _install_crd(kube_api)
     objects, core, batch = (
         client.CustomObjectsApi(kube_api),
@@ -249,19 +267,24 @@ async def _runs_on_the_operator(
 
             async def started(name: str = name, workers: int = workers) -> list[str]:
                 pods = await core.list_namespaced_pod(
-                    "default", label_selector=f"training.kubeflow.org/job-name={name},mpi_role_type=worker"
+                    "default",
+                    label_selector=f"training.kubeflow.org/job-name={name},mpi_role_type=worker",
                 )
                 ready = [
                     p.metadata.name
                     for p in pods.items
-                    if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+                    if any(
+                        c.type == "Ready" and c.status == "True" for c in p.status.conditions or []
+                    )
                 ]
                 config = await core.list_namespaced_config_map(
                     "default", field_selector=f"metadata.name={name}-config"
                 )
                 script = config.items[0].data["discover_hosts.sh"] if config.items else ""
                 hosts = [
-                    line.removeprefix("echo ") for line in script.splitlines() if line.startswith("echo ")
+                    line.removeprefix("echo ")
+                    for line in script.splitlines()
+                    if line.startswith("echo ")
                 ]
                 launchers = await batch.list_namespaced_job(
                     "default", field_selector=f"metadata.name={name}-launcher"
@@ -278,7 +301,9 @@ async def _runs_on_the_operator(
                 sim=kubesim,
                 what=f"{name}: {workers} Ready workers, listed, a launcher",
             )
-            assert hosts == [f"{name}-worker-{i}.{name}.default.svc:{slots}" for i in range(workers)]
+            assert hosts == [
+                f"{name}-worker-{i}.{name}.default.svc:{slots}" for i in range(workers)
+            ]
 
 
 def _non_root(docs: list[dict[str, Any]]) -> bool:
@@ -291,17 +316,22 @@ RUN_CASES = [pytest.param(("example", path), id=path) for path in EXAMPLES] + [
 
 
 @pytest.mark.parametrize("case", RUN_CASES)
-async def test_runs_on_the_operator(case: tuple[str, str], kubesim: KubeSim, kube_api: ApiClient) -> None:
+async def test_runs_on_the_operator(
+    case: tuple[str, str], kubesim: KubeSim, kube_api: ApiClient
+) -> None:
     kind, name = case
     docs = _documents(name) if kind == "example" else [GENERATED[name]()]
     await _runs_on_the_operator(kubesim, kube_api, docs)
     if _non_root(docs):
-        # A non-root SSH user's workers got Ready through the operator's `ssh-auth-setup` init container.
+        # A non-root SSH user's workers got Ready through the operator's `ssh-auth-setup` init
+        # container.
         pods = await client.CoreV1Api(kube_api).list_namespaced_pod(
             "default", label_selector="mpi_role_type=worker"
         )
         inits = [
-            (s.name, s.state.terminated.reason) for p in pods.items for s in p.status.init_container_statuses
+            (s.name, s.state.terminated.reason)
+            for p in pods.items
+            for s in p.status.init_container_statuses
         ]
         assert pods.items
         assert inits == [("ssh-auth-setup", "Completed")] * len(pods.items)

@@ -1,5 +1,5 @@
-"""`mpi-operator generate` as a process: its stdout is a manifest `mpi-operator validate -` accepts; a bad
-option exits 2 with the reason on stderr and nothing on stdout."""
+"""`mpi-operator generate` as a process: its stdout is a manifest `mpi-operator validate -` accepts;
+a bad option exits 2 with the reason on stderr and nothing on stdout."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ GOOD: dict[str, list[str]] = {
         "--args=--batch_size=64,--model=resnet50",
     ],
     "custom": [
-        "custom", "--name", "bert", "--replicas", "3", "--gpus-per-replica", "2", "--image", "my/bert:1",
+        "custom", "--name", "bert", "--replicas", "3", "--gpus-per-replica", "2", "--image",
+        "my/bert:1",
     ],
     "openmpi": [
         "openmpi", "--name", "pi", "--workers", "2", "--gpu", "1", "--cpu", "2", "--memory", "4Gi",
@@ -43,12 +44,15 @@ GOOD: dict[str, list[str]] = {
         "--script", "/examples/elastic/pytorch_synthetic_elastic.py",
     ],
     "elastic-root-image": [
-        "elastic", "--name", "hvd-root", "--max", "2", "--image", "docker.io/horovod/horovod:0.28.1",
+        "elastic", "--name", "hvd-root", "--max", "2",
+        "--image", "docker.io/horovod/horovod:0.28.1",
         "--run-as-user", "0", "--ssh-port", "22", "--ssh-auth-mount-path", "/root/.ssh",
         "--script", "/horovod/examples/elastic/tensorflow2/tensorflow2_mnist_elastic.py",
     ],
     # examples/elastic/README.md, verbatim
-    "readme-elastic": ["elastic", "--name", "my-elastic", "--min", "1", "--max", "4", "--replicas", "2"],
+    "readme-elastic": [
+        "elastic", "--name", "my-elastic", "--min", "1", "--max", "4", "--replicas", "2",
+    ],
     "readme-elastic-gpu": [
         "elastic", "--name", "my-elastic-gpu", "--min", "1", "--max", "4", "--gpus-per-worker", "2",
         "--script", "/examples/elastic/pytorch_synthetic_elastic.py",
@@ -57,7 +61,9 @@ GOOD: dict[str, list[str]] = {
 
 
 def test_readme_generate_commands_are_the_tested_ones() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "examples" / "elastic" / "README.md").read_text()
+    readme = (
+        Path(__file__).resolve().parents[2] / "examples" / "elastic" / "README.md"
+    ).read_text()
     joined = readme.replace("\\\n  ", "")
     for case in ("readme-elastic", "readme-elastic-gpu"):
         assert "mpi-operator generate " + " ".join(GOOD[case]) in joined
@@ -80,7 +86,9 @@ def test_simple_16_gpus_8_per_node_prints_two_workers_of_eight_gpus() -> None:
     job = yaml.safe_load(_cli("generate", *GOOD["simple-16-gpus-8-per-node"]).stdout)
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
-    assert worker["template"]["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 8}}
+    assert worker["template"]["spec"]["containers"][0]["resources"] == {
+        "limits": {"nvidia.com/gpu": 8}
+    }
     assert job["spec"]["slotsPerWorker"] == 8
 
 
@@ -91,8 +99,14 @@ def test_elastic_validate_reports_the_bounds() -> None:
 
 
 BAD: dict[str, tuple[list[str], str]] = {
-    "gpus-not-divisible": (["simple", "--name", "x", "--gpus", "12", "--gpus-per-node", "8"], "--gpus: "),
-    "zero-workers": (["openmpi", "--name", "x", "--workers", "0", "--exec", "hostname"], "--workers: "),
+    "gpus-not-divisible": (
+        ["simple", "--name", "x", "--gpus", "12", "--gpus-per-node", "8"],
+        "--gpus: ",
+    ),
+    "zero-workers": (
+        ["openmpi", "--name", "x", "--workers", "0", "--exec", "hostname"],
+        "--workers: ",
+    ),
     "zero-replicas": (["custom", "--name", "x", "--replicas", "0"], "--replicas: "),
     "min-above-max": (["elastic", "--name", "x", "--min", "3", "--max", "2"], "--min: "),
     "negative-gpu": (["openmpi", "--name", "x", "--gpu", "-1", "--exec", "hostname"], "--gpu: "),
@@ -101,7 +115,10 @@ BAD: dict[str, tuple[list[str], str]] = {
         "--node-selector: ",
     ),
     "bad-name": (["custom", "--name", "1-job"], "--name: "),
-    "not-a-number": (["simple", "--name", "x", "--gpus", "many"], "argument --gpus: invalid int value"),
+    "not-a-number": (
+        ["simple", "--name", "x", "--gpus", "many"],
+        "argument --gpus: invalid int value",
+    ),
     "missing-name": (["custom"], "the following arguments are required: --name"),
     "missing-max": (["elastic", "--name", "x"], "the following arguments are required: --max"),
     "unknown-flavour": (["ksonnet", "--name", "x"], "invalid choice: 'ksonnet'"),

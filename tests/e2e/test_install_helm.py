@@ -1,8 +1,8 @@
-"""The Helm chart (deploy/charts/mpi-operator), rendered and linted by the real Helm library (Helm v4's Go
-SDK in helm-python-sdk's shared library, no helm binary) with default and non-default values: objects,
-RBAC (no wildcards, Roles per watched namespace, gang scheduling), flags through the operator's own CLI
-parser, strict kubesim admission and kubectl apply of every object, the RBAC against the requests of a
-running operator, and the chart's CRD copy against `mpi-operator crds`."""
+"""The Helm chart (deploy/charts/mpi-operator), rendered and linted by the real Helm library (Helm
+v4's Go SDK in helm-python-sdk's shared library, no helm binary) with default and non-default
+values: objects, RBAC (no wildcards, Roles per watched namespace, gang scheduling), flags through
+the operator's own CLI parser, strict kubesim admission and kubectl apply of every object, the RBAC
+against the requests of a running operator, and the chart's CRD copy against `mpi-operator crds`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ from .install_checks import (
     wildcards,
 )
 
-helm = pytest.importorskip("helm_python", reason="helm-python-sdk (a dev dependency) is not installed")
+helm = pytest.importorskip(
+    "helm_python", reason="helm-python-sdk (a dev dependency) is not installed"
+)
 
 CHART = ROOT / "deploy" / "charts" / "mpi-operator"
 RELEASE = "mpi-operator"
@@ -62,12 +64,18 @@ CASES: dict[str, dict[str, Any]] = {
             "limits": {"cpu": "2", "memory": "1Gi"},
         },
         "nodeSelector": {"kubernetes.io/os": "linux"},
-        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
+        "tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+        ],
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["system"]}]}
+                        {
+                            "matchExpressions": [
+                                {"key": "pool", "operator": "In", "values": ["system"]}
+                            ]
+                        }
                     ]
                 }
             }
@@ -108,7 +116,12 @@ INSTALL_ORDER = [
 def render(case: str) -> tuple[Obj, ...]:
     with helm.Chart.load(CHART) as chart:
         manifests = chart.render(CASES[case], name=RELEASE, namespace=RELEASE_NS, is_install=True)
-    objs = [o for path, text in sorted(manifests.items()) if path.endswith(".yaml") for o in load_all(text)]
+    objs = [
+        o
+        for path, text in sorted(manifests.items())
+        if path.endswith(".yaml")
+        for o in load_all(text)
+    ]
     assert len(manifests) == len(list(CHART.glob("templates/*.yaml"))) + 1  # + NOTES.txt
     return tuple(sorted(objs, key=lambda o: INSTALL_ORDER.index(o["kind"])))
 
@@ -126,7 +139,8 @@ def test_chart_lints_clean(case: str) -> None:
 
 
 def test_crd_copy_matches_the_generator() -> None:
-    """The chart's crds/ holds a generated copy: regenerate with `mpi-operator crds --out <chart>/crds`."""
+    """The chart's crds/ holds a generated copy: regenerate with `mpi-operator crds --out
+    <chart>/crds`."""
     copy = (CHART / "crds" / crd.FILE_NAME).read_text()
     assert copy == crd.render()
     with helm.Chart.load(CHART) as chart:
@@ -157,7 +171,9 @@ def test_same_rules_as_kustomize() -> None:
 
     base = yaml.safe_load((ROOT / "deploy" / "base" / "clusterrole.yaml").read_text())
     assert one(render("defaults"), "ClusterRole")["rules"] == base["rules"]
-    gang = yaml.safe_load_all((ROOT / "deploy" / "components" / "gang-scheduling" / "rbac.yaml").read_text())
+    gang = yaml.safe_load_all(
+        (ROOT / "deploy" / "components" / "gang-scheduling" / "rbac.yaml").read_text()
+    )
     gang_rules = next(d for d in gang if d["kind"] == "ClusterRole")["rules"]
     for role in find(render("namespaced"), "Role", RELEASE):
         assert role["rules"] == [*base["rules"], gang_rules[0]]
@@ -169,7 +185,9 @@ def test_non_default_values_reach_the_objects() -> None:
     assert find(objs, "Service") == []  # metrics.enabled false
     assert find(objs, "ClusterRoleBinding", RELEASE) == []
     deployment = one(objs, "Deployment")
-    assert deployment["metadata"]["namespace"] == RELEASE_NS  # namespace.name "" -> the release namespace
+    assert (
+        deployment["metadata"]["namespace"] == RELEASE_NS
+    )  # namespace.name "" -> the release namespace
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == CASES["namespaced"]["nodeSelector"]
@@ -203,7 +221,10 @@ def settings_from_args_only(args: list[str]) -> Any:
 
 
 def test_bad_gang_scheduler_is_refused() -> None:
-    with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmError, match="gangScheduling must be"):
+    with (
+        helm.Chart.load(CHART) as chart,
+        pytest.raises(helm.HelmError, match="gangScheduling must be"),
+    ):
         chart.render({"gangScheduling": "kube-batch"}, name=RELEASE, namespace=RELEASE_NS)
 
 
@@ -224,7 +245,9 @@ def test_rbac_has_no_wildcards_and_covers_what_the_code_sends(case: str) -> None
     assert (lease == []) == values.get("leaderElection", {}).get("enabled", True)
     if not values.get("gangScheduling"):
         assert grants.missing(REQUIRED_GANG, None) == grants.missing(REQUIRED_GANG, watched[0])
-        assert len(grants.missing(REQUIRED_GANG, watched[0])) == sum(len(v) for *_, v in REQUIRED_GANG)
+        assert len(grants.missing(REQUIRED_GANG, watched[0])) == sum(
+            len(v) for *_, v in REQUIRED_GANG
+        )
 
 
 @pytest.mark.parametrize("case", IDS, ids=IDS)
@@ -235,7 +258,9 @@ def test_every_object_passes_strict_admission(case: str) -> None:
 
 @pytest.mark.kubectl
 @pytest.mark.parametrize("case", IDS, ids=IDS)
-async def test_kubectl_apply_keeps_every_field(case: str, kubesim: KubeSim, kubectl: Kubectl) -> None:
+async def test_kubectl_apply_keeps_every_field(
+    case: str, kubesim: KubeSim, kubectl: Kubectl
+) -> None:
     objs = list(render(case))
     existing = list(CASES[case].get("watchNamespaces") or [])
     if not CASES[case].get("namespace", {}).get("create", True):
@@ -248,9 +273,9 @@ async def test_kubectl_apply_keeps_every_field(case: str, kubesim: KubeSim, kube
 @pytest.mark.kubectl
 @pytest.mark.parametrize("case", IDS, ids=IDS)
 async def test_helm_install_on_kubesim(case: str, kubesim: KubeSim, kubectl: Kubectl) -> None:
-    """A real `helm install` (Helm's install action, server-side apply) of the chart into kubesim: the
-    CRD from crds/ first, then every template's object, none refused or pruned, and Helm's release
-    record stored as a Secret (its default driver; client-go writes it as protobuf)."""
+    """A real `helm install` (Helm's install action, server-side apply) of the chart into kubesim:
+    the CRD from crds/ first, then every template's object, none refused or pruned, and Helm's
+    release record stored as a Secret (its default driver; client-go writes it as protobuf)."""
     await create_namespaces(kubectl, CASES[case].get("watchNamespaces") or [])
 
     def install() -> dict[str, Any]:
@@ -269,7 +294,9 @@ async def test_helm_install_on_kubesim(case: str, kubesim: KubeSim, kubectl: Kub
     live = await read_back(kubectl, objs)
     for rendered, got in zip(objs, live, strict=True):
         assert not_kept(rendered, got) == [], (rendered["kind"], rendered["metadata"]["name"])
-    rc, out, err = await kubectl("get", "crd", "mpijobs.kubeflow.org", "-o", "jsonpath={.spec.group}")
+    rc, out, err = await kubectl(
+        "get", "crd", "mpijobs.kubeflow.org", "-o", "jsonpath={.spec.group}"
+    )
     assert (rc, out) == (0, "kubeflow.org"), err
     rc, out, err = await kubectl(
         "get",

@@ -1,8 +1,9 @@
-"""The operator image's Dockerfile, parsed with BuildKit's own parser (package `dockerfile`): multi-stage
-(a wheel build stage, a runtime stage that installs only wheels), pinned slim Python 3.11 bases, a numeric
-non-root user matching the manifests' runAsUser, `ENTRYPOINT ["mpi-operator", "run"]`, a build context
-limited by .dockerignore, no kubesim code (sim/ is a distribution of its own), and one version across
-image tag, chart and package. No image is built here (no Docker daemon in the test environment)."""
+"""The operator image's Dockerfile, parsed with BuildKit's own parser (package `dockerfile`):
+multi-stage (a wheel build stage, a runtime stage that installs only wheels), pinned slim Python
+3.11 bases, a numeric non-root user matching the manifests' runAsUser, `ENTRYPOINT ["mpi-operator",
+"run"]`, a build context limited by .dockerignore, no kubesim code (sim/ is a distribution of its
+own), and one version across image tag, chart and package. No image is built here (no Docker daemon
+in the test environment)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ CHART = ROOT / "deploy" / "charts" / "mpi-operator"
 
 def instructions() -> list[tuple[str, tuple[str, ...], tuple[str, ...], bool]]:
     return [
-        (c.cmd.upper(), c.value, c.flags, c.json) for c in dockerfile.parse_file(str(ROOT / "Dockerfile"))
+        (c.cmd.upper(), c.value, c.flags, c.json)
+        for c in dockerfile.parse_file(str(ROOT / "Dockerfile"))
     ]
 
 
@@ -74,7 +76,9 @@ def test_runtime_stage_installs_only_the_built_wheels() -> None:
     # Nothing of the source tree is copied into the runtime stage.
     assert [ins for ins in runtime if ins[0] in ("COPY", "ADD")] == []
     installs = [
-        (value, flags) for cmd, value, flags, _ in runtime if cmd == "RUN" and "pip install" in value[0]
+        (value, flags)
+        for cmd, value, flags, _ in runtime
+        if cmd == "RUN" and "pip install" in value[0]
     ]
     assert len(installs) == 1
     value, flags = installs[0]
@@ -136,10 +140,16 @@ def test_build_context_holds_what_the_build_copies() -> None:
 
 
 def test_the_image_holds_no_kubesim() -> None:
-    """kubesim (sim/) is its own distribution: the build neither copies it nor asks for the `sim` extra,
-    which would pull it in (tests/e2e/test_install_wheel.py checks the operator wheel's contents)."""
+    """kubesim (sim/) is its own distribution: the build neither copies it nor asks for the `sim`
+    extra, which would pull it in (tests/e2e/test_install_wheel.py checks the operator wheel's
+    contents)."""
     build, runtime = stages()
-    copied = [src.rstrip("/") for cmd, value, _, _ in build if cmd in ("COPY", "ADD") for src in value[:-1]]
+    copied = [
+        src.rstrip("/")
+        for cmd, value, _, _ in build
+        if cmd in ("COPY", "ADD")
+        for src in value[:-1]
+    ]
     assert copied
     assert not [src for src in copied if src == "sim" or src.startswith("sim/")], copied
     runs = [value[0] for cmd, value, _, _ in [*build, *runtime] if cmd == "RUN"]

@@ -1,8 +1,8 @@
-"""The kustomize install (deploy/): every overlay rendered by the real `kubectl kustomize` (default load
-restrictor), checked for the objects, least-privilege RBAC without wildcards, the pod's security
-settings and flags; every rendered object admitted by kubesim (fieldValidation=Strict) and applied with
-kubectl without being refused or pruned; and the RBAC checked against the requests the operator really
-sends when it runs with the Deployment's own flags."""
+"""The kustomize install (deploy/): every overlay rendered by the real `kubectl kustomize` (default
+load restrictor), checked for the objects, least-privilege RBAC without wildcards, the pod's
+security settings and flags; every rendered object admitted by kubesim (fieldValidation=Strict) and
+applied with kubectl without being refused or pruned; and the RBAC checked against the requests the
+operator really sends when it runs with the Deployment's own flags."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ from .install_checks import (
 DEPLOY = ROOT / "deploy"
 OPERATOR_NS = "mpi-operator"
 WATCHED_NS = "mpi-jobs"  # deploy/overlays/namespaced
-GANG = "gang"  # a user overlay as deploy/README.md shows: cluster-wide + gang scheduling + pinned image
+# a user overlay as deploy/README.md shows: cluster-wide + gang scheduling + pinned image
+GANG = "gang"
 PINNED_IMAGE = "registry.example.com/ml/mpi-operator:0.1.0"
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs the kubectl binary")
@@ -45,21 +46,28 @@ pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs t
 
 @functools.cache
 def render(overlay: str) -> tuple[Obj, ...]:
-    """`kubectl kustomize` of an overlay (or of a user's overlay adding the gang-scheduling component)."""
+    """`kubectl kustomize` of an overlay (or of a user's overlay adding the gang-scheduling
+    component)."""
     if overlay == GANG:
         target = Path(os.environ.get("TMPDIR", "/tmp")) / f"mpi-operator-kustomize-{os.getpid()}"
         target.mkdir(exist_ok=True)
         rel = os.path.relpath(DEPLOY, target)
         (target / "kustomization.yaml").write_text(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-            f"resources: [{rel}/overlays/cluster-wide]\ncomponents: [{rel}/components/gang-scheduling]\n"
-            f"images: [{{name: mpi-operator, newName: {PINNED_IMAGE.partition(':')[0]}, newTag: 0.1.0}}]\n"
+            f"resources: [{rel}/overlays/cluster-wide]\ncomponents: "
+            f"[{rel}/components/gang-scheduling]\n"
+            f"images: [{{name: mpi-operator, newName: {PINNED_IMAGE.partition(':')[0]}, newTag: "
+            "0.1.0}]\n"
         )
     else:
         target = DEPLOY / overlay
     try:
         done = subprocess.run(
-            ["kubectl", "kustomize", str(target)], capture_output=True, text=True, timeout=60, check=False
+            ["kubectl", "kustomize", str(target)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
     finally:
         if overlay == GANG:
@@ -105,9 +113,9 @@ KINDS = {
 
 
 def args_of(objs: tuple[Obj, ...]) -> list[str]:
-    args: list[str] = one(objs, "Deployment", "mpi-operator")["spec"]["template"]["spec"]["containers"][0][
-        "args"
-    ]
+    args: list[str] = one(objs, "Deployment", "mpi-operator")["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
     return args
 
 
@@ -119,14 +127,20 @@ def test_overlay_renders_the_expected_objects(overlay: str) -> None:
         counts[o["kind"]] = counts.get(o["kind"], 0) + 1
     assert counts == KINDS[overlay]
     for o in objs:
-        if o["kind"] in ("Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        if o["kind"] in (
+            "Namespace",
+            "CustomResourceDefinition",
+            "ClusterRole",
+            "ClusterRoleBinding",
+        ):
             assert "namespace" not in o["metadata"], o["metadata"]
         elif o["metadata"]["name"] != "mpi-operator" or o["kind"] not in ("Role", "RoleBinding"):
             assert o["metadata"]["namespace"] == OPERATOR_NS, (o["kind"], o["metadata"])
 
 
 def test_crd_is_the_generated_one() -> None:
-    """The base references crds/ (no copy): the rendered CRD is the generated file plus our labels."""
+    """The base references crds/ (no copy): the rendered CRD is the generated file plus our
+    labels."""
     import yaml
 
     generated = yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
@@ -143,7 +157,9 @@ def test_rbac_has_no_wildcards_and_covers_what_the_code_sends(overlay: str) -> N
     grants = Grants.of(objs, OPERATOR_NS, "mpi-operator")
     lease = grants.missing(REQUIRED_LEASE, OPERATOR_NS, name="mpi-operator")
     assert lease == []
-    assert not grants.allows("coordination.k8s.io", "leases", "get", OPERATOR_NS, name="someone-elses")
+    assert not grants.allows(
+        "coordination.k8s.io", "leases", "get", OPERATOR_NS, name="someone-elses"
+    )
     if overlay == "overlays/namespaced":
         assert grants.cluster == []
         assert grants.missing(REQUIRED, WATCHED_NS) == []
@@ -159,7 +175,8 @@ def test_rbac_has_no_wildcards_and_covers_what_the_code_sends(overlay: str) -> N
 
 
 def test_namespaced_role_has_the_cluster_role_rules() -> None:
-    """The namespaced overlay's Role repeats base/clusterrole.yaml's rules: they must not drift apart."""
+    """The namespaced overlay's Role repeats base/clusterrole.yaml's rules: they must not drift
+    apart."""
     cluster = one(render("overlays/cluster-wide"), "ClusterRole", "mpi-operator")
     role = one(render("overlays/namespaced"), "Role", "mpi-operator")
     assert role["metadata"]["namespace"] == WATCHED_NS
@@ -171,7 +188,9 @@ def test_deployment_is_hardened_and_probed(overlay: str) -> None:
     deployment = one(render(overlay), "Deployment", "mpi-operator")
     spec = deployment["spec"]
     assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}  # /readyz is 503 on a standby: see deployment.yaml
+    assert spec["strategy"] == {
+        "type": "Recreate"
+    }  # /readyz is 503 on a standby: see deployment.yaml
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "mpi-operator"
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -212,10 +231,13 @@ def test_every_object_passes_strict_admission(overlay: str) -> None:
 
 @pytest.mark.kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS, ids=OVERLAYS)
-async def test_kubectl_apply_keeps_every_field(overlay: str, kubesim: KubeSim, kubectl: Kubectl) -> None:
+async def test_kubectl_apply_keeps_every_field(
+    overlay: str, kubesim: KubeSim, kubectl: Kubectl
+) -> None:
     objs = list(render(overlay))
     extra = [WATCHED_NS] if overlay == "overlays/namespaced" else []
-    # The documented command (`kubectl apply -k <overlay>`); the gang overlay lives only in the test.
+    # The documented command (`kubectl apply -k <overlay>`); the gang overlay lives only in the
+    # test.
     directory = None if overlay == GANG else DEPLOY / overlay
     live = await apply_and_read_back(kubectl, objs, extra, kustomization=directory)
     for rendered, got in zip(objs, live, strict=True):

@@ -1,17 +1,17 @@
-"""The packages as a user gets them: the operator's wheel built from the Dockerfile's build context and
-kubesim's wheel built from sim/ (a distribution of its own), installed into fresh virtualenvs outside the
-repository.
+"""The packages as a user gets them: the operator's wheel built from the Dockerfile's build context
+and kubesim's wheel built from sim/ (a distribution of its own), installed into fresh virtualenvs
+outside the repository.
 
-- Exactly as the Dockerfile installs it (its own `pip wheel` and `pip install` commands, read from it):
-  only the operator's dependencies, nothing of kubesim; `mpi-operator run --help` exits 0 and `run` gets
-  as far as the kubeconfig; `demo` and `sim` say in one line which extra to install.
-- Both wheels, `pip install <kubesim.whl> '<operator.whl>[sim]'`: `mpi-operator demo` runs to its end,
-  from the package data alone.
+- Exactly as the Dockerfile installs it (its own `pip wheel` and `pip install` commands, read from
+  it): only the operator's dependencies, nothing of kubesim; `mpi-operator run --help` exits 0 and
+  `run` gets as far as the kubeconfig; `demo` and `sim` say in one line which extra to install.
+- Both wheels, `pip install <kubesim.whl> '<operator.whl>[sim]'`: `mpi-operator demo` runs to its
+  end, from the package data alone.
 - Neither wheel carries the other's modules.
 
-Slow (pip resolves and installs from the package index; under a minute in all with a warm pip cache), so
-both venvs are built once per module and every check reuses them. Marked `install` (runs by default, as
-in CI; `-m "not install"` leaves it out locally).
+Slow (pip resolves and installs from the package index; under a minute in all with a warm pip
+cache), so both venvs are built once per module and every check reuses them. Marked `install` (runs
+by default, as in CI; `-m "not install"` leaves it out locally).
 """
 
 from __future__ import annotations
@@ -55,11 +55,17 @@ pytestmark = [pytest.mark.install, pytest.mark.timeout(INSTALL_TIMEOUT * 2)]
 
 def _clean_env() -> dict[str, str]:
     """The environment without anything that points Python at the source tree."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    return {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+    }
 
 
-def _run(argv: list[str], *, cwd: Path, timeout: float = INSTALL_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout)
+def _run(
+    argv: list[str], *, cwd: Path, timeout: float = INSTALL_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _checked(argv: list[str], *, cwd: Path) -> str:
@@ -91,7 +97,9 @@ def _pip_command(run: str, verb: str) -> list[str]:
 
 def _copy_sources(origin: Path, dest: Path) -> None:
     """A source folder as a build context holds it (.dockerignore leaves bytecode out)."""
-    shutil.copytree(origin, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
+    shutil.copytree(
+        origin, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True
+    )
 
 
 def _top_level(wheel: Path) -> set[str]:
@@ -117,8 +125,8 @@ def _installed(bin_dir: Path, cwd: Path) -> dict[str, list[str]]:
 
 
 def _closure(installed: dict[str, list[str]], root: str, extras: set[str]) -> set[str]:
-    """The distributions `root[extras]` needs, following Requires-Dist with markers evaluated here (the
-    venvs run this interpreter's Python)."""
+    """The distributions `root[extras]` needs, following Requires-Dist with markers evaluated here
+    (the venvs run this interpreter's Python)."""
     needed: set[str] = set()
     todo: list[tuple[str, set[str]]] = [(canonicalize_name(root), extras)]
     while todo:
@@ -129,7 +137,9 @@ def _closure(installed: dict[str, list[str]], root: str, extras: set[str]) -> se
         for line in installed.get(name, []):
             requirement = Requirement(line)
             environments = [{"extra": extra} for extra in wanted] or [{"extra": ""}]
-            if requirement.marker is None or any(requirement.marker.evaluate(env) for env in environments):
+            if requirement.marker is None or any(
+                requirement.marker.evaluate(env) for env in environments
+            ):
                 todo.append((canonicalize_name(requirement.name), set(requirement.extras)))
     return needed
 
@@ -140,7 +150,11 @@ def _sim_extra(installed: dict[str, list[str]]) -> set[str]:
     for line in installed[canonicalize_name(DISTRIBUTION)]:
         requirement = Requirement(line)
         marker = requirement.marker
-        if marker is not None and marker.evaluate({"extra": "sim"}) and not marker.evaluate({"extra": ""}):
+        if (
+            marker is not None
+            and marker.evaluate({"extra": "sim"})
+            and not marker.evaluate({"extra": ""})
+        ):
             added.add(canonicalize_name(requirement.name))
     return added
 
@@ -170,7 +184,9 @@ def image_venv(work: Path) -> Path:
                     _copy_sources(origin, src / dest)
                 else:
                     shutil.copy2(origin, src / dest / origin.name)
-    (build_run,) = [value[0] for cmd, value in stages["build"] if cmd == "RUN" and "pip wheel" in value[0]]
+    (build_run,) = [
+        value[0] for cmd, value in stages["build"] if cmd == "RUN" and "pip wheel" in value[0]
+    ]
     (install_run,) = [
         value[0] for cmd, value in stages["runtime"] if cmd == "RUN" and "pip install" in value[0]
     ]
@@ -178,7 +194,9 @@ def image_venv(work: Path) -> Path:
     pip = [str(bin_dir / "python"), "-m", "pip"]
     build = [str(wheels) if arg == "/wheels" else arg for arg in _pip_command(build_run, "wheel")]
     _checked([*pip, *build], cwd=src)
-    install = [str(wheels) if arg == "/wheels" else arg for arg in _pip_command(install_run, "install")]
+    install = [
+        str(wheels) if arg == "/wheels" else arg for arg in _pip_command(install_run, "install")
+    ]
     _checked([*pip, *install], cwd=work)
     return bin_dir
 
@@ -189,7 +207,16 @@ def kubesim_wheel(work: Path) -> Path:
     src = work / "sim-src"
     _copy_sources(ROOT / "sim", src)
     wheels = work / "sim-wheels"
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(wheels), str(src)]
+    build = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--wheel-dir",
+        str(wheels),
+        str(src),
+    ]
     _checked(build, cwd=work)
     (wheel,) = wheels.glob("kubesim-*.whl")
     return wheel
@@ -204,14 +231,17 @@ def operator_wheel(work: Path, image_venv: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def sim_venv(work: Path, operator_wheel: Path, kubesim_wheel: Path) -> Path:
-    """A venv with both wheels: the operator's with its `sim` extra, which kubesim's wheel satisfies."""
+    """A venv with both wheels: the operator's with its `sim` extra, which kubesim's wheel
+    satisfies."""
     bin_dir = _venv(work / "sim-venv")
     pip = [str(bin_dir / "python"), "-m", "pip", "install"]
     _checked([*pip, str(kubesim_wheel), f"{operator_wheel}[sim]"], cwd=work)
     return bin_dir
 
 
-def test_the_image_installs_the_operator_and_its_dependencies_only(image_venv: Path, work: Path) -> None:
+def test_the_image_installs_the_operator_and_its_dependencies_only(
+    image_venv: Path, work: Path
+) -> None:
     installed = _installed(image_venv, work)
     needed = _closure(installed, DISTRIBUTION, set())
     assert set(installed) - TOOLING == needed
@@ -219,7 +249,9 @@ def test_the_image_installs_the_operator_and_its_dependencies_only(image_venv: P
     assert not KUBESIM_ONLY & set(installed)
 
 
-def test_neither_wheel_carries_the_others_modules(operator_wheel: Path, kubesim_wheel: Path) -> None:
+def test_neither_wheel_carries_the_others_modules(
+    operator_wheel: Path, kubesim_wheel: Path
+) -> None:
     assert _top_level(operator_wheel) == {"mpi_operator", "mpi_discovery"}
     assert _top_level(kubesim_wheel) == {"kubesim"}
     with zipfile.ZipFile(kubesim_wheel) as archive:
@@ -235,13 +267,24 @@ def test_run_works_without_the_extra(image_venv: Path, work: Path) -> None:
     # kubeconfig, and ends in one line saying what is wrong with it.
     missing = work / "no-such-kubeconfig"
     result = _run(
-        [mpi_operator, "run", "--kubeconfig", str(missing), "--no-leader-elect", "--metrics-address", ":0"],
+        [
+            mpi_operator,
+            "run",
+            "--kubeconfig",
+            str(missing),
+            "--no-leader-elect",
+            "--metrics-address",
+            ":0",
+        ],
         cwd=work,
         timeout=60,
     )
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
-    assert f"fatal: cannot configure the Kubernetes client from {missing}" in result.stderr.splitlines()[-1]
+    assert (
+        f"fatal: cannot configure the Kubernetes client from {missing}"
+        in result.stderr.splitlines()[-1]
+    )
 
 
 @pytest.mark.parametrize("command", ["demo", "sim"])
@@ -257,8 +300,11 @@ def test_kubesim_commands_without_the_extra_say_what_to_install(
 
 
 def test_demo_runs_from_the_installed_wheels(sim_venv: Path, work: Path) -> None:
-    # Run from outside the repository, so nothing but the installed packages (and their data) is found.
-    where = _checked([str(sim_venv / "python"), "-c", "import kubesim; print(kubesim.__file__)"], cwd=work)
+    # Run from outside the repository, so nothing but the installed packages (and their data) is
+    # found.
+    where = _checked(
+        [str(sim_venv / "python"), "-c", "import kubesim; print(kubesim.__file__)"], cwd=work
+    )
     assert Path(where.strip()).is_relative_to(sim_venv.parent), where
     result = _run([str(sim_venv / "mpi-operator"), "demo"], cwd=work, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,6 +1,7 @@
 """kubectl's typed generators against kubesim: `kubectl create namespace|configmap|secret|...` send
-protobuf, which kubesim decodes (`kubesim.protobuf`); what lands must be exactly what the same command
-writes as JSON (`--dry-run=client -o json`), so a wrong field number cannot pass unnoticed."""
+protobuf, which kubesim decodes (`kubesim.protobuf`); what lands must be exactly what the same
+command writes as JSON (`--dry-run=client -o json`), so a wrong field number cannot pass
+unnoticed."""
 
 from __future__ import annotations
 
@@ -20,7 +21,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ("namespace", ["namespace", "team-a"], "namespace/team-a"),
     (
         "configmap",
-        ["configmap", "settings", "--from-literal=a=1", "--from-literal=b=two words", "--from-file=blob"],
+        [
+            "configmap",
+            "settings",
+            "--from-literal=a=1",
+            "--from-literal=b=two words",
+            "--from-file=blob",
+        ],
         "configmap/settings",
     ),
     (
@@ -48,7 +55,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ),
     (
         "rolebinding",
-        ["rolebinding", "read", "--role=pod-reader", "--serviceaccount=default:trainer", "--user=alice"],
+        [
+            "rolebinding",
+            "read",
+            "--role=pod-reader",
+            "--serviceaccount=default:trainer",
+            "--user=alice",
+        ],
         "rolebinding/read",
     ),
     (
@@ -69,7 +82,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ),
     (
         "priorityclass",
-        ["priorityclass", "training", "--value=1000", "--description=MPI jobs", "--preemption-policy=Never"],
+        [
+            "priorityclass",
+            "training",
+            "--value=1000",
+            "--description=MPI jobs",
+            "--preemption-policy=Never",
+        ],
         "priorityclass/training",
     ),
     ("priorityclass-zero", ["priorityclass", "zero", "--value=0"], "priorityclass/zero"),
@@ -112,7 +131,9 @@ async def test_kubectl_create_lands_exactly_what_it_meant(
     assert _comparable(json.loads(stored)) == _comparable(json.loads(intended))
 
 
-async def test_a_kind_kubesim_cannot_read_as_protobuf_is_refused_with_a_way_out(kubectl: Kubectl) -> None:
+async def test_a_kind_kubesim_cannot_read_as_protobuf_is_refused_with_a_way_out(
+    kubectl: Kubectl,
+) -> None:
     rc, _, err = await kubectl("create", "deployment", "web", "--image=nginx")
     assert rc != 0
     assert "not apps/v1 Deployment" in err, err

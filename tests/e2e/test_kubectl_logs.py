@@ -1,5 +1,5 @@
-"""`kubectl logs` against kubesim: a simulated container's life instead of a 404, and the API server's
-own refusals (kubesim.podlog)."""
+"""`kubectl logs` against kubesim: a simulated container's life instead of a 404, and the API
+server's own refusals (kubesim.podlog)."""
 
 from __future__ import annotations
 
@@ -35,11 +35,15 @@ def pod(name: str, *containers: str, restart: str = "Never", **annotations: str)
 
 async def wait_for(kubectl: Kubectl, name: str, jsonpath: str, value: str) -> None:
     """`kubectl wait`: kubectl watches the pod until the field has the value."""
-    rc, out, err = await kubectl("wait", f"--for=jsonpath={jsonpath}={value}", f"pod/{name}", "--timeout=60s")
+    rc, out, err = await kubectl(
+        "wait", f"--for=jsonpath={jsonpath}={value}", f"pod/{name}", "--timeout=60s"
+    )
     assert rc == 0, out + err
 
 
-async def test_a_running_container_tells_it_is_simulated(kubesim: KubeSim, kubectl: Kubectl) -> None:
+async def test_a_running_container_tells_it_is_simulated(
+    kubesim: KubeSim, kubectl: Kubectl
+) -> None:
     assert (await kubectl("apply", "-f", "-", stdin=pod("solo", "main")))[0] == 0
     await wait_for(kubectl, "solo", "{.status.phase}", "Running")
     rc, out, err = await kubectl("logs", "solo")
@@ -47,7 +51,8 @@ async def test_a_running_container_tells_it_is_simulated(kubesim: KubeSim, kubec
     lines = out.splitlines()
     assert (
         lines[0]
-        == '[kubesim] container "main" (image example/main:1) is simulated by kubesim: it writes no output'
+        == '[kubesim] container "main" (image example/main:1) is simulated by kubesim: it writes '
+        "no output"
     )
     assert lines[1].startswith("[kubesim] started at "), lines
     assert lines[1].endswith("; running"), lines
@@ -57,10 +62,15 @@ async def test_an_exited_container_shows_its_exit_and_previous_run(
     kubesim: KubeSim, kubectl: Kubectl
 ) -> None:
     body = pod(
-        "crash", "main", restart="OnFailure", **{"kubesim/run-seconds": "0.2", "kubesim/exit-code": "3"}
+        "crash",
+        "main",
+        restart="OnFailure",
+        **{"kubesim/run-seconds": "0.2", "kubesim/exit-code": "3"},
     )
     assert (await kubectl("apply", "-f", "-", stdin=body))[0] == 0
-    await wait_for(kubectl, "crash", "{.status.containerStatuses[0].lastState.terminated.exitCode}", "3")
+    await wait_for(
+        kubectl, "crash", "{.status.containerStatuses[0].lastState.terminated.exitCode}", "3"
+    )
     rc, out, err = await kubectl("logs", "crash", "--previous")
     assert rc == 0, err
     assert "exited with code 3 (Error)" in out, out
@@ -98,7 +108,9 @@ async def test_a_pod_that_has_not_started_is_waiting(kubesim: KubeSim, kubectl: 
     assert 'container "main" in pod "slow" is waiting to start: ContainerCreating' in err, err
 
 
-async def test_kubectl_picks_the_first_container_of_several(kubesim: KubeSim, kubectl: Kubectl) -> None:
+async def test_kubectl_picks_the_first_container_of_several(
+    kubesim: KubeSim, kubectl: Kubectl
+) -> None:
     assert (await kubectl("apply", "-f", "-", stdin=pod("pair", "a", "b")))[0] == 0
     await wait_for(kubectl, "pair", "{.status.phase}", "Running")
     rc, out, err = await kubectl("logs", "pair")
@@ -107,7 +119,9 @@ async def test_kubectl_picks_the_first_container_of_several(kubesim: KubeSim, ku
 
 
 @pytest.mark.kubesim_control
-async def test_follow_stays_open_while_the_container_runs(kubesim: KubeSim, kubectl: Kubectl) -> None:
+async def test_follow_stays_open_while_the_container_runs(
+    kubesim: KubeSim, kubectl: Kubectl
+) -> None:
     assert (await kubectl("apply", "-f", "-", stdin=pod("long", "main")))[0] == 0
     await wait_for(kubectl, "long", "{.status.phase}", "Running")
     following = asyncio.create_task(kubectl("logs", "-f", "long"))
@@ -122,7 +136,9 @@ async def test_follow_stays_open_while_the_container_runs(kubesim: KubeSim, kube
     assert (await kubectl("delete", "pod", "long", "--wait=false"))[0] == 0
     rc, out, err = await asyncio.wait_for(following, 60)
     assert rc == 0, err
-    assert out.splitlines()[1].endswith("; running"), "the stream ends with the pod, as a kubelet's does"
+    assert out.splitlines()[1].endswith("; running"), (
+        "the stream ends with the pod, as a kubelet's does"
+    )
 
 
 async def test_tail_and_timestamps_act_as_the_kubelets(kubesim: KubeSim, kubectl: Kubectl) -> None:

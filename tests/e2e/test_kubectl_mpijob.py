@@ -1,7 +1,7 @@
-"""Issue 4's "Done when", as a person would do it: `mpi-operator sim` and `mpi-operator run --kubeconfig
-... --no-leader-elect` as processes, the real kubectl: apply the CRD and a 2-worker GPU MPIJob, watch
-`kubectl get mpij` go Created -> Running -> Succeeded, find the launcher with the legacy labels, read
-the workers' GPU limits and the launcher's blank NVIDIA variables."""
+"""Issue 4's "Done when", as a person would do it: `mpi-operator sim` and `mpi-operator run
+--kubeconfig ... --no-leader-elect` as processes, the real kubectl: apply the CRD and a 2-worker GPU
+MPIJob, watch `kubectl get mpij` go Created -> Running -> Succeeded, find the launcher with the
+legacy labels, read the workers' GPU limits and the launcher's blank NVIDIA variables."""
 
 from __future__ import annotations
 
@@ -34,8 +34,12 @@ JOB = {
                 "replicas": 1,
                 "template": {
                     # Running for seconds: the workers are still there when the test reads them.
-                    "metadata": {"annotations": {"kubesim/start-seconds": "0.5", "kubesim/run-seconds": "4"}},
-                    "spec": {"containers": [{"name": "launcher", "image": "mpioperator/mpi-pi:openmpi"}]},
+                    "metadata": {
+                        "annotations": {"kubesim/start-seconds": "0.5", "kubesim/run-seconds": "4"}
+                    },
+                    "spec": {
+                        "containers": [{"name": "launcher", "image": "mpioperator/mpi-pi:openmpi"}]
+                    },
                 },
             },
             "Worker": {
@@ -89,7 +93,8 @@ def tail(path: Path, size: int = 3000) -> str:
 
 
 def printer_columns() -> str:
-    """`custom-columns=` from the CRD's own printer columns: kubectl then evaluates their JSONPath itself.
+    """`custom-columns=` from the CRD's own printer columns: kubectl then evaluates their JSONPath
+    itself.
 
     kubesim's server-side table renderer does not implement JSONPath slices (`[-1:]`), so the
     default `kubectl get mpij` table shows an empty STATE there (a real API server fills it)."""
@@ -104,15 +109,16 @@ PRINTER_COLUMNS = printer_columns()
 
 
 class RowWatch:
-    """`kubectl get mpij NAME --watch` with the printer columns: every version of the job kubectl is sent,
-    as a row by column header, in order. Nothing is missed between two looks, unlike a `kubectl get`
-    loop, and a wait for a row is a wait for the event itself."""
+    """`kubectl get mpij NAME --watch` with the printer columns: every version of the job kubectl is
+    sent, as a row by column header, in order. Nothing is missed between two looks, unlike a
+    `kubectl get` loop, and a wait for a row is a wait for the event itself."""
 
     def __init__(self, kubectl: Kubectl, name: str) -> None:
         self.kubectl = kubectl
         self.name = name
         self.header = [
-            column.split(":", 1)[0] for column in PRINTER_COLUMNS.removeprefix("custom-columns=").split(",")
+            column.split(":", 1)[0]
+            for column in PRINTER_COLUMNS.removeprefix("custom-columns=").split(",")
         ]
         self.rows: list[dict[str, str]] = []
         self.proc: asyncio.subprocess.Process | None = None
@@ -122,7 +128,11 @@ class RowWatch:
 
     async def __aenter__(self) -> RowWatch:
         args = ("get", "mpij", self.name, "--watch", "--no-headers", "-o", PRINTER_COLUMNS)
-        env = {**os.environ, "HOME": str(self.kubectl.home), "KUBECONFIG": str(self.kubectl.kubeconfig)}
+        env = {
+            **os.environ,
+            "HOME": str(self.kubectl.home),
+            "KUBECONFIG": str(self.kubectl.kubeconfig),
+        }
         self.proc = await asyncio.create_subprocess_exec(
             *self.kubectl.argv(*args),
             stdin=asyncio.subprocess.DEVNULL,
@@ -169,7 +179,9 @@ class RowWatch:
         try:
             return await eventually(check, within=60, what=f"kubectl get mpij: {state}")
         except AssertionError as exc:
-            pytest.fail(f"{exc}; states seen {self.states()} {self.errors}; operator log:\n{tail(log)}")
+            pytest.fail(
+                f"{exc}; states seen {self.states()} {self.errors}; operator log:\n{tail(log)}"
+            )
 
     async def __aexit__(self, *_exc: object) -> None:
         assert self.proc is not None
@@ -208,7 +220,9 @@ async def test_kubectl_user_journey(kubectl_sim: Kubectl, operator: Path, tmp_pa
         launcher_pods = out.split()
         assert len(launcher_pods) == 1
         assert launcher_pods[0].startswith("pod/pi-launcher-")
-        rc, out, err = await kubectl("get", launcher_pods[0], "-o", "jsonpath={.spec.containers[0].env}")
+        rc, out, err = await kubectl(
+            "get", launcher_pods[0], "-o", "jsonpath={.spec.containers[0].env}"
+        )
         assert rc == 0, err
         env = {e["name"]: e.get("value", "") for e in json.loads(out)}
         assert env["NVIDIA_VISIBLE_DEVICES"] == ""
@@ -217,5 +231,7 @@ async def test_kubectl_user_journey(kubectl_sim: Kubectl, operator: Path, tmp_pa
 
         final = await watch.row_in("Succeeded", operator)
     # The watch sees every version of the job: each state once, in order.
-    assert [s for s in watch.states() if s != "<none>"] == ["Created", "Running", "Succeeded"], watch.states()
+    assert [s for s in watch.states() if s != "<none>"] == ["Created", "Running", "Succeeded"], (
+        watch.states()
+    )
     assert final["WORKERS"] == "2"

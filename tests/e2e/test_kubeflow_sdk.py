@@ -1,11 +1,11 @@
-"""The Kubeflow training SDK (PyPI `kubeflow-training`, `TrainingClient(job_kind="MPIJob")`), as data
-scientists drive MPIJobs, against kubesim and the operator: a kubeflow.org/v1 MPIJob built from the SDK's
-own models reaches Running and Succeeded, its pods are found by replica type and index, the launcher's
-log is read, the workers are scaled with `update_job`, and the job is deleted.
+"""The Kubeflow training SDK (PyPI `kubeflow-training`, `TrainingClient(job_kind="MPIJob")`), as
+data scientists drive MPIJobs, against kubesim and the operator: a kubeflow.org/v1 MPIJob built from
+the SDK's own models reaches Running and Succeeded, its pods are found by replica type and index,
+the launcher's log is read, the workers are scaled with `update_job`, and the job is deleted.
 
 The SDK is synchronous (the `kubernetes` client), so its calls run in a thread beside the event loop
-that serves kubesim. What it cannot do and the workaround are in docs/migration.md: its `get_job_logs`
-looks for `job-role=master` by default, while the v2 launcher is `job-role=launcher`
+that serves kubesim. What it cannot do and the workaround are in docs/migration.md: its
+`get_job_logs` looks for `job-role=master` by default, while the v2 launcher is `job-role=launcher`
 (pass `is_master=False, replica_type="launcher"`).
 """
 
@@ -35,16 +35,19 @@ def kubesim_settings() -> SimSettings:
 
 
 def mpijob(name: str, *, workers: int, launcher_seconds: float | None = None) -> Any:
-    """A v1 MPIJob made of the SDK's models; the launcher's container is `mpi`, the name the SDK reads
-    logs from."""
-    annotations = {"kubesim/run-seconds": str(launcher_seconds)} if launcher_seconds is not None else None
+    """A v1 MPIJob made of the SDK's models; the launcher's container is `mpi`, the name the SDK
+    reads logs from."""
+    annotations = (
+        {"kubesim/run-seconds": str(launcher_seconds)} if launcher_seconds is not None else None
+    )
 
     def replica(replicas: int, annotations: dict[str, str] | None) -> Any:
         container = k8s.V1Container(name="mpi", image="mpioperator/mpi-pi:openmpi")
         return training.KubeflowOrgV1ReplicaSpec(
             replicas=replicas,
             template=k8s.V1PodTemplateSpec(
-                metadata=k8s.V1ObjectMeta(annotations=annotations), spec=k8s.V1PodSpec(containers=[container])
+                metadata=k8s.V1ObjectMeta(annotations=annotations),
+                spec=k8s.V1PodSpec(containers=[container]),
             ),
         )
 
@@ -55,7 +58,10 @@ def mpijob(name: str, *, workers: int, launcher_seconds: float | None = None) ->
         spec=training.KubeflowOrgV1MPIJobSpec(
             slots_per_worker=1,
             run_policy=training.KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
-            mpi_replica_specs={"Launcher": replica(1, annotations), "Worker": replica(workers, None)},
+            mpi_replica_specs={
+                "Launcher": replica(1, annotations),
+                "Worker": replica(workers, None),
+            },
         ),
     )
 
@@ -65,7 +71,9 @@ POLLING: dict[str, Any] = {"polling_interval": 1, "wait_timeout": 60}
 
 
 def training_client(kubesim: KubeSim) -> Any:
-    return training.TrainingClient(config_file=str(kubesim.kubeconfig_path), namespace=NS, job_kind="MPIJob")
+    return training.TrainingClient(
+        config_file=str(kubesim.kubeconfig_path), namespace=NS, job_kind="MPIJob"
+    )
 
 
 async def sdk(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -1,7 +1,9 @@
-"""Least privilege and secrets, proven on one MPIJob's life, quickly and on its own (issue 13, item 6).
+"""Least privilege and secrets, proven on one MPIJob's life, quickly and on its own (issue 13, item
+6).
 
-The whole suite's requests are audited by tests/request_audit.py at the end of a session; this module
-proves the same property when only part of the suite runs, and checks what the session audit cannot:
+The whole suite's requests are audited by tests/request_audit.py at the end of a session; this
+module proves the same property when only part of the suite runs, and checks what the session audit
+cannot:
 - one elastic MPIJob's life (leader election, create, workers Ready, scale out and in with a drain,
   suspend and resume, a broken Service and Secret repaired, events, status) sends only requests
   every install of deploy/ and the chart grants, and every granted rule it does not use is explained
@@ -45,27 +47,35 @@ from mpi_operator.kube.client import Kube
 LEASE_NS = "mpi-operator"
 JOB = "pi"
 GRACE = 1
-"""scaleInGracePeriodSeconds. Real time: the operator's clock also times its Lease, so jumping it past a
-long grace would (rightly) lose leadership."""
+"""scaleInGracePeriodSeconds. Real time: the operator's clock also times its Lease, so jumping it
+past a long grace would (rightly) lose leadership."""
 
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5)
+    return SimSettings(
+        start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5
+    )
 
 
-def requests_of(sent: list[RecordedRequest], named: set[tuple[str, str]]) -> dict[rbac_audit.Request, str]:
+def requests_of(
+    sent: list[RecordedRequest], named: set[tuple[str, str]]
+) -> dict[rbac_audit.Request, str]:
     return {request_audit.as_request(vars(r), named): "this test" for r in sent}
 
 
 def all_installs() -> list[rbac_audit.Install]:
     installs = rbac_audit.kustomize_installs()
-    pytest.importorskip("helm_python", reason="helm-python-sdk (a dev dependency) renders the chart")
+    pytest.importorskip(
+        "helm_python", reason="helm-python-sdk (a dev dependency) renders the chart"
+    )
     return installs + rbac_audit.chart_installs()
 
 
 @contextlib.asynccontextmanager
-async def leading_operator(kubesim: KubeSim, clock: operator_testing.SteppedClock) -> AsyncIterator[Any]:
+async def leading_operator(
+    kubesim: KubeSim, clock: operator_testing.SteppedClock
+) -> AsyncIterator[Any]:
     settings = operator_testing.quick_settings(kubesim, leader_elect=True, lease_namespace=LEASE_NS)
     async with operator_testing.running_operator(settings, clock=clock, now=clock.utc_now) as mgr:
         yield mgr
@@ -82,18 +92,25 @@ async def one_job_life(kube: Kube, kubesim: KubeSim, clock: operator_testing.Ste
 
     await eventually(three_running, sim=kubesim, within=30, what="three running workers")
     await scale(kube, JOB, 1, "merge")
-    # The scale-in drains (an annotation patch), then deletes after the grace on the operator's clock.
+    # The scale-in drains (an annotation patch), then deletes after the grace on the operator's
+    # clock.
 
     async def one_worker_left() -> bool:
         pods = await worker_pods(kube, JOB)
         return sum(1 for p in pods.values() if not p["metadata"].get("deletionTimestamp")) == 1
 
     await eventually(
-        one_worker_left, sim=kubesim, within=30, what="the scaled-in workers deleted after the grace"
+        one_worker_left,
+        sim=kubesim,
+        within=30,
+        what="the scaled-in workers deleted after the grace",
     )
     for suspend in (True, False):
         await kube.patch(
-            resources.MPIJOB, JOB, {"spec": {"runPolicy": {"suspend": suspend}}}, namespace="default"
+            resources.MPIJOB,
+            JOB,
+            {"spec": {"runPolicy": {"suspend": suspend}}},
+            namespace="default",
         )
 
         async def launcher_suspended(value: bool = suspend) -> bool:
@@ -101,11 +118,16 @@ async def one_job_life(kube: Kube, kubesim: KubeSim, clock: operator_testing.Ste
             return bool(job["spec"].get("suspend")) == value
 
         await eventually(
-            launcher_suspended, sim=kubesim, within=30, what=f"the launcher Job with suspend={suspend}"
+            launcher_suspended,
+            sim=kubesim,
+            within=30,
+            what=f"the launcher Job with suspend={suspend}",
         )
     await repairs(kube, kubesim)
     await eventually(
-        lambda: bool(kubesim.control.recorded(verb="update", resource="jobs", subresource="status")),
+        lambda: bool(
+            kubesim.control.recorded(verb="update", resource="jobs", subresource="status")
+        ),
         sim=kubesim,
         within=30,
         what="the launcher Job's startTime cleared on resume",
@@ -113,8 +135,8 @@ async def one_job_life(kube: Kube, kubesim: KubeSim, clock: operator_testing.Ste
 
 
 async def repairs(kube: Kube, kubesim: KubeSim) -> None:
-    """A user breaks the job's Service (its selector) and Secret (a key removed): the operator writes
-    them back (PUT), the rarer writes of a job's life."""
+    """A user breaks the job's Service (its selector) and Secret (a key removed): the operator
+    writes them back (PUT), the rarer writes of a job's life."""
     service = await kube.get(resources.SERVICE, JOB, "default")
     service["spec"]["selector"] = {"broken": "true"}
     await kube.replace(resources.SERVICE, service)
@@ -146,7 +168,8 @@ async def test_one_job_life_is_granted_and_every_unused_grant_is_explained(
 ) -> None:
     installs = all_installs()
     await kube.create(
-        resources.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NS}}
+        resources.NAMESPACE,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NS}},
     )
     clock = operator_testing.SteppedClock()
     caplog.set_level(logging.DEBUG)
@@ -190,14 +213,17 @@ async def test_one_job_life_is_granted_and_every_unused_grant_is_explained(
 
 
 def volcano_pod_group_crd() -> dict[str, Any]:
-    """A stand-in for Volcano's PodGroup CRD (free-form spec: the operator only writes PodGroups)."""
+    """A stand-in for Volcano's PodGroup CRD (free-form spec: the operator only writes
+    PodGroups)."""
     r = resources.VOLCANO_POD_GROUP
     free = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     version = {
         "name": r.version,
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": free, "status": free}}},
+        "schema": {
+            "openAPIV3Schema": {"type": "object", "properties": {"spec": free, "status": free}}
+        },
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -242,7 +268,9 @@ async def test_a_gang_scheduled_job_life_is_granted_including_the_pod_group_clea
         async def pod_group_gone() -> bool:
             return await pod_groups() == 0
 
-        await eventually(pod_group_gone, sim=kubesim, within=30, what="the suspended job's PodGroup deleted")
+        await eventually(
+            pod_group_gone, sim=kubesim, within=30, what="the suspended job's PodGroup deleted"
+        )
     sent = kubesim.control.recorded(user_agent=rbac_audit.OPERATOR_AGENT)
     requests = requests_of(sent, {n for i in installs for n in i.named_resources()})
     seen = {(r.verb, r.group, r.resource) for r in requests}
@@ -254,7 +282,9 @@ async def test_a_gang_scheduled_job_life_is_granted_including_the_pod_group_clea
     } <= seen, sorted(seen)
     # The PodGroup carries the watch label: its informer sees it at once, so no second create, 409,
     # get and label patch.
-    assert [r.verb for r in sent if r.resource == "podgroups" and r.verb not in ("list", "watch")] == [
+    assert [
+        r.verb for r in sent if r.resource == "podgroups" and r.verb not in ("list", "watch")
+    ] == [
         "create",
         "delete",
     ]
@@ -273,7 +303,9 @@ def rendered_deployments() -> Iterator[tuple[str, dict[str, Any]]]:
     if shutil.which("kubectl") is not None:
         for overlay in OVERLAYS:
             yield overlay, rbac_audit_one(kustomize(overlay), "Deployment")
-    helm = pytest.importorskip("helm_python", reason="helm-python-sdk (a dev dependency) renders the chart")
+    helm = pytest.importorskip(
+        "helm_python", reason="helm-python-sdk (a dev dependency) renders the chart"
+    )
     del helm
     from test_install_helm import IDS
     from test_install_helm import render as chart
@@ -314,7 +346,8 @@ WRITE_WATCH = r"""
 import os, sys
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _WRITES = {"os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.symlink", "os.link", "os.truncate",
-           "os.chmod", "os.chown", "shutil.copyfile", "shutil.move", "tempfile.mkstemp", "tempfile.mkdtemp"}
+           "os.chmod", "os.chown", "shutil.copyfile", "shutil.move", "tempfile.mkstemp",
+           "tempfile.mkdtemp"}
 def _hook(event, args):
     if event == "open" and args[0] is not None and not isinstance(args[0], int):
         mode, flags = args[1], args[2]
@@ -358,8 +391,8 @@ exec setpriv --reuid=65532 --regid=65532 --clear-groups \
     --inh-caps=-all --bounding-set=-all --no-new-privs "$@"
 """
 """Runs what follows `--` as the image would: in a private mount namespace whose root filesystem is
-read-only (every path, /tmp too: stricter than the Deployment's emptyDir), as uid and gid 65532 with no
-capabilities and no way to gain privileges. The arguments before `--` are directories closed to
+read-only (every path, /tmp too: stricter than the Deployment's emptyDir), as uid and gid 65532 with
+no capabilities and no way to gain privileges. The arguments before `--` are directories closed to
 others on the way to the interpreter or the checkout, which uid 65532 must be able to traverse."""
 
 
@@ -379,7 +412,10 @@ INTERPRETER = Path(os.path.realpath(sys.executable))
 def closed_directories(*paths: Path) -> list[str]:
     """The directories on the way to `paths` that others may not traverse, outermost first."""
     closed = {
-        str(p) for path in paths for p in (path, *path.parents) if p.is_dir() and not p.stat().st_mode & 0o001
+        str(p)
+        for path in paths
+        for p in (path, *path.parents)
+        if p.is_dir() and not p.stat().st_mode & 0o001
     }
     return sorted(closed, key=lambda p: (p.count("/"), p))
 
@@ -392,9 +428,10 @@ async def test_the_operator_runs_non_root_on_a_read_only_root_and_writes_no_file
     kube: Kube, kubesim: KubeSim
 ) -> None:
     """`mpi-operator run` as the image runs it: uid/gid 65532, read-only root filesystem,
-    PYTHONDONTWRITEBYTECODE (the Dockerfile's), HOME and the working directory unwritable; it reconciles
-    a job. An audit hook reports every file it opens for writing or creates: there must be none (the
-    bytecode cache, tempfiles, a kubeconfig cache would all show up here before failing)."""
+    PYTHONDONTWRITEBYTECODE (the Dockerfile's), HOME and the working directory unwritable; it
+    reconciles a job. An audit hook reports every file it opens for writing or creates: there must
+    be none (the bytecode cache, tempfiles, a kubeconfig cache would all show up here before
+    failing)."""
     assert kubesim.kubeconfig_path is not None
     shared = Path(tempfile.mkdtemp(prefix="least-privilege-"))
     try:
@@ -404,7 +441,9 @@ async def test_the_operator_runs_non_root_on_a_read_only_root_and_writes_no_file
             for k, v in operator_testing.source_env().items()
             if not k.startswith(("PYTEST", "KUBESIM_REQUEST_LOG", "COV_"))
         }
-        env.update({"HOME": "/nonexistent", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
+        env.update(
+            {"HOME": "/nonexistent", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+        )
         proc = await asyncio.create_subprocess_exec(
             "unshare", "--mount", "--propagation", "private", "sh", "-c", JAIL, "jail", str(shared),
             *closed_directories(INTERPRETER, CHECKOUT), "--",
@@ -420,7 +459,9 @@ async def test_the_operator_runs_non_root_on_a_read_only_root_and_writes_no_file
         assert proc.stderr is not None
         err = (await proc.stderr.read()).decode()
         assert proc.returncode == 0, err[-3000:]
-        assert "WRITE-ATTEMPT" not in err, [line for line in err.splitlines() if "WRITE-ATTEMPT" in line]
+        assert "WRITE-ATTEMPT" not in err, [
+            line for line in err.splitlines() if "WRITE-ATTEMPT" in line
+        ]
         secret = await kube.get(resources.SECRET, f"{JOB}-ssh", "default")
         assert secret_scan.leaks(err, secret_scan.key_needles(secret)) == []
         first = json.loads(err.splitlines()[0])  # the log is JSON lines, as the Deployment asks

@@ -1,12 +1,13 @@
-"""The monitoring kit (deploy/monitoring/): every PromQL expression of the alerts and of the dashboard's
-panels parsed by a real PromQL parser (PyPI `promql-parser`, the Rust `promql-parser` crate), and every
-metric they select served by the real operator's /metrics while it runs a static and an elastic MPIJob on
-kubesim; the alerts' shape (for, severity, summary, description, a runbook section that exists); the
-kustomize component rendered by the real `kubectl kustomize` and the Helm values rendered by the real Helm
-library, selecting the metrics Service that is really rendered beside them.
+"""The monitoring kit (deploy/monitoring/): every PromQL expression of the alerts and of the
+dashboard's panels parsed by a real PromQL parser (PyPI `promql-parser`, the Rust `promql-parser`
+crate), and every metric they select served by the real operator's /metrics while it runs a static
+and an elastic MPIJob on kubesim; the alerts' shape (for, severity, summary, description, a runbook
+section that exists); the kustomize component rendered by the real `kubectl kustomize` and the Helm
+values rendered by the real Helm library, selecting the metrics Service that is really rendered
+beside them.
 
-kubesim has no prometheus-operator CRDs, so the ServiceMonitor and PrometheusRule are checked field by
-field here (what prometheus-operator reads), not admitted by an API server."""
+kubesim has no prometheus-operator CRDs, so the ServiceMonitor and PrometheusRule are checked field
+by field here (what prometheus-operator reads), not admitted by an API server."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ from mpi_operator.runtime.manager import Manager
 
 from .install_checks import ROOT, Obj, find, load_all, one
 
-promql = pytest.importorskip("promql_parser", reason="promql-parser (a dev dependency) is not installed")
+promql = pytest.importorskip(
+    "promql_parser", reason="promql-parser (a dev dependency) is not installed"
+)
 
 KIT = ROOT / "deploy" / "monitoring"
 CHART = ROOT / "deploy" / "charts" / "mpi-operator"
@@ -50,7 +53,8 @@ ALERTS = {
 }
 # What Grafana puts in place of its variables before a query reaches Prometheus.
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__range": "6h", "$job": "mpi-operator"}
-# The sample names each metric type exposes (OpenMetrics' suffixes; `_created` is prometheus_client's).
+# The sample names each metric type exposes (OpenMetrics' suffixes; `_created` is
+# prometheus_client's).
 SUFFIXES = {
     "counter": ("_total", "_created"),
     "gauge": ("",),
@@ -75,7 +79,9 @@ def panel_queries(board: dict[str, Any]) -> Iterator[tuple[str, str]]:
             expr = target["expr"]
             for variable, value in GRAFANA_VARIABLES.items():
                 expr = expr.replace(variable, value)
-            assert "$" not in expr, f"{panel['title']}: a Grafana variable the test does not know: {expr}"
+            assert "$" not in expr, (
+                f"{panel['title']}: a Grafana variable the test does not know: {expr}"
+            )
             yield panel["title"], expr
 
 
@@ -137,7 +143,8 @@ def test_dashboard_is_grafana_json_with_a_query_per_panel() -> None:
 
 def test_the_chart_holds_identical_copies() -> None:
     """A chart cannot read outside its directory: files/ holds copies; refresh them with `cp
-    deploy/monitoring/{prometheusrule.yaml,mpi-operator-dashboard.json} deploy/charts/mpi-operator/files/`."""
+    deploy/monitoring/{prometheusrule.yaml,mpi-operator-dashboard.json}
+    deploy/charts/mpi-operator/files/`."""
     for source in (RULES, DASHBOARD):
         assert (CHART / "files" / source.name).read_text() == source.read_text(), source.name
 
@@ -164,11 +171,14 @@ def check_kit(objs: list[Obj], namespace: str) -> None:
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["metadata"]["namespace"] == namespace
     assert rule["spec"] == yaml.safe_load(RULES.read_text())["spec"]
-    (config_map,) = [c for c in find(objs, "ConfigMap") if c["metadata"]["labels"].get("grafana_dashboard")]
+    (config_map,) = [
+        c for c in find(objs, "ConfigMap") if c["metadata"]["labels"].get("grafana_dashboard")
+    ]
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert config_map["metadata"]["namespace"] == namespace
     assert json.loads(config_map["data"][DASHBOARD.name]) == dashboard()
-    # Other monitors must not select the operator's Deployment pods' Service by accident: only one Service.
+    # Other monitors must not select the operator's Deployment pods' Service by accident: only one
+    # Service.
     assert len(find(objs, "Service")) == 1
 
 
@@ -183,7 +193,11 @@ def test_kustomize_component() -> None:
     )
     try:
         done = subprocess.run(
-            ["kubectl", "kustomize", str(target)], capture_output=True, text=True, timeout=60, check=False
+            ["kubectl", "kustomize", str(target)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
     finally:
         shutil.rmtree(target)
@@ -201,14 +215,23 @@ HELM_ON = {
 
 
 def helm_render(values: dict[str, Any]) -> list[Obj]:
-    helm = pytest.importorskip("helm_python", reason="helm-python-sdk (a dev dependency) is not installed")
+    helm = pytest.importorskip(
+        "helm_python", reason="helm-python-sdk (a dev dependency) is not installed"
+    )
     with helm.Chart.load(CHART) as chart:
         manifests = chart.render(values, name="mpi-operator", namespace="ops", is_install=True)
-    return [o for path, text in sorted(manifests.items()) if path.endswith(".yaml") for o in load_all(text)]
+    return [
+        o
+        for path, text in sorted(manifests.items())
+        if path.endswith(".yaml")
+        for o in load_all(text)
+    ]
 
 
 def test_helm_values() -> None:
-    helm = pytest.importorskip("helm_python", reason="helm-python-sdk (a dev dependency) is not installed")
+    helm = pytest.importorskip(
+        "helm_python", reason="helm-python-sdk (a dev dependency) is not installed"
+    )
     defaults = helm_render({})
     assert not find(defaults, "ServiceMonitor")
     assert not find(defaults, "PrometheusRule")
@@ -218,10 +241,14 @@ def test_helm_values() -> None:
     assert one(objs, "ServiceMonitor")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     report = helm.lint(CHART, HELM_ON, strict=True, namespace="ops")
     assert report["errors"] == []
-    elsewhere = helm_render({"monitoring": {"dashboard": {"enabled": True, "namespace": "grafana"}}})
+    elsewhere = helm_render(
+        {"monitoring": {"dashboard": {"enabled": True, "namespace": "grafana"}}}
+    )
     assert one(elsewhere, "ConfigMap")["metadata"]["namespace"] == "grafana"
     with pytest.raises(Exception, match=r"needs metrics\.enabled"):
-        helm_render({"metrics": {"enabled": False}, "monitoring": {"serviceMonitor": {"enabled": True}}})
+        helm_render(
+            {"metrics": {"enabled": False}, "monitoring": {"serviceMonitor": {"enabled": True}}}
+        )
 
 
 def test_plain_scrape_config_keeps_the_metrics_service() -> None:
@@ -235,13 +262,14 @@ def test_plain_scrape_config_keeps_the_metrics_service() -> None:
     labels = {"app.kubernetes.io/name": "mpi-operator", **service["metadata"]["labels"]}
     port = service["spec"]["ports"][0]["name"]
     assert re.fullmatch(
-        keep["regex"], f"{labels['app.kubernetes.io/name']};{labels['app.kubernetes.io/component']};{port}"
+        keep["regex"],
+        f"{labels['app.kubernetes.io/name']};{labels['app.kubernetes.io/component']};{port}",
     )
 
 
 def exposed_sample_names(text: str) -> dict[str, set[str]]:
-    """Every sample name /metrics may carry, per family, from its `# TYPE` (so a labelled counter that
-    has no child yet still counts), and the names that do carry samples."""
+    """Every sample name /metrics may carry, per family, from its `# TYPE` (so a labelled counter
+    that has no child yet still counts), and the names that do carry samples."""
     declared: set[str] = set()
     sampled: set[str] = set()
     for family in text_string_to_metric_families(text):
@@ -267,10 +295,14 @@ async def test_every_selected_metric_is_served(
         async with http.get(operator.server.url + "/metrics") as response:
             assert response.status == 200
             text = await response.text()
-        ready = f'mpi_operator_elastic_workers{{mpijob="elastic",namespace="{NS}",state="ready"}} 2.0'
+        ready = (
+            f'mpi_operator_elastic_workers{{mpijob="elastic",namespace="{NS}",state="ready"}} 2.0'
+        )
         return text if ready in text else None
 
-    text = await eventually(scrape_with_ready_workers, what="/metrics with the elastic job's 2 ready workers")
+    text = await eventually(
+        scrape_with_ready_workers, what="/metrics with the elastic job's 2 ready workers"
+    )
     exposed = exposed_sample_names(text)
     assert f'mpi_operator_elastic_min_replicas{{mpijob="elastic",namespace="{NS}"}} 1.0' in text
     assert 'mpijob="static"' not in text, "static jobs have no elastic series"
@@ -281,7 +313,8 @@ async def test_every_selected_metric_is_served(
         if name not in exposed["declared"]
     }
     assert missing == set()
-    # Beyond declared: what the alerts compare has samples while jobs run (unlabelled counters always do).
+    # Beyond declared: what the alerts compare has samples while jobs run (unlabelled counters
+    # always do).
     for name in (
         "mpi_operator_is_leader",
         "mpi_operator_reconcile_errors_total",
@@ -297,9 +330,13 @@ async def test_every_selected_metric_is_served(
         return not await series_of(job)
 
     # A suspended job has no ready workers on purpose: no series, so no below-minReplicas alert.
-    await kube.patch(resources.MPIJOB, "elastic", {"spec": {"runPolicy": {"suspend": True}}}, namespace=NS)
+    await kube.patch(
+        resources.MPIJOB, "elastic", {"spec": {"runPolicy": {"suspend": True}}}, namespace=NS
+    )
     await eventually(lambda: dropped("elastic"), what="the suspended elastic job's series dropped")
-    await kube.patch(resources.MPIJOB, "elastic", {"spec": {"runPolicy": {"suspend": False}}}, namespace=NS)
+    await kube.patch(
+        resources.MPIJOB, "elastic", {"spec": {"runPolicy": {"suspend": False}}}, namespace=NS
+    )
     await eventually(lambda: series_of("elastic"), what="the resumed elastic job's series back")
     await kube.delete(resources.MPIJOB, "elastic", namespace=NS)
     await eventually(lambda: dropped("elastic"), what="the deleted elastic job's series dropped")

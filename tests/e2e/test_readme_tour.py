@@ -32,9 +32,12 @@ def test_readme_quick_tour_runs(tmp_path: Path) -> None:
     tour = _tour().replace("/tmp/kubesim.kubeconfig", str(tmp_path / "kubesim.kubeconfig"))
     # Every line must succeed; the background processes are stopped whatever happens.
     script = (
-        f"set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\nexport HOME={tmp_path}\n{tour}"
+        "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\nexport "
+        f"HOME={tmp_path}\n{tour}"
     )
-    result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "tensorflow2-mnist-elastic-launcher" in result.stdout
     assert "scaled" in result.stdout

@@ -1,5 +1,6 @@
-"""`mpi-operator run` as a process against `mpi-operator sim`: exits 1 with a clear message without the
-CRD; with it, becomes ready on /readyz, serves /metrics, and exits 0 on SIGTERM. Also: flags -> Settings."""
+"""`mpi-operator run` as a process against `mpi-operator sim`: exits 1 with a clear message without
+the CRD; with it, becomes ready on /readyz, serves /metrics, and exits 0 on SIGTERM. Also: flags ->
+Settings."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from mpi_operator.settings import FALLBACK_BURST, FALLBACK_QPS, Settings, client
 from operator_testing import TEST_AGENT, sim_process, source_env
 
 ROOT = Path(__file__).resolve().parents[2]
-CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
+CRD = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
+)
 
 _TEMPLATE = {"spec": {"containers": [{"name": "main", "image": "mpioperator/mpi-pi:openmpi"}]}}
 MPIJOB_BODY = {
@@ -80,7 +83,9 @@ async def start_operator(kubeconfig: Path) -> asyncio.subprocess.Process:
     )
 
 
-async def next_log(proc: asyncio.subprocess.Process, seen: list[dict[str, object]]) -> dict[str, object]:
+async def next_log(
+    proc: asyncio.subprocess.Process, seen: list[dict[str, object]]
+) -> dict[str, object]:
     assert proc.stderr is not None
     raw = await proc.stderr.readline()
     assert raw, f"operator exited ({await proc.wait()}); logs: {seen}"
@@ -92,7 +97,8 @@ async def next_log(proc: asyncio.subprocess.Process, seen: list[dict[str, object
 async def becomes_ready(
     proc: asyncio.subprocess.Process, seen: list[dict[str, object]], within: float
 ) -> str:
-    """Reads the operator's JSON log until it serves health, then waits for /readyz 200; its base URL."""
+    """Reads the operator's JSON log until it serves health, then waits for /readyz 200; its base
+    URL."""
     while "serving /healthz" not in str((entry := await next_log(proc, seen))["msg"]):
         pass
     url = str(entry["msg"]).rsplit(" ", 1)[-1]
@@ -148,7 +154,10 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
     try:
         async with asyncio.timeout(30):
             url = await becomes_ready(proc, seen, within=30)
-            async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{url}/metrics") as response,
+            ):
                 assert "mpi_operator_is_leader 1.0" in await response.text()
             await reconciles_an_mpijob(proc, sim, seen)
         proc.send_signal(signal.SIGTERM)
@@ -174,7 +183,17 @@ FLAG_CASES = [
     ),
     (["--qps", "-1"], {"qps": -1.0, "burst": None}),
     (
-        ["--namespace", "a", "--namespace", "b", "--namespace", "a", "--workers", "8", "--no-leader-elect"],
+        [
+            "--namespace",
+            "a",
+            "--namespace",
+            "b",
+            "--namespace",
+            "a",
+            "--workers",
+            "8",
+            "--no-leader-elect",
+        ],
         {"namespaces": ("a", "b"), "workers": 8, "leader_elect": False},
     ),
     (["--namespace", ""], {"namespaces": ()}),
@@ -183,10 +202,20 @@ FLAG_CASES = [
         {"qps": 50.0, "burst": 100, "metrics_address": ":9090", "log_format": "json"},
     ),
     (
-        ["--cluster-domain", "cluster.local", "--gpus-per-node", "4", "--gang-scheduling", "volcano"],
+        [
+            "--cluster-domain",
+            "cluster.local",
+            "--gpus-per-node",
+            "4",
+            "--gang-scheduling",
+            "volcano",
+        ],
         {"cluster_domain": "cluster.local", "gpus_per_node": 4, "gang_scheduling": "volcano"},
     ),
-    (["--kubeconfig", "/k", "--lease-namespace", "ops"], {"kubeconfig": "/k", "lease_namespace": "ops"}),
+    (
+        ["--kubeconfig", "/k", "--lease-namespace", "ops"],
+        {"kubeconfig": "/k", "lease_namespace": "ops"},
+    ),
     (["--max-workers-per-job", "64"], {"max_workers_per_job": 64}),
 ]
 
@@ -215,7 +244,9 @@ def test_run_flags_become_settings(
 
 def test_lease_namespace_falls_back_to_mpi_operator(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
-    assert cli.run_settings(cli._build_parser().parse_args(["run"])).lease_namespace == "mpi-operator"
+    assert (
+        cli.run_settings(cli._build_parser().parse_args(["run"])).lease_namespace == "mpi-operator"
+    )
 
 
 def test_run_rejects_zero_workers(capsys: pytest.CaptureFixture[str]) -> None:
@@ -233,18 +264,26 @@ def test_run_rejects_zero_workers(capsys: pytest.CaptureFixture[str]) -> None:
         (-1.0, None, (-1.0, FALLBACK_BURST, False)),
         (0.0, None, (0.0, FALLBACK_BURST, False)),
     ],
-    ids=["unset-lifts-with-apf", "burst-only", "opt-in", "opt-in-with-burst", "negative-opts-out", "zero"],
+    ids=[
+        "unset-lifts-with-apf",
+        "burst-only",
+        "opt-in",
+        "opt-in-with-burst",
+        "negative-opts-out",
+        "zero",
+    ],
 )
 def test_the_client_limit_of_the_settings(
     qps: float | None, burst: int | None, expected: tuple[float, int, bool]
 ) -> None:
-    """Unset: limited only until the server shows API Priority and Fairness; set: as set, whatever the
-    server (zero or negative: `TokenBucket` never waits)."""
+    """Unset: limited only until the server shows API Priority and Fairness; set: as set, whatever
+    the server (zero or negative: `TokenBucket` never waits)."""
     assert client_limit(Settings(qps=qps, burst=burst)) == expected
     assert TokenBucket(*expected[:2]).unlimited is (expected[0] <= 0)
 
 
-# --- upstream's flags (issue 14, item 2) --------------------------------------------------------------
+# --- upstream's flags (issue 14, item 2)
+# --------------------------------------------------------------
 
 UPSTREAM_ARGS = ["-alsologtostderr", "--lock-namespace=mpi-operator"]
 """Upstream's manifests/base/deployment.yaml args plus its overlays' --lock-namespace, exactly."""
@@ -281,7 +320,10 @@ UPSTREAM_CASES: list[tuple[list[str], dict[str, str], dict[str, object]]] = [
     (
         ["--gang-scheduling", "scheduler-plugins-scheduler"],
         {},
-        {"gang_scheduling": "scheduler-plugins", "scheduler_plugins_name": "scheduler-plugins-scheduler"},
+        {
+            "gang_scheduling": "scheduler-plugins",
+            "scheduler_plugins_name": "scheduler-plugins-scheduler",
+        },
     ),
     (
         ["-gang-scheduling=my-coscheduler"],
@@ -294,7 +336,14 @@ UPSTREAM_CASES: list[tuple[list[str], dict[str, str], dict[str, object]]] = [
     (["--v=6", "--log-level=warning"], {}, {"log_level": "warning"}),
     (["-v=5"], {"MPI_OPERATOR_LOG_LEVEL": "error"}, {"log_level": "debug"}),
     (
-        ["-logtostderr=false", "-stderrthreshold", "INFO", "-vmodule=foo=2", "--log_dir=/tmp", "-one_output"],
+        [
+            "-logtostderr=false",
+            "-stderrthreshold",
+            "INFO",
+            "-vmodule=foo=2",
+            "--log_dir=/tmp",
+            "-one_output",
+        ],
         {},
         {"log_level": "info"},
     ),
@@ -326,11 +375,19 @@ UPSTREAM_CASES: list[tuple[list[str], dict[str, str], dict[str, object]]] = [
     ),
     (
         ["--threadiness=3", "--leader-elect", "--namespace", "c"],
-        {"MPI_OPERATOR_WORKERS": "6", "MPI_OPERATOR_LEADER_ELECT": "false", "MPI_OPERATOR_NAMESPACE": "a"},
+        {
+            "MPI_OPERATOR_WORKERS": "6",
+            "MPI_OPERATOR_LEADER_ELECT": "false",
+            "MPI_OPERATOR_NAMESPACE": "a",
+        },
         {"workers": 3, "leader_elect": True, "namespaces": ("c",)},
     ),
     ([], {"KUBEFLOW_NAMESPACE": "kubeflow"}, {"namespaces": ("kubeflow",)}),
-    ([], {"KUBEFLOW_NAMESPACE": "kubeflow", "MPI_OPERATOR_NAMESPACE": "ours"}, {"namespaces": ("ours",)}),
+    (
+        [],
+        {"KUBEFLOW_NAMESPACE": "kubeflow", "MPI_OPERATOR_NAMESPACE": "ours"},
+        {"namespaces": ("ours",)},
+    ),
     (
         [],
         {"POD_NAMESPACE": "pod-ns", "MPI_OPERATOR_LEASE_NAMESPACE": "leases"},
@@ -361,7 +418,11 @@ def test_the_klog_notice_names_the_ignored_flags() -> None:
         (["--threadiness", "0"], {}, "--threadiness: must be at least 1, got 0"),
         (["-threadiness=two"], {}, "--threadiness: not a whole number: 'two'"),
         (["--kube-api-burst=0"], {}, "--kube-api-burst: must be at least 1, got 0"),
-        (["--controller-queue-rate-limit", "0"], {}, "--controller-queue-rate-limit: must be more than 0"),
+        (
+            ["--controller-queue-rate-limit", "0"],
+            {},
+            "--controller-queue-rate-limit: must be more than 0",
+        ),
         (["--monitoring-port=70000"], {}, "--monitoring-port: port 70000 is not in 0..65535"),
         (
             ["--monitoring-port=9443", "--metrics-address=:9090"],
@@ -370,9 +431,17 @@ def test_the_klog_notice_names_the_ignored_flags() -> None:
         ),
         (["--log-format=yaml"], {}, "--log-format: must be json or text, got 'yaml'"),
         ([], {"MPI_OPERATOR_WORKERS": "0"}, "$MPI_OPERATOR_WORKERS: must be at least 1, got 0"),
-        ([], {"MPI_OPERATOR_LEADER_ELECT": "maybe"}, "$MPI_OPERATOR_LEADER_ELECT: not a boolean: 'maybe'"),
+        (
+            [],
+            {"MPI_OPERATOR_LEADER_ELECT": "maybe"},
+            "$MPI_OPERATOR_LEADER_ELECT: not a boolean: 'maybe'",
+        ),
         (["-v=-1"], {}, "--v: must be at least 0, got -1"),
-        (["--cluster-domain=Corp_Example"], {}, "--cluster-domain: 'Corp_Example' is not a DNS name"),
+        (
+            ["--cluster-domain=Corp_Example"],
+            {},
+            "--cluster-domain: 'Corp_Example' is not a DNS name",
+        ),
         (
             [],
             {"MPI_OPERATOR_CLUSTER_DOMAIN": "a..b"},
@@ -397,7 +466,9 @@ def test_bad_values_are_refused_in_one_line(
 
 
 def test_go_style_leaves_values_and_unknown_names_alone() -> None:
-    assert runflags.go_style(["-threadiness=2", "-v", "4", "--qps", "-1", "-h", "--", "-master"]) == [
+    assert runflags.go_style(
+        ["-threadiness=2", "-v", "4", "--qps", "-1", "-h", "--", "-master"]
+    ) == [
         "--threadiness=2",
         "--v",
         "4",
@@ -441,10 +512,13 @@ async def test_upstream_deployment_args_run_and_reconcile(sim: Path) -> None:
     container's MPI_OPERATOR_* variables (a free port, JSON logs to read); with leader election."""
     kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1, user_agent=TEST_AGENT)
     try:
-        await kube.create(CRD, yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text()))
+        await kube.create(
+            CRD, yaml.safe_load((ROOT / "crds" / "kubeflow.org_mpijobs.yaml").read_text())
+        )
         namespaces = Resource("", "v1", "namespaces", False, "Namespace")
         await kube.create(
-            namespaces, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mpi-operator"}}
+            namespaces,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mpi-operator"}},
         )
     finally:
         await kube.close()
@@ -463,12 +537,16 @@ async def test_upstream_deployment_args_run_and_reconcile(sim: Path) -> None:
     try:
         async with asyncio.timeout(60):
             entry = await next_log(proc, seen)
-            assert str(entry["msg"]).startswith("klog flags accepted and ignored: --alsologtostderr")
+            assert str(entry["msg"]).startswith(
+                "klog flags accepted and ignored: --alsologtostderr"
+            )
             await becomes_ready(proc, seen, within=60)
             kube = await Kube.from_kubeconfig(str(sim), qps=0, burst=1, user_agent=TEST_AGENT)
             try:
                 lease = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
-                assert (await kube.get(lease, "mpi-operator", "mpi-operator"))["spec"]["holderIdentity"]
+                assert (await kube.get(lease, "mpi-operator", "mpi-operator"))["spec"][
+                    "holderIdentity"
+                ]
             finally:
                 await kube.close()
             await reconciles_an_mpijob(proc, sim, seen)

@@ -1,9 +1,11 @@
-"""The `--host-discovery-script` of the real-Horovod end-to-end test (run by `horovodrun`, not by pytest).
+"""The `--host-discovery-script` of the real-Horovod end-to-end test (run by `horovodrun`, not by
+pytest).
 
-`horovodrun` plays the launcher container here, so its discovery script must be the launcher pod's own
-`/etc/mpi/discover_hosts.sh` as the kubelet has mounted it, not the ConfigMap: this program fetches that
-file through kubesim's file endpoint and runs it with /bin/sh, passing on its output and exit status. Any
-failure to fetch exits 1, which Horovod treats as "keep the last host set" after the first poll.
+`horovodrun` plays the launcher container here, so its discovery script must be the launcher pod's
+own `/etc/mpi/discover_hosts.sh` as the kubelet has mounted it, not the ConfigMap: this program
+fetches that file through kubesim's file endpoint and runs it with /bin/sh, passing on its output
+and exit status. Any failure to fetch exits 1, which Horovod treats as "keep the last host set"
+after the first poll.
 
 Environment: HVD_KUBESIM_URL, HVD_NAMESPACE, HVD_LAUNCHER_POD. Standard library only.
 """

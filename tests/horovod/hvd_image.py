@@ -1,11 +1,12 @@
 """A stand-in for `examples/elastic/Dockerfile`'s image, for kubesim's process runtime.
 
-From the Dockerfile's facts: user `mpiuser` (uid/gid 1000, home /home/mpiuser, bash); sshd on 2222 with
-host keys that user owns (`/etc/ssh/host-keys`), `StrictModes yes`, `AllowUsers mpiuser`; the ssh client on
-2222 without host-key checks and with `ConnectionAttempts 10`; the training scripts under /examples/elastic;
-sshd (`/usr/sbin/sshd -De`) as the default command. Horovod is the venv the tests build on this machine,
-first on PATH; the image makes `/root` traversable (mode 0755 in its own layer) because that venv and the
-Python it links to live under /root here, while the image's user is uid 1000.
+From the Dockerfile's facts: user `mpiuser` (uid/gid 1000, home /home/mpiuser, bash); sshd on 2222
+with host keys that user owns (`/etc/ssh/host-keys`), `StrictModes yes`, `AllowUsers mpiuser`; the
+ssh client on 2222 without host-key checks and with `ConnectionAttempts 10`; the training scripts
+under /examples/elastic; sshd (`/usr/sbin/sshd -De`) as the default command. Horovod is the venv the
+tests build on this machine, first on PATH; the image makes `/root` traversable (mode 0755 in its
+own layer) because that venv and the Python it links to live under /root here, while the image's
+user is uid 1000.
 """
 
 from __future__ import annotations
@@ -48,14 +49,16 @@ Host *
 
 
 def build(root: Path, venv: Path) -> ImageSpec:
-    """Writes the image's own files under `root` (owners and modes as the Dockerfile leaves them)."""
+    """Writes the image's own files under `root` (owners and modes as the Dockerfile leaves
+    them)."""
     (root / "root").mkdir(parents=True)
     os.chmod(root / "root", 0o755)
     ssh = root / "etc" / "ssh"
     keys = ssh / "host-keys"
     keys.mkdir(parents=True)
     subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "ssh_host_ed25519_key")], check=True
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "ssh_host_ed25519_key")],
+        check=True,
     )
     (ssh / "sshd_config").write_text(SSHD_CONFIG)
     (ssh / "ssh_config").write_text(SSH_CONFIG_HEAD + Path("/etc/ssh/ssh_config").read_text())

@@ -1,18 +1,19 @@
 """A stand-in for `ssh` that runs Horovod's worker command "inside" a kubesim worker pod.
 
-`horovodrun` starts each worker with `ssh [-o opt] HOST [-p P] [-i KEY] 'cd DIR ; env ... python train.py'`.
-This program takes the place of `ssh` on the driver's PATH and models what a worker container's sshd does,
-with the pod's life taken from kubesim over its HTTP API:
+`horovodrun` starts each worker with `ssh [-o opt] HOST [-p P] [-i KEY] 'cd DIR ; env ... python
+train.py'`. This program takes the place of `ssh` on the driver's PATH and models what a worker
+container's sshd does, with the pod's life taken from kubesim over its HTTP API:
 
-- HOST is the name `discover_hosts.sh` printed, `<spec.hostname>.<subdomain>.<ns>.svc`; the session is
-  refused (exit 255, as ssh's "connection refused") unless a worker pod with that `spec.hostname` is
-  Running and Ready, as a real sshd would not be up yet.
-- The command runs as a local child in its own process group, for as long as the pod lives (a watch on
-  it): when the pod's container exits (a kill) the session dies with SIGKILL; when the pod is deleted the
-  child gets SIGTERM, then SIGKILL after 2 s, as the kubelet would do. Either way ssh exits 255.
-- Each session appends one JSON line to $HVD_SSH_LOG when it starts and one when it ends (exit code and,
-  if the pod took the process down, why), so the test can tell a worker Horovod let go from one the
-  cluster killed.
+- HOST is the name `discover_hosts.sh` printed, `<spec.hostname>.<subdomain>.<ns>.svc`; the session
+  is refused (exit 255, as ssh's "connection refused") unless a worker pod with that `spec.hostname`
+  is Running and Ready, as a real sshd would not be up yet.
+- The command runs as a local child in its own process group, for as long as the pod lives (a watch
+  on it): when the pod's container exits (a kill) the session dies with SIGKILL; when the pod is
+  deleted the child gets SIGTERM, then SIGKILL after 2 s, as the kubelet would do. Either way ssh
+  exits 255.
+- Each session appends one JSON line to $HVD_SSH_LOG when it starts and one when it ends (exit code
+  and, if the pod took the process down, why), so the test can tell a worker Horovod let go from one
+  the cluster killed.
 
 Configuration comes from the environment the driver passes on: HVD_KUBESIM_URL, HVD_NAMESPACE,
 HVD_SSH_LOG. Standard library only: it runs under whatever python3 the driver's PATH finds.
@@ -41,7 +42,8 @@ WATCH_IDLE_SECONDS = 30.0
 
 
 def parse_argv(argv: list[str]) -> tuple[str, str]:
-    """(host, remote command) from an ssh command line; options may come before or after the host."""
+    """(host, remote command) from an ssh command line; options may come before or after the
+    host."""
     host: str | None = None
     rest = list(argv)
     while rest:
@@ -87,9 +89,12 @@ def find_pod(base: str, namespace: str, host: str) -> dict[str, Any] | None:
 def is_ready(pod: dict[str, Any]) -> bool:
     status = pod.get("status") or {}
     ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
     )
-    return status.get("phase") == "Running" and ready and not pod["metadata"].get("deletionTimestamp")
+    return (
+        status.get("phase") == "Running" and ready and not pod["metadata"].get("deletionTimestamp")
+    )
 
 
 def end_of(pod: dict[str, Any]) -> str | None:
@@ -106,8 +111,8 @@ def end_of(pod: dict[str, Any]) -> str | None:
 def watch_until_gone(base: str, namespace: str, name: str, uid: str, resource_version: str) -> str:
     """Blocks until the pod can no longer host the session and says why.
 
-    A watch, not polling: its events arrive in order, so a container that exits is seen as such even when
-    the operator deletes the failed pod a few milliseconds later."""
+    A watch, not polling: its events arrive in order, so a container that exits is seen as such even
+    when the operator deletes the failed pod a few milliseconds later."""
     pod_url = f"{base}/api/v1/namespaces/{namespace}/pods/{name}"
     selector = urllib.parse.quote(f"metadata.name={name}")
     rv = resource_version
@@ -164,19 +169,29 @@ def main(argv: list[str]) -> int:
     child = subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True)
 
     def hang_up(signum: int, _frame: object) -> None:
-        # horovodrun stops a session by signalling ssh; a real sshd then hangs up on the remote command.
+        # horovodrun stops a session by signalling ssh; a real sshd then hangs up on the remote
+        # command.
         _signal_group(child.pid, signal.SIGTERM)
         sys.exit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, hang_up)
-    log({"event": "start", "host": host, "pod": name, "uid": uid, "pid": os.getpid(), "pgid": child.pid})
+    log(
+        {
+            "event": "start",
+            "host": host,
+            "pod": name,
+            "uid": uid,
+            "pid": os.getpid(),
+            "pgid": child.pid,
+        }
+    )
     exited = threading.Event()
     why: list[str] = []
 
     def kubelet() -> None:
-        # What the kubelet does to the processes of a pod: SIGKILL when its container dies; on deletion
-        # SIGTERM, then SIGKILL after the grace period.
+        # What the kubelet does to the processes of a pod: SIGKILL when its container dies; on
+        # deletion SIGTERM, then SIGKILL after the grace period.
         reason = watch_until_gone(base, namespace, name, uid, pod["metadata"]["resourceVersion"])
         why.append(reason)
         if reason == "pod deleted":
@@ -188,7 +203,8 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=kubelet, daemon=True).start()
     child.wait()
     exited.set()
-    # A child that ended on its own (not by a signal) while its pod was going away was not killed by it.
+    # A child that ended on its own (not by a signal) while its pod was going away was not killed by
+    # it.
     killed = why[0] if why and child.returncode in (-signal.SIGTERM, -signal.SIGKILL) else None
     code = 255 if killed else child.returncode
     log({"event": "end", "host": host, "pod": name, "uid": uid, "exit": code, "killed": killed})

@@ -1,14 +1,15 @@
-"""Proof against Horovod 0.28.1's own code: its discovery, host manager, rank assignment and blacklist
-consume the `discover_hosts.sh` the operator renders, over the elastic layer's sequence of cluster states.
+"""Proof against Horovod 0.28.1's own code: its discovery, host manager, rank assignment and
+blacklist consume the `discover_hosts.sh` the operator renders, over the elastic layer's sequence of
+cluster states.
 
-`scripts/fetch_horovod.sh` downloads the sdist from PyPI (cached) and extracts its pure-Python runner
-modules; they import as they are (psutil and cloudpickle are their only third-party imports; nothing
-compiled is needed, so nothing is stubbed). Each poll runs the rendered script the way `horovodrun`
-does: `HostDiscoveryScript` through `safe_shell_exec` and `/bin/sh`, without `--slots-per-host` (our
-lines carry the slots). Blacklisting goes through the driver's own `WorkerStateRegistry`
-`_on_workers_recorded`, the code that runs when a failed worker is recorded; the last test runs the
-whole `ElasticDriver` (discovery thread, Gloo rendezvous HTTP server, worker-exit handling, resets) with
-thread stand-ins for the worker processes.
+`scripts/fetch_horovod.sh` downloads the sdist from PyPI (cached) and extracts its pure-Python
+runner modules; they import as they are (psutil and cloudpickle are their only third-party imports;
+nothing compiled is needed, so nothing is stubbed). Each poll runs the rendered script the way
+`horovodrun` does: `HostDiscoveryScript` through `safe_shell_exec` and `/bin/sh`, without
+`--slots-per-host` (our lines carry the slots). Blacklisting goes through the driver's own
+`WorkerStateRegistry` `_on_workers_recorded`, the code that runs when a failed worker is recorded;
+the last test runs the whole `ElasticDriver` (discovery thread, Gloo rendezvous HTTP server,
+worker-exit handling, resets) with thread stand-ins for the worker processes.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def horovod() -> Iterator[SimpleNamespace]:
     except subprocess.TimeoutExpired:
         pytest.skip("fetching the horovod 0.28.1 sdist from PyPI timed out")
     if done.returncode != 0:
-        pytest.skip(f"cannot fetch the horovod 0.28.1 sdist from PyPI: {done.stderr.strip()[-500:]}")
+        pytest.skip(
+            f"cannot fetch the horovod 0.28.1 sdist from PyPI: {done.stderr.strip()[-500:]}"
+        )
     root = done.stdout.strip().splitlines()[-1]
     sys.path.insert(0, root)
     try:
@@ -89,13 +92,16 @@ def write_script(path: Path, script: str) -> None:
 
 
 class HorovodView:
-    """One `horovodrun` driver's view: its HostManager polling a script file, as `_discover_hosts` does."""
+    """One `horovodrun` driver's view: its HostManager polling a script file, as `_discover_hosts`
+    does."""
 
     def __init__(self, hvd: SimpleNamespace, path: Path, *, min_np: int, max_np: int) -> None:
         self.hvd = hvd
         self.path = path
         self.min_np, self.max_np = min_np, max_np
-        self.manager: Any = hvd.discovery.HostManager(hvd.discovery.HostDiscoveryScript(str(path), None))
+        self.manager: Any = hvd.discovery.HostManager(
+            hvd.discovery.HostDiscoveryScript(str(path), None)
+        )
 
     def publish(self, script: str) -> None:
         write_script(self.path, script)
@@ -110,13 +116,16 @@ class HorovodView:
     def world_size(self) -> int:
         """`ElasticDriver._get_host_assignments` over the current hosts."""
         current = self.manager.current_hosts
-        infos = [self.hvd.hosts.HostInfo(h, current.get_slots(h)) for h in current.host_assignment_order]
+        infos = [
+            self.hvd.hosts.HostInfo(h, current.get_slots(h)) for h in current.host_assignment_order
+        ]
         if current.count_available_slots() < self.min_np:
             return 0  # the driver waits for --min-np slots
         return len(self.hvd.hosts.get_host_assignments(infos, self.min_np, self.max_np))
 
     def record_failure(self, failed_host: str) -> None:
-        """A worker on `failed_host` exited non-zero: the driver's registry decides, with its own code."""
+        """A worker on `failed_host` exited non-zero: the driver's registry decides, with its own
+        code."""
         registration = self.hvd.registration
         calls: list[str] = []
         driver = SimpleNamespace(finished=lambda: False, stop=lambda **_: calls.append("stop"))
@@ -138,7 +147,8 @@ def script_of(cluster: ElasticCluster) -> str:
 
 
 def upstream_style_script(cluster: ElasticCluster) -> str:
-    """What an operator with stable names would print for the same workers (incarnation 0 always)."""
+    """What an operator with stable names would print for the same workers (incarnation 0
+    always)."""
     listed = hostfile.parse_discover_hosts(script_of(cluster))
     names = []
     for host, slots in listed:
@@ -148,9 +158,13 @@ def upstream_style_script(cluster: ElasticCluster) -> str:
     return hostfile.render_discover_hosts(names)
 
 
-def test_scale_out_2_to_3_then_in_3_to_1_with_grace(horovod: SimpleNamespace, tmp_path: Path) -> None:
+def test_scale_out_2_to_3_then_in_3_to_1_with_grace(
+    horovod: SimpleNamespace, tmp_path: Path
+) -> None:
     updated = horovod.HostUpdateResult
-    cluster = ElasticCluster(elastic_job(2, min_replicas=1, max_replicas=3, settle=5, grace=30, slots=2))
+    cluster = ElasticCluster(
+        elastic_job(2, min_replicas=1, max_replicas=3, settle=5, grace=30, slots=2)
+    )
     view = HorovodView(horovod, tmp_path / "discover_hosts.sh", min_np=2, max_np=6)
     cluster.step()
     view.publish(script_of(cluster))
@@ -170,7 +184,10 @@ def test_scale_out_2_to_3_then_in_3_to_1_with_grace(horovod: SimpleNamespace, tm
     cluster.step()
     view.publish(script_of(cluster))
     assert view.poll() == updated.added
-    assert (view.order, view.world_size()) == ([*first, "hvd-worker-2"], 6)  # survivors keep their ranks
+    assert (view.order, view.world_size()) == (
+        [*first, "hvd-worker-2"],
+        6,
+    )  # survivors keep their ranks
 
     cluster.tick(5)
     cluster.scale(1)
@@ -227,8 +244,11 @@ def test_failed_worker_rejoins_under_new_identity_but_not_under_its_old_name(
     assert stable.manager.is_blacklisted(failed)
 
 
-def test_rendered_script_runs_through_horovods_shell_exec(horovod: SimpleNamespace, tmp_path: Path) -> None:
-    """Slots come from our lines (no --slots-per-host), FQDNs stay exact strings, empty means none."""
+def test_rendered_script_runs_through_horovods_shell_exec(
+    horovod: SimpleNamespace, tmp_path: Path
+) -> None:
+    """Slots come from our lines (no --slots-per-host), FQDNs stay exact strings, empty means
+    none."""
     cluster = ElasticCluster(elastic_job(3, slots=4))
     cluster.step()
     path = tmp_path / "discover_hosts.sh"
@@ -250,9 +270,10 @@ STALL_SECONDS = 60.0
 class DriverRun:
     """Horovod's real `ElasticDriver`, polling a script file, with its real Gloo rendezvous server.
 
-    Worker processes are stand-ins (threads): each records which host it was started on, and blocks until
-    the job ends or the test makes it exit. Re-rendezvous after a reset is the HTTP request a worker's
-    `hvd.init()` sends (`rank_and_size/<host>:<local_rank>`), which is what records it READY.
+    Worker processes are stand-ins (threads): each records which host it was started on, and blocks
+    until the job ends or the test makes it exit. Re-rendezvous after a reset is the HTTP request a
+    worker's `hvd.init()` sends (`rank_and_size/<host>:<local_rank>`), which is what records it
+    READY.
     """
 
     def __init__(self, hvd: SimpleNamespace, path: Path, *, min_np: int, max_np: int) -> None:
@@ -275,7 +296,9 @@ class DriverRun:
             return found
 
         discovery.find_available_hosts_and_slots = counted
-        self.driver: Any = hvd.driver.ElasticDriver(self.rendezvous, discovery, min_np, max_np, timeout=20)
+        self.driver: Any = hvd.driver.ElasticDriver(
+            self.rendezvous, discovery, min_np, max_np, timeout=20
+        )
         self.port = self.rendezvous.start(hvd.rendezvous.create_rendezvous_handler(self.driver))
 
     def _worker(self, slot_info: Any, events: list[threading.Event]) -> tuple[int, int]:
@@ -301,7 +324,9 @@ class DriverRun:
         """The surviving workers' re-init after HorovodInternalError / HostsUpdatedInterrupt."""
 
         def get(host: str) -> None:
-            with urlopen(f"http://127.0.0.1:{self.port}/rank_and_size/{host}:0", timeout=20) as resp:
+            with urlopen(
+                f"http://127.0.0.1:{self.port}/rank_and_size/{host}:0", timeout=20
+            ) as resp:
                 resp.read()
 
         threads = [threading.Thread(target=get, args=(h,)) for h in hosts]
@@ -311,7 +336,8 @@ class DriverRun:
             t.join(20)
 
     def wait_for_polls(self, count: int = 2) -> None:
-        """Until the discovery thread has run the script `count` more times (one whole poll after now)."""
+        """Until the discovery thread has run the script `count` more times (one whole poll after
+        now)."""
         target = self.polls + count
         self.wait(lambda: self.polls >= target, "discovery polls")
 
@@ -324,9 +350,10 @@ class DriverRun:
             self._ticked.notify_all()
 
     def wait(self, predicate: Any, what: str) -> None:
-        """Re-checks `predicate` after each discovery poll or worker start (the driver's state changes
-        only in those threads), outside any lock the driver's threads take. Its ceiling counts polls
-        (`WAIT_POLLS`), not seconds, and a driver that stops polling fails after `STALL_SECONDS`."""
+        """Re-checks `predicate` after each discovery poll or worker start (the driver's state
+        changes only in those threads), outside any lock the driver's threads take. Its ceiling
+        counts polls (`WAIT_POLLS`), not seconds, and a driver that stops polling fails after
+        `STALL_SECONDS`."""
         for _ in range(WAIT_POLLS):
             with self._ticked:
                 seen = self._ticks
@@ -348,7 +375,9 @@ class DriverRun:
 def test_real_driver_restarts_a_replacement_only_under_its_new_identity(
     horovod: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(horovod.driver, "DISCOVER_HOSTS_FREQUENCY_SECS", 0.05)  # as Horovod's own tests do
+    monkeypatch.setattr(
+        horovod.driver, "DISCOVER_HOSTS_FREQUENCY_SECS", 0.05
+    )  # as Horovod's own tests do
     cluster = ElasticCluster(elastic_job(2, min_replicas=1, max_replicas=3, settle=5))
     cluster.step()
     cluster.set_ready()
@@ -366,12 +395,15 @@ def test_real_driver_restarts_a_replacement_only_under_its_new_identity(
             run.start(2)
             run.wait(lambda r=run: len(r.started) == 2, "two worker processes")
             assert sorted(run.started) == ["hvd-worker-0", "hvd-worker-1"]
-        # worker-1's process dies (its pod failed): the driver records the failure, blacklists the host
+        # worker-1's process dies (its pod failed): the driver records the failure, blacklists the
+        # host
         w0, w1 = worker_host(cluster.job, 0), worker_host(cluster.job, 1)
         for run in runs.values():
             run.fail(w1, 137)
             run.rendezvous_again([w0])
-            run.wait(lambda r=run: r.driver.world_size() == 1, "the job to re-form without worker-1")
+            run.wait(
+                lambda r=run: r.driver.world_size() == 1, "the job to re-form without worker-1"
+            )
             assert run.driver._host_manager.is_blacklisted(w1)
 
         cluster.fail(1, exit_code=137)
@@ -384,7 +416,9 @@ def test_real_driver_restarts_a_replacement_only_under_its_new_identity(
         new = worker_host(cluster.job, 1, 1)
         for run in runs.values():
             run.wait_for_polls()
-            run.rendezvous_again([w0])  # rank 0 was told a host was added; the job resets (returns after it)
+            run.rendezvous_again(
+                [w0]
+            )  # rank 0 was told a host was added; the job resets (returns after it)
         ours, stable = runs["ours"], runs["stable"]
         assert ours.driver.world_size() == 2
         ours.wait(lambda: len(ours.started) == 3, "a worker process on the replacement")

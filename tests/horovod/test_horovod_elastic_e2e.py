@@ -1,19 +1,20 @@
-"""Real Horovod end to end: a compiled Horovod 0.28.1 (PyTorch CPU + Gloo) runs an elastic training job as
-the launcher process of an MPIJob on kubesim, with the operator reconciling it, and follows `kubectl scale`
-and a killed worker.
+"""Real Horovod end to end: a compiled Horovod 0.28.1 (PyTorch CPU + Gloo) runs an elastic training
+job as the launcher process of an MPIJob on kubesim, with the operator reconciling it, and follows
+`kubectl scale` and a killed worker.
 
-- `scripts/build_horovod.sh` builds Horovod from the PyPI sdist with our C++17 CMake fix into a cached venv
-  (about 2.5 minutes the first time; skipped, not failed, only when PyPI cannot be reached).
-- `horovodrun --min-np/--max-np --network-interface lo --host-discovery-script` runs in this process's
-  machine, standing for the launcher container. Its discovery script (`hvd_discover.py`) runs the launcher
-  pod's *mounted* `/etc/mpi/discover_hosts.sh`, read through kubesim's file endpoint, so what Horovod sees
-  is exactly what the kubelet delivered to the launcher.
-- The host names that script prints do not resolve, so Horovod launches every worker through `ssh`; a
-  stand-in `ssh` on its PATH (`hvd_standin_ssh.py`) runs the command locally for as long as the worker pod
-  with that `spec.hostname` is Ready in kubesim, and kills it when the pod's container dies or the pod is
-  deleted, logging which sessions the cluster killed.
-- `hvd_train.py` logs, per batch and rank, the world size and the host Horovod placed the rank on; the
-  assertions read the worlds Horovod really formed.
+- `scripts/build_horovod.sh` builds Horovod from the PyPI sdist with our C++17 CMake fix into a
+  cached venv (about 2.5 minutes the first time; skipped, not failed, only when PyPI cannot be
+  reached).
+- `horovodrun --min-np/--max-np --network-interface lo --host-discovery-script` runs in this
+  process's machine, standing for the launcher container. Its discovery script (`hvd_discover.py`)
+  runs the launcher pod's *mounted* `/etc/mpi/discover_hosts.sh`, read through kubesim's file
+  endpoint, so what Horovod sees is exactly what the kubelet delivered to the launcher.
+- The host names that script prints do not resolve, so Horovod launches every worker through `ssh`;
+  a stand-in `ssh` on its PATH (`hvd_standin_ssh.py`) runs the command locally for as long as the
+  worker pod with that `spec.hostname` is Ready in kubesim, and kills it when the pod's container
+  dies or the pod is deleted, logging which sessions the cluster killed.
+- `hvd_train.py` logs, per batch and rank, the world size and the host Horovod placed the rank on;
+  the assertions read the worlds Horovod really formed.
 """
 
 from __future__ import annotations
@@ -65,13 +66,16 @@ SETTLE_SECONDS = 5
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    # kubesim's default 60 s volume sync: the launcher's mounted script follows within a second or two only
-    # because the operator touches the launcher pod.
-    return SimSettings(start_seconds=0.2, ready_seconds=0.3, job_backoff_seconds=0.1, bookmark_seconds=0.5)
+    # kubesim's default 60 s volume sync: the launcher's mounted script follows within a second or
+    # two only because the operator touches the launcher pod.
+    return SimSettings(
+        start_seconds=0.2, ready_seconds=0.3, job_backoff_seconds=0.1, bookmark_seconds=0.5
+    )
 
 
 class Run:
-    """One `horovodrun` job and the files it leaves: the per-batch training log and the ssh sessions."""
+    """One `horovodrun` job and the files it leaves: the per-batch training log and the ssh
+    sessions."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -123,7 +127,9 @@ class Run:
         """The end of horovodrun's output and the pod timeline, for failure messages."""
         text = self.output.read_text(errors="replace") if self.output.exists() else ""
         pods = self.pods.read_text() if self.pods.exists() else ""
-        return "\n".join(["horovodrun:", *text.splitlines()[-40:], "worker pods:", *pods.splitlines()[-20:]])
+        return "\n".join(
+            ["horovodrun:", *text.splitlines()[-40:], "worker pods:", *pods.splitlines()[-20:]]
+        )
 
 
 @pytest_asyncio.fixture
@@ -132,8 +138,8 @@ async def run(tmp_path: Path) -> AsyncIterator[Run]:
     try:
         yield result
     finally:
-        # Leave nothing behind, even when an assertion stopped the test mid-job: horovodrun's group and
-        # every worker the stand-in ssh started in a session of its own.
+        # Leave nothing behind, even when an assertion stopped the test mid-job: horovodrun's group
+        # and every worker the stand-in ssh started in a session of its own.
         if result.proc is not None and result.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(result.proc.pid, signal.SIGKILL)
@@ -148,8 +154,8 @@ async def run(tmp_path: Path) -> AsyncIterator[Run]:
 
 @contextlib.contextmanager
 def pod_timeline(sim: KubeSim, job: str, path: Path) -> Iterator[None]:
-    """Writes each change of `job`'s worker pods (host name, phase, readiness, deletion) to `path` as kubesim
-    commits it, so that a failure can be read against horovodrun's timestamped output."""
+    """Writes each change of `job`'s worker pods (host name, phase, readiness, deletion) to `path`
+    as kubesim commits it, so that a failure can be read against horovodrun's timestamped output."""
     pods = resource_type(sim.cluster, "v1", "Pod")
     seen: dict[str, str] = {}
     with path.open("w") as out:
@@ -190,13 +196,18 @@ TRAIN_COMMAND = [
 """A launcher command as a user writes it; `start_horovodrun` maps it onto this machine."""
 
 
-async def start_horovodrun(run: Run, venv: Path, sim: KubeSim, launcher: str, command: list[str]) -> None:
-    """Runs a launcher container's `command` here: horovodrun and python from `venv`, `lo` for `eth0`, the
-    kubesim-backed discovery script for /etc/mpi/discover_hosts.sh, /examples/ from this repository."""
+async def start_horovodrun(
+    run: Run, venv: Path, sim: KubeSim, launcher: str, command: list[str]
+) -> None:
+    """Runs a launcher container's `command` here: horovodrun and python from `venv`, `lo` for
+    `eth0`, the kubesim-backed discovery script for /etc/mpi/discover_hosts.sh, /examples/ from this
+    repository."""
     bin_dir = run.root / "bin"
     bin_dir.mkdir()
     python = venv / "bin" / "python"
-    (bin_dir / "ssh").write_text(f'#!/bin/sh\nexec "{python}" "{HERE / "hvd_standin_ssh.py"}" "$@"\n')
+    (bin_dir / "ssh").write_text(
+        f'#!/bin/sh\nexec "{python}" "{HERE / "hvd_standin_ssh.py"}" "$@"\n'
+    )
     discover = bin_dir / "discover_hosts"
     discover.write_text(f'#!/bin/sh\nexec "{python}" "{HERE / "hvd_discover.py"}"\n')
     for script in (bin_dir / "ssh", discover):
@@ -218,7 +229,10 @@ async def start_horovodrun(run: Run, venv: Path, sim: KubeSim, launcher: str, co
         "eth0": "lo",
         "/etc/mpi/discover_hosts.sh": str(discover),
     }
-    argv = [str(REPO / a.lstrip("/")) if a.startswith("/examples/") else local.get(a, a) for a in command]
+    argv = [
+        str(REPO / a.lstrip("/")) if a.startswith("/examples/") else local.get(a, a)
+        for a in command
+    ]
     run.proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=run.root,
@@ -231,18 +245,23 @@ async def start_horovodrun(run: Run, venv: Path, sim: KubeSim, launcher: str, co
 
 
 async def wait_world(run: Run, sim: KubeSim, want: set[str], since: float, limit: float) -> float:
-    """Waits until Horovod trains a batch with exactly the hosts `want`; returns when it first did."""
+    """Waits until Horovod trains a batch with exactly the hosts `want`; returns when it first
+    did."""
 
     async def check() -> float | None:
         assert run.proc is not None
-        assert run.proc.returncode is None, f"horovodrun exited {run.proc.returncode}:\n{run.tail()}"
+        assert run.proc.returncode is None, (
+            f"horovodrun exited {run.proc.returncode}:\n{run.tail()}"
+        )
         worlds = run.worlds(since)
         assert (len(want), frozenset(want)) in worlds, f"worlds so far: {worlds}"
         return time.time()
 
     try:
         # Re-checked on every change of the cluster (the pods Horovod trains on) and once a second.
-        return await eventually(check, sim=sim, what=f"Horovod to train with {sorted(want)}", within=limit)
+        return await eventually(
+            check, sim=sim, what=f"Horovod to train with {sorted(want)}", within=limit
+        )
     except BaseException:
         print(run.tail())
         raise
@@ -277,18 +296,21 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
         assert rc == 0, err
         grown = await wait_world(run, kubesim, {fqdn(0), fqdn(1), fqdn(2)}, t, limit=90)
 
-        # 3. A worker's container dies: Horovod blacklists its host name, the operator replaces the pod
-        #    under a fresh name (-r1), and the replacement rejoins Horovod's world.
+        # 3. A worker's container dies: Horovod blacklists its host name, the operator replaces the
+        #    pod under a fresh name (-r1), and the replacement rejoins Horovod's world.
         t = time.time()
         kubesim.controllers.kubelet.kill(NS, f"{JOB}-worker-1", exit_code=137)
         healed = await wait_world(run, kubesim, {fqdn(0), fqdn(1, 1), fqdn(2)}, t, limit=120)
         killed = [s for s in run.sessions() if s["event"] == "end" and s["host"] == fqdn(1)]
         assert killed, "no ended ssh session for the killed worker"
         assert killed[0]["killed"] == "container exited 137", killed
-        assert f"blacklist failing host: {fqdn(1)}" in run.output.read_text(errors="replace"), run.tail()
+        assert f"blacklist failing host: {fqdn(1)}" in run.output.read_text(errors="replace"), (
+            run.tail()
+        )
 
-        # 4. kubectl scale in to 1: both extra hosts leave discovery in one graceful change (a pure removal,
-        #    coalesced); Horovod lets their workers go (exit 134) well before the pods are deleted.
+        # 4. kubectl scale in to 1: both extra hosts leave discovery in one graceful change (a pure
+        #    removal, coalesced); Horovod lets their workers go (exit 134) well before the pods are
+        #    deleted.
         t = time.time()
         rc, _, err = await kubectl("scale", f"mpijob.v2beta1.kubeflow.org/{JOB}", "--replicas=1")
         assert rc == 0, err
@@ -306,9 +328,10 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
             within=GRACE_SECONDS * 3,
         )
 
-        # 5. Out and straight back in, the removal one second after the launcher's script listed the new host:
-        #    unpaced, Horovod 0.28.1 loses a removal that lands while it resets for the addition and the host
-        #    trains on. Paced (settleSeconds), the host is let go, not killed with its pod.
+        # 5. Out and straight back in, the removal one second after the launcher's script listed the
+        #    new host: unpaced, Horovod 0.28.1 loses a removal that lands while it resets for the
+        #    addition and the host trains on. Paced (settleSeconds), the host is let go, not killed
+        #    with its pod.
         t = time.time()
         rc, _, err = await kubectl("scale", f"mpijob.v2beta1.kubeflow.org/{JOB}", "--replicas=2")
         assert rc == 0, err
@@ -318,14 +341,21 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
             return hosts[1][0] if hosts and len(hosts) == 2 else None
 
         rejoined = await eventually(
-            listed_again, sim=kubesim, what="the launcher's script to list a second worker", within=30
+            listed_again,
+            sim=kubesim,
+            what="the launcher's script to list a second worker",
+            within=30,
         )
         assert rejoined != fqdn(1), "index 1 came back under the host name Horovod blacklisted"
-        await asyncio.sleep(1.0)  # the scenario's timing (a removal inside settleSeconds), not a wait
+        await asyncio.sleep(
+            1.0
+        )  # the scenario's timing (a removal inside settleSeconds), not a wait
         rc, _, err = await kubectl("scale", f"mpijob.v2beta1.kubeflow.org/{JOB}", "--replicas=1")
         assert rc == 0, err
         limit = SETTLE_SECONDS + GRACE_SECONDS * 3
-        await eventually(scaled_in, sim=kubesim, what="the second scale-in's pod to be deleted", within=limit)
+        await eventually(
+            scaled_in, sim=kubesim, what="the second scale-in's pod to be deleted", within=limit
+        )
         assert run.worlds(t)[-1] == (1, frozenset({fqdn(0)})), run.worlds(t)
 
         # 6. Stop training: every rank returns together and horovodrun exits 0.
@@ -336,8 +366,12 @@ async def test_real_horovodrun_follows_kubectl_scale_and_a_replaced_worker(
 
     ends = {s["host"]: s for s in run.sessions() if s["event"] == "end"}
     for leaver in (fqdn(2), fqdn(1, 1), rejoined):
-        assert ends[leaver]["killed"] is None, f"{leaver} was killed by its pod's deletion: {ends[leaver]}"
-        assert ends[leaver]["exit"] == 134, f"{leaver} did not leave as a removed host: {ends[leaver]}"
+        assert ends[leaver]["killed"] is None, (
+            f"{leaver} was killed by its pod's deletion: {ends[leaver]}"
+        )
+        assert ends[leaver]["exit"] == 134, (
+            f"{leaver} did not leave as a removed host: {ends[leaver]}"
+        )
     cluster_killed = [s for s in ends.values() if s["killed"] == "pod deleted"]
     assert not cluster_killed, f"workers killed before Horovod let them go: {cluster_killed}"
     timeline = {"grown": grown - started, "healed": healed - started, "shrunk": shrunk - started}
@@ -352,7 +386,9 @@ async def wait_output(run: Run, sim: KubeSim, text: str, since: float, limit: fl
 
     async def check() -> bool:
         assert run.proc is not None
-        assert run.proc.returncode is None, f"horovodrun exited {run.proc.returncode}:\n{run.tail()}"
+        assert run.proc.returncode is None, (
+            f"horovodrun exited {run.proc.returncode}:\n{run.tail()}"
+        )
         lines = run.output.read_text(errors="replace").splitlines() if run.output.exists() else []
         return any(text in line and float(line.split(" ", 1)[0]) >= since for line in lines)
 
@@ -367,8 +403,9 @@ async def wait_output(run: Run, sim: KubeSim, text: str, since: float, limit: fl
 async def test_the_pytorch_example_trains_elastically_under_real_horovodrun(
     horovod_venv: Path, kube: Kube, kubesim: KubeSim, kubectl: Kubectl, operator: Manager, run: Run
 ) -> None:
-    """examples/elastic/pytorch-synthetic-elastic.yaml as shipped (2 slots per worker), its launcher command
-    taken from the pod the operator created, its script run with `--model tiny` (no torchvision here)."""
+    """examples/elastic/pytorch-synthetic-elastic.yaml as shipped (2 slots per worker), its launcher
+    command taken from the pod the operator created, its script run with `--model tiny` (no
+    torchvision here)."""
     manifest = yaml.safe_load(EXAMPLE.read_text())
     name = manifest["metadata"]["name"]
     await kube.create(resources.MPIJOB, manifest, namespace=NS)
@@ -383,7 +420,9 @@ async def test_the_pytorch_example_trains_elastically_under_real_horovodrun(
 
     with pod_timeline(kubesim, name, run.pods):
         t = time.time()
-        await start_horovodrun(run, horovod_venv, kubesim, pod["metadata"]["name"], [*command, *tiny])
+        await start_horovodrun(
+            run, horovod_venv, kubesim, pod["metadata"]["name"], [*command, *tiny]
+        )
         await wait_output(run, kubesim, "on 4 processes", t, limit=120)
         for replicas, processes in ((3, 6), (1, 2)):
             t = time.time()

@@ -1,10 +1,11 @@
-"""Elastic Horovod with the real sshd: the shipped PyTorch example runs in kubesim's process runtime.
+"""Elastic Horovod with the real sshd: the shipped PyTorch example runs in kubesim's process
+runtime.
 
-Unlike test_horovod_elastic_e2e.py (horovodrun on this machine, a stand-in ssh), every piece runs as it
-would in the cluster: the launcher pod runs `horovodrun` with the mounted discover_hosts.sh, Horovod
-starts its workers over ssh to the workers' real sshd (uid 1000, port 2222, StrictModes, the job's keys),
-Gloo connects the pods over the pod network, and the operator runs in its own process. The worlds
-Horovod forms are read from the launcher's log (`on N processes`, printed by rank 0).
+Unlike test_horovod_elastic_e2e.py (horovodrun on this machine, a stand-in ssh), every piece runs as
+it would in the cluster: the launcher pod runs `horovodrun` with the mounted discover_hosts.sh,
+Horovod starts its workers over ssh to the workers' real sshd (uid 1000, port 2222, StrictModes, the
+job's keys), Gloo connects the pods over the pod network, and the operator runs in its own process.
+The worlds Horovod forms are read from the launcher's log (`on N processes`, printed by rank 0).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def kubesim_settings(
     process_runtime: None, horovod_venv: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> SimSettings:
     spec = hvd_image.build(tmp_path_factory.mktemp("hvd-image"), horovod_venv)
-    return SimSettings(runtime="process", time_scale=0.1, images=ImageCatalog({hvd_image.NAME: spec}))
+    return SimSettings(
+        runtime="process", time_scale=0.1, images=ImageCatalog({hvd_image.NAME: spec})
+    )
 
 
 def pods(sim: KubeSim, role: str) -> list[dict[str, Any]]:
@@ -79,7 +82,8 @@ async def world(sim: KubeSim, processes: int, since: datetime, within: float = 2
 
 
 def replaced(sim: KubeSim, pod_name: str) -> str | None:
-    """The name of the Ready pod that replaced `pod_name`'s host (a fresh host name, same pod name)."""
+    """The name of the Ready pod that replaced `pod_name`'s host (a fresh host name, same pod
+    name)."""
     for pod in pods(sim, "worker"):
         conditions = pod.get("status", {}).get("conditions") or []
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
@@ -98,8 +102,8 @@ async def ranks_on(sim: KubeSim, pod_name: str, within: float = 240) -> None:
         code, _ = await run.exec(["pgrep", "-f", "pytorch_synthetic_elastic.py"], 10)
         return bool(code == 0)
 
-    # The processes appear inside the container, outside the API: with `sim`, the check runs after each
-    # change of the cluster and once a second, not in a tight loop of `pgrep` processes.
+    # The processes appear inside the container, outside the API: with `sim`, the check runs after
+    # each change of the cluster and once a second, not in a tight loop of `pgrep` processes.
     await eventually(running, sim=sim, within=within, what=f"Horovod's ranks in {pod_name}")
 
 
@@ -119,8 +123,9 @@ async def test_the_pytorch_example_scales_and_survives_a_killed_worker_over_real
     job = yaml.safe_load(EXAMPLE.read_text())
     name = job["metadata"]["name"]
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    # On a loaded machine a surviving worker's rank can fail during the reset after the kill; Horovod
-    # then blacklists that host for good and the world never grows back. A cooldown lets it return.
+    # On a loaded machine a surviving worker's rank can fail during the reset after the kill;
+    # Horovod then blacklists that host for good and the world never grows back. A cooldown lets it
+    # return.
     launcher["command"] = [
         launcher["command"][0],
         "--blacklist-cooldown-range",
@@ -130,7 +135,16 @@ async def test_the_pytorch_example_scales_and_survives_a_killed_worker_over_real
     ]
     launcher["args"] = [
         *launcher["args"],
-        *("--model", "tiny", "--iterations", "1000000", "--batches-per-iteration", "5", "--image-size", "32"),
+        *(
+            "--model",
+            "tiny",
+            "--iterations",
+            "1000000",
+            "--batches-per-iteration",
+            "5",
+            "--image-size",
+            "32",
+        ),
     ]
     assert kubesim.kubeconfig_path is not None
     async with operator_process(kubesim.kubeconfig_path, tmp_path / "operator.log"):
@@ -144,13 +158,15 @@ async def test_the_pytorch_example_scales_and_survives_a_killed_worker_over_real
         assert rc == 0, err
         await world(kubesim, 6, t)
 
-        # The node kills worker 1 (all its processes, sshd and Horovod's included): Horovod drops the
-        # host, the operator replaces the pod under a fresh host name, and the world grows back.
+        # The node kills worker 1 (all its processes, sshd and Horovod's included): Horovod drops
+        # the host, the operator replaces the pod under a fresh host name, and the world grows back.
         t = now()
         kubelet = kubesim.controllers.kubelet
         assert kubelet is not None
         kubelet.kill(NS, f"{name}-worker-1")
-        replacement = await wait_for(kubesim, lambda: replaced(kubesim, f"{name}-worker-1"), within=240)
+        replacement = await wait_for(
+            kubesim, lambda: replaced(kubesim, f"{name}-worker-1"), within=240
+        )
         # Horovod's world may shrink to 4 processes first or re-form at 6 at once, depending on when
         # the replacement is listed; either way its ranks must run on the replacement.
         await ranks_on(kubesim, replacement)

@@ -1,7 +1,8 @@
-"""The stand-in `ssh` of the real-Horovod test models a worker container faithfully enough to trust what
-that test concludes from it: a session on a pod that is not Ready is refused, a session dies with its
-pod's container (SIGKILL) or with the pod's deletion (SIGTERM), and a command that ends on its own is not
-reported as killed. Without these, "no worker was killed before Horovod let it go" could not fail."""
+"""The stand-in `ssh` of the real-Horovod test models a worker container faithfully enough to trust
+what that test concludes from it: a session on a pod that is not Ready is refused, a session dies
+with its pod's container (SIGKILL) or with the pod's deletion (SIGTERM), and a command that ends on
+its own is not reported as killed. Without these, "no worker was killed before Horovod let it go"
+could not fail."""
 
 from __future__ import annotations
 
@@ -61,7 +62,14 @@ async def ready(kube: Kube, name: str) -> None:
 async def ssh(sim: KubeSim, log: Path, host: str, command: str) -> asyncio.subprocess.Process:
     env = {**os.environ, "HVD_KUBESIM_URL": sim.url, "HVD_NAMESPACE": NS, "HVD_SSH_LOG": str(log)}
     return await asyncio.create_subprocess_exec(
-        sys.executable, str(STANDIN), *SSH_OPTIONS, f"{host}.job.{NS}.svc", "-p", "22", command, env=env
+        sys.executable,
+        str(STANDIN),
+        *SSH_OPTIONS,
+        f"{host}.job.{NS}.svc",
+        "-p",
+        "22",
+        command,
+        env=env,
     )
 
 
@@ -77,7 +85,9 @@ async def started(log: Path) -> None:
 
 
 @pytest.mark.parametrize("fault", ["kill", "delete"])
-async def test_a_session_dies_with_its_pod(kubesim: KubeSim, kube: Kube, tmp_path: Path, fault: str) -> None:
+async def test_a_session_dies_with_its_pod(
+    kubesim: KubeSim, kube: Kube, tmp_path: Path, fault: str
+) -> None:
     await kube.create(resources.POD, worker("w-1", "w-1-r1"))
     await ready(kube, "w-1")
     log = tmp_path / "ssh.jsonl"

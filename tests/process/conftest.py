@@ -1,8 +1,8 @@
 """The process-runtime tier: kubesim pods that run real programs (root only; skipped elsewhere).
 
 `kubesim_settings` runs the process runtime with the stand-ins of upstream's MPI images; tests that
-need the MPI software itself ask for `mpi_software` (skips with the reason when it is not installed) and
-the operator in its own process (`mpi_operator`).
+need the MPI software itself ask for `mpi_software` (skips with the reason when it is not installed)
+and the operator in its own process (`mpi_operator`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Running MPIJobs end to end through the process runtime: apply, wait, read the launcher's output."""
+"""Running MPIJobs end to end through the process runtime: apply, wait, read the launcher's
+output."""
 
 from __future__ import annotations
 
@@ -26,14 +27,15 @@ def containers(job: dict[str, Any], role: str) -> list[dict[str, Any]]:
 
 
 async def run_mpijob(kubectl: Kubectl, job: dict[str, Any] | Path, *, within: int = 90) -> str:
-    """Applies the MPIJob, waits until it succeeds, returns the launcher's log (diagnostics on failure)."""
+    """Applies the MPIJob, waits until it succeeds, returns the launcher's log (diagnostics on
+    failure)."""
     doc = manifest(job.name) if isinstance(job, Path) else job
     rc, _, err = await kubectl("apply", "-f", "-", stdin=json.dumps(doc))
     name = doc["metadata"]["name"]
     assert rc == 0, err
     rc, _, err = await kubectl(
-        "wait", "--for=condition=Succeeded", f"mpijobs.v2beta1.kubeflow.org/{name}", f"--timeout={within}s",
-        limit=within + 30,
+        "wait", "--for=condition=Succeeded", f"mpijobs.v2beta1.kubeflow.org/{name}",
+        f"--timeout={within}s", limit=within + 30,
     )  # fmt: skip
     if rc != 0:
         report = [err]

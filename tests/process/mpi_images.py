@@ -117,5 +117,8 @@ def missing() -> str | None:
         return f"KUBESIM_MPI_ROOT cannot be used: {hidden}, so the pods would not see the MPI venvs"
     for path in REQUIRED:
         if not path.exists():
-            return f"MPI stand-in images not installed ({path} is missing): run scripts/setup_mpi.sh as root"
+            return (
+                f"MPI stand-in images not installed ({path} is missing): run "
+                "scripts/setup_mpi.sh as root"
+            )
     return None

@@ -8,7 +8,8 @@ from kubesim.app import KubeSim
 from kubesim.errors import StatusError
 from kubesim.registry import ResourceType
 
-# Kubelet back-off (10 s) and grace periods run at this scale, so a restart test waits about a second.
+# Kubelet back-off (10 s) and grace periods run at this scale, so a restart test waits about a
+# second.
 PROCESS_TIME_SCALE = 0.1
 
 
@@ -22,7 +23,11 @@ def pod(name: str, *containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": spec.pop("labels", {"app": name})},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": spec.pop("labels", {"app": name}),
+        },
         "spec": {"containers": list(containers), "terminationGracePeriodSeconds": 5, **spec},
     }
 
@@ -81,5 +86,6 @@ def log_text(sim: KubeSim, name: str, container: str | None = None) -> str:
     if not path.exists():
         return ""
     return "".join(
-        line.split(" ", 3)[3] if line.count(" ") >= 3 else "\n" for line in path.read_text().splitlines(True)
+        line.split(" ", 3)[3] if line.count(" ") >= 3 else "\n"
+        for line in path.read_text().splitlines(True)
     )

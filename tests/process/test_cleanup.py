@@ -1,4 +1,5 @@
-"""Nothing of the process runtime outlives its run: not when kubesim stops, not when it is killed."""
+"""Nothing of the process runtime outlives its run: not when kubesim stops, not when it is
+killed."""
 
 from __future__ import annotations
 
@@ -56,7 +57,10 @@ def _host_mounts() -> list[str]:
 
 async def _run(*argv: str, stdin: str = "") -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await proc.communicate(stdin.encode())
     return int(proc.returncode or 0), out.decode()
@@ -86,7 +90,9 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
     kubeconfig = tmp_path / "kubeconfig"
     async with sim_process(kubeconfig, tmp_path / "sim.out", "--runtime", "process") as sim:
         # A pod whose container starts a child that ignores SIGTERM, under an emptyDir in memory.
-        script = f"(trap '' TERM; exec -a {marker}-child sleep 1000) & exec -a {marker}-main sleep 1000"
+        script = (
+            f"(trap '' TERM; exec -a {marker}-child sleep 1000) & exec -a {marker}-main sleep 1000"
+        )
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -106,12 +112,15 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
         kubectl = ["kubectl", f"--kubeconfig={kubeconfig}"]
         created = await _run(*kubectl, "create", "-f", "-", stdin=json.dumps(pod))
         assert created[0] == 0, created[1]
-        waited = await _run(*kubectl, "wait", "--for=condition=Ready", "pod/victim", "--timeout=60s")
+        waited = await _run(
+            *kubectl, "wait", "--for=condition=Ready", "pod/victim", "--timeout=60s"
+        )
         assert waited[0] == 0, waited[1]
         pids = _processes_with(marker)
         assert len(pids) == 2
-        # Every process of the run in a namespace of its own (sandboxes, shims, containers): the kernel
-        # ends them one after another once kubesim is gone, so the checks below wait for all of them.
+        # Every process of the run in a namespace of its own (sandboxes, shims, containers): the
+        # kernel ends them one after another once kubesim is gone, so the checks below wait for all
+        # of them.
         holders = [pid for pid, ns in _netns_holders().items() if ns not in netns_before]
         assert len(_netns_in_use() - netns_before) >= 2  # the bridge's and the pod's
         state_dirs = [

@@ -1,5 +1,6 @@
-"""The process runtime's kubelet records the Events a cluster's does, read with the real kubectl:
-a pod's life (Scheduled, Pulled, Created, Started, Killing on delete) and a crashing container's BackOff."""
+"""The process runtime's kubelet records the Events a cluster's does, read with the real kubectl: a
+pod's life (Scheduled, Pulled, Created, Started, Killing on delete) and a crashing container's
+BackOff."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ async def events_of(kubectl: Kubectl, name: str) -> list[dict[str, Any]]:
 
 async def test_a_pods_life_in_events(kubesim: KubeSim, kubectl: Kubectl) -> None:
     create(
-        kubesim, pod("lives", shell("main", "while :; do sleep 0.1; done"), terminationGracePeriodSeconds=1)
+        kubesim,
+        pod("lives", shell("main", "while :; do sleep 0.1; done"), terminationGracePeriodSeconds=1),
     )
     await wait_for(kubesim, lambda: phase(kubesim, "lives") == "Running")
     rc, _, err = await kubectl("delete", "pod", "lives", "--wait=false")
@@ -51,7 +53,10 @@ async def test_a_crashing_container_backs_off(kubesim: KubeSim, kubectl: Kubectl
     await wait_for(kubesim, backing_off)
     event = next(e for e in await events_of(kubectl, "crashy") if e["reason"] == "BackOff")
     assert event["type"] == "Warning"
-    assert event["message"] == f"Back-off restarting failed container main in pod crashy_default({uid})"
+    assert (
+        event["message"]
+        == f"Back-off restarting failed container main in pod crashy_default({uid})"
+    )
     rc, out, err = await kubectl("describe", "pod", "crashy")
     assert rc == 0, err
     assert "Back-off restarting failed container main" in out.split("\nEvents:", 1)[1]

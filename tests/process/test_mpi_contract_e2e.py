@@ -30,9 +30,14 @@ async def test_open_mpi_5_without_the_prrte_settings_runs_every_rank_on_the_laun
     kubectl: Kubectl, mpi_operator: Path
 ) -> None:
     # What upstream's variables alone amount to (kubeflow/mpi-operator#842): Open MPI 5 ignores the
-    # ORTE names, finds no hostfile and silently runs both ranks on the launcher; the job still succeeds.
+    # ORTE names, finds no hostfile and silently runs both ranks on the launcher; the job still
+    # succeeds.
     job = manifest("pi.yaml")
-    prrte = ["PRTE_MCA_prte_default_hostfile", "PRTE_MCA_plm_ssh_args", "PRTE_MCA_prte_set_default_slots"]
+    prrte = [
+        "PRTE_MCA_prte_default_hostfile",
+        "PRTE_MCA_plm_ssh_args",
+        "PRTE_MCA_prte_set_default_slots",
+    ]
     launcher = containers(job, "Launcher")[0]
     launcher["command"] = ["env", *(f"--unset={name}" for name in prrte), "mpirun"]
     log = await run_mpijob(kubectl, job)
@@ -43,8 +48,9 @@ async def test_open_mpi_5_without_the_prrte_settings_runs_every_rank_on_the_laun
 async def test_a_root_image_with_the_default_sshd_accepts_the_job_keys(
     kubectl: Kubectl, mpi_operator: Path
 ) -> None:
-    # Upstream's own root e2e: no worker command (the operator's `/usr/sbin/sshd -De` with the image's
-    # /etc/ssh/sshd_config, port 2222), keys at the default /root/.ssh (mode 0600), mpirun as root.
+    # Upstream's own root e2e: no worker command (the operator's `/usr/sbin/sshd -De` with the
+    # image's /etc/ssh/sshd_config, port 2222), keys at the default /root/.ssh (mode 0600), mpirun
+    # as root.
     job = manifest("pi.yaml")
     del job["spec"]["sshAuthMountPath"]
     for role in ("Launcher", "Worker"):
@@ -62,9 +68,9 @@ async def test_a_root_image_with_the_default_sshd_accepts_the_job_keys(
 async def test_non_root_sshd_on_2222_with_strict_modes_and_a_declared_port(
     implementation: str, kubectl: Kubectl, mpi_operator: Path
 ) -> None:
-    # The platform contract for non-root images: sshd as uid 1000 on 2222 with StrictModes on, the port
-    # declared, so the operator's readiness probe means "sshd answers". StrictModes passes because the
-    # operator hands sshd a private 0700/0600 copy of the keys, owned by the user.
+    # The platform contract for non-root images: sshd as uid 1000 on 2222 with StrictModes on, the
+    # port declared, so the operator's readiness probe means "sshd answers". StrictModes passes
+    # because the operator hands sshd a private 0700/0600 copy of the keys, owned by the user.
     job = manifest(MANIFEST[implementation])
     worker = containers(job, "Worker")[0]
     worker["command"], worker["args"] = [*NON_ROOT_SSHD, "-o", "StrictModes=yes"], []
@@ -73,7 +79,9 @@ async def test_non_root_sshd_on_2222_with_strict_modes_and_a_declared_port(
     log = await run_mpijob(kubectl, job)
     assert PI in log, log
     assert sorted(ranks(log).values()) == ["pi-worker-0", "pi-worker-1"], log
-    rc, out, err = await kubectl("get", "events", "--field-selector", "reason=SSHPortUnknown", "-o", "name")
+    rc, out, err = await kubectl(
+        "get", "events", "--field-selector", "reason=SSHPortUnknown", "-o", "name"
+    )
     assert (rc, out) == (0, ""), err
 
 
@@ -81,8 +89,9 @@ async def test_non_root_sshd_on_2222_with_strict_modes_and_a_declared_port(
 async def test_a_worker_whose_sshd_comes_up_late_never_fails_the_job(
     implementation: str, kubectl: Kubectl, mpi_operator: Path
 ) -> None:
-    # No port and no probe: the workers are Ready as soon as their container runs, the launcher starts
-    # at once, and its ssh retries (ConnectionAttempts=10, one a second) until sshd answers 4 s later.
+    # No port and no probe: the workers are Ready as soon as their container runs, the launcher
+    # starts at once, and its ssh retries (ConnectionAttempts=10, one a second) until sshd answers 4
+    # s later.
     job = manifest(MANIFEST[implementation])
     worker = containers(job, "Worker")[0]
     worker["command"] = ["sh", "-c", 'sleep 4; exec "$@"', "sshd", *NON_ROOT_SSHD]

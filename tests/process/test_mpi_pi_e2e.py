@@ -35,7 +35,12 @@ async def test_pi_without_a_declared_ssh_port_warns_once_and_still_runs(
     log = await run_mpijob(kubectl, MANIFESTS / "pi.yaml")
     assert PI in log
     rc, out, err = await kubectl(
-        "get", "events", "--field-selector", "reason=SSHPortUnknown", "-o", "jsonpath={.items[*].count}"
+        "get",
+        "events",
+        "--field-selector",
+        "reason=SSHPortUnknown",
+        "-o",
+        "jsonpath={.items[*].count}",
     )
     assert (rc, out) == (0, "1"), err
 

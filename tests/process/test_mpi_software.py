@@ -51,7 +51,9 @@ def run(
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.returncode == 0, (
+        f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
     return proc.stdout
 
 
@@ -77,7 +79,9 @@ def test_catalog_maps_upstream_images() -> None:
         assert spec.working_dir == "/home/mpiuser", ref
         assert spec.passwd == ("mpiuser:x:1000:1000::/home/mpiuser:/bin/sh",), ref
         assert spec.group == ("mpiuser:x:1000:",), ref
-    assert images.get("mpioperator/mpi-pi:openmpi").root != images.get("mpioperator/mpi-pi:mpich").root
+    assert (
+        images.get("mpioperator/mpi-pi:openmpi").root != images.get("mpioperator/mpi-pi:mpich").root
+    )
     assert images.get("busybox").root is None
 
     env = dict(images.get("mpioperator/mpi-pi:openmpi").env)
@@ -140,7 +144,9 @@ def test_pi_runs_on_two_local_ranks(mpi: str, user: str, scratch: Path) -> None:
 
 
 @installed
-@pytest.mark.parametrize(("image", "mpi"), [("openmpi", OPENMPI), ("mpich", MPICH), ("intel", MPICH)])
+@pytest.mark.parametrize(
+    ("image", "mpi"), [("openmpi", OPENMPI), ("mpich", MPICH), ("intel", MPICH)]
+)
 def test_pi_binary_is_linked_against_its_mpi(image: str, mpi: Path) -> None:
     pi = (IMAGES / image / "home" / "mpiuser" / "pi").read_bytes()
     assert pi.startswith(b"\x7fELF")
@@ -163,7 +169,9 @@ def effective(config_dump: str) -> dict[str, list[str]]:
 @installed
 @pytest.mark.parametrize("image", ["base", "openmpi", "mpich", "intel"])
 def test_ssh_client_config(image: str) -> None:
-    conf = effective(ok(run(["ssh", "-G", "-F", str(IMAGES / image / "etc/ssh/ssh_config"), "w-0.pi"])))
+    conf = effective(
+        ok(run(["ssh", "-G", "-F", str(IMAGES / image / "etc/ssh/ssh_config"), "w-0.pi"]))
+    )
     assert conf["port"] == ["2222"]
     assert conf["stricthostkeychecking"] == ["false"]
     assert conf["userknownhostsfile"] == ["/dev/null"]
@@ -178,7 +186,22 @@ def test_root_sshd_accepts_image_config(image: str) -> None:
     root = IMAGES / image
     script = 'mount --bind "$1/run" /run && exec /usr/sbin/sshd -T -f "$1/etc/ssh/sshd_config"'
     conf = effective(
-        ok(run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", str(root)]))
+        ok(
+            run(
+                [
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--",
+                    "sh",
+                    "-c",
+                    script,
+                    "sh",
+                    str(root),
+                ]
+            )
+        )
     )
     assert conf["port"] == ["2222"]
     assert conf["strictmodes"] == ["no"]
@@ -231,7 +254,8 @@ def stubs(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nslookup").write_text(
-        '#!/bin/sh\necho "nslookup $*" >>"$CALLS"\ncase "$1" in bad-*) exit 1 ;; esac\necho "Name: $1"\n'
+        '#!/bin/sh\necho "nslookup $*" >>"$CALLS"\ncase "$1" in bad-*) exit 1 ;; esac\necho "Name: '
+        '$1"\n'
     )
     (bin_dir / "sleep").write_text('#!/bin/sh\necho "sleep $*" >>"$CALLS"\n')
     for f in bin_dir.iterdir():
@@ -252,7 +276,8 @@ def stub_env(stubs: Path, role: str) -> dict[str, str]:
 @pytest.mark.parametrize("image", ["mpich", "intel"])
 def test_entrypoint_execs_the_command(image: str, stubs: Path) -> None:
     proc = run(
-        [str(IMAGES / image / "entrypoint.sh"), "printf", "%s|", "a b", "c"], env=stub_env(stubs, "worker")
+        [str(IMAGES / image / "entrypoint.sh"), "printf", "%s|", "a b", "c"],
+        env=stub_env(stubs, "worker"),
     )
     assert ok(proc) == "a b|c|"
     assert not (stubs.parent / "calls").exists()  # only the launcher waits for DNS
@@ -356,6 +381,7 @@ def test_a_root_under_a_directory_every_container_mounts_afresh_is_refused_with_
 ) -> None:
     monkeypatch.setattr(mpi_images, "ROOT", Path("/tmp/mpi"))
     assert mpi_images.missing() == (
-        "KUBESIM_MPI_ROOT cannot be used: /tmp/mpi is under /tmp, which every container of the process "
+        "KUBESIM_MPI_ROOT cannot be used: /tmp/mpi is under /tmp, which every container of the "
+        "process "
         "runtime mounts afresh, so the pods would not see the MPI venvs"
     )

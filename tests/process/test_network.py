@@ -40,11 +40,15 @@ async def _exec(sim: KubeSim, name: str, *argv: str) -> tuple[int, str]:
     return code, out.decode()
 
 
-async def test_headless_dns_lists_only_ready_pods_and_pods_reach_each_other(kubesim: KubeSim) -> None:
+async def test_headless_dns_lists_only_ready_pods_and_pods_reach_each_other(
+    kubesim: KubeSim,
+) -> None:
     create(kubesim, headless("job"))
     create(kubesim, member("w-0", "job", "python3 -m http.server 8080 >/dev/null 2>&1"))
     create(kubesim, member("w-1", "job"))
-    await wait_for(kubesim, lambda: phase(kubesim, "w-0") == "Running" and phase(kubesim, "w-1") == "Running")
+    await wait_for(
+        kubesim, lambda: phase(kubesim, "w-0") == "Running" and phase(kubesim, "w-1") == "Running"
+    )
     fqdn = "w-0.job.default.svc.cluster.local"
     # Not Ready yet: the name does not resolve (headless Services publish Ready pods only).
     code, out = await _exec(kubesim, "w-1", "getent", "hosts", fqdn)
@@ -72,11 +76,15 @@ async def test_headless_dns_lists_only_ready_pods_and_pods_reach_each_other(kube
     assert out.strip() == "w-1"
 
 
-async def test_publish_not_ready_addresses_resolves_pods_before_they_are_ready(kubesim: KubeSim) -> None:
+async def test_publish_not_ready_addresses_resolves_pods_before_they_are_ready(
+    kubesim: KubeSim,
+) -> None:
     create(kubesim, headless("eager", publishNotReadyAddresses=True))
     create(kubesim, member("e-0", "eager"))
     create(kubesim, member("e-1", "eager"))
-    await wait_for(kubesim, lambda: phase(kubesim, "e-0") == "Running" and phase(kubesim, "e-1") == "Running")
+    await wait_for(
+        kubesim, lambda: phase(kubesim, "e-0") == "Running" and phase(kubesim, "e-1") == "Running"
+    )
     await wait_for(kubesim, lambda: get_pod(kubesim, "e-0")["status"].get("podIP"))
     code, out = await _exec(kubesim, "e-1", "getent", "hosts", "e-0.eager")
     assert (code, out.split()[0]) == (0, get_pod(kubesim, "e-0")["status"]["podIP"])
@@ -85,7 +93,8 @@ async def test_publish_not_ready_addresses_resolves_pods_before_they_are_ready(k
 
 async def test_names_outside_the_cluster_do_not_resolve(kubesim: KubeSim) -> None:
     create(
-        kubesim, pod("lonely", shell("main", "getent hosts example.com; echo rc=$?"), restartPolicy="Never")
+        kubesim,
+        pod("lonely", shell("main", "getent hosts example.com; echo rc=$?"), restartPolicy="Never"),
     )
     await wait_for(kubesim, lambda: phase(kubesim, "lonely") == "Succeeded")
     assert log_text(kubesim, "lonely").strip() == "rc=2"

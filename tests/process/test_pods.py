@@ -28,7 +28,9 @@ async def test_exit_code_output_and_environment_come_from_the_process(kubesim: K
         {"name": "MY_VAR", "value": "v1"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
-    create(kubesim, pod("exits", shell("main", script, env=env), restartPolicy="Never", hostname="h-1"))
+    create(
+        kubesim, pod("exits", shell("main", script, env=env), restartPolicy="Never", hostname="h-1")
+    )
     await wait_for(kubesim, lambda: phase(kubesim, "exits") == "Failed")
     ended = terminated(kubesim, "exits")
     assert ended is not None
@@ -39,7 +41,9 @@ async def test_exit_code_output_and_environment_come_from_the_process(kubesim: K
 
 async def test_restart_policy_restarts_the_real_process_with_back_off(kubesim: KubeSim) -> None:
     # Each run appends to an emptyDir, so the count shows the process really ran again.
-    script = 'echo run >> /data/runs; n=$(wc -l < /data/runs); echo "run $n"; [ "$n" -ge 3 ] || exit 1'
+    script = (
+        'echo run >> /data/runs; n=$(wc -l < /data/runs); echo "run $n"; [ "$n" -ge 3 ] || exit 1'
+    )
     create(
         kubesim,
         pod(
@@ -109,7 +113,9 @@ async def test_kubectl_logs_follows_a_running_container(kubesim: KubeSim, kubect
     assert (rc, out) == (0, "first\nsecond\n"), err
 
 
-async def test_a_volume_that_cannot_be_set_up_keeps_the_pod_creating_and_says_why(kubesim: KubeSim) -> None:
+async def test_a_volume_that_cannot_be_set_up_keeps_the_pod_creating_and_says_why(
+    kubesim: KubeSim,
+) -> None:
     claim = {"name": "data", "persistentVolumeClaim": {"claimName": "nowhere"}}
     main = shell("main", "true", volumeMounts=[{"name": "data", "mountPath": "/data"}])
     create(kubesim, pod("stuck", main, volumes=[claim]))
@@ -137,9 +143,12 @@ async def test_deleting_a_pod_removes_it_once_its_processes_are_gone(kubesim: Ku
     await wait_for(kubesim, lambda: is_gone(kubesim, "short"), within=60)
 
 
-async def test_init_containers_run_in_order_and_a_sidecar_serves_the_main_container(kubesim: KubeSim) -> None:
-    # Two init containers write in turn; a sidecar (restartPolicy Always) keeps serving HTTP beside the
-    # main container, which reads from it over the pod's loopback, and is stopped once the main one ends.
+async def test_init_containers_run_in_order_and_a_sidecar_serves_the_main_container(
+    kubesim: KubeSim,
+) -> None:
+    # Two init containers write in turn; a sidecar (restartPolicy Always) keeps serving HTTP beside
+    # the main container, which reads from it over the pod's loopback, and is stopped once the main
+    # one ends.
     shared = [{"name": "shared", "mountPath": "/shared"}]
     first = shell("first", "echo one >> /shared/order", volumeMounts=shared)
     second = shell("second", "echo two >> /shared/order", volumeMounts=shared)
@@ -149,10 +158,14 @@ async def test_init_containers_run_in_order_and_a_sidecar_serves_the_main_contai
         "command": ["python3", "-m", "http.server", "8080", "--directory", "/shared"],
         "restartPolicy": "Always",
         "volumeMounts": shared,
-        # The kubelet probes the pod's IP, from outside the pod: the next init container waits for it.
+        # The kubelet probes the pod's IP, from outside the pod: the next init container waits for
+        # it.
         "startupProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
     }
-    fetch = "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8080/order').read().decode(), end='')\""  # noqa: E501
+    fetch = (
+        'python3 -c "import urllib.request as u; '
+        "print(u.urlopen('http://127.0.0.1:8080/order').read().decode(), end='')\""
+    )
     create(
         kubesim,
         pod(
@@ -167,7 +180,9 @@ async def test_init_containers_run_in_order_and_a_sidecar_serves_the_main_contai
     assert log_text(kubesim, "sidecar").splitlines() == ["one", "two"]
 
     def init_statuses() -> dict[str, dict[str, Any]]:
-        return {s["name"]: s for s in get_pod(kubesim, "sidecar")["status"]["initContainerStatuses"]}
+        return {
+            s["name"]: s for s in get_pod(kubesim, "sidecar")["status"]["initContainerStatuses"]
+        }
 
     # The phase ignores sidecars (KEP-753); the kubelet stops them after the main container ends.
     await wait_for(kubesim, lambda: "terminated" in init_statuses()["server"]["state"])

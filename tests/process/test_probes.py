@@ -1,7 +1,8 @@
-"""Probes of the process runtime, evaluated against real processes: sockets, HTTP servers, exec'd commands.
+"""Probes of the process runtime, evaluated against real processes: sockets, HTTP servers, exec'd
+commands.
 
-Probe periods are 1 simulated second, 0.1 s of real time at PROCESS_TIME_SCALE; an attempt's own timeout
-is in real seconds, as the processes run at real speed.
+Probe periods are 1 simulated second, 0.1 s of real time at PROCESS_TIME_SCALE; an attempt's own
+timeout is in real seconds, as the processes run at real speed.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ async def test_tcp_readiness_by_named_port_waits_for_the_listener(kubesim: KubeS
     listening_when: dict[str, bool] = {}
 
     def listener(_event: str, _rt: object, obj: dict[str, Any], _old: object) -> None:
-        # At the very commit that makes the pod Ready (or shows it running unready): is 8080 listening?
+        # At the very commit that makes the pod Ready (or shows it running unready): is 8080
+        # listening?
         if obj.get("kind") != "Pod" or obj["metadata"]["name"] != "tcp":
             return
         state = (((obj.get("status") or {}).get("containerStatuses") or [{}])[0]).get("state") or {}
@@ -121,7 +123,9 @@ async def test_tcp_readiness_by_named_port_waits_for_the_listener(kubesim: KubeS
     assert container_status(kubesim, "tcp")["ready"] is True
 
 
-async def test_http_readiness_follows_the_status_code_and_sends_the_header(kubesim: KubeSim) -> None:
+async def test_http_readiness_follows_the_status_code_and_sends_the_header(
+    kubesim: KubeSim,
+) -> None:
     container = shell(
         "main",
         f"mkdir -p /srv && exec python3 -c '{HTTP_SERVER}'",
@@ -137,7 +141,9 @@ async def test_http_readiness_follows_the_status_code_and_sends_the_header(kubes
     )
     create(kubesim, pod("http", container))
     # No file to serve: the server answers 404, twice at least, and the pod stays unready.
-    await wait_for(kubesim, lambda: log_text(kubesim, "http").count('"GET /healthz.txt HTTP/1.1" 404') >= 2)
+    await wait_for(
+        kubesim, lambda: log_text(kubesim, "http").count('"GET /healthz.txt HTTP/1.1" 404') >= 2
+    )
     assert not is_ready(kubesim, "http")
     assert container_status(kubesim, "http")["ready"] is False
     lines = log_text(kubesim, "http").splitlines()
@@ -145,7 +151,8 @@ async def test_http_readiness_follows_the_status_code_and_sends_the_header(kubes
 
     await _out(kubesim, "http", "sh", "-c", "echo ok > /srv/healthz.txt")
     await wait_for(kubesim, lambda: is_ready(kubesim, "http"))
-    # The server logs the request on its own time: the Ready status can be written before the line is.
+    # The server logs the request on its own time: the Ready status can be written before the line
+    # is.
     await wait_for(kubesim, lambda: '"GET /healthz.txt HTTP/1.1" 200' in log_text(kubesim, "http"))
     # And back: the file gone, 404 again, unready after one failure (failureThreshold 1).
     await _out(kubesim, "http", "rm", "/srv/healthz.txt")
@@ -153,7 +160,11 @@ async def test_http_readiness_follows_the_status_code_and_sends_the_header(kubes
 
 
 async def test_exec_readiness_flips_and_the_pod_conditions_follow(kubesim: KubeSim) -> None:
-    probe = {"exec": {"command": ["test", "-e", "/tmp/ready"]}, "periodSeconds": 1, "failureThreshold": 1}
+    probe = {
+        "exec": {"command": ["test", "-e", "/tmp/ready"]},
+        "periodSeconds": 1,
+        "failureThreshold": 1,
+    }
     create(kubesim, pod("flip", shell("main", SLEEP, readinessProbe=probe)))
     seen: list[dict[str, Any]] = []
     with _pod_updates(kubesim, "flip", seen):
@@ -182,8 +193,8 @@ def _running_in(obj: dict[str, Any]) -> bool:
 
 
 async def test_liveness_failure_kills_and_restarts_the_container(kubesim: KubeSim) -> None:
-    # Each run counts itself on an emptyDir (which outlives runs) and arms its own liveness file in /tmp
-    # (which does not: every run gets a new /tmp).
+    # Each run counts itself on an emptyDir (which outlives runs) and arms its own liveness file in
+    # /tmp (which does not: every run gets a new /tmp).
     script = "echo run >> /data/runs; touch /tmp/alive; exec sleep 1000"
     check = ["sh", "-c", "echo probe >> /data/probes; test -e /tmp/alive"]
     container = shell(
@@ -200,11 +211,14 @@ async def test_liveness_failure_kills_and_restarts_the_container(kubesim: KubeSi
     first = _run(kubesim, "live")
     await _out(kubesim, "live", "rm", "/tmp/alive")
     await wait_for(
-        kubesim, lambda: container_status(kubesim, "live")["restartCount"] == 1 and _running(kubesim, "live")
+        kubesim,
+        lambda: (
+            container_status(kubesim, "live")["restartCount"] == 1 and _running(kubesim, "live")
+        ),
     )
     status = container_status(kubesim, "live")
-    # The kubelet stopped the run: SIGTERM, which sleep as the container's pid 1 never sees (it has no
-    # handler), then SIGKILL after the grace period (128 + 9).
+    # The kubelet stopped the run: SIGTERM, which sleep as the container's pid 1 never sees (it has
+    # no handler), then SIGKILL after the grace period (128 + 9).
     assert status["lastState"]["terminated"]["exitCode"] == 137
     assert status["lastState"]["terminated"]["reason"] == "Error"
     assert not first.running
@@ -238,8 +252,11 @@ async def test_startup_probe_holds_back_readiness_and_liveness(kubesim: KubeSim)
 
     await _out(kubesim, "slow", "touch", "/tmp/started")
     await wait_for(kubesim, lambda: is_ready(kubesim, "slow"))
-    # A few periods of the other probes, long enough for a startup probe that went on to show itself.
-    await wait_for(kubesim, lambda: _inside(kubesim, "slow", "/tmp/attempts").count("liveness") >= 3)
+    # A few periods of the other probes, long enough for a startup probe that went on to show
+    # itself.
+    await wait_for(
+        kubesim, lambda: _inside(kubesim, "slow", "/tmp/attempts").count("liveness") >= 3
+    )
     attempts = _inside(kubesim, "slow", "/tmp/attempts").split()
     first_other = min(attempts.index("readiness"), attempts.index("liveness"))
     # The startup probe stopped at its first success; the others only began after it.
@@ -258,7 +275,9 @@ async def test_an_exec_probe_that_times_out_is_killed_and_reaped(kubesim: KubeSi
     }
     create(kubesim, pod("stuck", shell("main", SLEEP, readinessProbe=probe)))
     # A second attempt starts only after the first one timed out.
-    await wait_for(kubesim, lambda: _inside(kubesim, "stuck", "/tmp/attempts").count("attempt") >= 2)
+    await wait_for(
+        kubesim, lambda: _inside(kubesim, "stuck", "/tmp/attempts").count("attempt") >= 2
+    )
     assert not is_ready(kubesim, "stuck")
     processes = (await _out(kubesim, "stuck", "ps", "-eo", "stat=,args=")).splitlines()
     # The timed-out command is gone, and reaped: no zombie of it is left for the machine's init.

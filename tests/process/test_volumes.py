@@ -1,8 +1,8 @@
 """Volumes, users and images of the process runtime, seen from inside real containers.
 
-Every check looks at what a program in the container gets (`stat`, `cat`, `readlink`, `id` run in it, or
-the file through `/proc/<container init>/root`, which resolves paths in the container's own mount
-namespace and root), never at kubesim's model of it.
+Every check looks at what a program in the container gets (`stat`, `cat`, `readlink`, `id` run in
+it, or the file through `/proc/<container init>/root`, which resolves paths in the container's own
+mount namespace and root), never at kubesim's model of it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from .procrt_helpers import (
 )
 
 IMAGE = "registry.example/volumes-test:1"
-"""A stand-in image with its own root directory, entrypoint, cmd, env, working directory and user."""
+"""A stand-in image with its own root directory, entrypoint, cmd, env, working directory and
+user."""
 MPIUSER = "mpiuser:x:1000:1000::/home/mpiuser:/bin/sh"
 ENTRYPOINT = '#!/bin/sh\necho "entrypoint $GREETING $(pwd) $*"\nexec sleep 1000\n'
 SLEEP = "sleep 1000"
@@ -42,8 +43,9 @@ SLEEP = "sleep 1000"
 
 @pytest.fixture
 def volume_sync_seconds() -> float:
-    """The kubelet's periodic sync (simulated seconds; 0.2-0.3 s real): short, so that a ConfigMap update
-    reaches a whole-volume mount within a test. A test parametrizes it to tell a sync from a pod update."""
+    """The kubelet's periodic sync (simulated seconds; 0.2-0.3 s real): short, so that a ConfigMap
+    update reaches a whole-volume mount within a test. A test parametrizes it to tell a sync from a
+    pod update."""
     return 2.0
 
 
@@ -61,7 +63,9 @@ def image_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def kubesim_settings(process_runtime: None, volume_sync_seconds: float, image_root: Path) -> SimSettings:
+def kubesim_settings(
+    process_runtime: None, volume_sync_seconds: float, image_root: Path
+) -> SimSettings:
     image = ImageSpec(
         root=image_root,
         entrypoint=("/entrypoint.sh",),
@@ -98,7 +102,8 @@ async def _out(sim: KubeSim, name: str, *argv: str, container: str = "main") -> 
 
 
 def _inside(sim: KubeSim, name: str, path: str, container: str = "main") -> str | None:
-    """`path` as the running container sees it now (None if absent), read synchronously for wait_for."""
+    """`path` as the running container sees it now (None if absent), read synchronously for
+    wait_for."""
     try:
         return Path(f"/proc/{_run(sim, name, container).pid1}/root{path}").read_text()
     except (FileNotFoundError, KeyError):
@@ -166,9 +171,13 @@ def _merge_patch_pod(sim: KubeSim, name: str, patch: dict[str, Any]) -> None:
     )
 
 
-# --- ConfigMap and Secret volumes ------------------------------------------------------------------------
+# --- ConfigMap and Secret volumes
+# ------------------------------------------------------------------------
 async def test_configmap_and_secret_files_modes_layout_and_decoding(kubesim: KubeSim) -> None:
-    create(kubesim, configmap("settings", {"app.conf": "level=debug\n", "other": "plain\n", "unused": "x"}))
+    create(
+        kubesim,
+        configmap("settings", {"app.conf": "level=debug\n", "other": "plain\n", "unused": "x"}),
+    )
     create(kubesim, secret("creds", {"token": "s3cret-value"}))
     volumes = [
         {
@@ -193,24 +202,33 @@ async def test_configmap_and_secret_files_modes_layout_and_decoding(kubesim: Kub
     await _running(kubesim, "cm")
 
     stat = ["stat", "-L", "-c", "%a %U %G"]
-    assert await _out(kubesim, "cm", *stat, "/etc/settings/nested/dir/app.conf") == "600 root root\n"
+    assert (
+        await _out(kubesim, "cm", *stat, "/etc/settings/nested/dir/app.conf") == "600 root root\n"
+    )
     assert await _out(kubesim, "cm", *stat, "/etc/settings/other.txt") == "640 root root\n"
     assert await _out(kubesim, "cm", *stat, "/etc/creds/token") == "400 root root\n"
     assert await _out(kubesim, "cm", "cat", "/etc/settings/nested/dir/app.conf") == "level=debug\n"
     # A Secret's data is base64 in the API and plain in the file.
     assert await _out(kubesim, "cm", "cat", "/etc/creds/token") == "s3cret-value"
 
-    # The AtomicWriter layout: a timestamped payload directory, `..data` pointing at it, and one link per
-    # top-level entry through `..data`; keys left out of `items` are not there.
+    # The AtomicWriter layout: a timestamped payload directory, `..data` pointing at it, and one
+    # link per top-level entry through `..data`; keys left out of `items` are not there.
     entries = (await _out(kubesim, "cm", "ls", "-A", "/etc/settings")).split()
     data_target = (await _out(kubesim, "cm", "readlink", "/etc/settings/..data")).strip()
     assert data_target.startswith("..")
     assert data_target != "..data"
     assert sorted(entries) == sorted(["..data", data_target, "nested", "other.txt"])
-    assert (await _out(kubesim, "cm", "readlink", "/etc/settings/other.txt")).strip() == "..data/other.txt"
-    assert (await _out(kubesim, "cm", "readlink", "/etc/settings/nested")).strip() == "..data/nested"
-    assert (await _out(kubesim, "cm", "stat", "-c", "%F", "/etc/settings/nested/dir")).strip() == "directory"
-    # The volume roots: an emptyDir on disk (0777) for a configMap, a tmpfs root (1777) for a secret.
+    assert (
+        await _out(kubesim, "cm", "readlink", "/etc/settings/other.txt")
+    ).strip() == "..data/other.txt"
+    assert (
+        await _out(kubesim, "cm", "readlink", "/etc/settings/nested")
+    ).strip() == "..data/nested"
+    assert (
+        await _out(kubesim, "cm", "stat", "-c", "%F", "/etc/settings/nested/dir")
+    ).strip() == "directory"
+    # The volume roots: an emptyDir on disk (0777) for a configMap, a tmpfs root (1777) for a
+    # secret.
     assert (
         await _out(kubesim, "cm", "stat", "-c", "%a %U", "/etc/settings", "/etc/creds")
         == "777 root\n1777 root\n"
@@ -222,10 +240,13 @@ async def test_configmap_and_secret_files_modes_layout_and_decoding(kubesim: Kub
     assert await _out(kubesim, "cm", "cat", "/etc/creds/token") == "s3cret-value"
 
 
-async def test_fs_group_lets_a_non_root_user_read_a_secret_through_the_group(kubesim: KubeSim) -> None:
+async def test_fs_group_lets_a_non_root_user_read_a_secret_through_the_group(
+    kubesim: KubeSim,
+) -> None:
     create(kubesim, secret("key", {"id_rsa": "PRIVATE KEY"}))
     volumes = [
-        # 0400: only the owner (root) may read, unless the kubelet adds the group bits for an fsGroup.
+        # 0400: only the owner (root) may read, unless the kubelet adds the group bits for an
+        # fsGroup.
         {"name": "key", "secret": {"secretName": "key", "defaultMode": 0o400}},
         {"name": "scratch", "emptyDir": {}},
     ]
@@ -242,23 +263,35 @@ async def test_fs_group_lets_a_non_root_user_read_a_secret_through_the_group(kub
     )
     create(
         kubesim,
-        pod("without", shell("main", SLEEP, volumeMounts=mounts), volumes=volumes, securityContext=user),
+        pod(
+            "without",
+            shell("main", SLEEP, volumeMounts=mounts),
+            volumes=volumes,
+            securityContext=user,
+        ),
     )
     await _running(kubesim, "with-fsgroup", "without")
 
-    # The ids the processes run with: runAsUser, runAsGroup, and fsGroup + supplementalGroups as extra groups.
+    # The ids the processes run with: runAsUser, runAsGroup, and fsGroup + supplementalGroups as
+    # extra groups.
     assert await _out(kubesim, "with-fsgroup", "id", "-u") == "1000\n"
     assert await _out(kubesim, "with-fsgroup", "id", "-g") == "3000\n"
-    assert set((await _out(kubesim, "with-fsgroup", "id", "-G")).split()) == {"2000", "3000", "4000"}
+    assert set((await _out(kubesim, "with-fsgroup", "id", "-G")).split()) == {
+        "2000",
+        "3000",
+        "4000",
+    }
     assert set((await _out(kubesim, "without", "id", "-G")).split()) == {"3000", "4000"}
 
-    # fsGroup: group-owned by it, group-readable (0400 -> 0440), and so readable by the non-root user.
-    # Numeric ids: the groups have no names in the container's /etc/group.
+    # fsGroup: group-owned by it, group-readable (0400 -> 0440), and so readable by the non-root
+    # user. Numeric ids: the groups have no names in the container's /etc/group.
     stat = ["stat", "-L", "-c", "%a %u %g"]
     assert await _out(kubesim, "with-fsgroup", *stat, "/keys/id_rsa") == "440 0 2000\n"
     assert await _out(kubesim, "with-fsgroup", "cat", "/keys/id_rsa") == "PRIVATE KEY"
     # Directories of the volume get the setgid bit; the payload directory the group's search bit.
-    assert (await _out(kubesim, "with-fsgroup", "stat", "-c", "%a %g", "/keys")).strip() == "3777 2000"
+    assert (
+        await _out(kubesim, "with-fsgroup", "stat", "-c", "%a %g", "/keys")
+    ).strip() == "3777 2000"
     assert (
         await _out(kubesim, "with-fsgroup", "stat", "-L", "-c", "%a %g", "/keys/..data")
     ).strip() == "2755 2000"
@@ -266,12 +299,17 @@ async def test_fs_group_lets_a_non_root_user_read_a_secret_through_the_group(kub
     assert await _out(kubesim, "without", *stat, "/keys/id_rsa") == "400 0 0\n"
     await _refused(kubesim, "without", "Permission denied", "cat", "/keys/id_rsa")
 
-    # emptyDir: writable by the non-root user; with fsGroup setgid, so new files belong to the group.
-    assert (await _out(kubesim, "with-fsgroup", "stat", "-c", "%a %g", "/scratch")).strip() == "2777 2000"
+    # emptyDir: writable by the non-root user; with fsGroup setgid, so new files belong to the
+    # group.
+    assert (
+        await _out(kubesim, "with-fsgroup", "stat", "-c", "%a %g", "/scratch")
+    ).strip() == "2777 2000"
     assert (await _out(kubesim, "without", "stat", "-c", "%a %g", "/scratch")).strip() == "777 0"
     for name, group in (("with-fsgroup", "2000"), ("without", "3000")):
         await _out(kubesim, name, "sh", "-c", "echo mine > /scratch/file")
-        assert (await _out(kubesim, name, "stat", "-c", "%u %g", "/scratch/file")).strip() == f"1000 {group}"
+        assert (
+            await _out(kubesim, name, "stat", "-c", "%u %g", "/scratch/file")
+        ).strip() == f"1000 {group}"
 
 
 async def test_read_only_mounts_refuse_writes_that_a_writable_mount_of_the_same_volume_takes(
@@ -283,7 +321,11 @@ async def test_read_only_mounts_refuse_writes_that_a_writable_mount_of_the_same_
     ]
     create(
         kubesim,
-        pod("ro", shell("main", SLEEP, volumeMounts=mounts), volumes=[{"name": "shared", "emptyDir": {}}]),
+        pod(
+            "ro",
+            shell("main", SLEEP, volumeMounts=mounts),
+            volumes=[{"name": "shared", "emptyDir": {}}],
+        ),
     )
     await _running(kubesim, "ro")
     await _refused(kubesim, "ro", "Read-only file system", "touch", "/ro/file")
@@ -297,12 +339,15 @@ async def test_read_only_mounts_refuse_writes_that_a_writable_mount_of_the_same_
     assert "rw" in options["/rw"]
 
 
-async def test_memory_empty_dir_is_one_tmpfs_shared_by_init_and_main_containers(kubesim: KubeSim) -> None:
-    # What the operator's ssh-auth-setup init container does: writes keys into a memory emptyDir that the
-    # main container (sshd) mounts, partly through a subPath.
+async def test_memory_empty_dir_is_one_tmpfs_shared_by_init_and_main_containers(
+    kubesim: KubeSim,
+) -> None:
+    # What the operator's ssh-auth-setup init container does: writes keys into a memory emptyDir
+    # that the main container (sshd) mounts, partly through a subPath.
     init = shell(
         "setup",
-        "mkdir /keys/ssh && echo ssh-ed25519 AAAA > /keys/ssh/authorized_keys && echo top > /keys/top"
+        "mkdir /keys/ssh && echo ssh-ed25519 AAAA > /keys/ssh/authorized_keys && echo top > "
+        "/keys/top"
         " && stat -f -c %T /keys > /keys/fs-seen-by-init",
         volumeMounts=[{"name": "keys", "mountPath": "/keys"}],
     )
@@ -318,7 +363,12 @@ async def test_memory_empty_dir_is_one_tmpfs_shared_by_init_and_main_containers(
     )
     create(
         kubesim,
-        pod("mem", main, initContainers=[init], volumes=[{"name": "keys", "emptyDir": {"medium": "Memory"}}]),
+        pod(
+            "mem",
+            main,
+            initContainers=[init],
+            volumes=[{"name": "keys", "emptyDir": {"medium": "Memory"}}],
+        ),
     )
     await _running(kubesim, "mem")
     init_status = get_pod(kubesim, "mem")["status"]["initContainerStatuses"][0]
@@ -329,7 +379,9 @@ async def test_memory_empty_dir_is_one_tmpfs_shared_by_init_and_main_containers(
     mounts = await _out(kubesim, "mem", "cat", "/proc/mounts")
     assert any(line.split()[1:3] == ["/keys", "tmpfs"] for line in mounts.splitlines()), mounts
     assert await _out(kubesim, "mem", "cat", "/keys/top") == "top\n"
-    assert await _out(kubesim, "mem", "cat", "/home/user/.ssh/authorized_keys") == "ssh-ed25519 AAAA\n"
+    assert (
+        await _out(kubesim, "mem", "cat", "/home/user/.ssh/authorized_keys") == "ssh-ed25519 AAAA\n"
+    )
     assert (await _out(kubesim, "mem", "ls", "/home/user/.ssh")).split() == ["authorized_keys"]
     await _refused(kubesim, "mem", "Read-only file system", "touch", "/home/user/.ssh/other")
     # The subPath mount is the same tmpfs: a write through the full mount shows there at once.
@@ -350,8 +402,11 @@ async def test_memory_empty_dir_is_one_tmpfs_shared_by_init_and_main_containers(
     assert _listing(on_machine) == []
 
 
-# --- updates: subPath vs whole volume, pod updates, downward API --------------------------------------
-async def test_configmap_update_reaches_the_volume_at_the_sync_but_never_a_sub_path(kubesim: KubeSim) -> None:
+# --- updates: subPath vs whole volume, pod updates, downward API
+# --------------------------------------
+async def test_configmap_update_reaches_the_volume_at_the_sync_but_never_a_sub_path(
+    kubesim: KubeSim,
+) -> None:
     create(kubesim, configmap("conf", {"app.conf": "version 1\n"}))
     mounts = [
         {"name": "conf", "mountPath": "/etc/whole"},
@@ -361,17 +416,21 @@ async def test_configmap_update_reaches_the_volume_at_the_sync_but_never_a_sub_p
     create(kubesim, pod("sub", shell("main", SLEEP, volumeMounts=mounts), volumes=volumes))
     await _running(kubesim, "sub")
     # The subPath is a single file at its path, not a directory with the volume's layout.
-    assert (await _out(kubesim, "sub", "stat", "-c", "%F", "/etc/single/app.conf")).strip() == "regular file"
+    assert (
+        await _out(kubesim, "sub", "stat", "-c", "%F", "/etc/single/app.conf")
+    ).strip() == "regular file"
     assert (await _out(kubesim, "sub", "ls", "-A", "/etc/single")).split() == ["app.conf"]
     assert await _out(kubesim, "sub", "cat", "/etc/single/app.conf") == "version 1\n"
     before = await _out(kubesim, "sub", "readlink", "/etc/whole/..data")
 
     _update_configmap(kubesim, "conf", {"app.conf": "version 2\n"})
-    # Nothing but the kubelet's periodic sync (volume_sync_seconds) brings it to the whole-volume mount.
+    # Nothing but the kubelet's periodic sync (volume_sync_seconds) brings it to the whole-volume
+    # mount.
     await wait_for(kubesim, lambda: _inside(kubesim, "sub", "/etc/whole/app.conf") == "version 2\n")
     assert await _out(kubesim, "sub", "cat", "/etc/whole/app.conf") == "version 2\n"
     assert await _out(kubesim, "sub", "readlink", "/etc/whole/..data") != before
-    # The subPath was bound to the file of the container's start, which the update replaced, not changed.
+    # The subPath was bound to the file of the container's start, which the update replaced, not
+    # changed.
     assert await _out(kubesim, "sub", "cat", "/etc/single/app.conf") == "version 1\n"
 
 
@@ -421,15 +480,22 @@ async def test_downward_api_volume_follows_the_pod_labels(kubesim: KubeSim) -> N
 
     _merge_patch_pod(kubesim, "dapi", {"metadata": {"labels": {"tier": "frontend", "extra": "1"}}})
     want = 'app="dapi"\nextra="1"\ntier="frontend"'
-    await wait_for(kubesim, lambda: _inside(kubesim, "dapi", "/etc/podinfo/labels") == want, within=10)
+    await wait_for(
+        kubesim, lambda: _inside(kubesim, "dapi", "/etc/podinfo/labels") == want, within=10
+    )
     assert await _out(kubesim, "dapi", "cat", "/etc/podinfo/labels") == want
 
 
-# --- users and images ------------------------------------------------------------------------------------
+# --- users and images
+# ------------------------------------------------------------------------------------
 async def test_image_root_entrypoint_env_workdir_and_passwd(kubesim: KubeSim) -> None:
     machine_passwd = _machine_file("/etc/passwd")
     assert machine_passwd is not None
-    container = {"name": "main", "image": IMAGE, "securityContext": {"runAsUser": 1000, "runAsGroup": 1000}}
+    container = {
+        "name": "main",
+        "image": IMAGE,
+        "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+    }
     create(kubesim, pod("img", container))
     await _running(kubesim, "img")
     # No command in the pod: the image's entrypoint with its cmd, in its working directory and env.
@@ -439,7 +505,8 @@ async def test_image_root_entrypoint_env_workdir_and_passwd(kubesim: KubeSim) ->
     assert await _out(kubesim, "img", "cat", "/opt/hello.txt") == "hello from the image\n"
     assert await _out(kubesim, "img", "id", "-un") == "mpiuser\n"
     assert (
-        await _out(kubesim, "img", "sh", "-c", 'echo "$HOME $GREETING $(pwd)"') == "/home/mpiuser hi /opt\n"
+        await _out(kubesim, "img", "sh", "-c", 'echo "$HOME $GREETING $(pwd)"')
+        == "/home/mpiuser hi /opt\n"
     )
     assert await _out(kubesim, "img", "getent", "passwd", "1000") == MPIUSER + "\n"
     assert await _out(kubesim, "img", "getent", "group", "1000") == "mpiuser:x:1000:\n"
@@ -447,8 +514,11 @@ async def test_image_root_entrypoint_env_workdir_and_passwd(kubesim: KubeSim) ->
     assert _machine_file("/opt/hello.txt") is None
     assert _machine_file("/entrypoint.sh") is None
     assert _machine_file("/etc/passwd") == machine_passwd
-    # This machine has a uid 1000 of its own (cloudsdk), which the container's mpiuser line replaced.
-    machine_uid_1000 = [line for line in machine_passwd.splitlines() if line.split(":")[2:3] == ["1000"]]
+    # This machine has a uid 1000 of its own (cloudsdk), which the container's mpiuser line
+    # replaced.
+    machine_uid_1000 = [
+        line for line in machine_passwd.splitlines() if line.split(":")[2:3] == ["1000"]
+    ]
     assert MPIUSER not in machine_uid_1000
 
 

@@ -1,8 +1,9 @@
 """The generated and the code-derived docs stay in step with the code.
 
-`docs/api-reference.md` must equal `docgen.api_reference()` (regenerate with the command in its header);
-`docs/metrics-and-events.md` must list every metric (name, type, labels) of `runtime.metrics.Metrics`
-and every Event / condition reason constant of the modules that record them, and nothing else.
+`docs/api-reference.md` must equal `docgen.api_reference()` (regenerate with the command in its
+header); `docs/metrics-and-events.md` must list every metric (name, type, labels) of
+`runtime.metrics.Metrics` and every Event / condition reason constant of the modules that record
+them, and nothing else.
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ def test_every_model_field_appears_in_the_reference() -> None:
     ("prop", "expected"),
     [
         ({"$ref": "#/$defs/RunPolicy"}, "[RunPolicy](#runpolicy)"),
-        ({"type": "array", "items": {"$ref": "#/$defs/JobCondition"}}, "[][JobCondition](#jobcondition)"),
+        (
+            {"type": "array", "items": {"$ref": "#/$defs/JobCondition"}},
+            "[][JobCondition](#jobcondition)",
+        ),
         (
             {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}},
             "map[string]quantity (int or string)",
@@ -98,7 +102,9 @@ def test_type_names(prop: dict[str, object], expected: str) -> None:
 
 
 def test_validation_column_escapes_nothing_it_should_not() -> None:
-    cell = docgen._validation({"enum": ["A", "B"], "minimum": 1, "maximum": 1, "minLength": 1}, True)
+    cell = docgen._validation(
+        {"enum": ["A", "B"], "minimum": 1, "maximum": 1, "minLength": 1}, True
+    )
     assert cell == "required; one of `A`, `B`; ≥ 1; ≤ 1; length ≥ 1"
     assert docgen._row(("a|b",)) == "| a\\|b |"
 
@@ -123,7 +129,8 @@ def _exposed_name(metric: MetricWrapperBase) -> str:
 def test_metrics_table_matches_the_registry() -> None:
     metrics = [m for m in vars(Metrics()).values() if isinstance(m, MetricWrapperBase)]
     expected = {
-        (_exposed_name(m), m._type, ", ".join(f"`{x}`" for x in m._labelnames) or "—") for m in metrics
+        (_exposed_name(m), m._type, ", ".join(f"`{x}`" for x in m._labelnames) or "—")
+        for m in metrics
     }
     assert len(expected) >= 10
     assert set(_section("Metrics")) == expected
@@ -134,16 +141,22 @@ def _reason_constants() -> set[str]:
         value
         for module in REASON_MODULES
         for name, value in vars(module).items()
-        if name.isupper() and isinstance(value, str) and _CAMEL.fullmatch(value) and value not in NOT_REASONS
+        if name.isupper()
+        and isinstance(value, str)
+        and _CAMEL.fullmatch(value)
+        and value not in NOT_REASONS
     }
 
 
 def test_reasons_tables_match_the_code() -> None:
-    documented = {row[0] for row in _section("Events")} | {row[0] for row in _section("Condition reasons")}
+    documented = {row[0] for row in _section("Events")} | {
+        row[0] for row in _section("Condition reasons")
+    }
     code = _reason_constants()
     assert {"MPIJobCreated", "LegacyFieldsMapped", "WorkerFailed", "DiscoveryHostsAdded"} <= code
     assert code - documented == set(), "reasons the code records but the doc does not explain"
-    # Failed reasons copied from the launcher Job (`BackoffLimitExceeded/<pod reason>`) are documented too.
+    # Failed reasons copied from the launcher Job (`BackoffLimitExceeded/<pod reason>`) are
+    # documented too.
     assert documented - code <= {"DeadlineExceeded"}, "documented reasons the code never records"
 
 

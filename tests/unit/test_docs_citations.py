@@ -1,12 +1,13 @@
-"""Design citations point into the repository: docs/architecture.md is the design, not files outside it.
+"""Design citations point into the repository: docs/architecture.md is the design, not files outside
+it.
 
 The founding design and its background notes were never part of the repository, so a pointer to them
 tells a reader nothing. Two rules, each failing with every offender listed:
 
-* no file under the scanned folders (or README.md) names the old design file, the folder it lived in,
-  one of its background notes, or a numbered section of them;
-* every `docs/<name>.md` (optionally `#anchor`) that the Python code under operator/, discovery/, sim/
-  and tests/ mentions exists, and so does the heading an anchor names.
+* no file under the scanned folders (or README.md) names the old design file, the folder it lived
+  in, one of its background notes, or a numbered section of them;
+* every `docs/<name>.md` (optionally `#anchor`) that the Python code under operator/, discovery/,
+  sim/ and tests/ mentions exists, and so does the heading an anchor names.
 
 The patterns are assembled from pieces, so this file does not match them itself.
 """
@@ -20,7 +21,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("operator", "discovery", "sim", "tests", "docs", "deploy", "scripts", "bench", "README.md")
+SCANNED = (
+    "operator",
+    "discovery",
+    "sim",
+    "tests",
+    "docs",
+    "deploy",
+    "scripts",
+    "bench",
+    "README.md",
+)
 CITING_ROOTS = ("operator", "discovery", "sim", "tests")
 SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
 GENERATED = (Path("bench") / "out",)
@@ -52,7 +63,9 @@ def forbidden_mentions(text: str) -> list[tuple[int, str]]:
     """(line number, matched text) of every mention of the old design files in `text`."""
     found: list[tuple[int, str]] = []
     for number, line in enumerate(text.splitlines(), start=1):
-        found.extend((number, match.group(0)) for pattern in FORBIDDEN for match in pattern.finditer(line))
+        found.extend(
+            (number, match.group(0)) for pattern in FORBIDDEN for match in pattern.finditer(line)
+        )
     return found
 
 
@@ -72,13 +85,16 @@ def heading_anchors(markdown: str) -> set[str]:
 
 
 def files(*roots: str) -> Iterator[Path]:
-    """The text files under `roots` (paths relative to the repository), caches and outputs left out."""
+    """The text files under `roots` (paths relative to the repository), caches and outputs left
+    out."""
     for root in roots:
         path = ROOT / root
         candidates = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
         for candidate in candidates:
             relative = candidate.relative_to(ROOT)
-            if SKIPPED_DIRS & set(relative.parts) or any(p.endswith(".egg-info") for p in relative.parts):
+            if SKIPPED_DIRS & set(relative.parts) or any(
+                p.endswith(".egg-info") for p in relative.parts
+            ):
                 continue
             if any(relative.is_relative_to(out) for out in GENERATED):
                 continue
@@ -104,11 +120,17 @@ def test_the_patterns_catch_every_form_of_the_old_citations() -> None:
         "GPU pass-through (upstream " + "§5)",
     ]
     assert [bool(forbidden_mentions(sample)) for sample in samples] == [True] * len(samples)
-    assert forbidden_mentions("docs/architecture.md, `/" + _SHARED + "/order`, a design decision") == []
+    assert (
+        forbidden_mentions("docs/architecture.md, `/" + _SHARED + "/order`, a design decision")
+        == []
+    )
 
 
 def test_anchors_are_the_ones_github_makes() -> None:
-    text = "# Architecture\n## kubesim, the simulated cluster\n```text\n# no heading\n```\n### The `Phase`s"
+    text = (
+        "# Architecture\n## kubesim, the simulated cluster\n```text\n# no heading\n```\n### "
+        "The `Phase`s"
+    )
     assert heading_anchors(text) == {"architecture", "kubesim-the-simulated-cluster", "the-phases"}
 
 

@@ -1,6 +1,6 @@
-"""`mpi_operator.generate`: every flavour and option -> a v2beta1 MPIJob that the operator validates,
-the CRD admits (Strict, with CEL) and whose child objects Kubernetes' rules accept; bad options name
-the flag."""
+"""`mpi_operator.generate`: every flavour and option -> a v2beta1 MPIJob that the operator
+validates, the CRD admits (Strict, with CEL) and whose child objects Kubernetes' rules accept; bad
+options name the flag."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def admitted(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def children_admitted(job: dict[str, Any]) -> None:
-    """The Service, ConfigMap, Secret, launcher Job and worker Pods the operator builds pass admission."""
+    """The Service, ConfigMap, Secret, launcher Job and worker Pods the operator builds pass
+    admission."""
     body = copy.deepcopy(job)
     body["metadata"] = {"namespace": "default", "uid": "0000-1", **body["metadata"]}
     canonical = parse_and_validate(body).job
@@ -77,7 +78,13 @@ def children_admitted(job: dict[str, Any]) -> None:
         "metadata": {"name": "launcher", "namespace": "default", **launcher_template["metadata"]},
         "spec": launcher_template["spec"],
     }
-    for obj in [state.service, state.config_map, state.secret, launcher_pod, *state.workers.values()]:
+    for obj in [
+        state.service,
+        state.config_map,
+        state.secret,
+        launcher_pod,
+        *state.workers.values(),
+    ]:
         admit(
             operation="CREATE",
             api_version=obj["apiVersion"],
@@ -90,9 +97,9 @@ def children_admitted(job: dict[str, Any]) -> None:
 
 
 def launcher(job: dict[str, Any]) -> dict[str, Any]:
-    container: dict[str, Any] = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][
-        0
-    ]
+    container: dict[str, Any] = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"][
+        "containers"
+    ][0]
     return container
 
 
@@ -118,7 +125,13 @@ CASES: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], int, int, 
         {"nvidia.com/gpu": 8},
     ),
     "simple-defaults": (generate.simple, {"gpus": 1}, 1, 1, {"nvidia.com/gpu": 1}),
-    "simple-4-per-node-1": (generate.simple, {"gpus": 4, "gpus_per_node": 1}, 4, 1, {"nvidia.com/gpu": 1}),
+    "simple-4-per-node-1": (
+        generate.simple,
+        {"gpus": 4, "gpus_per_node": 1},
+        4,
+        1,
+        {"nvidia.com/gpu": 1},
+    ),
     "simple-fewer-than-a-node": (
         generate.simple,
         {"gpus": 4, "gpus_per_node": 8},
@@ -126,9 +139,21 @@ CASES: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], int, int, 
         4,
         {"nvidia.com/gpu": 4},
     ),
-    "simple-exactly-a-node": (generate.simple, {"gpus": 8, "gpus_per_node": 8}, 1, 8, {"nvidia.com/gpu": 8}),
+    "simple-exactly-a-node": (
+        generate.simple,
+        {"gpus": 8, "gpus_per_node": 8},
+        1,
+        8,
+        {"nvidia.com/gpu": 8},
+    ),
     "custom-defaults": (generate.custom, {}, 1, 1, {"nvidia.com/gpu": 1}),
-    "custom-3x2": (generate.custom, {"replicas": 3, "gpus_per_replica": 2}, 3, 2, {"nvidia.com/gpu": 2}),
+    "custom-3x2": (
+        generate.custom,
+        {"replicas": 3, "gpus_per_replica": 2},
+        3,
+        2,
+        {"nvidia.com/gpu": 2},
+    ),
     "custom-cpu-only": (generate.custom, {"replicas": 2, "gpus_per_replica": 0}, 2, 1, {}),
     "openmpi-defaults": (generate.openmpi, {"exec_": "python train.py"}, 4, 1, {}),
     "openmpi-sized": (
@@ -199,7 +224,11 @@ def test_simple_16_gpus_8_per_node_is_two_workers_of_eight() -> None:
             None,
         ),
         ({"command": "sh -c 'echo a b'"}, ["sh", "-c", "echo a b"], None),
-        ({"args": "--batch_size=64,--model=resnet50"}, None, ["--batch_size=64", "--model=resnet50"]),
+        (
+            {"args": "--batch_size=64,--model=resnet50"},
+            None,
+            ["--batch_size=64", "--model=resnet50"],
+        ),
         ({"command": "python t.py", "args": "--lr=0.1"}, ["python", "t.py"], ["--lr=0.1"]),
     ],
     ids=["none", "split-like-a-shell", "quoted", "args-comma-separated", "both"],
@@ -207,7 +236,10 @@ def test_simple_16_gpus_8_per_node_is_two_workers_of_eight() -> None:
 def test_command_and_args_go_to_the_launcher_only(
     fields: dict[str, str], command: list[str] | None, args: list[str] | None
 ) -> None:
-    for job in (generate.simple(common(**fields), gpus=2), generate.custom(common(**fields), replicas=2)):
+    for job in (
+        generate.simple(common(**fields), gpus=2),
+        generate.custom(common(**fields), replicas=2),
+    ):
         assert launcher(job).get("command") == command
         assert launcher(job).get("args") == args
         worker = worker_spec(job)["template"]["spec"]["containers"][0]
@@ -229,7 +261,12 @@ def test_openmpi_waits_for_workers_then_runs_mpirun_with_exec() -> None:
         common(), workers=3, gpu=2, exec_="python /opt/train.py --epochs 3", init_timeout=120
     )
     container = launcher(job)
-    assert container["command"] == ["/bin/sh", "-c", generate.WAIT_FOR_WORKERS_SCRIPT, "wait-for-workers"]
+    assert container["command"] == [
+        "/bin/sh",
+        "-c",
+        generate.WAIT_FOR_WORKERS_SCRIPT,
+        "wait-for-workers",
+    ]
     assert container["args"] == [
         "mpirun", "--allow-run-as-root", "-np", "6", "python", "/opt/train.py", "--epochs", "3",
     ]  # fmt: skip
@@ -291,11 +328,15 @@ def test_elastic_horovodrun_bounds_are_worker_bounds_times_slots(
     assert command[11:] == ["python", generate.DEFAULT_ELASTIC_SCRIPT]
     policy = job["spec"]["elasticPolicy"]
     assert policy == {"minReplicas": kwargs["min_replicas"], "maxReplicas": kwargs["max_replicas"]}
-    # The operator reads the same bounds back from the command (the inference for manifests without a policy).
+    # The operator reads the same bounds back from the command (the inference for manifests without
+    # a policy).
     canonical = parse_and_validate(job).job
     inferred = api_elastic.infer_elastic_policy(canonical)
     assert inferred is not None
-    assert (inferred.min_replicas, inferred.max_replicas) == (policy["minReplicas"], policy["maxReplicas"])
+    assert (inferred.min_replicas, inferred.max_replicas) == (
+        policy["minReplicas"],
+        policy["maxReplicas"],
+    )
     admitted(job)
 
 
@@ -309,7 +350,12 @@ def test_elastic_script_command_and_args() -> None:
     assert launcher(job)["command"][-3:] == ["python3", "-u", "/t.py"]
 
 
-SIMPLE, CUSTOM, OPENMPI, ELASTIC = generate.simple, generate.custom, generate.openmpi, generate.elastic
+SIMPLE, CUSTOM, OPENMPI, ELASTIC = (
+    generate.simple,
+    generate.custom,
+    generate.openmpi,
+    generate.elastic,
+)
 NS, TIMEOUT = "--node-selector", "--init-timeout"
 
 
@@ -317,14 +363,27 @@ def sel(text: str) -> dict[str, str]:
     return {"node_selector": text, "exec_": "x"}
 
 
-# id -> (builder, common options, flavour options, the option the error names, a fragment of its message)
+# id -> (builder, common options, flavour options, the option the error names, a fragment of its
+# message)
 BAD: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, str], dict[str, Any], str, str]] = {
-    "gpus-not-divisible": (SIMPLE, {}, {"gpus": 12, "gpus_per_node": 8}, "--gpus", "cannot be split"),
+    "gpus-not-divisible": (
+        SIMPLE,
+        {},
+        {"gpus": 12, "gpus_per_node": 8},
+        "--gpus",
+        "cannot be split",
+    ),
     "zero-gpus": (SIMPLE, {}, {"gpus": 0}, "--gpus", "at least 1"),
     "negative-gpus": (SIMPLE, {}, {"gpus": -8}, "--gpus", "at least 1"),
     "zero-per-node": (SIMPLE, {}, {"gpus": 8, "gpus_per_node": 0}, "--gpus-per-node", "at least 1"),
     "zero-replicas": (CUSTOM, {}, {"replicas": 0}, "--replicas", "at least 1"),
-    "negative-gpus-per-replica": (CUSTOM, {}, {"gpus_per_replica": -1}, "--gpus-per-replica", "negative"),
+    "negative-gpus-per-replica": (
+        CUSTOM,
+        {},
+        {"gpus_per_replica": -1},
+        "--gpus-per-replica",
+        "negative",
+    ),
     "zero-workers": (OPENMPI, {}, {"workers": 0, "exec_": "x"}, "--workers", "at least 1"),
     "negative-gpu": (OPENMPI, {}, {"gpu": -1, "exec_": "x"}, "--gpu", "negative"),
     "cpu-not-quantity": (OPENMPI, {}, {"cpu": "four", "exec_": "x"}, "--cpu", "quantity"),
@@ -332,7 +391,13 @@ BAD: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, str], dict[str, An
     "memory-padded": (OPENMPI, {}, {"memory": " 8Gi", "exec_": "x"}, "--memory", "quantity"),
     "negative-cpu": (OPENMPI, {}, {"cpu": "-500m", "exec_": "x"}, "--cpu", "negative"),
     "zero-init-timeout": (OPENMPI, {}, {"init_timeout": 0, "exec_": "x"}, TIMEOUT, "at least 1"),
-    "negative-init-timeout": (OPENMPI, {}, {"init_timeout": -5, "exec_": "x"}, TIMEOUT, "at least 1"),
+    "negative-init-timeout": (
+        OPENMPI,
+        {},
+        {"init_timeout": -5, "exec_": "x"},
+        TIMEOUT,
+        "at least 1",
+    ),
     "openmpi-without-program": (OPENMPI, {}, {}, "--exec", "required"),
     "exec-and-command": (OPENMPI, {"command": "a"}, {"exec_": "b"}, "--exec", "cannot be combined"),
     "selector-without-equals": (OPENMPI, {}, sel("disk"), NS, "key="),
@@ -342,21 +407,53 @@ BAD: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, str], dict[str, An
     "selector-bad-prefix": (OPENMPI, {}, sel("B_/k=x"), NS, "label key"),
     "selector-bad-value": (OPENMPI, {}, sel("k=a b"), NS, "label value"),
     "selector-duplicate": (OPENMPI, {}, sel("k=a,k=b"), NS, "twice"),
-    "min-above-max": (ELASTIC, {}, {"min_replicas": 3, "max_replicas": 2}, "--min", "greater than --max"),
+    "min-above-max": (
+        ELASTIC,
+        {},
+        {"min_replicas": 3, "max_replicas": 2},
+        "--min",
+        "greater than --max",
+    ),
     "zero-min": (ELASTIC, {}, {"min_replicas": 0, "max_replicas": 2}, "--min", "at least 1"),
     "zero-max": (ELASTIC, {}, {"max_replicas": 0}, "--max", "at least 1"),
-    "replicas-above-max": (ELASTIC, {}, {"max_replicas": 4, "replicas": 5}, "--replicas", "outside"),
+    "replicas-above-max": (
+        ELASTIC,
+        {},
+        {"max_replicas": 4, "replicas": 5},
+        "--replicas",
+        "outside",
+    ),
     "replicas-below-min": (
-        ELASTIC, {}, {"min_replicas": 2, "max_replicas": 4, "replicas": 1}, "--replicas", "outside",
+        ELASTIC,
+        {},
+        {"min_replicas": 2, "max_replicas": 4, "replicas": 1},
+        "--replicas",
+        "outside",
     ),
     "zero-slots": (ELASTIC, {}, {"max_replicas": 4, "slots": 0}, "--slots", "at least 1"),
     "negative-gpus-per-worker": (
-        ELASTIC, {}, {"max_replicas": 4, "gpus_per_worker": -2}, "--gpus-per-worker", "negative",
+        ELASTIC,
+        {},
+        {"max_replicas": 4, "gpus_per_worker": -2},
+        "--gpus-per-worker",
+        "negative",
     ),
-    "script-and-command": (ELASTIC, {"command": "a"}, {"max_replicas": 4, "script": "b"}, "--script", "with"),
+    "script-and-command": (
+        ELASTIC,
+        {"command": "a"},
+        {"max_replicas": 4, "script": "b"},
+        "--script",
+        "with",
+    ),
     "name-starts-with-digit": (CUSTOM, {"name": "1-job"}, {}, "--name", "DNS-1035"),
     "name-uppercase": (CUSTOM, {"name": "Job"}, {}, "--name", "DNS-1035"),
-    "name-too-long-for-workers": (CUSTOM, {"name": "x" * 60}, {"replicas": 2}, "--name", "DNS-1035"),
+    "name-too-long-for-workers": (
+        CUSTOM,
+        {"name": "x" * 60},
+        {"replicas": 2},
+        "--name",
+        "DNS-1035",
+    ),
     "bad-namespace": (CUSTOM, {"namespace": "Team_A"}, {}, "--namespace", "namespace"),
     "empty-image": (CUSTOM, {"image": ""}, {}, "--image", "empty"),
     "unterminated-quote": (CUSTOM, {"command": "'unterminated"}, {}, "--command", "split"),
@@ -365,9 +462,21 @@ BAD: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, str], dict[str, An
     "ssh-port-zero": (CUSTOM, {"ssh_port": 0}, {}, "--ssh-port", "TCP port"),
     "ssh-port-too-big": (CUSTOM, {"ssh_port": 65536}, {}, "--ssh-port", "TCP port"),
     "negative-uid": (CUSTOM, {"run_as_user": -1}, {}, "--run-as-user", "negative"),
-    "non-root-without-home": (CUSTOM, {"run_as_user": 1000}, {}, "--ssh-auth-mount-path", "required"),
-    "relative-ssh-path": (CUSTOM, {"ssh_auth_mount_path": ".ssh"}, {}, "--ssh-auth-mount-path", "absolute"),
-}  # fmt: skip
+    "non-root-without-home": (
+        CUSTOM,
+        {"run_as_user": 1000},
+        {},
+        "--ssh-auth-mount-path",
+        "required",
+    ),
+    "relative-ssh-path": (
+        CUSTOM,
+        {"ssh_auth_mount_path": ".ssh"},
+        {},
+        "--ssh-auth-mount-path",
+        "absolute",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(BAD), ids=list(BAD))
@@ -387,7 +496,9 @@ def test_bad_options_name_the_option(case: str) -> None:
     start=st.integers(0, 16),
     gpus=st.integers(0, 8),
 )
-def test_elastic_output_is_always_admitted(min_replicas: int, extra: int, start: int, gpus: int) -> None:
+def test_elastic_output_is_always_admitted(
+    min_replicas: int, extra: int, start: int, gpus: int
+) -> None:
     max_replicas = min_replicas + extra
     replicas = min_replicas + start % (extra + 1)
     job = generate.elastic(
@@ -429,17 +540,24 @@ NON_ROOT = {"run_as_user": 1000, "ssh_port": 2222, "ssh_auth_mount_path": "/home
     ],
     ids=["simple", "custom", "openmpi", "elastic"],
 )
-def test_non_root_ssh_contract_reaches_spec_pods_and_probe(build: Callable[[CommonOptions], Any]) -> None:
+def test_non_root_ssh_contract_reaches_spec_pods_and_probe(
+    build: Callable[[CommonOptions], Any],
+) -> None:
     job = build(common(**NON_ROOT))
     assert job["spec"]["sshAuthMountPath"] == "/home/mpiuser/.ssh"
     for role in ("Launcher", "Worker"):
         pod_spec = job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]
-        assert pod_spec["securityContext"] == {"runAsUser": 1000, "runAsNonRoot": True, "fsGroup": 1000}
+        assert pod_spec["securityContext"] == {
+            "runAsUser": 1000,
+            "runAsNonRoot": True,
+            "fsGroup": 1000,
+        }
     worker = worker_spec(job)["template"]["spec"]["containers"][0]
     assert worker["ports"] == [{"name": "ssh", "containerPort": 2222}]
     admitted(job)
     children_admitted(job)
-    # The operator's worker pod probes the declared port and gets the keys through its init container.
+    # The operator's worker pod probes the declared port and gets the keys through its init
+    # container.
     canonical = parse_and_validate({**job, "metadata": {"name": "job", "namespace": "default"}}).job
     pod = desired.build(canonical, settings=Settings(), ssh_keys=KEYS).workers[0]
     assert pod["spec"]["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": 2222}
@@ -449,7 +567,9 @@ def test_non_root_ssh_contract_reaches_spec_pods_and_probe(build: Callable[[Comm
 def test_root_run_as_user_keeps_the_default_mount_path() -> None:
     job = generate.custom(common(run_as_user=0, ssh_port=22))
     assert "sshAuthMountPath" not in job["spec"]
-    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["securityContext"] == {"runAsUser": 0}
+    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["securityContext"] == {
+        "runAsUser": 0
+    }
     admitted(job)
 
 
@@ -464,7 +584,8 @@ CLI_MINIMAL = {
 @pytest.mark.parametrize("flavour", list(CLI_MINIMAL))
 def test_cli_defaults_declare_the_ssh_port_the_operator_probes(flavour: str) -> None:
     """Each flavour's default image has a known sshd port; the output declares it, so the operator's
-    workers get a readiness probe instead of a guess (or of no probe and a SSHPortUnknown Warning)."""
+    workers get a readiness probe instead of a guess (or of no probe and a SSHPortUnknown
+    Warning)."""
     parser = argparse.ArgumentParser()
     generate_cli.register(parser.add_subparsers())
     args = parser.parse_args(["generate", flavour, "--name", "job", *CLI_MINIMAL[flavour]])
@@ -492,17 +613,27 @@ def test_yaml_output_round_trips_and_keeps_the_wait_script_readable() -> None:
     assert "command:\n            - /bin/sh\n            - -c\n            - |\n" in text
 
 
-def _run_wait_script(tmp_path: Path, ssh_exit: int, timeout: int) -> subprocess.CompletedProcess[str]:
+def _run_wait_script(
+    tmp_path: Path, ssh_exit: int, timeout: int
+) -> subprocess.CompletedProcess[str]:
     """The launcher's wait script under /bin/sh with a fake `ssh` and a hostfile of two workers."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake_ssh = bin_dir / "ssh"
-    fake_ssh.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/ssh.log\nexit {ssh_exit}\n', encoding="utf-8")
+    fake_ssh.write_text(
+        f'#!/bin/sh\necho "$@" >> {tmp_path}/ssh.log\nexit {ssh_exit}\n', encoding="utf-8"
+    )
     fake_ssh.chmod(fake_ssh.stat().st_mode | stat.S_IEXEC)
     hostfile = tmp_path / "hostfile"
-    hostfile.write_text("job-worker-0.job.default.svc slots=2\njob-worker-1.job.default.svc slots=2\n")
+    hostfile.write_text(
+        "job-worker-0.job.default.svc slots=2\njob-worker-1.job.default.svc slots=2\n"
+    )
     script = generate.WAIT_FOR_WORKERS_SCRIPT.replace(generate.HOSTFILE, str(hostfile))
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", generate.INIT_TIMEOUT_ENV: str(timeout)}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        generate.INIT_TIMEOUT_ENV: str(timeout),
+    }
     return subprocess.run(
         ["/bin/sh", "-c", script, "wait-for-workers", "echo", "started", "mpirun"],
         capture_output=True,

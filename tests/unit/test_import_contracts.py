@@ -1,5 +1,6 @@
-"""Every contract in `.importlinter` can fail: one deliberate violating import in a copy of the packages,
-and import-linter reports that contract, by name, as broken; the unpatched copy keeps them all.
+"""Every contract in `.importlinter` can fail: one deliberate violating import in a copy of the
+packages, and import-linter reports that contract, by name, as broken; the unpatched copy keeps them
+all.
 
 A contract that could never fail (a typo in a module name, a layer nobody imports across, an ignore
 that swallows everything) would pass the real tree vacuously; this is what catches it.
@@ -22,7 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / ".importlinter"
 SOURCE_ROOTS = {"operator": "mpi_operator", "discovery": "mpi_discovery", "sim": "kubesim"}
 LINT_IMPORTS = (
-    "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    "import sys; from importlinter.cli import lint_imports_command; "
+    "sys.exit(lint_imports_command())"
 )
 """`lint-imports` run by this interpreter (the script may not sit next to it)."""
 
@@ -75,9 +77,17 @@ VIOLATIONS = [
         TYPE_CHECKING_CYCLE,
         "a cycle through a TYPE_CHECKING import is still a cycle",
     ),
-    Violation("pure-core", "operator/mpi_operator/elastic/pacing.py", "import asyncio\n", "elastic is pure"),
     Violation(
-        "objects-stdlib", "operator/mpi_operator/objects.py", "import pydantic\n", "standard library only"
+        "pure-core",
+        "operator/mpi_operator/elastic/pacing.py",
+        "import asyncio\n",
+        "elastic is pure",
+    ),
+    Violation(
+        "objects-stdlib",
+        "operator/mpi_operator/objects.py",
+        "import pydantic\n",
+        "standard library only",
     ),
     Violation(
         "only-kube-talks-http",
@@ -116,7 +126,10 @@ VIOLATIONS = [
         "the launcher image has only the standard library",
     ),
     Violation(
-        "sim-independent", "sim/kubesim/settings.py", "import mpi_discovery\n", "kubesim is the cluster"
+        "sim-independent",
+        "sim/kubesim/settings.py",
+        "import mpi_discovery\n",
+        "kubesim is the cluster",
     ),
     Violation(
         "runtime-layers",
@@ -137,7 +150,8 @@ VIOLATIONS += [
         "kubesim-layers",
         "sim/kubesim/control.py",
         "import kubesim.podlog\n",
-        "test control sits beside the cluster, below the pod logs (no cycle: only the layers see it)",
+        "test control sits beside the cluster, below the pod logs (no cycle: only the layers see "
+        "it)",
     ),
     Violation(
         "kubesim-layers",
@@ -155,7 +169,8 @@ VIOLATIONS += [
         "kubesim-acyclic",
         "sim/kubesim/procrt/probes.py",
         LAZY_PROBER,
-        "probe specs sit below the attempt that runs them (within procrt: only the cycle check sees it)",
+        "probe specs sit below the attempt that runs them (within procrt: only the cycle check "
+        "sees it)",
     ),
 ]
 
@@ -177,7 +192,9 @@ def tree(tmp_path: Path) -> Path:
     """A copy of the three packages under their source roots, as the repository lays them out."""
     for root, package in SOURCE_ROOTS.items():
         shutil.copytree(
-            REPO / root / package, tmp_path / root / package, ignore=shutil.ignore_patterns("__pycache__")
+            REPO / root / package,
+            tmp_path / root / package,
+            ignore=shutil.ignore_patterns("__pycache__"),
         )
     shutil.copy(CONFIG, tmp_path / ".importlinter")
     return tmp_path

@@ -30,9 +30,9 @@ def test_packages_import_from_their_source_roots() -> None:
 
 
 def test_test_folders_are_packages_so_test_names_mirror_the_source() -> None:
-    """tests/unit/kube/test_events.py and tests/integration/kubesim/test_events.py may both exist only
-    when their folders are packages. tests/horovod is not one: a package `horovod` on the path would
-    shadow Horovod itself, which its tests import."""
+    """tests/unit/kube/test_events.py and tests/integration/kubesim/test_events.py may both exist
+    only when their folders are packages. tests/horovod is not one: a package `horovod` on the path
+    would shadow Horovod itself, which its tests import."""
     tests = ROOT / "tests"
     missing = sorted(
         str(folder.relative_to(ROOT))

@@ -1,4 +1,5 @@
-"""mpi_operator.objects: reading plain-JSON objects defensively (readiness, ownership, Job state, times)."""
+"""mpi_operator.objects: reading plain-JSON objects defensively (readiness, ownership, Job state,
+times)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ def pod(
         "empty",
     ],
 )
-def test_pod_ready_means_running_ready_and_not_being_deleted(obj: dict[str, Any], ready: bool) -> None:
+def test_pod_ready_means_running_ready_and_not_being_deleted(
+    obj: dict[str, Any], ready: bool
+) -> None:
     assert objects.is_pod_ready(obj) is ready
 
 
@@ -74,7 +77,15 @@ def test_terminating_is_a_deletion_timestamp() -> None:
         (["junk", {"uid": "u3", "controller": True}], "u3"),
         ([{"controller": True}], None),
     ],
-    ids=["none", "empty", "owner-not-controller", "string-true", "among-owners", "junk-ref", "no-uid"],
+    ids=[
+        "none",
+        "empty",
+        "owner-not-controller",
+        "string-true",
+        "among-owners",
+        "junk-ref",
+        "no-uid",
+    ],
 )
 def test_controller_is_the_owner_marked_controller(refs: Any, controller_uid: str | None) -> None:
     obj = {"metadata": {"ownerReferences": refs}}
@@ -92,10 +103,18 @@ def test_controlled_by_an_owner_without_uid_compares_as_given() -> None:
 
 def test_metadata_accessors_default_when_absent() -> None:
     full = {"metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7"}}
-    assert (objects.name_of(full), objects.namespace_of(full), objects.uid_of(full)) == ("a", "ns", "u")
+    assert (objects.name_of(full), objects.namespace_of(full), objects.uid_of(full)) == (
+        "a",
+        "ns",
+        "u",
+    )
     assert objects.resource_version(full) == "7"
     for empty in ({}, {"metadata": None}, {"metadata": {"uid": ""}}):
-        assert (objects.name_of(empty), objects.namespace_of(empty), objects.uid_of(empty)) == ("", "", None)
+        assert (objects.name_of(empty), objects.namespace_of(empty), objects.uid_of(empty)) == (
+            "",
+            "",
+            None,
+        )
         assert objects.resource_version(empty) == ""
 
 
@@ -105,11 +124,17 @@ def test_metadata_accessors_default_when_absent() -> None:
         ([], False, False),
         ([{"type": "Complete", "status": "True"}], True, False),
         ([{"type": "Failed", "status": "True"}], False, True),
-        ([{"type": "Failed", "status": "False"}, {"type": "Suspended", "status": "True"}], False, False),
+        (
+            [{"type": "Failed", "status": "False"}, {"type": "Suspended", "status": "True"}],
+            False,
+            False,
+        ),
     ],
     ids=["running", "complete", "failed", "not-finished"],
 )
-def test_batch_job_finished(conditions: list[dict[str, str]], succeeded: bool, failed: bool) -> None:
+def test_batch_job_finished(
+    conditions: list[dict[str, str]], succeeded: bool, failed: bool
+) -> None:
     job = {"status": {"conditions": conditions}}
     assert objects.is_job_succeeded(job) is succeeded
     assert objects.is_job_failed(job) is failed

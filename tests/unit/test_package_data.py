@@ -1,7 +1,7 @@
 """What the installed package carries and leaves out: the demo's example is package data (a copy of
-examples/, kept equal here), and `mpi-operator run` never imports kubesim or its dependencies, which only
-the `sim` extra (kubesim, its own distribution) installs (tests/e2e/test_install_wheel.py installs the
-wheels for real)."""
+examples/, kept equal here), and `mpi-operator run` never imports kubesim or its dependencies, which
+only the `sim` extra (kubesim, its own distribution) installs (tests/e2e/test_install_wheel.py
+installs the wheels for real)."""
 
 from __future__ import annotations
 
@@ -28,12 +28,16 @@ def test_package_data_is_declared() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = project["tool"]["setuptools"]["package-data"]["mpi_operator"]
     data = ROOT / "operator" / "mpi_operator" / "data"
-    shipped = {path for pattern in patterns for path in (ROOT / "operator" / "mpi_operator").glob(pattern)}
+    shipped = {
+        path for pattern in patterns for path in (ROOT / "operator" / "mpi_operator").glob(pattern)
+    }
     assert set(data.iterdir()) <= shipped
 
 
 def _names(requirements: list[str]) -> set[str]:
-    return {req.split(";")[0].split(">")[0].split("=")[0].split("[")[0].strip() for req in requirements}
+    return {
+        req.split(";")[0].split(">")[0].split("=")[0].split("[")[0].strip() for req in requirements
+    }
 
 
 def test_the_sim_extra_is_kubesim_which_holds_its_own_dependencies() -> None:
@@ -41,15 +45,22 @@ def test_the_sim_extra_is_kubesim_which_holds_its_own_dependencies() -> None:
     assert _names(project["optional-dependencies"]["sim"]) == {"kubesim"}
     kubesim = tomllib.loads((ROOT / "sim" / "pyproject.toml").read_text())["project"]
     assert kubesim["name"] == "kubesim"
-    sim_only = {"jsonpatch", "jsonschema", "kubernetes-validate", "cel-python", "protobuf", "dnslib"}
+    sim_only = {
+        "jsonpatch",
+        "jsonschema",
+        "kubernetes-validate",
+        "cel-python",
+        "protobuf",
+        "dnslib",
+    }
     assert sim_only <= _names(kubesim["dependencies"])
     assert not sim_only & _names(project["dependencies"])
 
 
 def test_run_needs_nothing_of_kubesim() -> None:
-    # A fresh interpreter in which kubesim and the `sim` extra are not importable, as in the operator
-    # image (kubernetes_asyncio imports kubernetes_validate when it can, and copes when it cannot). `run`
-    # goes all the way into the manager, which stops at the missing kubeconfig.
+    # A fresh interpreter in which kubesim and the `sim` extra are not importable, as in the
+    # operator image (kubernetes_asyncio imports kubernetes_validate when it can, and copes when it
+    # cannot). `run` goes all the way into the manager, which stops at the missing kubeconfig.
     script = f"""
 import importlib.abc, sys
 
@@ -69,4 +80,7 @@ assert "mpi_operator.runtime.manager" in sys.modules
     result = run_python(script)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    assert "fatal: cannot configure the Kubernetes client from /nonexistent/kubeconfig" in result.stderr
+    assert (
+        "fatal: cannot configure the Kubernetes client from /nonexistent/kubeconfig"
+        in result.stderr
+    )

@@ -1,7 +1,8 @@
 """The RBAC audit (tests/rbac_audit.py, and its session plugin tests/request_audit.py) and the key
 scanner (tests/secret_scan.py) catch what they are for: a request outside the rules (named with the
-test that sent it), a granted rule unused and unexplained, a README row for nothing, an empty request
-record, and private key material in a log line or an object. Checks that cannot fail prove nothing."""
+test that sent it), a granted rule unused and unexplained, a README row for nothing, an empty
+request record, and private key material in a log line or an object. Checks that cannot fail prove
+nothing."""
 
 from __future__ import annotations
 
@@ -20,12 +21,19 @@ RULES = [
     {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["update"]},
 ]
 LEASE = [
-    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["op"], "verbs": ["get"]}
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": ["op"],
+        "verbs": ["get"],
+    }
 ]
 
 
 def install() -> rbac_audit.Install:
-    return rbac_audit.Install("test install", cluster=rbac_audit.atoms(RULES), lease=rbac_audit.atoms(LEASE))
+    return rbac_audit.Install(
+        "test install", cluster=rbac_audit.atoms(RULES), lease=rbac_audit.atoms(LEASE)
+    )
 
 
 def request(verb: str, group: str, resource: str, **kw: str) -> rbac_audit.Request:
@@ -52,7 +60,7 @@ README = """
 | API group | resource | verbs | sent by | not sent, and why |
 |---|---|---|---|---|
 | `""` | `pods` | `list`, `watch`, `create` | the informer | |
-| `batch` | `jobs/status` | `update` | resume | `update`: only on resume, to clear startTime as upstream |
+| `batch` | `jobs/status` | `update` | resume | `update`: on resume only, clears startTime |
 | `coordination.k8s.io` | `leases` | `get` | leader election | |
 <!-- rbac-table -->
 """
@@ -63,10 +71,16 @@ def test_a_request_outside_the_rules_is_denied_naming_it_and_its_test() -> None:
         request("create", "", "pods"): "t::ok",
         request("delete", "", "pods", name="w-0"): "t::deletes",
         request(
-            "get", "coordination.k8s.io", "leases", name="op", user_agent="mpi-operator/1 leader-election"
+            "get",
+            "coordination.k8s.io",
+            "leases",
+            name="op",
+            user_agent="mpi-operator/1 leader-election",
         ): "t::le",
     }
-    report = rbac_audit.audit(sent, [install()], rbac_audit.readme_rules(README), check_unused=False)
+    report = rbac_audit.audit(
+        sent, [install()], rbac_audit.readme_rules(README), check_unused=False
+    )
     assert report.denied == [
         "delete pods.core in a namespace, first sent by t::deletes: refused by test install"
     ]
@@ -75,14 +89,23 @@ def test_a_request_outside_the_rules_is_denied_naming_it_and_its_test() -> None:
 
 def test_resource_names_limit_the_lease_and_the_leader_election_client_uses_only_its_role() -> None:
     other = request(
-        "get", "coordination.k8s.io", "leases", name="other", user_agent="mpi-operator/1 leader-election"
+        "get",
+        "coordination.k8s.io",
+        "leases",
+        name="other",
+        user_agent="mpi-operator/1 leader-election",
     )
     assert install().allowing(other) == []
     mine = request(
-        "get", "coordination.k8s.io", "leases", name="op", user_agent="mpi-operator/1 leader-election"
+        "get",
+        "coordination.k8s.io",
+        "leases",
+        name="op",
+        user_agent="mpi-operator/1 leader-election",
     )
     assert install().allowing(mine)
-    # The same request from the reconcile client is checked against the watched namespaces' rules only.
+    # The same request from the reconcile client is checked against the watched namespaces' rules
+    # only.
     assert install().allowing(request("get", "coordination.k8s.io", "leases", name="op")) == []
 
 
@@ -94,7 +117,9 @@ def test_an_unused_rule_must_be_explained_and_only_when_unused_is_checked() -> N
         "create pods.core (its row must name `create` and say why it is granted)",
         "get leases.coordination.k8s.io (its row must name `get` and say why it is granted)",
     ]
-    partial = rbac_audit.audit(sent, [install()], rbac_audit.readme_rules(README), check_unused=False)
+    partial = rbac_audit.audit(
+        sent, [install()], rbac_audit.readme_rules(README), check_unused=False
+    )
     assert partial.ok
 
 
@@ -108,17 +133,23 @@ def test_readme_rows_must_match_the_grants_both_ways() -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "allowed"), [("/version", True), ("/apis", True), ("/metrics", False), ("/logs/x", False)]
+    ("path", "allowed"),
+    [("/version", True), ("/apis", True), ("/metrics", False), ("/logs/x", False)],
 )
 def test_non_resource_urls_are_only_the_discovery_ones(path: str, allowed: bool) -> None:
     sent = {request("", "", "", path=path): "t"}
-    report = rbac_audit.audit(sent, [install()], rbac_audit.readme_rules(README), check_unused=False)
+    report = rbac_audit.audit(
+        sent, [install()], rbac_audit.readme_rules(README), check_unused=False
+    )
     assert (report.denied == []) is allowed
 
 
 def test_the_deploy_installs_and_the_readme_table_parse() -> None:
     installs = rbac_audit.kustomize_installs()
-    assert [len(i.cluster) > 0 for i in installs] == [True, True]  # the namespaced one: gang rules only
+    assert [len(i.cluster) > 0 for i in installs] == [
+        True,
+        True,
+    ]  # the namespaced one: gang rules only
     assert installs[1].watched
     assert not installs[0].watched
     assert all(i.lease for i in installs)
@@ -160,7 +191,10 @@ def test_the_scanner_passes_text_without_keys() -> None:
     needles = secret_scan.key_needles(secret_of(keys.private_key_pem, keys.public_key))
     assert needles
     public = keys.public_key.decode()
-    assert secret_scan.leaks(f"INFO created Secret default/pi-ssh with public key {public}", needles) == []
+    assert (
+        secret_scan.leaks(f"INFO created Secret default/pi-ssh with public key {public}", needles)
+        == []
+    )
     assert secret_scan.object_leaks([secret_of(keys.private_key_pem)], needles) == []
 
 
@@ -189,8 +223,9 @@ def recorded(
     verb: str, resource: str, user_agent: str = "mpi-operator/0.1.0", name: str = ""
 ) -> RecordedRequest:
     return RecordedRequest(
-        method="GET", path="/api/v1/x", query="", verb=verb, group="", version="v1", resource=resource,
-        namespace="default", name=name, subresource="", user_agent=user_agent, content_type="",
+        method="GET", path="/api/v1/x", query="", verb=verb, group="", version="v1",
+        resource=resource, namespace="default", name=name, subresource="", user_agent=user_agent,
+        content_type="",
     )  # fmt: skip
 
 
@@ -222,7 +257,8 @@ def test_the_plugin_reports_a_denied_request_with_the_test_that_sent_it() -> Non
         assert audit.report is not None
         assert audit.report.denied
         assert {d.split(": refused by")[0] for d in audit.report.denied} == {
-            "delete configmaps.core in a namespace, first sent by tests/x.py::test_deletes_a_configmap"
+            "delete configmaps.core in a namespace, first sent by "
+            "tests/x.py::test_deletes_a_configmap"
         }
     finally:
         audit.stop()

@@ -1,6 +1,7 @@
 """The session audits wired into tests/conftest.py fail a pytest run, each in a pytest of its own
-(pytester): `request_audit` on an operator request no install grants, naming the request and its test;
-`secret_audit` on a private key in a test's output. A run with only granted requests passes."""
+(pytester): `request_audit` on an operator request no install grants, naming the request and its
+test; `secret_audit` on a private key in a test's output. A run with only granted requests
+passes."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from kubesim.store import Store
 def send(verb: str, resource: str, name: str = "") -> None:
     Control(Store(history_size=10)).record(
         RecordedRequest(
-            method="GET", path="/api/v1/x", query="", verb=verb, group="", version="v1", resource=resource,
-            namespace="default", name=name, subresource="", user_agent="mpi-operator/0.1.0", content_type="",
+            method="GET", path="/api/v1/x", query="", verb=verb, group="", version="v1",
+            resource=resource, namespace="default", name=name, subresource="",
+            user_agent="mpi-operator/0.1.0", content_type="",
         )
     )
 """
@@ -30,7 +32,8 @@ def send(verb: str, resource: str, name: str = "") -> None:
 
 @pytest.fixture(autouse=True)
 def source_roots(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The child pytest imports this tree's kubesim and operator, whichever checkout the venv points at."""
+    """The child pytest imports this tree's kubesim and operator, whichever checkout the venv points
+    at."""
     monkeypatch.setenv("PYTHONPATH", operator_testing.source_env()["PYTHONPATH"])
 
 
@@ -54,7 +57,10 @@ def test_sends() -> None:
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        ["*DENIED: delete configmaps.core in a namespace, first sent by test_case.py::test_sends: refused*"]
+        [
+            "*DENIED: delete configmaps.core in a namespace, first sent by "
+            "test_case.py::test_sends: refused*"
+        ]
     )
     assert "DENIED: list pods" not in result.stdout.str()
 

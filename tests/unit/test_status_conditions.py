@@ -1,6 +1,6 @@
 """Conditions and events: upstream's updateMPIJobStatus and condition engine (TestLauncherSucceeded,
-TestLauncherSucceededWithRunningPod, TestLauncherFailed, TestLauncherActiveWorkerReady, TestMPIJobFailure,
-evictions), plus properties of the engine."""
+TestLauncherSucceededWithRunningPod, TestLauncherFailed, TestLauncherActiveWorkerReady,
+TestMPIJobFailure, evictions), plus properties of the engine."""
 
 from __future__ import annotations
 
@@ -41,7 +41,9 @@ def _with_timestamps(**extra: Any) -> dict[str, Any]:
 def test_launcher_succeeded() -> None:
     job = make_job(workers=64, status=_with_timestamps())
     launcher = launcher_job(job, condition="Complete")
-    the_plan, update = sync(job, converged(job, worker_pods=[], launcher=launcher, launcher_pods=[]))
+    the_plan, update = sync(
+        job, converged(job, worker_pods=[], launcher=launcher, launcher_pods=[])
+    )
     assert the_plan.empty
     assert update.status["replicaStatuses"] == {"Launcher": {"succeeded": 1}, "Worker": {}}
     assert condition_summary(update.status) == [
@@ -51,7 +53,9 @@ def test_launcher_succeeded() -> None:
     ]
     succeeded, running = update.status["conditions"][1:]
     assert succeeded["message"] == "MPIJob default/test successfully completed."
-    assert running["message"] == "MPIJob default/test is finished but Running condition was never set."
+    assert (
+        running["message"] == "MPIJob default/test is finished but Running condition was never set."
+    )
     # Running's times are never after completionTime (#787).
     assert running["lastTransitionTime"] == running["lastUpdateTime"] == EARLIER
     assert update.status["completionTime"] == EARLIER
@@ -65,7 +69,12 @@ def test_launcher_succeeded() -> None:
 def test_launcher_succeeded_with_running_pod() -> None:
     running_status = {
         "conditions": [
-            {"type": "Created", "status": "True", "reason": "MPIJobCreated", "lastTransitionTime": T0},
+            {
+                "type": "Created",
+                "status": "True",
+                "reason": "MPIJobCreated",
+                "lastTransitionTime": T0,
+            },
             {
                 "type": "Running",
                 "status": "True",
@@ -105,10 +114,20 @@ def test_launcher_failed() -> None:
     )
     pods = [
         launcher_pod(
-            launcher, "Failed", reason="FailedReason1", message="first message", created=T0, suffix="a"
+            launcher,
+            "Failed",
+            reason="FailedReason1",
+            message="first message",
+            created=T0,
+            suffix="a",
         ),
         launcher_pod(
-            launcher, "Failed", reason="FailedReason2", message="second message", created=T1, suffix="b"
+            launcher,
+            "Failed",
+            reason="FailedReason2",
+            message="second message",
+            created=T1,
+            suffix="b",
         ),
     ]
     _, update = sync(job, converged(job, worker_pods=[], launcher=launcher, launcher_pods=pods))
@@ -122,20 +141,32 @@ def test_launcher_failed() -> None:
         update.status["conditions"][1]["message"]
         == "Job has reached the specified backoff limit: second message"
     )
-    assert ("Warning", "BackoffLimitExceeded/FailedReason2") in [(e.type, e.reason) for e in update.events]
+    assert ("Warning", "BackoffLimitExceeded/FailedReason2") in [
+        (e.type, e.reason) for e in update.events
+    ]
     assert update.counters == ("created", "failed")
 
 
 @pytest.mark.parametrize(
     ("reason", "message", "expected"),
     [
-        ("DeadlineExceeded", "Job was active longer than specified deadline", ("DeadlineExceeded", None)),
+        (
+            "DeadlineExceeded",
+            "Job was active longer than specified deadline",
+            ("DeadlineExceeded", None),
+        ),
         ("", "", ("MPIJobFailed", "MPIJob default/test has failed")),
-        ("BackoffLimitExceeded", "limit", ("BackoffLimitExceeded", "limit")),  # no failed pod cached
+        (
+            "BackoffLimitExceeded",
+            "limit",
+            ("BackoffLimitExceeded", "limit"),
+        ),  # no failed pod cached
     ],
     ids=["deadline", "defaults", "backoff-without-pods"],
 )
-def test_launcher_failed_reasons(reason: str, message: str, expected: tuple[str, str | None]) -> None:
+def test_launcher_failed_reasons(
+    reason: str, message: str, expected: tuple[str, str | None]
+) -> None:
     job = make_job(workers=1)
     launcher = launcher_job(job, condition="Failed", reason=reason, message=message, failed=1)
     _, update = sync(job, converged(job, launcher=launcher, launcher_pods=[]))
@@ -191,7 +222,8 @@ def test_launcher_active_worker_ready() -> None:
 
 
 def test_mpi_job_failure_launcher_pod_failed_but_job_retrying() -> None:
-    """TestMPIJobFailure: a failed launcher pod while the Job retries -> counts only, no Failed condition."""
+    """TestMPIJobFailure: a failed launcher pod while the Job retries -> counts only, no Failed
+    condition."""
     job = make_job(workers=2)
     launcher = launcher_job(job, failed=1)
     observed = converged(
@@ -201,11 +233,14 @@ def test_mpi_job_failure_launcher_pod_failed_but_job_retrying() -> None:
     assert update.status["replicaStatuses"]["Launcher"] == {"failed": 1}
     assert update.status["replicaStatuses"]["Worker"]["active"] == 2
     assert "Failed" not in [c["type"] for c in update.status["conditions"]]
-    assert "Running" not in [c["type"] for c in update.status["conditions"]]  # no launcher pod Running
+    assert "Running" not in [
+        c["type"] for c in update.status["conditions"]
+    ]  # no launcher pod Running
 
 
 def test_evicted_workers() -> None:
-    """A Failed/Evicted worker fails the job without completionTime; a later launcher outcome wins."""
+    """A Failed/Evicted worker fails the job without completionTime; a later launcher outcome
+    wins."""
     job = make_job(workers=2)
     pods = [worker(job, 0), worker(job, 1, "Failed", reason="Evicted")]
     observed = converged(job, worker_pods=pods)
@@ -238,8 +273,12 @@ def test_evicted_workers() -> None:
     assert ("Failed", "False", "MPIJobEvicted") in summary
     assert ("Succeeded", "True", "MPIJobSucceeded") in summary
 
-    failed_launcher = launcher_job(job, condition="Failed", reason="BackoffLimitExceeded", message="limit")
-    _, update = sync(job, converged(job, worker_pods=pods, launcher=failed_launcher, launcher_pods=[]))
+    failed_launcher = launcher_job(
+        job, condition="Failed", reason="BackoffLimitExceeded", message="limit"
+    )
+    _, update = sync(
+        job, converged(job, worker_pods=pods, launcher=failed_launcher, launcher_pods=[])
+    )
     assert ("Failed", "True", "BackoffLimitExceeded") in condition_summary(update.status)
     assert update.status["completionTime"] == STAMP
 
@@ -276,7 +315,12 @@ def _conds(*items: tuple[str, str, str]) -> dict[str, Any]:
             [("Created", "True", "C"), ("Running", "True", "B")],
         ),
         ([("Restarting", "True", "R")], ("Running", "True", "A"), True, [("Running", "True", "A")]),
-        ([("Running", "True", "A")], ("Restarting", "True", "R"), True, [("Restarting", "True", "R")]),
+        (
+            [("Running", "True", "A")],
+            ("Restarting", "True", "R"),
+            True,
+            [("Restarting", "True", "R")],
+        ),
         (
             [("Running", "True", "A")],
             ("Failed", "True", "F"),
@@ -333,8 +377,14 @@ def test_set_condition(
 
 def test_restarting_is_never_set() -> None:
     job = make_job(workers=2)
-    for observed in (Observed(), converged(job), converged(job, worker_pods=workers(job, 2, "Failed"))):
-        assert "Restarting" not in [c["type"] for c in sync(job, observed)[1].status.get("conditions", [])]
+    for observed in (
+        Observed(),
+        converged(job),
+        converged(job, worker_pods=workers(job, 2, "Failed")),
+    ):
+        assert "Restarting" not in [
+            c["type"] for c in sync(job, observed)[1].status.get("conditions", [])
+        ]
 
 
 _PHASES = st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown", "", None])
@@ -346,7 +396,9 @@ def _worlds(draw: st.DrawFn) -> tuple[Any, Observed]:
     stored = draw(
         st.lists(
             st.tuples(
-                st.sampled_from(["Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"]),
+                st.sampled_from(
+                    ["Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"]
+                ),
                 st.sampled_from(["True", "False", "Unknown"]),
                 st.sampled_from(["", "MPIJobRunning", "X"]),
             ),
@@ -385,15 +437,19 @@ def _worlds(draw: st.DrawFn) -> tuple[Any, Observed]:
             reason=draw(st.sampled_from(["", "BackoffLimitExceeded"])),
             failed=draw(st.integers(0, 3)),
         )
-    lpods = [launcher_pod(launcher, draw(_PHASES) or "Pending")] if launcher and draw(st.booleans()) else []
+    lpods = (
+        [launcher_pod(launcher, draw(_PHASES) or "Pending")]
+        if launcher and draw(st.booleans())
+        else []
+    )
     return job, Observed(launcher_job=launcher, launcher_pods=tuple(lpods), worker_pods=tuple(pods))
 
 
 @settings(max_examples=200, deadline=None)
 @given(_worlds())
 def test_compute_status_is_total_and_settles(world: tuple[Any, Observed]) -> None:
-    """Never raises on any mix of phases and conditions; at most one condition per type; applying the
-    computed status and computing again changes nothing and records nothing."""
+    """Never raises on any mix of phases and conditions; at most one condition per type; applying
+    the computed status and computing again changes nothing and records nothing."""
     job, observed = world
     update = status.compute_status(job, observed, now=NOW)
     types = [c["type"] for c in update.status.get("conditions", [])]

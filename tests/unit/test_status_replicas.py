@@ -1,5 +1,6 @@
-"""replicaStatuses, startTime, observedGeneration and the write decision (TestLauncherActiveWorkerNotReady,
-TestMPIJobWaitWorkers, TestMPIJobSuccess's counts; our `ready` and `selector`)."""
+"""replicaStatuses, startTime, observedGeneration and the write decision
+(TestLauncherActiveWorkerNotReady, TestMPIJobWaitWorkers, TestMPIJobSuccess's counts; our `ready`
+and `selector`)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,10 @@ def test_launcher_active_worker_not_ready() -> None:
     job = make_job(workers=8, status={"startTime": EARLIER, "completionTime": EARLIER})
     observed = converged(job, worker_pods=workers(job, 8, "Pending"))
     _, update = sync(job, observed)
-    assert update.status["replicaStatuses"] == {"Launcher": {"active": 1}, "Worker": {"selector": SELECTOR}}
+    assert update.status["replicaStatuses"] == {
+        "Launcher": {"active": 1},
+        "Worker": {"selector": SELECTOR},
+    }
     assert [c["type"] for c in update.status["conditions"]] == ["Created"]
 
 
@@ -43,7 +47,10 @@ def test_launcher_active_worker_not_ready() -> None:
     ("pods", "expected"),
     [
         ([("Running", True), ("Running", False)], {"active": 2, "ready": 1}),
-        ([("Succeeded", False), ("Failed", False), ("Pending", False)], {"succeeded": 1, "failed": 1}),
+        (
+            [("Succeeded", False), ("Failed", False), ("Pending", False)],
+            {"succeeded": 1, "failed": 1},
+        ),
         ([("Unknown", False), ("Running", True)], {"active": 1, "ready": 1}),
     ],
     ids=["running-ready", "finished-pending", "unknown"],
@@ -66,14 +73,22 @@ def test_only_own_workers_below_the_count_are_counted() -> None:
         worker(bigger, 3, owner_uid="another-job"),
     ]
     _, update = sync(job, converged(job, worker_pods=pods))
-    assert update.status["replicaStatuses"]["Worker"] == {"active": 2, "ready": 2, "selector": SELECTOR}
+    assert update.status["replicaStatuses"]["Worker"] == {
+        "active": 2,
+        "ready": 2,
+        "selector": SELECTOR,
+    }
 
 
 def test_terminating_worker_is_active_but_not_ready() -> None:
     job = make_job(workers=2)
     pods = [worker(job, 0), worker(job, 1, terminating=True)]
     _, update = sync(job, converged(job, worker_pods=pods))
-    assert update.status["replicaStatuses"]["Worker"] == {"active": 2, "ready": 1, "selector": SELECTOR}
+    assert update.status["replicaStatuses"]["Worker"] == {
+        "active": 2,
+        "ready": 1,
+        "selector": SELECTOR,
+    }
 
 
 def test_launcher_key_absent_until_the_job_exists() -> None:
@@ -89,7 +104,10 @@ def test_launcher_pods_of_other_jobs_are_not_counted() -> None:
     stranger = launcher_pod(launcher, "Running", suffix="zzzzz")
     stranger["metadata"]["ownerReferences"][0]["uid"] = "an-older-job"
     _, update = sync(
-        job, converged(job, launcher=launcher, launcher_pods=[launcher_pod(launcher, "Pending"), stranger])
+        job,
+        converged(
+            job, launcher=launcher, launcher_pods=[launcher_pod(launcher, "Pending"), stranger]
+        ),
     )
     assert update.status["replicaStatuses"]["Launcher"] == {}
 
@@ -104,7 +122,9 @@ def test_worker_status_empty_when_done_or_suspended(
 ) -> None:
     job = make_job(workers=2, **spec)
     observed = converged(
-        job, worker_pods=workers(make_job(workers=2), 2), launcher=launcher_job(job, **launcher_kwargs)
+        job,
+        worker_pods=workers(make_job(workers=2), 2),
+        launcher=launcher_job(job, **launcher_kwargs),
     )
     _, update = sync(job, observed)
     assert update.status["replicaStatuses"]["Worker"] == {}
@@ -135,7 +155,9 @@ def test_observed_generation_follows_the_spec() -> None:
 
 def test_mpi_job_success_counts() -> None:
     """TestMPIJobSuccess: {} -> workers Running -> launcher Running -> Job Complete."""
-    job = make_job(workers=2, launcherCreationPolicy="AtStartup", runPolicy={"cleanPodPolicy": "Running"})
+    job = make_job(
+        workers=2, launcherCreationPolicy="AtStartup", runPolicy={"cleanPodPolicy": "Running"}
+    )
     stages = [
         (Observed(), {"Launcher": {}, "Worker": {"selector": SELECTOR}}, []),
         (
@@ -189,7 +211,13 @@ BASE = {
     ("other", "changed"),
     [
         ({**BASE, "startTime": "2026-11-25T22:00:00.000000Z"}, False),
-        ({**BASE, "startTime": datetime(2026, 11, 25, 23, 0, tzinfo=timezone(timedelta(hours=1)))}, False),
+        (
+            {
+                **BASE,
+                "startTime": datetime(2026, 11, 25, 23, 0, tzinfo=timezone(timedelta(hours=1))),
+            },
+            False,
+        ),
         ({**BASE, "conditions": list(reversed(BASE["conditions"]))}, False),
         ({**BASE, "replicaStatuses": {"Worker": {"active": 2, "failed": 0}}}, False),
         ({**BASE, "unknownField": 1}, False),
@@ -218,7 +246,11 @@ def test_status_changed(other: dict[str, Any], changed: bool) -> None:
 
 
 def test_status_merge_patch_clears_removed_counts() -> None:
-    new = {**BASE, "replicaStatuses": {"Worker": {}, "Launcher": {"succeeded": 1}}, "completionTime": EARLIER}
+    new = {
+        **BASE,
+        "replicaStatuses": {"Worker": {}, "Launcher": {"succeeded": 1}},
+        "completionTime": EARLIER,
+    }
     patch = status.status_merge_patch(BASE, new, resource_version="42")
     assert patch == {
         "metadata": {"resourceVersion": "42"},
@@ -237,8 +269,8 @@ def test_current_status_round_trips_the_stored_wire_format() -> None:
 
 
 def test_evicted_launcher_pod_is_a_launcher_failure_count_only() -> None:
-    """An evicted launcher pod: the Job controller replaces it; the MPIJob mirrors Job.status.failed and
-    neither fails nor reports MPIJobEvicted (that is about workers)."""
+    """An evicted launcher pod: the Job controller replaces it; the MPIJob mirrors Job.status.failed
+    and neither fails nor reports MPIJobEvicted (that is about workers)."""
     job = make_job(workers=2)
     launcher = launcher_job(job, failed=1)
     pods = [
@@ -252,7 +284,8 @@ def test_evicted_launcher_pod_is_a_launcher_failure_count_only() -> None:
 
 
 def test_foreign_launcher_is_not_reported() -> None:
-    """The plan reports the conflict (and the reconciler writes no status); status ignores the object."""
+    """The plan reports the conflict (and the reconciler writes no status); status ignores the
+    object."""
     job = make_job(workers=1)
     foreign = launcher_job(job, condition="Complete")
     foreign["metadata"]["ownerReferences"] = []

@@ -1,5 +1,6 @@
-"""`operator_testing.SteppedClock`, the operator's clock in the elastic tier: real time plus the test's jumps.
-Each test waits for the event it expects (a timer's callback); none depends on real time passing."""
+"""`operator_testing.SteppedClock`, the operator's clock in the elastic tier: real time plus the
+test's jumps. Each test waits for the event it expects (a timer's callback); none depends on real
+time passing."""
 
 from __future__ import annotations
 

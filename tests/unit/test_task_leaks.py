@@ -1,6 +1,7 @@
-"""The suite's leftover-task check (tests/task_leaks.py) fails an async test that leaves a task running, and
-only such a test: tasks awaited, cancelled and awaited, or cleaned up by a fixture's teardown pass, and so do
-the tasks of pytest-asyncio itself and sync tests. Each case runs in a pytest of its own (pytester)."""
+"""The suite's leftover-task check (tests/task_leaks.py) fails an async test that leaves a task
+running, and only such a test: tasks awaited, cancelled and awaited, or cleaned up by a fixture's
+teardown pass, and so do the tasks of pytest-asyncio itself and sync tests. Each case runs in a
+pytest of its own (pytester)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ async def test_leaks() -> None:
     result.stdout.fnmatch_lines(["*left 1 asyncio task(s) running*", "*forgotten-watcher*"])
 
 
-def test_a_task_a_fixture_leaves_after_its_teardown_fails_the_test(pytester: pytest.Pytester) -> None:
+def test_a_task_a_fixture_leaves_after_its_teardown_fails_the_test(
+    pytester: pytest.Pytester,
+) -> None:
     result = run(
         pytester,
         """

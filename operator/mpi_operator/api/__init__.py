@@ -1,10 +1,10 @@
 """The MPIJob API (pure, no I/O): canonical models, legacy mapping, defaults and validation.
 
-Import the names below from here; the submodules own them:
-`models` (pydantic v2beta1 MPIJob), `legacy` (v1/v1alpha2/v1alpha1 fields and the superset schema),
-`normalize` (any served version -> canonical job), `defaults` (the effective slots), `quantities`
-(resource quantities and GPUs), `validation`, `elastic` (bounds inferred from horovodrun), `manifests`
-(the `mpi-operator validate` command), `constants`.
+Import the names below from here; the submodules own them: `models` (pydantic v2beta1 MPIJob),
+`legacy` (v1/v1alpha2/v1alpha1 fields and the superset schema), `normalize` (any served version ->
+canonical job), `defaults` (the effective slots), `quantities` (resource quantities and GPUs),
+`validation`, `elastic` (bounds inferred from horovodrun), `manifests` (the `mpi-operator validate`
+command), `constants`.
 """
 
 from mpi_operator.api.legacy import ServedMPIJob

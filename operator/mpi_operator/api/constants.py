@@ -1,4 +1,5 @@
-"""Names and enum values of the `kubeflow.org` MPIJob API: group, versions, labels, conditions, defaults.
+"""Names and enum values of the `kubeflow.org` MPIJob API: group, versions, labels, conditions,
+defaults.
 
 Everything here is a plain constant (mirrors upstream `pkg/apis/kubeflow/v2beta1/constants.go`); the
 pydantic models, the validator and the controllers import their vocabulary from this one place.
@@ -88,13 +89,20 @@ MPI_IMPLEMENTATION_OPENMPI: Final = "OpenMPI"
 MPI_IMPLEMENTATION_INTEL: Final = "Intel"
 MPI_IMPLEMENTATION_MPICH: Final = "MPICH"
 MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
-MPI_IMPLEMENTATIONS: Final = (MPI_IMPLEMENTATION_OPENMPI, MPI_IMPLEMENTATION_INTEL, MPI_IMPLEMENTATION_MPICH)
+MPI_IMPLEMENTATIONS: Final = (
+    MPI_IMPLEMENTATION_OPENMPI,
+    MPI_IMPLEMENTATION_INTEL,
+    MPI_IMPLEMENTATION_MPICH,
+)
 
 # spec.launcherCreationPolicy
 LAUNCHER_CREATION_AT_STARTUP: Final = "AtStartup"
 LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY: Final = "WaitForWorkersReady"
 LauncherCreationPolicy = Literal["AtStartup", "WaitForWorkersReady"]
-LAUNCHER_CREATION_POLICIES: Final = (LAUNCHER_CREATION_AT_STARTUP, LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY)
+LAUNCHER_CREATION_POLICIES: Final = (
+    LAUNCHER_CREATION_AT_STARTUP,
+    LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY,
+)
 
 # spec.runPolicy.managedBy
 CONTROLLER_NAME: Final = "kubeflow.org/mpi-operator"
@@ -102,17 +110,19 @@ MULTIKUEUE_CONTROLLER_NAME: Final = "kueue.x-k8s.io/multikueue"
 ManagedBy = Literal["kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue"]
 MANAGED_BY_VALUES: Final = (CONTROLLER_NAME, MULTIKUEUE_CONTROLLER_NAME)
 
-# Defaults (upstream `SetDefaults_MPIJob` / CRD structural defaults), except where we deviate on purpose
-# (docs/architecture.md#decisions-and-why).
+# Defaults (upstream `SetDefaults_MPIJob` / CRD structural defaults), except where we deviate on
+# purpose (docs/architecture.md#decisions-and-why).
 DEFAULT_SLOTS_PER_WORKER: Final = 1
 DEFAULT_SSH_AUTH_MOUNT_PATH: Final = "/root/.ssh"
 DEFAULT_CLEAN_POD_POLICY: Final = CLEAN_POD_POLICY_NONE
 DEFAULT_MPI_IMPLEMENTATION: Final = MPI_IMPLEMENTATION_OPENMPI
 DEFAULT_LAUNCHER_CREATION_POLICY: Final = LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY
-"""Upstream defaults to AtStartup; we never start the launcher into workers that cannot answer yet."""
+"""Upstream defaults to AtStartup; we never start the launcher into workers that cannot answer
+yet."""
 DEFAULT_LAUNCHER_REPLICAS: Final = 1
 DEFAULT_WORKER_REPLICAS: Final = 0
-"""Upstream's default; its own validation then rejects it, so a Worker spec must name its replicas."""
+"""Upstream's default; its own validation then rejects it, so a Worker spec must name its
+replicas."""
 DEFAULT_LAUNCHER_RESTART_POLICY: Final = RESTART_POLICY_ON_FAILURE
 DEFAULT_WORKER_RESTART_POLICY: Final = RESTART_POLICY_NEVER
 
@@ -123,8 +133,8 @@ DEFAULT_SETTLE_SECONDS: Final = 5
 DEFAULT_MAX_REPLACEMENTS: Final = 10
 DEFAULT_BELOW_MIN_TIMEOUT_SECONDS: Final = 300
 
-# Legacy (v1alpha1) processing units: the resource requested per worker when `gpus`/`processingUnits`
-# is used without an explicit `processingResourceType`.
+# Legacy (v1alpha1) processing units: the resource requested per worker when
+# `gpus`/`processingUnits` is used without an explicit `processingResourceType`.
 DEFAULT_PROCESSING_RESOURCE_TYPE: Final = "nvidia.com/gpu"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 
@@ -133,25 +143,27 @@ DNS1035_LABEL_MAX_LENGTH: Final = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH: Final = hostfile.DNS1123_SUBDOMAIN_MAX_LENGTH
 """The longest DNS name, so the longest host name a hostfile may list."""
 
-# The most workers one MPIJob may have: `Worker.replicas`, `elasticPolicy.minReplicas/maxReplicas`, the
-# v1alpha1 `replicas`/`gpus`/`processingUnits` split and horovodrun's `--min-np/--max-np` all meet it
-# (the CRD's `maximum`, `api/validation.py`, `api/legacy.py`); `mpi-operator run --max-workers-per-job`
-# may only lower it. Why 1000: the ConfigMap `<job>-config` holds two lines per worker, and its data
-# must stay within the API's 1 MiB (1,048,576 bytes). A host name is at most a 253-byte DNS name
-# (`mpi_discovery.hostfile` refuses longer ones) and a slot count at most 19 digits, so a worker costs
-# at most 253 + 7 (` slots=`) + 19 + 1 (newline) = 280 bytes in `hostfile` and 5 (`echo `) + 253 + 1
-# (`:`) + 19 + 1 = 279 in `discover_hosts.sh`: 559 bytes, 559,000 for 1000 workers, 53 % of the limit
-# in the worst case (with `cluster.local` and 20-character job and namespace names a line is about 80
-# bytes: 16 %). The elastic state annotation on the same ConfigMap costs under 60 bytes a worker, well
-# within the 256 KiB annotation limit; the PodGroup's `minMember` and every status hold counts, not
-# lists. 2000 workers could overflow 1 MiB at the longest names. Whatever still does not fit (huge user
-# annotations, a long cluster domain) is caught before the write: `planning/limits.py`.
+# The most workers one MPIJob may have: `Worker.replicas`, `elasticPolicy.minReplicas/maxReplicas`,
+# the v1alpha1 `replicas`/`gpus`/`processingUnits` split and horovodrun's `--min-np/--max-np` all
+# meet it (the CRD's `maximum`, `api/validation.py`, `api/legacy.py`); `mpi-operator run
+# --max-workers-per-job` may only lower it. Why 1000: the ConfigMap `<job>-config` holds two lines
+# per worker, and its data must stay within the API's 1 MiB (1,048,576 bytes). A host name is at
+# most a 253-byte DNS name (`mpi_discovery.hostfile` refuses longer ones) and a slot count at most
+# 19 digits, so a worker costs at most 253 + 7 (` slots=`) + 19 + 1 (newline) = 280 bytes in
+# `hostfile` and 5 (`echo `) + 253 + 1 (`:`) + 19 + 1 = 279 in `discover_hosts.sh`: 559 bytes,
+# 559,000 for 1000 workers, 53 % of the limit in the worst case (with `cluster.local` and
+# 20-character job and namespace names a line is about 80 bytes: 16 %). The elastic state annotation
+# on the same ConfigMap costs under 60 bytes a worker, well within the 256 KiB annotation limit; the
+# PodGroup's `minMember` and every status hold counts, not lists. 2000 workers could overflow 1 MiB
+# at the longest names. Whatever still does not fit (huge user annotations, a long cluster domain)
+# is caught before the write: `planning/limits.py`.
 MAX_WORKER_REPLICAS: Final = 1000
 MAX_GANG_MEMBERS: Final = MAX_WORKER_REPLICAS + 1
-"""The largest PodGroup `minMember` (`schedulingPolicy.minAvailable`): every worker and the launcher."""
+"""The largest PodGroup `minMember` (`schedulingPolicy.minAvailable`): every worker and the
+launcher."""
 INT32_MAX: Final = 2**31 - 1
-"""The largest value of a Go `int32` field: `runPolicy.backoffLimit` and `ttlSecondsAfterFinished` are
-copied to the launcher Job's int32 fields, as `schedulingPolicy.scheduleTimeoutSeconds` is to the
-PodGroup's; the API refuses a larger value on every retry, so validation refuses it first."""
+"""The largest value of a Go `int32` field: `runPolicy.backoffLimit` and `ttlSecondsAfterFinished`
+are copied to the launcher Job's int32 fields, as `schedulingPolicy.scheduleTimeoutSeconds` is to
+the PodGroup's; the API refuses a larger value on every retry, so validation refuses it first."""
 INT64_MAX: Final = 2**63 - 1
 """The largest value of a Go `int64` field (`runPolicy.activeDeadlineSeconds`)."""

@@ -1,10 +1,11 @@
 """The `mpijobs.kubeflow.org` CustomResourceDefinition, generated from the API models.
 
-`crds/kubeflow.org_mpijobs.yaml` is this module's output (`mpi-operator crds --out crds`); a test fails
-when the two drift. The models are the single source: their JSON schema is turned into a structural
-OpenAPI v3 schema (refs inlined, titles dropped, nullable unions collapsed), the legacy fields of
-`v1`/`v1alpha2`/`v1alpha1` are added so that one superset schema serves every version without pruning
-what old manifests say, and CEL rules carry the invariants an API server can check at admission.
+`crds/kubeflow.org_mpijobs.yaml` is this module's output (`mpi-operator crds --out crds`); a test
+fails when the two drift. The models are the single source: their JSON schema is turned into a
+structural OpenAPI v3 schema (refs inlined, titles dropped, nullable unions collapsed), the legacy
+fields of `v1`/`v1alpha2`/`v1alpha1` are added so that one superset schema serves every version
+without pruning what old manifests say, and CEL rules carry the invariants an API server can check
+at admission.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from mpi_operator.api.models import MPIJobSpec
 
 FILE_NAME: Final = f"{c.GROUP}_{c.PLURAL}.yaml"
 
-# Structural defaults are kept only where "unset" carries no meaning of its own. The others are applied
-# by the operator: slotsPerWorker (unset = derived from GPUs), mpiImplementation and cleanPodPolicy (a
-# legacy mpiDistribution / top-level cleanPodPolicy must win over them), Worker.replicas (upstream's 0
-# would only turn a missing field into an invalid one).
+# Structural defaults are kept only where "unset" carries no meaning of its own. The others are
+# applied by the operator: slotsPerWorker (unset = derived from GPUs), mpiImplementation and
+# cleanPodPolicy (a legacy mpiDistribution / top-level cleanPodPolicy must win over them),
+# Worker.replicas (upstream's 0 would only turn a missing field into an invalid one).
 _KEEP_DEFAULTS: Final = frozenset(
     {
         "spec.runLauncherAsWorker",
@@ -45,7 +46,9 @@ _KEEP_DEFAULTS: Final = frozenset(
 )
 
 _WORKERS: Final = "self.mpiReplicaSpecs.Worker"
-_HAS_WORKER_REPLICAS: Final = f"has(self.mpiReplicaSpecs) && has({_WORKERS}) && has({_WORKERS}.replicas)"
+_HAS_WORKER_REPLICAS: Final = (
+    f"has(self.mpiReplicaSpecs) && has({_WORKERS}) && has({_WORKERS}.replicas)"
+)
 
 # Invariants checked at admission, so `kubectl apply`/`patch`/`scale` fail at once with the reason
 # instead of the operator reporting it later. Each mirrors a rule of api/validation.py.
@@ -64,7 +67,8 @@ _SPEC_RULES: Final[list[dict[str, str]]] = [
     },
     {
         "rule": f"!has(self.elasticPolicy) || !({_HAS_WORKER_REPLICAS}) || "
-        f"(!has(self.elasticPolicy.minReplicas) || {_WORKERS}.replicas >= self.elasticPolicy.minReplicas)",
+        f"(!has(self.elasticPolicy.minReplicas) || {_WORKERS}.replicas >= "
+        "self.elasticPolicy.minReplicas)",
         "message": "Worker replicas must be >= elasticPolicy.minReplicas",
         "fieldPath": ".mpiReplicaSpecs.Worker.replicas",
     },
@@ -84,12 +88,15 @@ _ELASTIC_RULES: Final[list[dict[str, str]]] = [
     }
 ]
 
-# Worker pods are named `<job>-worker-<i>` and are DNS hosts: the job name must make them DNS-1035 labels.
+# Worker pods are named `<job>-worker-<i>` and are DNS hosts: the job name must make them DNS-1035
+# labels.
 _ROOT_RULES: Final[list[dict[str, str]]] = [
     {
         "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-        "message": "metadata.name must consist of lower case alphanumeric characters or '-', start with a "
-        "letter and end with an alphanumeric character: worker pods `<name>-worker-<index>` are DNS-1035 "
+        "message": "metadata.name must consist of lower case alphanumeric characters or '-', start "
+        "with a "
+        "letter and end with an alphanumeric character: worker pods `<name>-worker-<index>` are "
+        "DNS-1035 "
         "host names",
         "fieldPath": ".metadata.name",
     }
@@ -125,7 +132,8 @@ _PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
 
 
 def _structural(node: Any, defs: dict[str, Any], path: str) -> Any:
-    """Inlines `$ref`s and drops what a structural CRD schema cannot hold (titles, unwanted defaults)."""
+    """Inlines `$ref`s and drops what a structural CRD schema cannot hold (titles, unwanted
+    defaults)."""
     if isinstance(node, list):
         return [_structural(item, defs, path) for item in node]
     if not isinstance(node, dict):
@@ -143,7 +151,8 @@ def _structural(node: Any, defs: dict[str, Any], path: str) -> Any:
             continue
         if key == "properties":
             out[key] = {
-                name: _structural(sub, defs, f"{path}.{name}".lstrip(".")) for name, sub in value.items()
+                name: _structural(sub, defs, f"{path}.{name}".lstrip("."))
+                for name, sub in value.items()
             }
         elif key in ("items", "additionalProperties", "anyOf"):
             out[key] = _structural(value, defs, path)
@@ -155,21 +164,25 @@ def _structural(node: Any, defs: dict[str, Any], path: str) -> Any:
 def openapi_schema() -> dict[str, Any]:
     """The superset openAPIV3Schema served by every version.
 
-    The legacy fields of `v1`/`v1alpha2`/`v1alpha1` (api/legacy.py) stay in it so the API server keeps what
-    old manifests say; the operator maps each to its v2beta1 equivalent and says so in an Event.
+    The legacy fields of `v1`/`v1alpha2`/`v1alpha1` (api/legacy.py) stay in it so the API server
+    keeps what old manifests say; the operator maps each to its v2beta1 equivalent and says so in an
+    Event.
     """
     raw = ServedMPIJob.model_json_schema(by_alias=True)
     schema: dict[str, Any] = _structural(raw, raw.get("$defs", {}), "")
     props = schema["properties"]
-    # The models' view of apiVersion/kind/metadata is the operator's; on the wire they are the usual ones.
+    # The models' view of apiVersion/kind/metadata is the operator's; on the wire they are the usual
+    # ones.
     props["apiVersion"] = {
         "type": "string",
-        "description": "APIVersion of this representation: kubeflow.org/v2beta1 (or a deprecated version).",
+        "description": "APIVersion of this representation: kubeflow.org/v2beta1 (or a deprecated "
+        "version).",
     }
     props["kind"] = {"type": "string", "description": "Kind of this object: MPIJob."}
     props["metadata"] = {"type": "object"}
     spec = props["spec"]
-    # Canonical fields first, so `kubectl explain` reads like the v2beta1 API with the legacy ones after.
+    # Canonical fields first, so `kubectl explain` reads like the v2beta1 API with the legacy ones
+    # after.
     canonical = [field.alias or name for name, field in MPIJobSpec.model_fields.items()]
     spec["properties"] = {
         **{name: spec["properties"][name] for name in canonical},
@@ -193,13 +206,15 @@ def _version(name: str, schema: dict[str, Any]) -> dict[str, Any]:
         "served": True,
         "storage": name == c.VERSION,
     }
-    # v1 is not marked deprecated although it is old: Kubernetes ranks it above v2beta1, so every plain
-    # `kubectl get mpij` reads through it and would print v1's warning to every user. The alphas rank
-    # below v2beta1 and warn only whoever writes them; v1 manifests get the LegacyFieldsMapped event.
+    # v1 is not marked deprecated although it is old: Kubernetes ranks it above v2beta1, so every
+    # plain `kubectl get mpij` reads through it and would print v1's warning to every user. The
+    # alphas rank below v2beta1 and warn only whoever writes them; v1 manifests get the
+    # LegacyFieldsMapped event.
     if name not in (c.VERSION, UNDEPRECATED_OLD_VERSION):
         version["deprecated"] = True
         version["deprecationWarning"] = (
-            f"{c.GROUP}/{name} MPIJob is deprecated; use {c.API_VERSION} (the operator maps the old fields)"
+            f"{c.GROUP}/{name} MPIJob is deprecated; use {c.API_VERSION} (the operator maps the "
+            "old fields)"
         )
     version["schema"] = {"openAPIV3Schema": schema}
     version["subresources"] = {
@@ -243,8 +258,13 @@ def custom_resource_definition() -> dict[str, Any]:
 
 
 def render() -> str:
-    header = "# Generated by `mpi-operator crds` from operator/mpi_operator/api/models.py: do not edit.\n"
-    body = yaml.safe_dump(custom_resource_definition(), sort_keys=False, width=100, allow_unicode=True)
+    header = (
+        "# Generated by `mpi-operator crds` from operator/mpi_operator/api/models.py: do not "
+        "edit.\n"
+    )
+    body = yaml.safe_dump(
+        custom_resource_definition(), sort_keys=False, width=100, allow_unicode=True
+    )
     return header + "---\n" + body
 
 

@@ -1,9 +1,11 @@
-"""The MPIJob API reference (`docs/api-reference.md`), generated from the models and the CRD generator.
+"""The MPIJob API reference (`docs/api-reference.md`), generated from the models and the CRD
+generator.
 
-Pure: the pydantic models' JSON schema (`MPIJob`, and `LegacySpecFields` for the deprecated fields) and
-`crd.custom_resource_definition()` (versions, scale subresource, printer columns, CEL rules) in,
-markdown out. `python -m mpi_operator.api.docgen > docs/api-reference.md` regenerates the file; a test
-fails when the two drift, so the reference follows the models without anyone editing it by hand.
+Pure: the pydantic models' JSON schema (`MPIJob`, and `LegacySpecFields` for the deprecated fields)
+and `crd.custom_resource_definition()` (versions, scale subresource, printer columns, CEL rules) in,
+markdown out. `python -m mpi_operator.api.docgen > docs/api-reference.md` regenerates the file; a
+test fails when the two drift, so the reference follows the models without anyone editing it by
+hand.
 """
 
 from __future__ import annotations
@@ -30,15 +32,18 @@ LEGACY_EQUIVALENTS: Final[Mapping[str, str]] = {
     "replicas": "`mpiReplicaSpecs.Worker.replicas`",
     "template": "`mpiReplicaSpecs.Launcher.template` (without resources) and "
     "`mpiReplicaSpecs.Worker.template` (command `/usr/sbin/sshd -De`)",
-    "launcherOnMaster": "control-plane tolerations and node affinity in `mpiReplicaSpecs.Launcher.template`",
+    "launcherOnMaster": "control-plane tolerations and node affinity in "
+    "`mpiReplicaSpecs.Launcher.template`",
     "backoffLimit": "`runPolicy.backoffLimit`",
     "activeDeadlineSeconds": "`runPolicy.activeDeadlineSeconds`",
     "cleanPodPolicy": "`runPolicy.cleanPodPolicy`",
     "mainContainer": "`containers[0]`: the named container is moved first",
-    "mpiDistribution": "`mpiImplementation` (`IntelMPI`/`intel_mpi` → `Intel`, `open_mpi` → `OpenMPI`, "
+    "mpiDistribution": "`mpiImplementation` (`IntelMPI`/`intel_mpi` → `Intel`, `open_mpi` → "
+    "`OpenMPI`, "
     "`mpich` → `MPICH`)",
 }
-"""The v2beta1 equivalent of every legacy spec field (keyed by its JSON name), as the operator maps it."""
+"""The v2beta1 equivalent of every legacy spec field (keyed by its JSON name), as the operator maps
+it."""
 
 _HEADER: Final = ("Field", "Type", "Default", "Validation", "Description")
 
@@ -65,7 +70,8 @@ def _ref_name(prop: Mapping[str, Any]) -> str | None:
 
 
 def _type(prop: Mapping[str, Any]) -> str:
-    """A Go-like type name for one JSON schema property: `[]JobCondition`, `map[string]quantity`, ..."""
+    """A Go-like type name for one JSON schema property: `[]JobCondition`, `map[string]quantity`,
+    ..."""
     if (name := _ref_name(prop)) is not None:
         return f"[{name}](#{_anchor(name)})"
     if prop.get("x-kubernetes-int-or-string"):
@@ -128,7 +134,9 @@ def _type_sections(schema: Mapping[str, Any]) -> Iterator[str]:
                 if target is not None and target not in seen:
                     seen.add(target)
                     queue.append((target, defs[target]))
-        yield "\n".join([f"### {name}", "", str(node.get("description", "")), "", *_table(_HEADER, rows)])
+        yield "\n".join(
+            [f"### {name}", "", str(node.get("description", "")), "", *_table(_HEADER, rows)]
+        )
 
 
 def _legacy_section() -> str:
@@ -148,15 +156,19 @@ def _legacy_section() -> str:
         [
             "## Deprecated fields (`v1`, `v1alpha2`, `v1alpha1`)",
             "",
-            "Every served version shares one superset schema, so these fields are stored as written "
-            "under any `apiVersion`. The operator maps them onto the v2beta1 fields below on every sync "
+            "Every served version shares one superset schema, so these fields are stored as "
+            "written "
+            "under any `apiVersion`. The operator maps them onto the v2beta1 fields below on every "
+            "sync "
             "(never writing the MPIJob back) and records one Normal `LegacyFieldsMapped` event per "
-            "generation. When a legacy field and its v2beta1 equivalent are both set, the v2beta1 field "
+            "generation. When a legacy field and its v2beta1 equivalent are both set, the v2beta1 "
+            "field "
             "wins and `mpi-operator validate` warns.",
             "",
             *_table(("Field", "Type", "Validation", "v2beta1 equivalent", "Description"), rows),
             "",
-            f"The legacy status fields {status} are dropped: the operator rewrites status in the v2beta1 "
+            f"The legacy status fields {status} are dropped: the operator rewrites status in the "
+            "v2beta1 "
             "shape (`status.replicaStatuses`).",
         ]
     )
@@ -204,11 +216,13 @@ def _crd_section(crd: Mapping[str, Any]) -> str:
             "",
             *_table(("Column", "JSON path", "Description"), columns),
             "",
-            "Admission rules (CEL, `x-kubernetes-validations`), checked by the API server on create, "
+            "Admission rules (CEL, `x-kubernetes-validations`), checked by the API server on "
+            "create, "
             "update, patch and scale:",
             "",
             *_table(
-                ("Object", "Rule", "Message"), list(_cel_rules(storage["schema"]["openAPIV3Schema"], ""))
+                ("Object", "Rule", "Message"),
+                list(_cel_rules(storage["schema"]["openAPIV3Schema"], "")),
             ),
         ]
     )
@@ -233,9 +247,12 @@ def api_reference() -> str:
         "",
         f"<!-- Generated from the API models by `{REGENERATE}`; do not edit by hand. -->",
         "",
-        f"`{c.API_VERSION}` `{c.KIND}`: the canonical version. Types are named as in the upstream Go API; "
-        "a field without a default is absent unless set. Defaults that depend on other fields (slots "
-        "from GPUs, elastic bounds inferred from `horovodrun`) are applied by the operator and described "
+        f"`{c.API_VERSION}` `{c.KIND}`: the canonical version. Types are named as in the upstream "
+        "Go API; "
+        "a field without a default is absent unless set. Defaults that depend on other fields "
+        "(slots "
+        "from GPUs, elastic bounds inferred from `horovodrun`) are applied by the operator and "
+        "described "
         "in the Description column.",
         "",
         "## Types",

@@ -1,10 +1,11 @@
-"""Elastic bounds of a job: its elasticPolicy, or bounds inferred from the launcher's horovodrun command.
+"""Elastic bounds of a job: its elasticPolicy, or bounds inferred from the launcher's horovodrun
+command.
 
-A manifest without `elasticPolicy` whose launcher runs `horovodrun ... --host-discovery-script` is elastic
-too (manifests written for the upstream operator look like that), with worker bounds from `--min-np` /
-`--max-np` and the slots per worker. The inference is
-not applied by `normalize()` (normalizing a canonical object must stay the identity); callers that need
-the effective policy ask `effective_elastic_policy(job)`.
+A manifest without `elasticPolicy` whose launcher runs `horovodrun ... --host-discovery-script` is
+elastic too (manifests written for the upstream operator look like that), with worker bounds from
+`--min-np` / `--max-np` and the slots per worker. The inference is not applied by `normalize()`
+(normalizing a canonical object must stay the identity); callers that need the effective policy ask
+`effective_elastic_policy(job)`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def launcher_argv(job: MPIJob) -> list[str]:
 
 
 def parse_horovodrun(argv: Sequence[str]) -> HorovodrunArgs | None:
-    """Flags of the first `horovodrun` in `argv` (None when there is none); `--flag=value` works too."""
+    """Flags of the first `horovodrun` in `argv` (None when there is none); `--flag=value` works
+    too."""
     starts = [i for i, word in enumerate(argv) if word.rsplit("/", 1)[-1] == "horovodrun"]
     if not starts:
         return None
@@ -85,7 +87,8 @@ def parse_horovodrun(argv: Sequence[str]) -> HorovodrunArgs | None:
 
 
 def infer_elastic_policy(job: MPIJob) -> ElasticPolicy | None:
-    """Bounds from `horovodrun --host-discovery-script ... --min-np A --max-np B` (None if not elastic)."""
+    """Bounds from `horovodrun --host-discovery-script ... --min-np A --max-np B` (None if not
+    elastic)."""
     args = parse_horovodrun(launcher_argv(job))
     if args is None or args.host_discovery_script is None:
         return None
@@ -100,5 +103,6 @@ def infer_elastic_policy(job: MPIJob) -> ElasticPolicy | None:
 
 
 def effective_elastic_policy(job: MPIJob) -> ElasticPolicy | None:
-    """`spec.elasticPolicy` if set, else the policy inferred from the launcher command, else None."""
+    """`spec.elasticPolicy` if set, else the policy inferred from the launcher command, else
+    None."""
     return job.spec.elastic_policy or infer_elastic_policy(job)

@@ -1,9 +1,10 @@
-"""Legacy MPIJob shapes (kubeflow.org v1, v1alpha2, v1alpha1) and their mapping onto canonical v2beta1.
+"""Legacy MPIJob shapes (kubeflow.org v1, v1alpha2, v1alpha1) and their mapping onto canonical
+v2beta1.
 
 The CRD serves every version through one superset schema with conversion `None`, so the API server
-stores legacy fields as written and the operator, which reads v2beta1, sees them under any apiVersion.
-The mapping is therefore driven by which fields are present, never by apiVersion (that only adds
-deprecation notes, which `mpi-operator validate` can show but the operator cannot know).
+stores legacy fields as written and the operator, which reads v2beta1, sees them under any
+apiVersion. The mapping is therefore driven by which fields are present, never by apiVersion (that
+only adds deprecation notes, which `mpi-operator validate` can show but the operator cannot know).
 
 `LegacySpecFields` documents the legacy fields for the superset CRD schema (`ServedMPIJob`);
 `convert_legacy_fields` rewrites a private plain-dict copy of a manifest in place.
@@ -20,7 +21,12 @@ from pydantic import Field, ValidationError
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import ApiModel, MPIJob, MPIJobSpec, MPIReplicaSpecs, optional_field
 from mpi_operator.api.quantities import container_resource, is_gpu_resource
-from mpi_operator.api.validation import FieldError, LegacyNote, errors_from_pydantic, too_many_workers
+from mpi_operator.api.validation import (
+    FieldError,
+    LegacyNote,
+    errors_from_pydantic,
+    too_many_workers,
+)
 
 MPIDistribution = Literal["OpenMPI", "IntelMPI", "MPICH", "open_mpi", "intel_mpi", "mpich"]
 MPI_DISTRIBUTIONS: dict[str, c.MPIImplementation] = {
@@ -45,17 +51,22 @@ class LegacySpecFields(ApiModel):
         ge=1,
     )
     gpus_per_node: int | None = optional_field(
-        "Deprecated (v1alpha1): GPUs per worker for spec.gpus; default: the operator's --gpus-per-node.", ge=1
+        "Deprecated (v1alpha1): GPUs per worker for spec.gpus; default: the operator's "
+        "--gpus-per-node.",
+        ge=1,
     )
     processing_units: int | None = optional_field(
         "Deprecated (v1alpha1): total processing units of processingResourceType; split like gpus.",
         ge=1,
     )
     processing_units_per_node: int | None = optional_field(
-        "Deprecated (v1alpha1): processing units per worker; default: --gpus-per-node for GPUs, else 1.", ge=1
+        "Deprecated (v1alpha1): processing units per worker; default: --gpus-per-node for GPUs, "
+        "else 1.",
+        ge=1,
     )
     processing_resource_type: str | None = optional_field(
-        "Deprecated (v1alpha1): resource counted by processingUnits (default nvidia.com/gpu).", min_length=1
+        "Deprecated (v1alpha1): resource counted by processingUnits (default nvidia.com/gpu).",
+        min_length=1,
     )
     replicas: int | None = optional_field(
         "Deprecated (v1alpha1): number of workers; use mpiReplicaSpecs.Worker.replicas.",
@@ -63,7 +74,8 @@ class LegacySpecFields(ApiModel):
         maximum=c.MAX_WORKER_REPLICAS,
     )
     template: dict[str, Any] | None = optional_field(
-        "Deprecated (v1alpha1): one pod template for the launcher and the workers; use mpiReplicaSpecs.",
+        "Deprecated (v1alpha1): one pod template for the launcher and the workers; use "
+        "mpiReplicaSpecs.",
         free_form=True,
         embedded=True,
     )
@@ -80,7 +92,8 @@ class LegacySpecFields(ApiModel):
         "Deprecated (v1alpha2, v1): use runPolicy.cleanPodPolicy."
     )
     main_container: str | None = optional_field(
-        "Deprecated (v1alpha2, v1): name of the MPI container; it is moved to containers[0].", min_length=1
+        "Deprecated (v1alpha2, v1): name of the MPI container; it is moved to containers[0].",
+        min_length=1,
     )
     mpi_distribution: MPIDistribution | None = optional_field(
         "Deprecated (v1alpha2): use mpiImplementation (IntelMPI is now Intel)."
@@ -94,7 +107,8 @@ LEGACY_STATUS_KEYS = ("launcherStatus", "workerReplicas")
 
 
 class ServedMPIJobSpec(MPIJobSpec, LegacySpecFields):
-    """The spec schema every served version shares: canonical v2beta1 fields plus the deprecated ones."""
+    """The spec schema every served version shares: canonical v2beta1 fields plus the deprecated
+    ones."""
 
     mpi_replica_specs: MPIReplicaSpecs | None = optional_field(  # type: ignore[assignment]
         "The Launcher and Worker replica specs; required unless the v1alpha1 spec.template is used."
@@ -102,26 +116,34 @@ class ServedMPIJobSpec(MPIJobSpec, LegacySpecFields):
 
 
 class ServedMPIJob(MPIJob):
-    """The superset object schema of the CRD (all served versions); normalize() maps it to MPIJob."""
+    """The superset object schema of the CRD (all served versions); normalize() maps it to
+    MPIJob."""
 
     spec: ServedMPIJobSpec = Field(description="Desired state of the job.")
 
 
 @dataclass
 class LegacyConversion:
-    """What `convert_legacy_fields` did: notes, warnings, errors at legacy paths, and path aliases."""
+    """What `convert_legacy_fields` did: notes, warnings, errors at legacy paths, and path
+    aliases."""
 
     notes: list[LegacyNote] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     errors: list[FieldError] = field(default_factory=list)
     aliases: list[tuple[str, str]] = field(default_factory=list)
-    """(canonical path, legacy path) pairs: errors found under the first are reported under the second."""
+    """(canonical path, legacy path) pairs: errors found under the first are reported under the
+    second."""
 
 
 def convert_legacy_fields(
-    obj: dict[str, Any], *, version: str, gpus_per_node: int, max_workers: int = c.MAX_WORKER_REPLICAS
+    obj: dict[str, Any],
+    *,
+    version: str,
+    gpus_per_node: int,
+    max_workers: int = c.MAX_WORKER_REPLICAS,
 ) -> LegacyConversion:
-    """Move the legacy fields of `obj` (a private plain-dict copy, changed in place) to canonical places.
+    """Move the legacy fields of `obj` (a private plain-dict copy, changed in place) to canonical
+    places.
 
     `max_workers` bounds the workers a v1alpha1 `gpus` / `processingUnits` split may give."""
     out = LegacyConversion()
@@ -138,7 +160,9 @@ def convert_legacy_fields(
         for key in LEGACY_STATUS_KEYS:
             if status.pop(key, None) is not None:
                 out.notes.append(
-                    LegacyNote(f"status.{key}", "status.replicaStatuses", "dropped: status is rewritten")
+                    LegacyNote(
+                        f"status.{key}", "status.replicaStatuses", "dropped: status is rewritten"
+                    )
                 )
     spec = obj.get("spec")
     if not isinstance(spec, dict):
@@ -183,19 +207,24 @@ def _move_run_policy(spec: dict[str, Any], legacy: LegacySpecFields, out: Legacy
                 f"spec.{key}: {value!r} is ignored: "
                 f"spec.runPolicy.{key} ({run_policy[key]!r}) takes precedence"
             )
-            out.notes.append(LegacyNote(f"spec.{key}", f"spec.runPolicy.{key}", "superseded by runPolicy"))
+            out.notes.append(
+                LegacyNote(f"spec.{key}", f"spec.runPolicy.{key}", "superseded by runPolicy")
+            )
             continue
         run_policy[key] = value
         out.notes.append(LegacyNote(f"spec.{key}: {value}", f"spec.runPolicy.{key}: {value}"))
         out.aliases.append((f"spec.runPolicy.{key}", f"spec.{key}"))
 
 
-def _map_distribution(spec: dict[str, Any], legacy: LegacySpecFields, out: LegacyConversion) -> None:
+def _map_distribution(
+    spec: dict[str, Any], legacy: LegacySpecFields, out: LegacyConversion
+) -> None:
     if legacy.mpi_distribution is None:
         return
     implementation = MPI_DISTRIBUTIONS[legacy.mpi_distribution]
     note = LegacyNote(
-        f"spec.mpiDistribution: {legacy.mpi_distribution}", f"spec.mpiImplementation: {implementation}"
+        f"spec.mpiDistribution: {legacy.mpi_distribution}",
+        f"spec.mpiImplementation: {implementation}",
     )
     current = spec.get("mpiImplementation")
     if current is not None and current != implementation:
@@ -219,9 +248,15 @@ def _first_container(template: dict[str, Any]) -> dict[str, Any]:
 def _units_per_worker(
     legacy: LegacySpecFields, template: dict[str, Any], gpus_per_node: int, out: LegacyConversion
 ) -> tuple[int, int, str, bool] | None:
-    """(workers, units per worker, resource, explicit in template) for spec.gpus / spec.processingUnits."""
+    """(workers, units per worker, resource, explicit in template) for spec.gpus /
+    spec.processingUnits."""
     if legacy.gpus is not None:
-        total, resource, per_node, path = legacy.gpus, c.GPU_RESOURCE, legacy.gpus_per_node, "spec.gpus"
+        total, resource, per_node, path = (
+            legacy.gpus,
+            c.GPU_RESOURCE,
+            legacy.gpus_per_node,
+            "spec.gpus",
+        )
     elif legacy.processing_units is not None:
         resource = legacy.processing_resource_type or c.DEFAULT_PROCESSING_RESOURCE_TYPE
         total, per_node, path = (
@@ -232,12 +267,15 @@ def _units_per_worker(
     else:
         return None
     explicit = container_resource(_first_container(template), resource)
-    # v1alpha1: an explicit limit in the pod template wins over gpusPerNode, which wins over the flag.
+    # v1alpha1: an explicit limit in the pod template wins over gpusPerNode, which wins over the
+    # flag.
     per_node = explicit or per_node or (max(gpus_per_node, 1) if is_gpu_resource(resource) else 1)
     if total < per_node:
         return 1, total, resource, explicit is not None
     if total % per_node:
-        out.errors.append(FieldError(path, f"must be a multiple of the {per_node} {resource} per worker"))
+        out.errors.append(
+            FieldError(path, f"must be a multiple of the {per_node} {resource} per worker")
+        )
         return None
     return total // per_node, per_node, resource, explicit is not None
 
@@ -249,7 +287,8 @@ def _expand_single_template(
     gpus_per_node: int,
     max_workers: int,
 ) -> None:
-    """v1alpha1: one `template` + `replicas` (or `gpus` / `processingUnits`) -> Launcher + Worker specs."""
+    """v1alpha1: one `template` + `replicas` (or `gpus` / `processingUnits`) -> Launcher + Worker
+    specs."""
     shape = {
         "template": legacy.template,
         "replicas": legacy.replicas,
@@ -261,13 +300,16 @@ def _expand_single_template(
         return
     if "mpiReplicaSpecs" in spec:
         for key in present:
-            out.errors.append(FieldError(f"spec.{key}", "cannot be combined with spec.mpiReplicaSpecs"))
+            out.errors.append(
+                FieldError(f"spec.{key}", "cannot be combined with spec.mpiReplicaSpecs")
+            )
         return
     counts = [key for key in ("replicas", "gpus", "processingUnits") if shape[key] is not None]
     if not counts:
         out.errors.append(
             FieldError(
-                "spec.replicas", "Required value: set spec.replicas, spec.gpus or spec.processingUnits"
+                "spec.replicas",
+                "Required value: set spec.replicas, spec.gpus or spec.processingUnits",
             )
         )
     for key in counts[1:]:
@@ -281,14 +323,19 @@ def _expand_single_template(
 
     worker_template = copy.deepcopy(template)
     workers = legacy.replicas or 1
-    units = _units_per_worker(legacy, template, gpus_per_node, out) if legacy.replicas is None else None
+    units = (
+        _units_per_worker(legacy, template, gpus_per_node, out) if legacy.replicas is None else None
+    )
     if units is not None:
         workers, per_worker, resource, explicit = units
         if workers > max_workers:
-            # Said here, with the split, because the count the limit applies to is not the one written.
+            # Said here, with the split, because the count the limit applies to is not the one
+            # written.
             detail = f"{workers} workers of {per_worker} {resource}"
             out.errors.append(
-                FieldError(count_path, too_many_workers(shape[counts[0]], max_workers, detail=detail))
+                FieldError(
+                    count_path, too_many_workers(shape[counts[0]], max_workers, detail=detail)
+                )
             )
         container = _first_container(worker_template)
         resources = container.setdefault("resources", {}) if container and not explicit else None
@@ -297,7 +344,9 @@ def _expand_single_template(
             limits[resource] = per_worker
         if per_worker > 0 and "slotsPerWorker" not in spec:
             spec["slotsPerWorker"] = per_worker
-            out.notes.append(LegacyNote(count_path, f"spec.slotsPerWorker: {per_worker}", "units per worker"))
+            out.notes.append(
+                LegacyNote(count_path, f"spec.slotsPerWorker: {per_worker}", "units per worker")
+            )
         out.notes.append(
             LegacyNote(
                 f"{count_path}: {shape[counts[0]]}",
@@ -307,14 +356,17 @@ def _expand_single_template(
         )
     elif legacy.replicas is not None:
         out.notes.append(
-            LegacyNote(f"spec.replicas: {workers}", f"spec.mpiReplicaSpecs.Worker.replicas: {workers}")
+            LegacyNote(
+                f"spec.replicas: {workers}", f"spec.mpiReplicaSpecs.Worker.replicas: {workers}"
+            )
         )
     container = _first_container(worker_template)
     if container:
         container["command"], container["args"] = [SSHD_COMMAND[0]], list(SSHD_COMMAND[1:])
         out.warnings.append(
             "spec.template: v1alpha1 workers ran `sleep 365d` and were driven by kubectl exec; "
-            f"v2beta1 workers are reached over SSH, so their command is now `{' '.join(SSHD_COMMAND)}` "
+            "v2beta1 workers are reached over SSH, so their command is now "
+            f"`{' '.join(SSHD_COMMAND)}` "
             "(the image must provide sshd)"
         )
     launcher_template = copy.deepcopy(template)
@@ -348,7 +400,9 @@ def _replica_containers(spec: dict[str, Any], rtype: str) -> list[Any] | None:
     return containers if isinstance(containers, list) else None
 
 
-def _apply_main_container(spec: dict[str, Any], legacy: LegacySpecFields, out: LegacyConversion) -> None:
+def _apply_main_container(
+    spec: dict[str, Any], legacy: LegacySpecFields, out: LegacyConversion
+) -> None:
     name = legacy.main_container
     if name is None:
         return
@@ -375,7 +429,9 @@ def _apply_main_container(spec: dict[str, Any], legacy: LegacySpecFields, out: L
         )
 
 
-def _apply_launcher_on_master(spec: dict[str, Any], legacy: LegacySpecFields, out: LegacyConversion) -> None:
+def _apply_launcher_on_master(
+    spec: dict[str, Any], legacy: LegacySpecFields, out: LegacyConversion
+) -> None:
     if not legacy.launcher_on_master:
         return
     specs = spec.get("mpiReplicaSpecs")
@@ -383,19 +439,25 @@ def _apply_launcher_on_master(spec: dict[str, Any], legacy: LegacySpecFields, ou
     template = launcher.setdefault("template", {}) if isinstance(launcher, dict) else None
     pod = template.setdefault("spec", {}) if isinstance(template, dict) else None
     if not isinstance(pod, dict) or not isinstance(pod.setdefault("tolerations", []), list):
-        out.warnings.append("spec.launcherOnMaster: not applied: the Launcher template is not a pod template")
+        out.warnings.append(
+            "spec.launcherOnMaster: not applied: the Launcher template is not a pod template"
+        )
         return
     pod["tolerations"] += [
         {"key": role, "operator": "Exists", "effect": "NoSchedule"} for role in _MASTER_ROLES
     ]
     affinity = pod.setdefault("affinity", {})
     if isinstance(affinity, dict) and "nodeAffinity" not in affinity:
-        terms = [{"matchExpressions": [{"key": role, "operator": "Exists"}]} for role in _MASTER_ROLES]
+        terms = [
+            {"matchExpressions": [{"key": role, "operator": "Exists"}]} for role in _MASTER_ROLES
+        ]
         affinity["nodeAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
         }
     else:
-        out.warnings.append("spec.launcherOnMaster: the Launcher template's own nodeAffinity is kept")
+        out.warnings.append(
+            "spec.launcherOnMaster: the Launcher template's own nodeAffinity is kept"
+        )
     out.notes.append(
         LegacyNote(
             "spec.launcherOnMaster: true",
@@ -414,11 +476,13 @@ def _warn_worker_command(spec: dict[str, Any], version: str, out: LegacyConversi
     # Old workers were driven through kubectl exec; v2beta1 workers must answer the launcher's SSH.
     if "command" not in worker and "args" not in worker:
         out.warnings.append(
-            f"{field}.command: not set; {c.GROUP}/{version} workers were driven by kubectl exec, v2beta1 "
+            f"{field}.command: not set; {c.GROUP}/{version} workers were driven by kubectl exec, "
+            "v2beta1 "
             f"workers run `{' '.join(SSHD_COMMAND)}` by default, so the image must provide sshd"
         )
     elif "command" not in worker:
         out.warnings.append(
-            f"{field}.command: not set; {c.GROUP}/{version} workers were driven by kubectl exec, v2beta1 "
+            f"{field}.command: not set; {c.GROUP}/{version} workers were driven by kubectl exec, "
+            "v2beta1 "
             "workers run the image's entrypoint with these args and it must serve SSH"
         )

@@ -42,7 +42,8 @@ ManifestLoader.yaml_implicit_resolvers = {
 
 
 def _documents(text: str) -> Iterator[tuple[int, Any]]:
-    """(index, document) for each YAML document, empty ones included (so indexes match the stream)."""
+    """(index, document) for each YAML document, empty ones included (so indexes match the
+    stream)."""
     yield from enumerate(yaml.load_all(text, Loader=ManifestLoader))
 
 
@@ -55,9 +56,14 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def _is_mpijob(doc: dict[str, Any]) -> bool:
-    """MPIJobs of our group or of none, and kubeflow.org documents whose kind looks like a typo of it."""
+    """MPIJobs of our group or of none, and kubeflow.org documents whose kind looks like a typo of
+    it."""
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
-    group = api_version.split("/", 1)[0] if isinstance(api_version, str) and "/" in api_version else None
+    group = (
+        api_version.split("/", 1)[0]
+        if isinstance(api_version, str) and "/" in api_version
+        else None
+    )
     if kind == c.KIND:
         return group in (None, c.GROUP)  # an MPIJob of another API group is not ours to judge
     return group == c.GROUP and (not isinstance(kind, str) or c.KIND.lower() in kind.lower())
@@ -74,7 +80,9 @@ def _summary(result: Normalized, api_version: Any) -> str:
     return f'OK MPIJob "{job.name}" ({", ".join(parts)})'
 
 
-def _check_job(label: str, doc: dict[str, Any], gpus_per_node: int, max_workers: int, out: TextIO) -> bool:
+def _check_job(
+    label: str, doc: dict[str, Any], gpus_per_node: int, max_workers: int, out: TextIO
+) -> bool:
     try:
         result = parse_and_validate(doc, gpus_per_node=gpus_per_node, max_workers=max_workers)
     except InvalidMPIJob as exc:
@@ -89,7 +97,9 @@ def _check_job(label: str, doc: dict[str, Any], gpus_per_node: int, max_workers:
         print(f"{label}: note: {note}", file=out)
     for warning in result.warnings:
         print(f"{label}: warning: {warning}", file=out)
-    inferred = elastic.infer_elastic_policy(result.job) if result.job.spec.elastic_policy is None else None
+    inferred = (
+        elastic.infer_elastic_policy(result.job) if result.job.spec.elastic_policy is None else None
+    )
     worker = result.job.worker
     if (
         inferred is not None
@@ -97,7 +107,8 @@ def _check_job(label: str, doc: dict[str, Any], gpus_per_node: int, max_workers:
         and not inferred.min_replicas <= worker.replicas <= inferred.max_replicas
     ):
         print(
-            f"{label}: warning: spec.mpiReplicaSpecs.Worker.replicas: {worker.replicas} is outside the "
+            f"{label}: warning: spec.mpiReplicaSpecs.Worker.replicas: {worker.replicas} is outside "
+            "the "
             f"{inferred.min_replicas}..{inferred.max_replicas} workers the launcher's horovodrun "
             "--min-np/--max-np allow",
             file=out,
@@ -107,12 +118,17 @@ def _check_job(label: str, doc: dict[str, Any], gpus_per_node: int, max_workers:
 
 
 def validate_text(
-    name: str, text: str, *, gpus_per_node: int, out: TextIO, max_workers: int = c.MAX_WORKER_REPLICAS
+    name: str,
+    text: str,
+    *,
+    gpus_per_node: int,
+    out: TextIO,
+    max_workers: int = c.MAX_WORKER_REPLICAS,
 ) -> int:
     """Validate every MPIJob in one YAML stream; returns EXIT_OK or EXIT_INVALID.
 
-    `gpus_per_node` and `max_workers` are the operator's `--gpus-per-node` and `--max-workers-per-job`,
-    so a manifest is judged as the operator that will run it judges it."""
+    `gpus_per_node` and `max_workers` are the operator's `--gpus-per-node` and
+    `--max-workers-per-job`, so a manifest is judged as the operator that will run it judges it."""
     status = EXIT_OK
     jobs = 0
     index = -1
@@ -131,7 +147,11 @@ def validate_text(
                 items = [(label, doc)]
             for item_label, item in items:
                 if not isinstance(item, dict) or not _is_mpijob(item):
-                    kind = item.get("kind", "object without kind") if isinstance(item, dict) else "non-object"
+                    kind = (
+                        item.get("kind", "object without kind")
+                        if isinstance(item, dict)
+                        else "non-object"
+                    )
                     print(f"{item_label}: note: skipped {kind} (not a {c.GROUP} MPIJob)", file=out)
                     continue
                 jobs += 1
@@ -145,7 +165,9 @@ def validate_text(
     return status
 
 
-def validate_main(files: list[str], *, gpus_per_node: int, max_workers: int = c.MAX_WORKER_REPLICAS) -> int:
+def validate_main(
+    files: list[str], *, gpus_per_node: int, max_workers: int = c.MAX_WORKER_REPLICAS
+) -> int:
     """Entry point of `mpi-operator validate FILE... [--gpus-per-node N] [--max-workers-per-job N]`;
     returns the exit status."""
     status = EXIT_OK
@@ -160,6 +182,8 @@ def validate_main(files: list[str], *, gpus_per_node: int, max_workers: int = c.
         label = "<stdin>" if name == "-" else name
         status = max(
             status,
-            validate_text(label, text, gpus_per_node=gpus_per_node, max_workers=max_workers, out=sys.stdout),
+            validate_text(
+                label, text, gpus_per_node=gpus_per_node, max_workers=max_workers, out=sys.stdout
+            ),
         )
     return status

@@ -1,12 +1,15 @@
-"""The canonical `kubeflow.org/v2beta1` MPIJob as frozen pydantic models (upstream types.go + elasticPolicy).
+"""The canonical `kubeflow.org/v2beta1` MPIJob as frozen pydantic models (upstream types.go +
+elasticPolicy).
 
 These models are the single source of the CRD's OpenAPI schema (`api/crd.py` renders
-`MPIJob.model_json_schema(by_alias=True)`), so every field carries a description, enums are `Literal`s,
-bounds are `Field(ge=...)` and static defaults are real defaults. Defaults that depend on other fields
-(slots from GPUs) live in `defaults.py`; rules that span fields live in `validation.py`.
+`MPIJob.model_json_schema(by_alias=True)`), so every field carries a description, enums are
+`Literal`s, bounds are `Field(ge=...)` and static defaults are real defaults. Defaults that depend
+on other fields (slots from GPUs) live in `defaults.py`; rules that span fields live in
+`validation.py`.
 
-Pod templates stay plain dicts: the operator never models core/v1, and builders must `copy.deepcopy()`
-a template before extending it, because `frozen=True` does not freeze nested dicts.
+Pod templates stay plain dicts: the operator never models core/v1, and builders must
+`copy.deepcopy()` a template before extending it, because `frozen=True` does not freeze nested
+dicts.
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ def optional_field(
     """An optional field without a default: absent in the manifest, absent in the schema's defaults.
 
     `free_form` marks an object whose content the API server keeps as is (`embedded`: a whole object
-    with apiVersion/kind/metadata, such as a pod template). `maximum` bounds an integer in the CRD only
-    (validation reports it with the limit in force).
+    with apiVersion/kind/metadata, such as a pod template). `maximum` bounds an integer in the CRD
+    only (validation reports it with the limit in force).
     """
     preserve = _free_form(embedded) if free_form else None
 
@@ -69,7 +72,8 @@ def _free_form(embedded: bool) -> Any:
         extra["x-kubernetes-embedded-resource"] = True
 
     def update(schema: dict[str, Any]) -> None:
-        # `additionalProperties: true` and preserve-unknown-fields say the same; CRDs only accept the latter.
+        # `additionalProperties: true` and preserve-unknown-fields say the same; CRDs only accept
+        # the latter.
         schema.pop("additionalProperties", None)
         schema.update(extra)
 
@@ -115,7 +119,8 @@ Time = Annotated[datetime, Field(strict=False)]
 
 
 class ApiModel(BaseModel):
-    """Base of every MPIJob API model: camelCase aliases, frozen, strict types, unknown fields ignored."""
+    """Base of every MPIJob API model: camelCase aliases, frozen, strict types, unknown fields
+    ignored."""
 
     # strict: `replicas: "2"` is a type error on a real API server, so it is one here too.
     # extra="ignore": the API server prunes unknown fields; normalize() reports them as warnings.
@@ -139,13 +144,15 @@ class SchedulingPolicy(ApiModel):
     )
     queue: str | None = optional_field("Volcano queue to submit the PodGroup to (volcano only).")
     min_resources: dict[str, Quantity] | None = optional_field(
-        "Minimum resources (name -> quantity) the PodGroup needs; default: the sum over all replicas."
+        "Minimum resources (name -> quantity) the PodGroup needs; default: the sum over all "
+        "replicas."
     )
     priority_class: str | None = optional_field(
         "PriorityClass of the PodGroup (volcano only); default: the launcher's, else the workers'."
     )
     schedule_timeout_seconds: int | None = optional_field(
-        "Seconds the scheduler-plugins coscheduler waits for the whole gang (scheduler-plugins only); "
+        "Seconds the scheduler-plugins coscheduler waits for the whole gang (scheduler-plugins "
+        "only); "
         "default 0.",
         ge=0,
         le=c.INT32_MAX,
@@ -157,20 +164,24 @@ class RunPolicy(ApiModel):
 
     clean_pod_policy: c.CleanPodPolicy = Field(
         c.DEFAULT_CLEAN_POD_POLICY,
-        description="Which pods to delete when the job finishes: All, Running or None (default None).",
+        description="Which pods to delete when the job finishes: All, Running or None (default "
+        "None).",
     )
     ttl_seconds_after_finished: int | None = optional_field(
-        "Seconds after the job finishes before it is deleted (copied to the launcher Job); unset keeps it.",
+        "Seconds after the job finishes before it is deleted (copied to the launcher Job); unset "
+        "keeps it.",
         ge=0,
         le=c.INT32_MAX,
     )
     active_deadline_seconds: int | None = optional_field(
-        "Seconds the launcher Job may run before it is terminated and the job fails; unset means no limit.",
+        "Seconds the launcher Job may run before it is terminated and the job fails; unset means "
+        "no limit.",
         ge=0,
         le=c.INT64_MAX,
     )
     backoff_limit: int | None = optional_field(
-        "Launcher retries before the job is marked failed (copied to the launcher Job, which defaults to 6).",
+        "Launcher retries before the job is marked failed (copied to the launcher Job, which "
+        "defaults to 6).",
         ge=0,
         le=c.INT32_MAX,
     )
@@ -179,16 +190,19 @@ class RunPolicy(ApiModel):
     )
     suspend: bool = Field(
         False,
-        description="Suspends the job: workers are deleted and the launcher Job suspended (default false).",
+        description="Suspends the job: workers are deleted and the launcher Job suspended (default "
+        "false).",
     )
     managed_by: c.ManagedBy | None = optional_field(
-        "Controller that reconciles this job: kubeflow.org/mpi-operator (this operator; the default when "
+        "Controller that reconciles this job: kubeflow.org/mpi-operator (this operator; the "
+        "default when "
         "unset) or kueue.x-k8s.io/multikueue (this operator then leaves it alone).",
     )
 
 
 _TEMPLATE_DESCRIPTION = (
-    "Pod template (core/v1 PodTemplateSpec) of this replica type; containers[0] is the MPI container."
+    "Pod template (core/v1 PodTemplateSpec) of this replica type; "
+    "containers[0] is the MPI container."
 )
 
 
@@ -197,15 +211,20 @@ class ReplicaSpec(ApiModel):
 
     replicas: int = Field(description="Number of pods of this replica type.")
     template: dict[str, Any] = Field(
-        default_factory=dict, description=_TEMPLATE_DESCRIPTION, json_schema_extra=_free_form(embedded=True)
+        default_factory=dict,
+        description=_TEMPLATE_DESCRIPTION,
+        json_schema_extra=_free_form(embedded=True),
     )
-    restart_policy: c.RestartPolicy = Field(description="Restart policy of the pods: Never or OnFailure.")
+    restart_policy: c.RestartPolicy = Field(
+        description="Restart policy of the pods: Never or OnFailure."
+    )
 
 
 class LauncherReplicaSpec(ReplicaSpec):
     """The launcher: exactly one pod, run by a batch/v1 Job, that starts mpirun / horovodrun."""
 
-    # The bounds are for the CRD only: validation says "must be 1" (upstream's words) for any other value.
+    # The bounds are for the CRD only: validation says "must be 1" (upstream's words) for any other
+    # value.
     replicas: int = Field(
         c.DEFAULT_LAUNCHER_REPLICAS,
         description="Number of launcher pods; must be 1 (default 1).",
@@ -218,15 +237,17 @@ class LauncherReplicaSpec(ReplicaSpec):
 
 
 class WorkerReplicaSpec(ReplicaSpec):
-    """The workers: plain pods `<job>-worker-<i>` running an SSH server that the launcher reaches."""
+    """The workers: plain pods `<job>-worker-<i>` running an SSH server that the launcher
+    reaches."""
 
-    # The upper bound is for the CRD only, like the launcher's: validation reports it with the limit in
-    # force (the operator's --max-workers-per-job may be lower) and whose limit it is, and api/elastic.py
-    # builds ElasticPolicy from horovodrun's flags, whatever numbers they hold.
+    # The upper bound is for the CRD only, like the launcher's: validation reports it with the limit
+    # in force (the operator's --max-workers-per-job may be lower) and whose limit it is, and
+    # api/elastic.py builds ElasticPolicy from horovodrun's flags, whatever numbers they hold.
     replicas: int = Field(
         c.DEFAULT_WORKER_REPLICAS,
         ge=0,
-        description="Number of worker pods; must be >= 1, and within elasticPolicy bounds when set; at most "
+        description="Number of worker pods; must be >= 1, and within elasticPolicy bounds when "
+        "set; at most "
         f"{c.MAX_WORKER_REPLICAS} (the operator's --max-workers-per-job may lower that). "
         "Scaled through the scale subresource.",
         json_schema_extra={"maximum": c.MAX_WORKER_REPLICAS},
@@ -249,7 +270,8 @@ class MPIReplicaSpecs(ApiModel):
 
 
 class ElasticPolicy(ApiModel):
-    """Elastic Horovod bounds and pacing: the operator scales workers within [minReplicas, maxReplicas]."""
+    """Elastic Horovod bounds and pacing: the operator scales workers within [minReplicas,
+    maxReplicas]."""
 
     # Upper bounds for the CRD only, as Worker.replicas's.
     min_replicas: int = Field(
@@ -260,14 +282,16 @@ class ElasticPolicy(ApiModel):
     )
     max_replicas: int = Field(
         ge=1,
-        description="Most workers the job may be scaled to (horovodrun --max-np / slots); required; at most "
+        description="Most workers the job may be scaled to (horovodrun --max-np / slots); "
+        "required; at most "
         f"{c.MAX_WORKER_REPLICAS}.",
         json_schema_extra={"maximum": c.MAX_WORKER_REPLICAS},
     )
     scale_in_grace_period_seconds: int = Field(
         c.DEFAULT_SCALE_IN_GRACE_PERIOD_SECONDS,
         ge=0,
-        description="Seconds a worker removed from host discovery keeps running before its pod is deleted, "
+        description="Seconds a worker removed from host discovery keeps running before its pod is "
+        "deleted, "
         "so Horovod can re-form at its next commit (default 30).",
     )
     settle_seconds: int = Field(
@@ -278,12 +302,14 @@ class ElasticPolicy(ApiModel):
     max_replacements: int = Field(
         c.DEFAULT_MAX_REPLACEMENTS,
         ge=0,
-        description="How many failed or evicted workers may be replaced over the job's life (default 10).",
+        description="How many failed or evicted workers may be replaced over the job's life "
+        "(default 10).",
     )
     below_min_timeout_seconds: int = Field(
         c.DEFAULT_BELOW_MIN_TIMEOUT_SECONDS,
         ge=0,
-        description="Seconds the number of ready workers may stay below minReplicas before the job fails "
+        description="Seconds the number of ready workers may stay below minReplicas before the job "
+        "fails "
         "(default 300).",
     )
 
@@ -292,13 +318,15 @@ class MPIJobSpec(ApiModel):
     """Desired state of an MPIJob (upstream v2beta1 MPIJobSpec plus elasticPolicy)."""
 
     slots_per_worker: int | None = optional_field(
-        "MPI slots (processes) per worker in the hostfile and discover_hosts.sh; default: the GPUs each "
+        "MPI slots (processes) per worker in the hostfile and discover_hosts.sh; default: the GPUs "
+        "each "
         "worker requests, else 1.",
         ge=0,
     )
     run_launcher_as_worker: bool = Field(
         False,
-        description="Also runs MPI processes on the launcher, listing it in the hostfile (default false).",
+        description="Also runs MPI processes on the launcher, listing it in the hostfile (default "
+        "false).",
     )
     run_policy: RunPolicy = Field(
         default_factory=RunPolicy,
@@ -315,7 +343,8 @@ class MPIJobSpec(ApiModel):
     )
     launcher_creation_policy: c.LauncherCreationPolicy = Field(
         c.DEFAULT_LAUNCHER_CREATION_POLICY,
-        description="When the launcher is created: AtStartup, or WaitForWorkersReady (default; for elastic "
+        description="When the launcher is created: AtStartup, or WaitForWorkersReady (default; for "
+        "elastic "
         "jobs, once minReplicas workers are Ready).",
     )
     mpi_implementation: c.MPIImplementation = Field(
@@ -323,7 +352,8 @@ class MPIJobSpec(ApiModel):
         description="MPI implementation in the image: OpenMPI (default), Intel or MPICH.",
     )
     elastic_policy: ElasticPolicy | None = optional_field(
-        "Makes the job elastic (Horovod host discovery): worker bounds, scale-in grace and failure budget."
+        "Makes the job elastic (Horovod host discovery): worker bounds, scale-in grace and failure "
+        "budget."
     )
 
 
@@ -336,8 +366,12 @@ class JobCondition(ApiModel):
     status: c.ConditionStatus = Field(description="Condition status: True, False or Unknown.")
     reason: str | None = optional_field("Machine-readable CamelCase reason of the last transition.")
     message: str | None = optional_field("Human-readable details of the last transition.")
-    last_update_time: Time | None = optional_field("Last time the condition was updated (RFC 3339).")
-    last_transition_time: Time | None = optional_field("Last time the condition's status changed (RFC 3339).")
+    last_update_time: Time | None = optional_field(
+        "Last time the condition was updated (RFC 3339)."
+    )
+    last_transition_time: Time | None = optional_field(
+        "Last time the condition's status changed (RFC 3339)."
+    )
 
 
 class ReplicaStatus(ApiModel):
@@ -348,7 +382,8 @@ class ReplicaStatus(ApiModel):
     failed: int = Field(0, ge=0, description="Number of pods that reached phase Failed.")
     ready: int = Field(0, ge=0, description="Number of running pods that are Ready (sshd answers).")
     label_selector: dict[str, Any] | None = optional_field(
-        "Deprecated: label selector (metav1.LabelSelector) of the pods; use selector.", free_form=True
+        "Deprecated: label selector (metav1.LabelSelector) of the pods; use selector.",
+        free_form=True,
     )
     selector: str | None = optional_field(
         "Label selector of the pods, serialized (e.g. for the scale subresource and HPA)."
@@ -358,17 +393,24 @@ class ReplicaStatus(ApiModel):
 class ReplicaStatuses(ApiModel):
     """Pod counts keyed by replica type; Launcher appears once the launcher Job exists."""
 
-    launcher: ReplicaStatus | None = optional_field("Launcher pod counts.", alias=c.REPLICA_LAUNCHER)
+    launcher: ReplicaStatus | None = optional_field(
+        "Launcher pod counts.", alias=c.REPLICA_LAUNCHER
+    )
     worker: ReplicaStatus | None = optional_field("Worker pod counts.", alias=c.REPLICA_WORKER)
 
 
 class ElasticStatus(ApiModel):
-    """Where an elastic job stands: desired, ready, discovered and draining workers, and its bounds."""
+    """Where an elastic job stands: desired, ready, discovered and draining workers, and its
+    bounds."""
 
-    desired: int = Field(0, ge=0, description="Workers the operator runs (Worker.replicas within bounds).")
+    desired: int = Field(
+        0, ge=0, description="Workers the operator runs (Worker.replicas within bounds)."
+    )
     ready: int = Field(0, ge=0, description="Desired workers that are Ready and not terminating.")
     discovered: int = Field(0, ge=0, description="Workers discover_hosts.sh lists now.")
-    draining: int = Field(0, ge=0, description="Workers out of discovery waiting for their scale-in grace.")
+    draining: int = Field(
+        0, ge=0, description="Workers out of discovery waiting for their scale-in grace."
+    )
     replacements: int = Field(0, ge=0, description="Failed or lost workers replaced so far.")
     min_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.minReplicas.")
     max_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.maxReplicas.")
@@ -387,12 +429,15 @@ class MPIJobStatus(ApiModel):
     )
     start_time: Time | None = optional_field("When the operator acknowledged the job (RFC 3339).")
     completion_time: Time | None = optional_field("When the job finished (RFC 3339).")
-    last_reconcile_time: Time | None = optional_field("When the job was last reconciled (RFC 3339).")
+    last_reconcile_time: Time | None = optional_field(
+        "When the job was last reconciled (RFC 3339)."
+    )
     observed_generation: int | None = optional_field(
         "metadata.generation of the spec this status was computed from.", ge=0
     )
     elastic: ElasticStatus | None = optional_field(
-        "Elastic jobs only: desired / ready / discovered / draining workers and the effective bounds."
+        "Elastic jobs only: desired / ready / discovered / draining workers and the effective "
+        "bounds."
     )
 
 
@@ -407,7 +452,9 @@ class MPIJob(ApiModel):
         json_schema_extra=_object_only,
     )
     spec: MPIJobSpec = Field(description="Desired state of the job.")
-    status: MPIJobStatus | None = optional_field("Observed state of the job, written by the operator.")
+    status: MPIJobStatus | None = optional_field(
+        "Observed state of the job, written by the operator."
+    )
 
     @property
     def name(self) -> str:

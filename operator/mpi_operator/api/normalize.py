@@ -1,4 +1,5 @@
-"""Any served MPIJob (v2beta1, v1, v1alpha2, v1alpha1) -> the canonical model, with notes and every error.
+"""Any served MPIJob (v2beta1, v1, v1alpha2, v1alpha1) -> the canonical model, with notes and every
+error.
 
 Pipeline: copy into plain JSON data (dropping nulls, as the API server prunes them) -> check
 apiVersion/kind -> map legacy fields (`legacy.py`) -> parse with pydantic (which applies the static
@@ -40,8 +41,8 @@ from mpi_operator.objects import is_mapping
 _OBJECT_META_FIELDS = frozenset(
     {
         "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-        "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
-        "ownerReferences", "finalizers", "managedFields",
+        "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+        "annotations", "ownerReferences", "finalizers", "managedFields",
     }
 )  # fmt: skip
 _MAX_DEPTH = 100
@@ -151,7 +152,11 @@ def _parse(data: dict[str, Any]) -> tuple[MPIJob | None, list[FieldError], list[
     filled: set[Loc] = set()
     for round_ in range(_MAX_REPAIR_ROUNDS):
         try:
-            return MPIJob.model_validate(data, by_alias=True, by_name=False, extra="forbid"), errors, warnings
+            return (
+                MPIJob.model_validate(data, by_alias=True, by_name=False, extra="forbid"),
+                errors,
+                warnings,
+            )
         except ValidationError as exc:
             details = exc.errors(include_url=False)
         deletions: list[Loc] = []
@@ -166,13 +171,22 @@ def _parse(data: dict[str, Any]) -> tuple[MPIJob | None, list[FieldError], list[
             if round_ == 0 and not any(is_under(path, e.path) for e in errors):
                 errors.append(FieldError(path, message_for(detail)))
             found = _container(data, loc)
-            if detail["type"] == "missing" and loc not in filled and found and isinstance(found[0], dict):
-                found[0][str(found[1])] = {}  # e.g. a missing spec: look for problems inside an empty one
+            if (
+                detail["type"] == "missing"
+                and loc not in filled
+                and found
+                and isinstance(found[0], dict)
+            ):
+                found[0][
+                    str(found[1])
+                ] = {}  # e.g. a missing spec: look for problems inside an empty one
                 filled.add(loc)
             elif loc in filled or detail["type"] == "missing":
                 if len(loc) < 2:
                     return None, errors, warnings
-                deletions.append(loc[:-1])  # an empty object did not do: drop the object that needs it
+                deletions.append(
+                    loc[:-1]
+                )  # an empty object did not do: drop the object that needs it
             else:
                 deletions.append(loc)
         for loc in sorted(set(deletions), key=_sort_key, reverse=True):
@@ -194,11 +208,13 @@ def _relabel(errors: Sequence[FieldError], aliases: Sequence[tuple[str, str]]) -
     return out
 
 
-def normalize(obj: Any, *, gpus_per_node: int = 1, max_workers: int = c.MAX_WORKER_REPLICAS) -> Normalized:
+def normalize(
+    obj: Any, *, gpus_per_node: int = 1, max_workers: int = c.MAX_WORKER_REPLICAS
+) -> Normalized:
     """The canonical MPIJob, static defaults applied, for any served version of `obj`.
 
-    Raises InvalidMPIJob (and nothing else, whatever `obj` is) when `obj` cannot be represented as an
-    MPIJob: wrong types, bad enums or bounds, unknown apiVersion/kind, broken legacy fields. The
+    Raises InvalidMPIJob (and nothing else, whatever `obj` is) when `obj` cannot be represented as
+    an MPIJob: wrong types, bad enums or bounds, unknown apiVersion/kind, broken legacy fields. The
     exception then lists every problem, including the cross-field ones `parse_and_validate` checks.
     A job that parses is returned even if cross-field rules fail; `parse_and_validate` checks those.
     `max_workers` is the limit of workers per job in force (`validation.worker_limit`).
@@ -210,7 +226,9 @@ def normalize(obj: Any, *, gpus_per_node: int = 1, max_workers: int = c.MAX_WORK
     except InvalidMPIJob:
         raise
     except Exception as exc:  # the contract: one bad object must never take a reconcile loop down
-        raise InvalidMPIJob([FieldError(ROOT_PATH, f"internal error while normalizing: {exc!r}")]) from exc
+        raise InvalidMPIJob(
+            [FieldError(ROOT_PATH, f"internal error while normalizing: {exc!r}")]
+        ) from exc
 
 
 def _normalize(obj: Mapping[str, Any], gpus_per_node: int, max_workers: int) -> Normalized:
@@ -241,21 +259,29 @@ def _normalize(obj: Mapping[str, Any], gpus_per_node: int, max_workers: int) -> 
         )
     if errors:
         raise InvalidMPIJob(
-            merge_errors(errors, _relabel(semantic_errors(job, max_workers=max_workers), conversion.aliases)),
+            merge_errors(
+                errors, _relabel(semantic_errors(job, max_workers=max_workers), conversion.aliases)
+            ),
             warnings=conversion.warnings + unknown,
             notes=conversion.notes,
         )
-    return Normalized(job, conversion.notes, conversion.warnings + unknown, tuple(conversion.aliases))
+    return Normalized(
+        job, conversion.notes, conversion.warnings + unknown, tuple(conversion.aliases)
+    )
 
 
 def parse_and_validate(
-    obj: Any, *, gpus_per_node: int = 1, max_workers: int = c.MAX_WORKER_REPLICAS, cluster_domain: str = ""
+    obj: Any,
+    *,
+    gpus_per_node: int = 1,
+    max_workers: int = c.MAX_WORKER_REPLICAS,
+    cluster_domain: str = "",
 ) -> Normalized:
     """`normalize` + `validate`: raises InvalidMPIJob listing every problem, else the canonical job.
 
-    `max_workers`: the operator's limit of workers per job (`validation.worker_limit`), which every way
-    to a worker count meets (Worker.replicas, elastic bounds, horovodrun flags, the v1alpha1 split).
-    `cluster_domain`: the operator's `--cluster-domain`, the end of every host name."""
+    `max_workers`: the operator's limit of workers per job (`validation.worker_limit`), which every
+    way to a worker count meets (Worker.replicas, elastic bounds, horovodrun flags, the v1alpha1
+    split). `cluster_domain`: the operator's `--cluster-domain`, the end of every host name."""
     result = normalize(obj, gpus_per_node=gpus_per_node, max_workers=max_workers)
     errors = validate(result.job, max_workers=max_workers, cluster_domain=cluster_domain)
     if errors:

@@ -1,12 +1,15 @@
-"""Resource quantities and what pod templates ask for: GPUs, whole-number resources, resource-list sums.
+"""Resource quantities and what pod templates ask for: GPUs, whole-number resources, resource-list
+sums.
 
 The operator never rewrites a template's resources (GPUs and every other extended resource pass
-through untouched); it reads them to derive slots (`defaults`), to map legacy fields (`legacy`), to sum
-PodGroup `minResources` the way upstream's `addResources` does, and to size helper init containers.
+through untouched); it reads them to derive slots (`defaults`), to map legacy fields (`legacy`), to
+sum PodGroup `minResources` the way upstream's `addResources` does, and to size helper init
+containers.
 
-Quantities follow `k8s.io/apimachinery/pkg/api/resource`: `Quantity` parses `"500m"`, `"4Gi"`, `"1e3"`
-into an exact `Decimal` and renders it back in Go's canonical form (`22`, `65Gi`, `1500m`, `22k`), with
-the format (decimal or binary SI) of the first non-zero operand, as Go's `Quantity.Add` keeps it.
+Quantities follow `k8s.io/apimachinery/pkg/api/resource`: `Quantity` parses `"500m"`, `"4Gi"`,
+`"1e3"` into an exact `Decimal` and renders it back in Go's canonical form (`22`, `65Gi`, `1500m`,
+`22k`), with the format (decimal or binary SI) of the first non-zero operand, as Go's `Quantity.Add`
+keeps it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,18 @@ from typing import Any, Final, Literal
 Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
 
 _BINARY: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL: Final = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
 _DECIMAL_SUFFIX: Final = {exp: suffix for suffix, exp in _DECIMAL.items()}
 _BINARY_SUFFIX: Final = {0: "", **{bits // 10: suffix for suffix, bits in _BINARY.items()}}
 _QUANTITY = re.compile(
@@ -101,7 +115,8 @@ ResourceList = dict[str, Quantity]
 
 
 def add_resources(total: ResourceList, resources: Mapping[str, Any], replicas: int) -> ResourceList:
-    """Upstream `addResources`: `total` plus `replicas` times (requests, falling back to limits per name).
+    """Upstream `addResources`: `total` plus `replicas` times (requests, falling back to limits per
+    name).
 
     Returns a new mapping; unparsable quantities are skipped (the API server would refuse the pod).
     """
@@ -171,7 +186,8 @@ def cpu_and_memory(resources: Any) -> dict[str, Any]:
 
 
 def is_gpu_resource(name: str) -> bool:
-    """`nvidia.com/gpu`, `amd.com/gpu`, `gpu.intel.com/i915`, any `*.com/gpu`: upstream v1's GPU test."""
+    """`nvidia.com/gpu`, `amd.com/gpu`, `gpu.intel.com/i915`, any `*.com/gpu`: upstream v1's GPU
+    test."""
     return "gpu" in name.lower()
 
 
@@ -188,7 +204,8 @@ def container_gpus(container: Mapping[str, Any]) -> int:
     """GPUs one container asks for: per GPU resource name its limit, else its request, summed.
 
     Extended resources cannot be overcommitted (requests equal limits when both are set), so the
-    limit is authoritative; a fraction rounds up, since a device plugin only hands out whole devices.
+    limit is authoritative; a fraction rounds up, since a device plugin only hands out whole
+    devices.
     """
     resources = container.get("resources")
     if not isinstance(resources, Mapping):

@@ -1,8 +1,10 @@
-"""Validation of MPIJobs: every problem at once, each as `field.path: message` (upstream ValidateMPIJob+).
+"""Validation of MPIJobs: every problem at once, each as `field.path: message` (upstream
+ValidateMPIJob+).
 
 Two sources of errors share one format here: the schema (types, enums, bounds: pydantic errors
-translated into Kubernetes-style messages) and the rules that span fields (job name vs. worker count,
-launcher replicas, containers, elastic bounds), which `semantic_errors` checks on a parsed job.
+translated into Kubernetes-style messages) and the rules that span fields (job name vs. worker
+count, launcher replicas, containers, elastic bounds), which `semantic_errors` checks on a parsed
+job.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ class FieldError:
 
 @dataclass(frozen=True)
 class LegacyNote:
-    """A legacy field that was mapped onto its canonical equivalent (`legacy.convert_legacy_fields`).
+    """A legacy field that was mapped onto its canonical equivalent
+    (`legacy.convert_legacy_fields`).
 
-    Defined here rather than in `legacy`, which imports this module, so that `InvalidMPIJob` can carry
-    the notes without an import cycle."""
+    Defined here rather than in `legacy`, which imports this module, so that `InvalidMPIJob` can
+    carry the notes without an import cycle."""
 
     legacy_field: str
     canonical_field: str
@@ -63,7 +66,11 @@ class InvalidMPIJob(Exception):
     """
 
     def __init__(
-        self, errors: Sequence[FieldError], *, warnings: Sequence[str] = (), notes: Sequence[LegacyNote] = ()
+        self,
+        errors: Sequence[FieldError],
+        *,
+        warnings: Sequence[str] = (),
+        notes: Sequence[LegacyNote] = (),
     ) -> None:
         self.errors: list[FieldError] = list(errors)
         self.warnings: list[str] = list(warnings)
@@ -119,9 +126,12 @@ def describe(value: Any) -> str:
 
 
 def unsupported(value: Any, supported: Iterable[str]) -> str:
-    """`Unsupported value: "X": supported values: "A", "B"` (Kubernetes' field.NotSupported wording)."""
+    """`Unsupported value: "X": supported values: "A", "B"` (Kubernetes' field.NotSupported
+    wording)."""
     shown = json.dumps(value) if isinstance(value, str) else describe(value)
-    return f"Unsupported value: {shown}: supported values: " + ", ".join(f'"{v}"' for v in supported)
+    return f"Unsupported value: {shown}: supported values: " + ", ".join(
+        f'"{v}"' for v in supported
+    )
 
 
 _TYPE_MESSAGES = {
@@ -160,8 +170,11 @@ def message_for(error: ErrorDetails) -> str:
     return str(error["msg"])
 
 
-def errors_from_pydantic(exc: ValidationError, *, prefix: Sequence[str | int] = ()) -> list[FieldError]:
-    """Translate a pydantic ValidationError (unknown fields excluded: they are warnings, not errors)."""
+def errors_from_pydantic(
+    exc: ValidationError, *, prefix: Sequence[str | int] = ()
+) -> list[FieldError]:
+    """Translate a pydantic ValidationError (unknown fields excluded: they are warnings, not
+    errors)."""
     return [
         FieldError(format_path([*prefix, *e["loc"]]), message_for(e))
         for e in exc.errors(include_url=False)
@@ -211,35 +224,43 @@ def semantic_errors(
 
 
 def worker_limit(requested: int | None = None) -> int:
-    """The limit of workers per job in force: `requested` (the operator's --max-workers-per-job), which may
-    only lower the API's ceiling `MAX_WORKER_REPLICAS`, else the ceiling; ValueError outside 1..ceiling."""
+    """The limit of workers per job in force: `requested` (the operator's --max-workers-per-job),
+    which may only lower the API's ceiling `MAX_WORKER_REPLICAS`, else the ceiling; ValueError
+    outside 1..ceiling."""
     if requested is None:
         return c.MAX_WORKER_REPLICAS
     if isinstance(requested, bool) or not 1 <= requested <= c.MAX_WORKER_REPLICAS:
         raise ValueError(
-            f"must be between 1 and {c.MAX_WORKER_REPLICAS}, got {requested}: it may only lower the "
+            f"must be between 1 and {c.MAX_WORKER_REPLICAS}, got {requested}: it may only lower "
+            "the "
             f"ceiling of {c.MAX_WORKER_REPLICAS} workers per MPIJob that the CRD enforces"
         )
     return requested
 
 
-def too_many_workers(value: object, limit: int, *, detail: str = "", with_launcher: bool = False) -> str:
-    """The message of a count over the worker limit `limit`: the value (and what it gives), the limit,
-    and whose limit it is; `with_launcher` counts pods, the launcher's included."""
+def too_many_workers(
+    value: object, limit: int, *, detail: str = "", with_launcher: bool = False
+) -> str:
+    """The message of a count over the worker limit `limit`: the value (and what it gives), the
+    limit, and whose limit it is; `with_launcher` counts pods, the launcher's included."""
     whose = (
         "the most an MPIJob may have"
         if limit >= c.MAX_WORKER_REPLICAS
         else "the most this operator allows per MPIJob (--max-workers-per-job)"
     )
-    most = f"{limit + 1} pods ({limit} workers and the launcher)" if with_launcher else f"{limit} workers"
+    most = (
+        f"{limit + 1} pods ({limit} workers and the launcher)"
+        if with_launcher
+        else f"{limit} workers"
+    )
     given = f"{detail}: " if detail else ""
     return f"Invalid value: {value}: {given}must be no more than {most}, {whose}"
 
 
 def _worker_limit_errors(job: MPIJob, limit: int) -> list[FieldError]:
-    """Every way to a worker count, held to `limit`: a bigger job would build and write an object per
-    worker on each sync, and its hostfile could not be stored (api/constants.py, MAX_WORKER_REPLICAS).
-    The v1alpha1 counts are checked where they are split (`legacy.py`)."""
+    """Every way to a worker count, held to `limit`: a bigger job would build and write an object
+    per worker on each sync, and its hostfile could not be stored (api/constants.py,
+    MAX_WORKER_REPLICAS). The v1alpha1 counts are checked where they are split (`legacy.py`)."""
     errors: list[FieldError] = []
     worker = job.spec.mpi_replica_specs.worker
     if worker is not None and worker.replicas > limit:
@@ -247,9 +268,14 @@ def _worker_limit_errors(job: MPIJob, limit: int) -> list[FieldError]:
         errors.append(FieldError(path, too_many_workers(worker.replicas, limit)))
     policy = job.spec.elastic_policy
     if policy is not None:
-        for name, value in (("minReplicas", policy.min_replicas), ("maxReplicas", policy.max_replicas)):
+        for name, value in (
+            ("minReplicas", policy.min_replicas),
+            ("maxReplicas", policy.max_replicas),
+        ):
             if value > limit:
-                errors.append(FieldError(f"spec.elasticPolicy.{name}", too_many_workers(value, limit)))
+                errors.append(
+                    FieldError(f"spec.elasticPolicy.{name}", too_many_workers(value, limit))
+                )
     elif worker is not None:
         errors += _horovodrun_limit_errors(job, limit)
     scheduling = job.spec.run_policy.scheduling_policy
@@ -261,22 +287,27 @@ def _worker_limit_errors(job: MPIJob, limit: int) -> list[FieldError]:
 
 
 def _horovodrun_limit_errors(job: MPIJob, limit: int) -> list[FieldError]:
-    """An elastic job without elasticPolicy takes its bounds from horovodrun's flags (`api/elastic.py`)."""
+    """An elastic job without elasticPolicy takes its bounds from horovodrun's flags
+    (`api/elastic.py`)."""
     args = elastic.parse_horovodrun(elastic.launcher_argv(job))
     inferred = elastic.infer_elastic_policy(job)
     if args is None or inferred is None:
         return []
     low = ("--min-np", args.min_np) if args.min_np is not None else ("-np", args.np)
-    # The upper bound only matters when the flag sets it: without --max-np it follows Worker.replicas.
+    # The upper bound only matters when the flag sets it: without --max-np it follows
+    # Worker.replicas.
     high = ("--max-np", args.max_np)
     for (flag, processes), workers in ((low, inferred.min_replicas), (high, inferred.max_replicas)):
         if processes is not None and workers > limit:
             slots = max(defaults.slots_per_worker(job.spec), 1)
             detail = f"{workers} workers of {slots} slot{'s' if slots != 1 else ''}"
             path = f"spec.mpiReplicaSpecs.{c.REPLICA_LAUNCHER}.template.spec.containers[0]"
-            # One error for the command: a lower bound over the limit puts the upper one over it too.
+            # One error for the command: a lower bound over the limit puts the upper one over it
+            # too.
             return [
-                FieldError(path, too_many_workers(json.dumps(f"{flag} {processes}"), limit, detail=detail))
+                FieldError(
+                    path, too_many_workers(json.dumps(f"{flag} {processes}"), limit, detail=detail)
+                )
             ]
     return []
 
@@ -302,7 +333,8 @@ def _dns1035_problem(label: str) -> str | None:
 
 
 def host_name_length(job: MPIJob, hostname: str, cluster_domain: str) -> int:
-    """Characters of `<hostname>.<job>.<namespace>.svc[.<cluster domain>]`, the name a hostfile lists."""
+    """Characters of `<hostname>.<job>.<namespace>.svc[.<cluster domain>]`, the name a hostfile
+    lists."""
     namespace = job.metadata.get("namespace") or "default"
     name = job.metadata.get("name") or ""
     domain = f".{cluster_domain}" if cluster_domain else ""
@@ -327,7 +359,9 @@ def _name_errors(job: MPIJob, cluster_domain: str = "") -> list[FieldError]:
     problem = _dns1035_problem(hostname)
     if problem is None:
         # A replaced elastic worker gets a fresh host name, which may use the whole label.
-        longest = c.DNS1035_LABEL_MAX_LENGTH if job.spec.elastic_policy is not None else len(hostname)
+        longest = (
+            c.DNS1035_LABEL_MAX_LENGTH if job.spec.elastic_policy is not None else len(hostname)
+        )
         length = host_name_length(job, "x" * longest, cluster_domain)
         if length <= c.DNS1123_SUBDOMAIN_MAX_LENGTH:
             return []
@@ -335,8 +369,10 @@ def _name_errors(job: MPIJob, cluster_domain: str = "") -> list[FieldError]:
             FieldError(
                 path,
                 f"Invalid value: {json.dumps(name)}: the workers' host names "
-                f"(<worker>.{name}.<namespace>.svc{'.' + cluster_domain if cluster_domain else ''}) would be "
-                f"up to {length} characters, more than the {c.DNS1123_SUBDOMAIN_MAX_LENGTH} of a DNS name: "
+                f"(<worker>.{name}.<namespace>.svc"
+                f"{'.' + cluster_domain if cluster_domain else ''}) would be "
+                f"up to {length} characters, more than the {c.DNS1123_SUBDOMAIN_MAX_LENGTH} of a "
+                "DNS name: "
                 "use a shorter job name or namespace",
             )
         ]
@@ -354,7 +390,8 @@ def _replica_spec_errors(spec: ReplicaSpec, path: str) -> list[FieldError]:
     if pod_spec is None:
         return [
             FieldError(
-                f"{path}.template.spec.containers", "Required value: must define at least one container"
+                f"{path}.template.spec.containers",
+                "Required value: must define at least one container",
             )
         ]
     if not isinstance(pod_spec, Mapping):
@@ -376,7 +413,9 @@ def _replica_spec_errors(spec: ReplicaSpec, path: str) -> list[FieldError]:
             if value is None:
                 errors.append(FieldError(f"{item}.{key}", "Required value"))
             elif not isinstance(value, str):
-                errors.append(FieldError(f"{item}.{key}", f"must be a string, got {describe(value)}"))
+                errors.append(
+                    FieldError(f"{item}.{key}", f"must be a string, got {describe(value)}")
+                )
             elif not value:
                 errors.append(FieldError(f"{item}.{key}", "must not be empty"))
     return errors
@@ -397,7 +436,9 @@ def _elastic_errors(job: MPIJob) -> list[FieldError]:
     worker = job.spec.mpi_replica_specs.worker
     path = f"spec.mpiReplicaSpecs.{c.REPLICA_WORKER}"
     if worker is None:
-        errors.append(FieldError(path, "Required value: spec.elasticPolicy needs a Worker replica spec"))
+        errors.append(
+            FieldError(path, "Required value: spec.elasticPolicy needs a Worker replica spec")
+        )
     elif worker.replicas >= 1 and not policy.min_replicas <= worker.replicas <= policy.max_replicas:
         errors.append(
             FieldError(

@@ -1,8 +1,8 @@
 """Work-queue rate limiters (client-go `util/workqueue/default_rate_limiters.go`).
 
 A rate limiter answers "how long should this item wait before it is retried?" (`when`), counts the
-retries (`num_requeues`) and forgets an item once it succeeded (`forget`). The controller default is the
-maximum of a per-item exponential backoff (5 ms doubling up to 1000 s) and a global token bucket
+retries (`num_requeues`) and forgets an item once it succeeded (`forget`). The controller default is
+the maximum of a per-item exponential backoff (5 ms doubling up to 1000 s) and a global token bucket
 (10 qps, burst 100) so that many failing keys cannot hammer the API server together.
 """
 
@@ -40,7 +40,9 @@ class RateLimiter(Protocol[K_contra]):
 class ItemExponentialFailureRateLimiter(Generic[K]):
     """`base * 2**failures`, capped at `max_delay`, per item."""
 
-    def __init__(self, base_delay: float = DEFAULT_BASE_DELAY, max_delay: float = DEFAULT_MAX_DELAY) -> None:
+    def __init__(
+        self, base_delay: float = DEFAULT_BASE_DELAY, max_delay: float = DEFAULT_MAX_DELAY
+    ) -> None:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._failures: dict[K, int] = {}
@@ -60,7 +62,9 @@ class ItemExponentialFailureRateLimiter(Generic[K]):
 class BucketRateLimiter(Generic[K]):
     """A global token bucket over all items: bounds the overall retry rate, not any one item's."""
 
-    def __init__(self, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST, *, clock: Clock | None = None):
+    def __init__(
+        self, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST, *, clock: Clock | None = None
+    ):
         self.bucket = TokenBucket(qps, burst, clock=clock)
 
     def when(self, item: K) -> float:
@@ -100,7 +104,8 @@ def default_controller_rate_limiter(
     burst: int = DEFAULT_BURST,
     clock: Clock | None = None,
 ) -> MaxOfRateLimiter[K]:
-    """client-go's `DefaultControllerRateLimiter`; the manager passes the `Settings` queue fields."""
+    """client-go's `DefaultControllerRateLimiter`; the manager passes the `Settings` queue
+    fields."""
     return MaxOfRateLimiter(
         ItemExponentialFailureRateLimiter[K](base_delay, max_delay),
         BucketRateLimiter[K](qps, burst, clock=clock),

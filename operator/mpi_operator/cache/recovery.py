@@ -22,8 +22,8 @@ from mpi_operator.kube import errors
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL = 1.0
-"""Seconds between probes at most; each waits between half and all of it (jitter), so replicas of the
-operator that lost the server at the same instant do not probe in lockstep."""
+"""Seconds between probes at most; each waits between half and all of it (jitter), so replicas of
+the operator that lost the server at the same instant do not probe in lockstep."""
 SPREAD = 0.5
 """A waiter resumes up to this many seconds (uniformly) after the server is seen back: N watches
 relisting or re-watching are spread over half a second instead of arriving together."""
@@ -58,7 +58,8 @@ class RecoveryProber:
         return self._task is not None
 
     def lost(self) -> None:
-        """A request got no answer: probe until the server answers (one loop, however many call this)."""
+        """A request got no answer: probe until the server answers (one loop, however many call
+        this)."""
         if self._task is not None:
             return
         self._back.clear()
@@ -69,7 +70,8 @@ class RecoveryProber:
         await self._back.wait()
 
     def jitter(self) -> float:
-        """The pause a waiter takes after `wait()` returns, before it retries: 0 to `spread` seconds."""
+        """The pause a waiter takes after `wait()` returns, before it retries: 0 to `spread`
+        seconds."""
         return self._rng.uniform(0.0, self.spread)
 
     async def stop(self) -> None:
@@ -89,8 +91,8 @@ class RecoveryProber:
             try:
                 await self._probe()
             except errors.ApiError as exc:
-                # An error answer is an answer: the server is there, and the waiters' own requests will
-                # meet whatever it says (and back off from it as usual).
+                # An error answer is an answer: the server is there, and the waiters' own requests
+                # will meet whatever it says (and back off from it as usual).
                 log.info("API server answers again (%s)", exc)
             except Exception as exc:  # no answer (or a probe bug): keep probing
                 log.debug("API server still unreachable: %s", exc)

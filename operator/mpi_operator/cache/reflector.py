@@ -1,4 +1,5 @@
-"""Reflector: keeps a store equal to the API server's view of one resource (client-go `reflector.go`).
+"""Reflector: keeps a store equal to the API server's view of one resource (client-go
+`reflector.go`).
 
 LIST, then WATCH with bookmarks from the list's resourceVersion, advancing it with every event. On
 410 Gone it lists again (the store is replaced, deletions included); when a stream ends or breaks it
@@ -32,16 +33,21 @@ SHORT_WATCH_SECONDS = 1.0
 
 
 Transform = Callable[[KubeObject], KubeObject]
-"""What a store keeps of each object the server sent (client-go's `SetTransform`; see `cache.transforms`)."""
+"""What a store keeps of each object the server sent (client-go's `SetTransform`; see
+`cache.transforms`)."""
 
 
 class ListerWatcher(Protocol):
     async def list(
-        self, namespace: str | None, label_selector: str | None, *, transform: Transform | None = None
+        self,
+        namespace: str | None,
+        label_selector: str | None,
+        *,
+        transform: Transform | None = None,
     ) -> tuple[list[KubeObject], str]:
         """Every matching object, as `transform` returns it, and the list's resourceVersion.
-        `namespace=None`: all namespaces. A paged list transforms each page as it arrives, so that the
-        raw objects of the whole list are never alive at once."""
+        `namespace=None`: all namespaces. A paged list transforms each page as it arrives, so that
+        the raw objects of the whole list are never alive at once."""
         ...
 
     def watch(
@@ -109,7 +115,8 @@ class Backoff:
 
 
 class Reflector:
-    """Mirrors `lister_watcher`'s objects (in one namespace, or all) into `store`; see module doc."""
+    """Mirrors `lister_watcher`'s objects (in one namespace, or all) into `store`; see module
+    doc."""
 
     def __init__(
         self,
@@ -179,7 +186,8 @@ class Reflector:
                 await self._back_off(delay, exc)
 
     async def _back_off(self, delay: float, failure: Exception) -> None:
-        """Waits `delay` after `failure`, or less once the prober sees a lost server answer again."""
+        """Waits `delay` after `failure`, or less once the prober sees a lost server answer
+        again."""
         recovery = self._recovery
         if recovery is None or not isinstance(failure, errors.TransientError):
             await self._clock.sleep(delay)
@@ -200,7 +208,12 @@ class Reflector:
                 self.namespace, self.label_selector, transform=self.transform
             )
         except Exception as exc:  # never give up: anything else is logged and retried
-            log.warning("%s: list failed: %s", self.name, exc, exc_info=not isinstance(exc, errors.KubeError))
+            log.warning(
+                "%s: list failed: %s",
+                self.name,
+                exc,
+                exc_info=not isinstance(exc, errors.KubeError),
+            )
             return exc
         self.store.replace(items, rv)
         self.last_sync_resource_version = rv
@@ -214,7 +227,10 @@ class Reflector:
         events = 0
         self.watches += 1
         stream = self.lister_watcher.watch(
-            self.namespace, self.label_selector, self.last_sync_resource_version, timeout_seconds=timeout
+            self.namespace,
+            self.label_selector,
+            self.last_sync_resource_version,
+            timeout_seconds=timeout,
         )
         try:
             async for event in stream:
@@ -226,10 +242,12 @@ class Reflector:
             if aclose is not None:
                 await aclose()
         if events == 0 and self._clock.now() - started < SHORT_WATCH_SECONDS:
-            # A stream that closes at once, again and again, would otherwise be a hot loop. Logged: the
-            # informer is blind meanwhile, for up to the backoff's cap.
+            # A stream that closes at once, again and again, would otherwise be a hot loop. Logged:
+            # the informer is blind meanwhile, for up to the backoff's cap.
             delay = self._backoff.next()
-            log.info("%s: the watch ended at once without an event; resuming in %.2fs", self.name, delay)
+            log.info(
+                "%s: the watch ended at once without an event; resuming in %.2fs", self.name, delay
+            )
             await self._clock.sleep(delay)
         elif events:
             self._backoff.reset()

@@ -1,4 +1,5 @@
-"""Store / Indexer: the informer's local copy of one resource, keyed "namespace/name" (client-go `Indexer`).
+"""Store / Indexer: the informer's local copy of one resource, keyed "namespace/name" (client-go
+`Indexer`).
 
 Objects are the raw JSON dicts the API server sent. READ-ONLY RULE: whatever `get`, `list` or
 `by_index` returns is shared with the store and every other reader, exactly like client-go's cache;
@@ -27,7 +28,8 @@ CONTROLLER_UID_INDEX = "controller-uid"
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
-    """client-go's `MetaNamespaceKeyFunc`: "namespace/name", or "name" for cluster-scoped objects."""
+    """client-go's `MetaNamespaceKeyFunc`: "namespace/name", or "name" for cluster-scoped
+    objects."""
     namespace = namespace_of(obj)
     return f"{namespace}/{name_of(obj)}" if namespace else name_of(obj)
 
@@ -58,7 +60,9 @@ class Store:
     """A thread-free Indexer; see the module docstring for the read-only rule."""
 
     def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
-        self._indexers: dict[str, IndexFunc] = dict(DEFAULT_INDEXERS if indexers is None else indexers)
+        self._indexers: dict[str, IndexFunc] = dict(
+            DEFAULT_INDEXERS if indexers is None else indexers
+        )
         self._items: dict[str, KubeObject] = {}
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
         self._synced = False
@@ -80,7 +84,8 @@ class Store:
         return list(self._items)
 
     def by_index(self, index_name: str, value: str) -> builtins.list[KubeObject]:
-        """Objects whose index function yields `value`, e.g. `by_index(CONTROLLER_UID_INDEX, job_uid)`."""
+        """Objects whose index function yields `value`, e.g. `by_index(CONTROLLER_UID_INDEX,
+        job_uid)`."""
         keys = self._index(index_name).get(value, ())
         return [self._items[key] for key in keys]
 
@@ -136,7 +141,9 @@ class Store:
             for key, obj in fresh.items():
                 self._reindex(key, obj)
         else:
-            previous = {key: self._items[key] for key in self.index_keys(NAMESPACE_INDEX, namespace)}
+            previous = {
+                key: self._items[key] for key in self.index_keys(NAMESPACE_INDEX, namespace)
+            }
             for key in previous:
                 self.delete(key)
             for obj in fresh.values():

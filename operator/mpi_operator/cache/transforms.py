@@ -24,13 +24,16 @@ POD_SPEC_KEPT: Final = frozenset({"hostname", "subdomain", "nodeName"})
 POD_STATUS_KEPT: Final = frozenset(
     {"phase", "conditions", "reason", "message", "startTime", "containerStatuses"}
 )
-CONTAINER_STATUS_KEPT: Final = frozenset({"name", "ready", "started", "restartCount", "state", "lastState"})
+CONTAINER_STATUS_KEPT: Final = frozenset(
+    {"name", "ready", "started", "restartCount", "state", "lastState"}
+)
 POD_CONDITIONS_KEPT: Final = frozenset({"Ready"})
 METADATA_DROPPED: Final = frozenset({"managedFields"})
 
 
 def _interned(value: Any) -> Any:
-    """A flat string map (labels, annotations) with its keys and values interned; anything else as is."""
+    """A flat string map (labels, annotations) with its keys and values interned; anything else as
+    is."""
     if not isinstance(value, Mapping):
         return value
     return {
@@ -81,7 +84,9 @@ def pod(obj: KubeObject) -> KubeObject:
         conditions = status.get("conditions")
         if isinstance(conditions, list):
             status["conditions"] = [
-                c for c in conditions if isinstance(c, Mapping) and c.get("type") in POD_CONDITIONS_KEPT
+                c
+                for c in conditions
+                if isinstance(c, Mapping) and c.get("type") in POD_CONDITIONS_KEPT
             ]
         statuses = status.get("containerStatuses")
         if isinstance(statuses, list):
@@ -95,7 +100,8 @@ BY_RESOURCE: Final[Mapping[str, Transform]] = {"pods": pod}
 
 
 def for_resource(group: str, plural: str) -> Transform:
-    """The transform of a resource's informer: the entry of `BY_RESOURCE`, else `strip_managed_fields`."""
+    """The transform of a resource's informer: the entry of `BY_RESOURCE`, else
+    `strip_managed_fields`."""
     if group == "":
         return BY_RESOURCE.get(plural, strip_managed_fields)
     return strip_managed_fields

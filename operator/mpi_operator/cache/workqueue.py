@@ -35,7 +35,9 @@ class WorkQueue(Generic[K]):
     ) -> None:
         self.name = name
         self._clock: Clock = clock or MonotonicClock()
-        self._limiter: RateLimiter[K] = rate_limiter or default_controller_rate_limiter(clock=self._clock)
+        self._limiter: RateLimiter[K] = rate_limiter or default_controller_rate_limiter(
+            clock=self._clock
+        )
         self._queue: deque[K] = deque()
         self._dirty: set[K] = set()
         self._urgent: set[K] = set()
@@ -48,8 +50,8 @@ class WorkQueue(Generic[K]):
 
     # --- adding --------------------------------------------------------------------------------
     def add(self, key: K, *, urgent: bool = False) -> None:
-        """Marks `key` dirty; queues it unless it is already queued or being processed. `urgent` puts it
-        at the front, moving it there if it is already queued."""
+        """Marks `key` dirty; queues it unless it is already queued or being processed. `urgent`
+        puts it at the front, moving it there if it is already queued."""
         if self._shutting_down:
             return
         if key in self._dirty:
@@ -91,7 +93,8 @@ class WorkQueue(Generic[K]):
         self.add_after(key, self._limiter.when(key))
 
     def forget(self, key: K) -> None:
-        """Resets `key`'s failure count (call it after a successful reconcile); does not dequeue it."""
+        """Resets `key`'s failure count (call it after a successful reconcile); does not dequeue
+        it."""
         self._limiter.forget(key)
 
     def num_requeues(self, key: K) -> int:

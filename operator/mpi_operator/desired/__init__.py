@@ -1,11 +1,12 @@
-"""Pure desired state: an MPIJob (+ its observed worker pods) -> the exact child objects it should own.
+"""Pure desired state: an MPIJob (+ its observed worker pods) -> the exact child objects it should
+own.
 
 Every builder takes data and returns new plain JSON dicts (never mutating its inputs) in upstream
-Kubeflow MPI Operator v2beta1's wire format, plus the improvements `docs/architecture.md` lists. `build()`
-is the one entry point the reconciler calls; the submodules own one object each:
-`naming` (names, labels, owner references, FQDNs), `service`, `config` (hostfile, discover_hosts.sh),
-`secret` (SSH keys), `ssh_auth` (how the keys are mounted), `workers`, `launcher`, `podtemplate` (what
-the two share), `podgroup` (gang scheduling), `resources` (GPUs, slots, quantities).
+Kubeflow MPI Operator v2beta1's wire format, plus the improvements `docs/architecture.md` lists.
+`build()` is the one entry point the reconciler calls; the submodules own one object each: `naming`
+(names, labels, owner references, FQDNs), `service`, `config` (hostfile, discover_hosts.sh),
+`secret` (SSH keys), `ssh_auth` (how the keys are mounted), `workers`, `launcher`, `podtemplate`
+(what the two share), `podgroup` (gang scheduling), `resources` (GPUs, slots, quantities).
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from mpi_operator.settings import Settings
 
 @dataclass(frozen=True)
 class ElasticInputs:
-    """What an elastic job's step decides for the builders (`mpi_operator.elastic.sync` makes it; this
-    package never imports the elastic one, so the values come by value)."""
+    """What an elastic job's step decides for the builders (`mpi_operator.elastic.sync` makes it;
+    this package never imports the elastic one, so the values come by value)."""
 
     launcher_env: tuple[KubeObject, ...] = ()
     """Extra launcher env vars: the bounds for horovodrun."""
     pod_group_min_member: int | None = None
     """The gang size: minReplicas + 1 instead of every worker."""
     discovered: tuple[tuple[str, int], ...] | None = None
-    """The hosts and slots of `discover_hosts.sh` (the pacing decides them); None: the Ready workers."""
+    """The hosts and slots of `discover_hosts.sh` (the pacing decides them); None: the Ready
+    workers."""
     worker_hostnames: Mapping[int, str] | None = None
     """A host name per worker index: one per pod incarnation, so a replacement is a new host."""
     worker_annotations: Mapping[int, Mapping[str, str]] | None = None
@@ -44,10 +46,10 @@ class ElasticInputs:
 class DesiredState:
     """The children one MPIJob should have right now.
 
-    `workers` (by index) and `pod_group` are empty / None while the job is suspended, as upstream creates
-    neither then; `workers` holds only the indices `build` was asked for. `secret` is None when no key
-    pair was supplied: the Secret's values are never compared, so a reconcile generates keys only when
-    the Secret is missing or its key set is wrong (`secret.has_expected_keys`).
+    `workers` (by index) and `pod_group` are empty / None while the job is suspended, as upstream
+    creates neither then; `workers` holds only the indices `build` was asked for. `secret` is None
+    when no key pair was supplied: the Secret's values are never compared, so a reconcile generates
+    keys only when the Secret is missing or its key set is wrong (`secret.has_expected_keys`).
     """
 
     service: KubeObject
@@ -72,10 +74,10 @@ def build(
 ) -> DesiredState:
     """Everything `job` should own, from the job, its observed pods and the operator settings.
 
-    `priority_classes` maps PriorityClass names to values (for PodGroup minResources); `elastic` is an
-    elastic job's step output (without it, `discover_hosts.sh` lists the observed workers that are Ready
-    and not terminating). `worker_indices`: build only these workers (`planning.worker_window`: the
-    missing ones one sync may create); None: every one.
+    `priority_classes` maps PriorityClass names to values (for PodGroup minResources); `elastic` is
+    an elastic job's step output (without it, `discover_hosts.sh` lists the observed workers that
+    are Ready and not terminating). `worker_indices`: build only these workers
+    (`planning.worker_window`: the missing ones one sync may create); None: every one.
     """
     domain = settings.cluster_domain
     gang = settings.gang_scheduling

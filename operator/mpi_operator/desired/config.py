@@ -1,12 +1,12 @@
 """The ConfigMap `<job>-config`: the static `hostfile` and the live `discover_hosts.sh`.
 
-`hostfile` is what static MPI needs: every replica the spec asks for, in upstream's per-implementation
-format (the launcher first when it runs as a worker). `discover_hosts.sh` is what elastic Horovod polls
-every second: unlike upstream (every Running pod, bare names, sorted as strings) it lists only workers
-that can take an ssh connection now: Ready, not terminating, within the desired replica count, each as
-`host:slots`, in natural index order, one spelling per host, because Horovod takes every distinct string
-for a distinct host. Both formats are owned by `mpi_discovery.hostfile`; this module decides which hosts
-go in.
+`hostfile` is what static MPI needs: every replica the spec asks for, in upstream's
+per-implementation format (the launcher first when it runs as a worker). `discover_hosts.sh` is what
+elastic Horovod polls every second: unlike upstream (every Running pod, bare names, sorted as
+strings) it lists only workers that can take an ssh connection now: Ready, not terminating, within
+the desired replica count, each as `host:slots`, in natural index order, one spelling per host,
+because Horovod takes every distinct string for a distinct host. Both formats are owned by
+`mpi_discovery.hostfile`; this module decides which hosts go in.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ def static_hosts(
     `hostnames` overrides a worker's host name by index (elastic jobs: one per pod incarnation)."""
     hosts: list[hostfile.Host] = []
     if job.spec.run_launcher_as_worker:
-        # By its own host name, not upstream's FQDN: only the launcher reads this file, and Intel MPI's
-        # hydra takes `<job>-launcher.<job>.<ns>.svc` for another host and ssh'es to itself, where no
-        # sshd runs (tests/process/test_mpi_pi_e2e.py); every MPI recognises the plain host name.
+        # By its own host name, not upstream's FQDN: only the launcher reads this file, and Intel
+        # MPI's hydra takes `<job>-launcher.<job>.<ns>.svc` for another host and ssh'es to itself,
+        # where no sshd runs (tests/process/test_mpi_pi_e2e.py); every MPI recognises the plain host
+        # name.
         hosts.append((naming.launcher_name(job), launcher_slots(job.spec)))
     slots = slots_per_worker(job.spec)
     names = hostnames or {}
@@ -51,9 +52,13 @@ def static_hosts(
     return hosts
 
 
-def render_hostfile(job: MPIJob, cluster_domain: str = "", hostnames: Mapping[int, str] | None = None) -> str:
+def render_hostfile(
+    job: MPIJob, cluster_domain: str = "", hostnames: Mapping[int, str] | None = None
+) -> str:
     """The `hostfile` key, exactly upstream's bytes for the same spec and slots (and host names)."""
-    return hostfile.render_hostfile(static_hosts(job, cluster_domain, hostnames), job.spec.mpi_implementation)
+    return hostfile.render_hostfile(
+        static_hosts(job, cluster_domain, hostnames), job.spec.mpi_implementation
+    )
 
 
 def observed_worker_index(job: MPIJob, pod: Mapping[str, Any]) -> int | None:
@@ -106,9 +111,9 @@ def build_config_map(
 ) -> KubeObject:
     """The ConfigMap `<job>-config` with exactly the keys `hostfile` and `discover_hosts.sh`.
 
-    `discovered` overrides the hosts of `discover_hosts.sh` (the elastic pacing decides them); without
-    it they are `discoverable_workers(job, pods)`. `hostnames` (by index) are the workers' host names
-    in the `hostfile` when they are not the pod names (elastic jobs).
+    `discovered` overrides the hosts of `discover_hosts.sh` (the elastic pacing decides them);
+    without it they are `discoverable_workers(job, pods)`. `hostnames` (by index) are the workers'
+    host names in the `hostfile` when they are not the pod names (elastic jobs).
     """
     hosts = (
         list(discovered)

@@ -72,8 +72,8 @@ def mpi_env(job: MPIJob) -> list[KubeObject]:
     return _env(
         [
             ("HYDRA_HOST_FILE", HOSTFILE_PATH),
-            # Upstream's name: only early hydra read it, current hydra ignores it; users' tooling may.
-            # Current hydra (MPICH 5.0.2) reads only the next.
+            # Upstream's name: only early hydra read it, current hydra ignores it; users' tooling
+            # may. Current hydra (MPICH 5.0.2) reads only the next.
             ("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECTION_ARGS),
             ("HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECTION_ARGS),
         ]
@@ -81,7 +81,8 @@ def mpi_env(job: MPIJob) -> list[KubeObject]:
 
 
 def hides_gpus(job: MPIJob) -> bool:
-    """Whether the launcher's NVIDIA variables are blanked: it neither asks for GPUs nor runs ranks."""
+    """Whether the launcher's NVIDIA variables are blanked: it neither asks for GPUs nor runs
+    ranks."""
     return not job.spec.run_launcher_as_worker and pod_gpus(job.launcher.template) == 0
 
 
@@ -100,20 +101,26 @@ def config_volume(job: MPIJob) -> KubeObject:
             "name": naming.config_map_name(job),
             "items": [
                 {"key": HOSTFILE_KEY, "path": HOSTFILE_KEY, "mode": HOSTFILE_MODE},
-                {"key": DISCOVER_HOSTS_KEY, "path": DISCOVER_HOSTS_KEY, "mode": DISCOVER_HOSTS_MODE},
+                {
+                    "key": DISCOVER_HOSTS_KEY,
+                    "path": DISCOVER_HOSTS_KEY,
+                    "mode": DISCOVER_HOSTS_MODE,
+                },
             ],
         },
     }
 
 
 def template_sets_restart_policy(job: MPIJob) -> bool:
-    """Upstream warns (event `SetPodTemplateRestartPolicy`) when the template names a restartPolicy."""
+    """Upstream warns (event `SetPodTemplateRestartPolicy`) when the template names a
+    restartPolicy."""
     spec = job.launcher.template.get("spec")
     return isinstance(spec, dict) and bool(spec.get("restartPolicy"))
 
 
 class LauncherOptions(TypedDict, total=False):
-    """`build_launcher_job`'s options, passed on to `build_launcher_pod_template` (whose defaults apply)."""
+    """`build_launcher_job`'s options, passed on to `build_launcher_pod_template` (whose defaults
+    apply)."""
 
     gang: GangScheduler | None
     scheduler_plugins_name: str
@@ -148,7 +155,9 @@ def build_launcher_pod_template(
     ssh_auth.setup_ssh_on_pod(spec, job)
     spec["restartPolicy"] = job.launcher.restart_policy
     spec.setdefault("volumes", []).append(config_volume(job))
-    container.setdefault("volumeMounts", []).append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH})
+    container.setdefault("volumeMounts", []).append(
+        {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}
+    )
 
     out_metadata: KubeObject = {"labels": template["metadata"]["labels"]}
     if template["metadata"].get("annotations"):

@@ -1,9 +1,10 @@
-"""Names, labels, owner references and DNS names of every object an MPIJob owns (upstream's wire format).
+"""Names, labels, owner references and DNS names of every object an MPIJob owns (upstream's wire
+format).
 
 Child names are deterministic (`<job>`, `<job>-config`, `<job>-ssh`, `<job>-worker-<i>`,
-`<job>-launcher`), so a reconcile can find its children by name and a crash loses nothing. Pods carry
-upstream's `training.kubeflow.org/*` labels plus the pre-v2 `mpi_job_name` / `mpi_role_type` pair, so old
-`kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes still work.
+`<job>-launcher`), so a reconcile can find its children by name and a crash loses nothing. Pods
+carry upstream's `training.kubeflow.org/*` labels plus the pre-v2 `mpi_job_name` / `mpi_role_type`
+pair, so old `kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes still work.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ WORKER_SUFFIX: Final = "-worker"
 CONFIG_SUFFIX: Final = "-config"
 SSH_AUTH_SECRET_SUFFIX: Final = "-ssh"
 DEFAULT_CLUSTER_DOMAIN: Final = "cluster.local"
-"""What upstream hard-codes in the workers' DNS search path; we use it only when none is configured."""
+"""What upstream hard-codes in the workers' DNS search path; we use it only when none is
+configured."""
 
 LABEL_APP: Final = "app"
 """The only label of the Service, ConfigMap, Secret and launcher Job (upstream)."""
@@ -81,8 +83,9 @@ def default_labels(job: MPIJob, role: str) -> dict[str, str]:
 
 def legacy_labels(job: MPIJob, role: str) -> dict[str, str]:
     """The labels of the earlier controllers that recipes and tools still select on: v1alpha2's
-    `mpi_job_name` / `mpi_role_type`, v1's `mpi-job-name` / `mpi-job-role`, and the Kubeflow training
-    SDK's `training.kubeflow.org/replica-type` (`get_job_pods(replica_type=...)`, lower-case)."""
+    `mpi_job_name` / `mpi_role_type`, v1's `mpi-job-name` / `mpi-job-role`, and the Kubeflow
+    training SDK's `training.kubeflow.org/replica-type` (`get_job_pods(replica_type=...)`,
+    lower-case)."""
     return {
         c.LEGACY_LABEL_JOB_NAME: job.name,
         c.LEGACY_LABEL_ROLE_TYPE: role,
@@ -93,12 +96,14 @@ def legacy_labels(job: MPIJob, role: str) -> dict[str, str]:
 
 
 def pod_labels(job: MPIJob, role: str) -> dict[str, str]:
-    """Every label the operator puts on a pod of `role` (before the replica index and gang labels)."""
+    """Every label the operator puts on a pod of `role` (before the replica index and gang
+    labels)."""
     return {**default_labels(job, role), **legacy_labels(job, role)}
 
 
 def service_selector(job: MPIJob) -> dict[str, str]:
-    """Upstream's Service selector: operator and job name, so it matches the launcher and the workers."""
+    """Upstream's Service selector: operator and job name, so it matches the launcher and the
+    workers."""
     return {c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME, c.LABEL_JOB_NAME: job.name}
 
 
@@ -118,7 +123,8 @@ def has_worker_labels(job: MPIJob, labels: Mapping[str, Any]) -> bool:
 
 
 def worker_replica_index(job: MPIJob, index: int) -> str:
-    """The `replica-index` label of worker `index`: shifted by one when the launcher is rank 0's host."""
+    """The `replica-index` label of worker `index`: shifted by one when the launcher is rank 0's
+    host."""
     return str(index + 1 if job.spec.run_launcher_as_worker else index)
 
 
@@ -135,13 +141,14 @@ def owner_reference(job: MPIJob) -> KubeObject:
 
 
 def is_controlled_by(obj: Mapping[str, Any], job: MPIJob) -> bool:
-    """Whether `obj`'s controller reference points at this MPIJob (by uid, as `metav1.IsControlledBy`)."""
+    """Whether `obj`'s controller reference points at this MPIJob (by uid, as
+    `metav1.IsControlledBy`)."""
     return objects.is_controlled_by(obj, job.uid)
 
 
 def owned_object(job: MPIJob, api_version: str, kind: str, name: str, **fields: Any) -> KubeObject:
-    """A child labelled `app: <job>` and controlled by the job, with `fields` (spec, data...) after its
-    metadata: the shape of the Service, ConfigMap, Secret and launcher Job."""
+    """A child labelled `app: <job>` and controlled by the job, with `fields` (spec, data...) after
+    its metadata: the shape of the Service, ConfigMap, Secret and launcher Job."""
     return {
         "apiVersion": api_version,
         "kind": kind,
@@ -151,7 +158,8 @@ def owned_object(job: MPIJob, api_version: str, kind: str, name: str, **fields: 
 
 
 def object_meta(job: MPIJob, name: str, labels: dict[str, str]) -> KubeObject:
-    """Metadata of a namespaced child: name, the job's namespace, labels and the controller reference."""
+    """Metadata of a namespaced child: name, the job's namespace, labels and the controller
+    reference."""
     return {
         "name": name,
         "namespace": job.namespace,
@@ -182,7 +190,7 @@ def launcher_fqdn(job: MPIJob, cluster_domain: str = "") -> str:
 def dns_search_domain(job: MPIJob, cluster_domain: str = "") -> str:
     """The workers' extra DNS search path `<job>.<ns>.svc.<domain>`.
 
-    Upstream hard-codes `cluster.local`, which is wrong on a cluster with another domain; we honour the
-    configured one.
+    Upstream hard-codes `cluster.local`, which is wrong on a cluster with another domain; we honour
+    the configured one.
     """
     return f"{service_name(job)}.{job.namespace}.svc.{cluster_domain or DEFAULT_CLUSTER_DOMAIN}"

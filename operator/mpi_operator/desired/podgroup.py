@@ -39,7 +39,9 @@ VOLCANO_QUEUE_NAME_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 SCHEDULER_PLUGINS_POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 
 
-def scheduler_name(gang: GangScheduler, scheduler_plugins_name: str = DEFAULT_SCHEDULER_PLUGINS_NAME) -> str:
+def scheduler_name(
+    gang: GangScheduler, scheduler_plugins_name: str = DEFAULT_SCHEDULER_PLUGINS_NAME
+) -> str:
     return VOLCANO_SCHEDULER_NAME if gang == VOLCANO else scheduler_plugins_name
 
 
@@ -49,21 +51,29 @@ def decorate_pod_template(
     gang: GangScheduler | None,
     scheduler_plugins_name: str = DEFAULT_SCHEDULER_PLUGINS_NAME,
 ) -> None:
-    """Upstream `decoratePodTemplateSpec` on a template copy the caller owns (no-op without gang)."""
+    """Upstream `decoratePodTemplateSpec` on a template copy the caller owns (no-op without
+    gang)."""
     if gang is None:
         return
     metadata = template.setdefault("metadata", {})
     template.setdefault("spec", {})["schedulerName"] = scheduler_name(gang, scheduler_plugins_name)
     if gang == VOLCANO:
         annotations = metadata.get("annotations") or {}
-        metadata["annotations"] = {**annotations, VOLCANO_GROUP_NAME_ANNOTATION: naming.pod_group_name(job)}
+        metadata["annotations"] = {
+            **annotations,
+            VOLCANO_GROUP_NAME_ANNOTATION: naming.pod_group_name(job),
+        }
     else:
         labels = metadata.get("labels") or {}
-        metadata["labels"] = {**labels, SCHEDULER_PLUGINS_POD_GROUP_LABEL: naming.pod_group_name(job)}
+        metadata["labels"] = {
+            **labels,
+            SCHEDULER_PLUGINS_POD_GROUP_LABEL: naming.pod_group_name(job),
+        }
 
 
 def min_available(job: MPIJob, default: int | None = None) -> int:
-    """Upstream `calculateMinAvailable`: the policy's minAvailable, else `default`, else workers + 1."""
+    """Upstream `calculateMinAvailable`: the policy's minAvailable, else `default`, else workers +
+    1."""
     policy = job.spec.run_policy.scheduling_policy
     if policy is not None and policy.min_available is not None:
         return policy.min_available
@@ -79,7 +89,8 @@ def _pc_name(template: Mapping[str, Any]) -> str:
 
 
 def priority_class_name(job: MPIJob) -> str:
-    """Upstream `calculatePriorityClassName`: policy, else launcher template, else worker template."""
+    """Upstream `calculatePriorityClassName`: policy, else launcher template, else worker
+    template."""
     policy = job.spec.run_policy.scheduling_policy
     if policy is not None and policy.priority_class:
         return policy.priority_class
@@ -147,9 +158,9 @@ def build_pod_group(
     policy = job.spec.run_policy.scheduling_policy
     spec: KubeObject = {"minMember": min_member}
     if gang == VOLCANO:
-        queue = (policy.queue if policy is not None else None) or job.metadata.get("annotations", {}).get(
-            VOLCANO_QUEUE_NAME_ANNOTATION, ""
-        )
+        queue = (policy.queue if policy is not None else None) or job.metadata.get(
+            "annotations", {}
+        ).get(VOLCANO_QUEUE_NAME_ANNOTATION, "")
         if queue:
             spec["queue"] = queue
         if pc := priority_class_name(job):

@@ -1,7 +1,9 @@
-"""What the worker pods and the launcher's pod template share: template copying and pod-level defaults.
+"""What the worker pods and the launcher's pod template share: template copying and pod-level
+defaults.
 
-Builders start from a deep copy of the replica's template (the pydantic models are frozen, but nested
-dicts are not, and the template may come from a cached object), so no builder ever mutates its input.
+Builders start from a deep copy of the replica's template (the pydantic models are frozen, but
+nested dicts are not, and the template may come from a cached object), so no builder ever mutates
+its input.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ CLUSTER_FIRST_WITH_HOST_NET: Final = "ClusterFirstWithHostNet"
 
 
 def _json_copy(value: Any) -> Any:
-    """`copy.deepcopy` of JSON data, several times faster: dicts and lists copied, scalars shared (they
-    are immutable); anything else is left to deepcopy. Every worker pod built copies its template."""
+    """`copy.deepcopy` of JSON data, several times faster: dicts and lists copied, scalars shared
+    (they are immutable); anything else is left to deepcopy. Every worker pod built copies its
+    template."""
     kind = type(value)
     if kind is dict:
         return {key: _json_copy(item) for key, item in value.items()}
@@ -30,7 +33,8 @@ def _json_copy(value: Any) -> Any:
 
 
 def copy_template(spec: ReplicaSpec) -> KubeObject:
-    """A deep copy of the replica's pod template with `metadata`, `spec` and `spec.containers` present."""
+    """A deep copy of the replica's pod template with `metadata`, `spec` and `spec.containers`
+    present."""
     template: KubeObject = _json_copy(dict(spec.template))
     if not isinstance(template.get("metadata"), dict):
         template["metadata"] = {}
@@ -47,13 +51,17 @@ def merged(base: Any, overlay: Mapping[str, str]) -> dict[str, str]:
     return {**(base if isinstance(base, Mapping) else {}), **overlay}
 
 
-def set_pod_identity(pod_spec: KubeObject, hostname: str, subdomain: str, search_domain: str) -> None:
-    """Hostname and subdomain (the headless Service), host-network DNS that still resolves them, and the
-    Service's domain appended to the DNS search path, so that the job's short host names resolve.
+def set_pod_identity(
+    pod_spec: KubeObject, hostname: str, subdomain: str, search_domain: str
+) -> None:
+    """Hostname and subdomain (the headless Service), host-network DNS that still resolves them, and
+    the Service's domain appended to the DNS search path, so that the job's short host names
+    resolve.
 
-    Upstream gives the search path to the workers only (Intel MPI's and MPICH's proxies dial the launcher
-    by its short name). The launcher needs it as much: upstream's MPICH and Intel images look up
-    `$HOSTNAME` from the launcher before starting and, without it, retry for about 100 s on every job.
+    Upstream gives the search path to the workers only (Intel MPI's and MPICH's proxies dial the
+    launcher by its short name). The launcher needs it as much: upstream's MPICH and Intel images
+    look up `$HOSTNAME` from the launcher before starting and, without it, retry for about 100 s on
+    every job.
     """
     pod_spec["hostname"] = hostname
     pod_spec["subdomain"] = subdomain

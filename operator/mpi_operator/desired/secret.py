@@ -1,7 +1,7 @@
 """The SSH Secret `<job>-ssh` (type `kubernetes.io/ssh-auth`) and its per-job key pair.
 
-Key generation is kept apart from the pure builder: `generate_ssh_keys()` draws a fresh ECDSA P-521 pair
-in upstream's exact encoding (private key: PEM `EC PRIVATE KEY`, i.e. SEC1 as Go's
+Key generation is kept apart from the pure builder: `generate_ssh_keys()` draws a fresh ECDSA P-521
+pair in upstream's exact encoding (private key: PEM `EC PRIVATE KEY`, i.e. SEC1 as Go's
 `x509.MarshalECPrivateKey`; public key: one OpenSSH `authorized_keys` line, newline-terminated, as
 `ssh.MarshalAuthorizedKey`), and `build_secret(job, keys)` only encodes what it is given. Keys never
 appear in a repr, so they cannot reach a log by accident.
@@ -37,7 +37,8 @@ class SSHKeyPair:
 
 
 def generate_ssh_keys() -> SSHKeyPair:
-    """A fresh ECDSA P-521 key pair in upstream's encoding (this is the only impure function here)."""
+    """A fresh ECDSA P-521 key pair in upstream's encoding (this is the only impure function
+    here)."""
     key = ec.generate_private_key(ec.SECP521R1())
     private_pem = key.private_bytes(
         encoding=serialization.Encoding.PEM,
@@ -56,13 +57,16 @@ def build_secret(job: MPIJob, keys: SSHKeyPair) -> KubeObject:
         PRIVATE_KEY: base64.b64encode(keys.private_key_pem).decode("ascii"),
         PUBLIC_KEY: base64.b64encode(keys.public_key).decode("ascii"),
     }
-    return naming.owned_object(job, "v1", "Secret", naming.ssh_secret_name(job), type=SECRET_TYPE, data=data)
+    return naming.owned_object(
+        job, "v1", "Secret", naming.ssh_secret_name(job), type=SECRET_TYPE, data=data
+    )
 
 
 def has_expected_keys(secret: Mapping[str, Any]) -> bool:
     """Upstream's resync test: the Secret is fine when its set of data keys is exactly ours.
 
-    Values are not compared, so a reconcile never needs to generate a key pair for an existing Secret.
+    Values are not compared, so a reconcile never needs to generate a key pair for an existing
+    Secret.
     """
     data = secret.get("data")
     return isinstance(data, Mapping) and set(data) == SECRET_KEYS

@@ -1,8 +1,10 @@
-"""The headless Service `<job>` giving every launcher and worker pod its DNS name (upstream newJobService).
+"""The headless Service `<job>` giving every launcher and worker pod its DNS name (upstream
+newJobService).
 
-No ports, `clusterIP: None`, selecting the launcher and the workers by operator and job name. Upstream sets
-`publishNotReadyAddresses` to `runLauncherAsWorker` (the launcher must resolve itself before it is Ready);
-like Go's `omitempty`, false is left out so the object equals what the API server returns.
+No ports, `clusterIP: None`, selecting the launcher and the workers by operator and job name.
+Upstream sets `publishNotReadyAddresses` to `runLauncherAsWorker` (the launcher must resolve itself
+before it is Ready); like Go's `omitempty`, false is left out so the object equals what the API
+server returns.
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ def _setup_container(main: Mapping[str, Any]) -> KubeObject:
 
 
 def setup_ssh_on_pod(pod_spec: KubeObject, job: MPIJob) -> None:
-    """Adds the SSH volumes and mounts to `pod_spec` (a copy the caller owns), upstream's `setupSSHOnPod`."""
+    """Adds the SSH volumes and mounts to `pod_spec` (a copy the caller owns), upstream's
+    `setupSSHOnPod`."""
     main = pod_spec["containers"][0]
     volumes = pod_spec.setdefault("volumes", [])
     mounts = main.setdefault("volumeMounts", [])

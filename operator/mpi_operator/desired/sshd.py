@@ -32,7 +32,8 @@ _PREFIX_WORDS: Final = frozenset({"exec", "nohup"})
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 
 _PORT: Final = re.compile(r"[0-9]{1,5}")
-# sshd's strdelim: the keyword ends at whitespace or "="; then whitespace, at most one "=", whitespace.
+# sshd's strdelim: the keyword ends at whitespace or "="; then whitespace, at most one "=",
+# whitespace.
 _CONFIG_LINE: Final = re.compile(r"\s*([^\s=]+)(?:\s*=\s*|\s+|$)(.*)", re.DOTALL)
 
 
@@ -60,7 +61,8 @@ def _is_sshd(word: str) -> bool:
 
 
 def _shell_script_index(argv: Sequence[str]) -> int | None:
-    """The index of the `-c` script when `argv[0]` is a shell that runs one (bash: the first operand)."""
+    """The index of the `-c` script when `argv[0]` is a shell that runs one (bash: the first
+    operand)."""
     if not argv or posixpath.basename(argv[0]) not in _SHELLS:
         return None
     has_c, i = False, 1
@@ -86,7 +88,9 @@ def _shell_script_index(argv: Sequence[str]) -> int | None:
 def _simple_commands(script: str) -> list[list[str]] | None:
     """The script's simple commands as words, split at operators, redirections and newlines."""
     # The shell drops a backslash-newline; shlex would keep the newline as an escaped character.
-    lexer = shlex.shlex(script.replace("\\\n", ""), posix=True, punctuation_chars=_SHELL_PUNCTUATION)
+    lexer = shlex.shlex(
+        script.replace("\\\n", ""), posix=True, punctuation_chars=_SHELL_PUNCTUATION
+    )
     lexer.whitespace = " \t\r"  # newlines end a command, so they must reach us as punctuation
     lexer.whitespace_split = True
     lexer.commenters = ""  # shlex's comments would swallow the newline that ends the command
@@ -110,7 +114,9 @@ def _simple_commands(script: str) -> list[list[str]] | None:
 def _sshd_in_script(script: str) -> list[str] | None:
     for words in _simple_commands(script) or []:
         start = 0
-        while start < len(words) and (words[start] in _PREFIX_WORDS or _ASSIGNMENT.fullmatch(words[start])):
+        while start < len(words) and (
+            words[start] in _PREFIX_WORDS or _ASSIGNMENT.fullmatch(words[start])
+        ):
             start += 1
         if start < len(words) and _is_sshd(words[start]):
             return words[start + 1 :]
@@ -118,7 +124,8 @@ def _sshd_in_script(script: str) -> list[str] | None:
 
 
 def sshd_arguments(argv: Sequence[str]) -> list[str] | None:
-    """The arguments sshd gets from the container's `argv` (command + args), or None if none is seen."""
+    """The arguments sshd gets from the container's `argv` (command + args), or None if none is
+    seen."""
     rest: Sequence[str] = argv
     script_at = _shell_script_index(argv)
     if script_at is not None:
@@ -133,8 +140,9 @@ def sshd_arguments(argv: Sequence[str]) -> list[str] | None:
 
 
 def _options(arguments: Sequence[str]) -> list[tuple[str, str]] | None:
-    """(letter, argument) of each option taking one, in order, as glibc's getopt finds them (operands are
-    skipped: getopt moves them to the end); None for an unknown option or a missing argument."""
+    """(letter, argument) of each option taking one, in order, as glibc's getopt finds them
+    (operands are skipped: getopt moves them to the end); None for an unknown option or a missing
+    argument."""
     found: list[tuple[str, str]] = []
     i = 0
     while i < len(arguments):
@@ -162,7 +170,8 @@ def _options(arguments: Sequence[str]) -> list[tuple[str, str]] | None:
 
 
 def _config_option(line: str) -> tuple[str, list[str]] | None:
-    """`-o`'s argument as sshd reads a config line: (lower-case keyword, values); None if malformed."""
+    """`-o`'s argument as sshd reads a config line: (lower-case keyword, values); None if
+    malformed."""
     match = _CONFIG_LINE.fullmatch(line)
     if match is None:
         return None
@@ -174,7 +183,8 @@ def _config_option(line: str) -> tuple[str, list[str]] | None:
 
 
 def _listen_port(address: str) -> tuple[bool, int | None]:
-    """(valid, port) of a ListenAddress value: `host`, `host:port`, `[host]:port`, or a bare IPv6 address."""
+    """(valid, port) of a ListenAddress value: `host`, `host:port`, `[host]:port`, or a bare IPv6
+    address."""
     if address.startswith("["):
         host, bracket, rest = address[1:].partition("]")
         if not bracket or not host:
@@ -191,7 +201,8 @@ def _listen_port(address: str) -> tuple[bool, int | None]:
 
 
 def sshd_port(arguments: Sequence[str]) -> int | None:
-    """The port sshd's command-line `arguments` make it listen on; None when they do not say or are bad."""
+    """The port sshd's command-line `arguments` make it listen on; None when they do not say or are
+    bad."""
     options = _options(arguments)
     if options is None:
         return None

@@ -36,7 +36,8 @@ def apply_default_command(container: KubeObject) -> None:
 
 
 def ssh_readiness_probe(container: Mapping[str, Any]) -> KubeObject | None:
-    """A TCP probe on the port the container's sshd listens on; None when its spec does not say which.
+    """A TCP probe on the port the container's sshd listens on; None when its spec does not say
+    which.
 
     `container` as the pod runs it, with `apply_default_command` applied.
     """
@@ -70,7 +71,8 @@ def build_worker(
     """The worker pod with index `index` (the job must have a Worker spec).
 
     `hostname` overrides `spec.hostname` (default: the pod name; elastic jobs pass a name per pod
-    incarnation) and `annotations` are merged over the template's; the pod name and labels never change.
+    incarnation) and `annotations` are merged over the template's; the pod name and labels never
+    change.
     """
     if job.worker is None:
         raise ValueError(f"MPIJob {job.namespace}/{job.name} has no Worker replica spec")
@@ -86,7 +88,10 @@ def build_worker(
     )
     spec = template["spec"]
     podtemplate.set_pod_identity(
-        spec, hostname or name, naming.service_name(job), naming.dns_search_domain(job, cluster_domain)
+        spec,
+        hostname or name,
+        naming.service_name(job),
+        naming.dns_search_domain(job, cluster_domain),
     )
     spec["restartPolicy"] = job.worker.restart_policy
 
@@ -117,7 +122,8 @@ def build_workers(
     annotations: Mapping[int, Mapping[str, str]] | None = None,
     indices: Iterable[int] | None = None,
 ) -> dict[int, KubeObject]:
-    """Worker pods 0..replicas-1, by index; `hostnames` / `annotations` per index as in `build_worker`.
+    """Worker pods 0..replicas-1, by index; `hostnames` / `annotations` per index as in
+    `build_worker`.
 
     `indices`: only these (those outside 0..replicas-1 are ignored); None: every one."""
     lazy = LazyWorkers(
@@ -135,9 +141,9 @@ def build_workers(
 class LazyWorkers(Mapping[int, KubeObject]):
     """`build_workers` as a mapping that builds a worker pod when it is first read.
 
-    A sync needs the desired pod of a worker only to create it, and most syncs of a running job create
-    none (docs/architecture.md#decisions-and-why). Iterating gives the indices without building
-    anything; equality compares as the plain dict would.
+    A sync needs the desired pod of a worker only to create it, and most syncs of a running job
+    create none (docs/architecture.md#decisions-and-why). Iterating gives the indices without
+    building anything; equality compares as the plain dict would.
     """
 
     def __init__(
@@ -151,7 +157,8 @@ class LazyWorkers(Mapping[int, KubeObject]):
         annotations: Mapping[int, Mapping[str, str]] | None = None,
         indices: Iterable[int] | None = None,
     ) -> None:
-        """`indices`: only these workers (those outside 0..replicas-1 are ignored); None: every one."""
+        """`indices`: only these workers (those outside 0..replicas-1 are ignored); None: every
+        one."""
         self._job = job
         self._cluster_domain = cluster_domain
         self._gang = gang

@@ -1,16 +1,21 @@
-"""Elastic Horovod, the pure core: which hosts `discover_hosts.sh` lists, when, and what happens to pods.
+"""Elastic Horovod, the pure core: which hosts `discover_hosts.sh` lists, when, and what happens to
+pods.
 
 No I/O, no asyncio, no clock of its own: the reconciler calls `sync.prepare` with the job, what the
-stores hold and `now`, and gets the builders' inputs and the plan's elastic writes back.
-`sync` is the entry point, `step` the decision inside it; `hosts` (who may be discovered), `identity`
-(a host name per pod incarnation, the blacklist-safe replacement design), `pacing` (one change at a
-time), `scalein`
-(graceful drain), `replacement` (self-healing, the below-min timeout), `state` (what lives in the API),
-`decision` (what a step returns and how it is applied), `launcher_env` (bounds for horovodrun),
-`launcher_stop` (ending the launcher Job of a job failed below minReplicas).
+stores hold and `now`, and gets the builders' inputs and the plan's elastic writes back. `sync` is
+the entry point, `step` the decision inside it; `hosts` (who may be discovered), `identity` (a host
+name per pod incarnation, the blacklist-safe replacement design), `pacing` (one change at a time),
+`scalein` (graceful drain), `replacement` (self-healing, the below-min timeout), `state` (what lives
+in the API), `decision` (what a step returns and how it is applied), `launcher_env` (bounds for
+horovodrun), `launcher_stop` (ending the launcher Job of a job failed below minReplicas).
 """
 
-from mpi_operator.elastic.decision import ElasticDecision, JobFailure, PodAnnotationPatch, PodDeletion
+from mpi_operator.elastic.decision import (
+    ElasticDecision,
+    JobFailure,
+    PodAnnotationPatch,
+    PodDeletion,
+)
 from mpi_operator.elastic.hosts import DRAINING_ANNOTATION
 from mpi_operator.elastic.identity import (
     INCARNATION_ANNOTATION,

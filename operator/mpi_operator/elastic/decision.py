@@ -1,10 +1,12 @@
 """What one elastic step decides: `ElasticDecision` and the pod writes it asks for.
 
-`sync.py` turns a decision into plan actions, each in its phase (`planning.Phase`), so each write goes
-out only after the ones before it succeeded and every crash window between two is harmless (`step.py`):
+`sync.py` turns a decision into plan actions, each in its phase (`planning.Phase`), so each write
+goes out only after the ones before it succeeded and every crash window between two is harmless
+(`step.py`):
 
 1. DRAIN: the `drain` patches (merge-patch the pod annotations; a None value deletes the key);
-2. DISCOVERY: the ConfigMap: `discover_hosts.sh` rendered from `discovered`, plus the published state;
+2. DISCOVERY: the ConfigMap: `discover_hosts.sh` rendered from `discovered`, plus the published
+   state;
 3. ANNOUNCE: the launcher pod touched (`launcher_env.discovery_revision_annotation`) when it lags;
 4. RELEASE: `replace` and `delete`: those pods deleted, preconditioned on their uid;
 5. WORKLOAD: missing worker pods created with `identity.worker_hostname(job, i, incarnation)`;
@@ -66,8 +68,9 @@ class ElasticDecision:
     fail: JobFailure | None = None
     discovery_changed: bool = False
     urgent: bool = False
-    """The script drops hosts that can no longer run: its write and the launcher touch skip the client's
-    request queue, since Horovod would otherwise keep trying a dead host while other jobs' writes go first."""
+    """The script drops hosts that can no longer run: its write and the launcher touch skip the
+    client's request queue, since Horovod would otherwise keep trying a dead host while other jobs'
+    writes go first."""
 
     @property
     def incarnations(self) -> Mapping[int, int]:

@@ -1,11 +1,11 @@
 """Which workers may be discovered: the observed worker pods read once into `WorkerPod`s.
 
-A worker may be listed by `discover_hosts.sh` only when Horovod can use it now and the operator wants
-it: Ready (the kubelet's word that sshd answers), not terminating, not finished, not draining, its
-index below the desired replica count, and it is the *current* incarnation of its index (an older one is
-a pod being replaced). The list is in natural index order (`worker-2` before `worker-10`), each host in
-one spelling only: Horovod takes every distinct string for a distinct host. Pure: observed JSON in, frozen
-values out.
+A worker may be listed by `discover_hosts.sh` only when Horovod can use it now and the operator
+wants it: Ready (the kubelet's word that sshd answers), not terminating, not finished, not draining,
+its index below the desired replica count, and it is the *current* incarnation of its index (an
+older one is a pod being replaced). The list is in natural index order (`worker-2` before
+`worker-10`), each host in one spelling only: Horovod takes every distinct string for a distinct
+host. Pure: observed JSON in, frozen values out.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from mpi_operator.objects import (
 )
 
 DRAINING_ANNOTATION: Final = "mpi-operator.kubeflow.org/draining-since"
-"""On a worker pod being scaled in: when it left discovery (RFC 3339); its grace period counts from it."""
+"""On a worker pod being scaled in: when it left discovery (RFC 3339); its grace period counts from
+it."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ class WorkerPod:
 
     @property
     def failed(self) -> bool:
-        """Its current life is over without the operator asking: failed, evicted, exited, restarted."""
+        """Its current life is over without the operator asking: failed, evicted, exited,
+        restarted."""
         return self.finished or self.restarted
 
 
@@ -150,9 +152,9 @@ def wanted_members(
 ) -> tuple[Member, ...]:
     """The discoverable target: alive, index below `replicas`, not draining, in natural index order.
 
-    A draining pod below `replicas` (the job was scaled back out) is being undrained in the same step;
-    it is wanted only if still `listed` (a crash left its stamp behind), else from the next step on, once
-    the annotation is gone.
+    A draining pod below `replicas` (the job was scaled back out) is being undrained in the same
+    step; it is wanted only if still `listed` (a crash left its stamp behind), else from the next
+    step on, once the annotation is gone.
     """
     alive = alive_members(workers, incarnations)
     kept = set(listed)
@@ -160,7 +162,9 @@ def wanted_members(
         sorted(
             w.member
             for w in workers.values()
-            if w.member in alive and w.index < replicas and (w.draining_since is None or w.member in kept)
+            if w.member in alive
+            and w.index < replicas
+            and (w.draining_since is None or w.member in kept)
         )
     )
 
@@ -168,7 +172,8 @@ def wanted_members(
 def discovered_hosts(
     job: MPIJob, members: Iterable[Member], *, cluster_domain: str = ""
 ) -> list[tuple[str, int]]:
-    """`(fqdn, slots)` lines of `discover_hosts.sh` for `members` (the launcher first when it is a worker)."""
+    """`(fqdn, slots)` lines of `discover_hosts.sh` for `members` (the launcher first when it is a
+    worker)."""
     hosts: list[tuple[str, int]] = []
     if job.spec.run_launcher_as_worker:
         hosts.append((launcher_fqdn(job, cluster_domain), launcher_slots(job.spec)))

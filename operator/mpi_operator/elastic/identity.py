@@ -47,12 +47,14 @@ def worker_host(job: MPIJob, index: int, incarnation: int = 0, cluster_domain: s
 
 
 def incarnation_annotations(incarnation: int) -> dict[str, str]:
-    """The annotation a worker pod of that incarnation carries (none for incarnation 0: upstream's pod)."""
+    """The annotation a worker pod of that incarnation carries (none for incarnation 0: upstream's
+    pod)."""
     return {INCARNATION_ANNOTATION: str(incarnation)} if incarnation else {}
 
 
 def pod_incarnation(job: MPIJob, index: int, pod: Mapping[str, Any]) -> int:
-    """Which incarnation an observed worker pod is: its annotation, else its hostname's suffix, else 0."""
+    """Which incarnation an observed worker pod is: its annotation, else its hostname's suffix, else
+    0."""
     metadata = pod.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     value = annotations.get(INCARNATION_ANNOTATION) if isinstance(annotations, Mapping) else None

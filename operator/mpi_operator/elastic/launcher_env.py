@@ -30,7 +30,8 @@ SLOTS_ENV: Final = "MPIJOB_SLOTS_PER_WORKER"
 DISCOVERY_SCRIPT_ENV: Final = "MPIJOB_DISCOVERY_SCRIPT"
 DISCOVERY_SCRIPT_PATH: Final = f"{CONFIG_MOUNT_PATH}/{DISCOVER_HOSTS_KEY}"
 DISCOVERY_REVISION_ANNOTATION: Final = "mpi-operator.kubeflow.org/discovery-revision"
-"""On the launcher pod: a digest of what `discover_hosts.sh` prints; it changes with every change."""
+"""On the launcher pod: a digest of what `discover_hosts.sh` prints; it changes with every
+change."""
 
 
 def process_bounds(job: MPIJob, policy: ElasticPolicy) -> tuple[int, int]:
@@ -41,7 +42,8 @@ def process_bounds(job: MPIJob, policy: ElasticPolicy) -> tuple[int, int]:
 
 
 def launcher_env(job: MPIJob, policy: ElasticPolicy) -> list[KubeObject]:
-    """The variables appended to the launcher's `containers[0].env` of an elastic job, in this order."""
+    """The variables appended to the launcher's `containers[0].env` of an elastic job, in this
+    order."""
     min_np, max_np = process_bounds(job, policy)
     pairs = [
         (MIN_NP_ENV, min_np),

@@ -39,24 +39,30 @@ class LauncherStop:
         deadline = self.patch["spec"]["activeDeadlineSeconds"]
         return (
             f"launcher Job {self.name} stopped after the below-minReplicas failure "
-            f"(spec.activeDeadlineSeconds={deadline}; the Job controller ends it with DeadlineExceeded)"
+            f"(spec.activeDeadlineSeconds={deadline}; the Job controller ends it with "
+            "DeadlineExceeded)"
         )
 
 
 def _failed_below_min(job: MPIJob) -> bool:
     status = job.status
     return status is not None and any(
-        cond.type == c.CONDITION_FAILED and cond.status == "True" and cond.reason == BELOW_MIN_REPLICAS
+        cond.type == c.CONDITION_FAILED
+        and cond.status == "True"
+        and cond.reason == BELOW_MIN_REPLICAS
         for cond in status.conditions
     )
 
 
-def launcher_stop(job: MPIJob, launcher: Mapping[str, Any] | None, *, now: datetime) -> LauncherStop | None:
-    """The write that stops `launcher` once `job` failed below minReplicas; None when nothing is to do.
+def launcher_stop(
+    job: MPIJob, launcher: Mapping[str, Any] | None, *, now: datetime
+) -> LauncherStop | None:
+    """The write that stops `launcher` once `job` failed below minReplicas; None when nothing is to
+    do.
 
     The deadline is the Job's active time so far, whole seconds rounded down (at least 1, the API's
-    minimum), so it has passed when the Job controller reads it; a deadline already at or below that is
-    left alone, which makes the write happen once."""
+    minimum), so it has passed when the Job controller reads it; a deadline already at or below that
+    is left alone, which makes the write happen once."""
     if launcher is None or not _failed_below_min(job) or not is_controlled_by(launcher, job):
         return None
     if is_job_finished(launcher) or is_terminating(launcher):

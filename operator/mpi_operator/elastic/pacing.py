@@ -34,7 +34,8 @@ class PacingResult:
     added: tuple[Member, ...] = ()
     removed: tuple[Member, ...] = ()
     wait: float | None = None
-    """Seconds until a pending change may be published (None: nothing pending, or nothing time can fix)."""
+    """Seconds until a pending change may be published (None: nothing pending, or nothing time can
+    fix)."""
 
 
 def next_members(
@@ -68,4 +69,6 @@ def next_members(
     removed = tuple(sorted(unwanted[:allowed]))
     if not removed:
         return PacingResult(current, Change.NONE)
-    return PacingResult(tuple(m for m in current if m not in removed), Change.REMOVED, removed=removed)
+    return PacingResult(
+        tuple(m for m in current if m not in removed), Change.REMOVED, removed=removed
+    )

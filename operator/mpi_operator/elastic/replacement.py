@@ -28,7 +28,8 @@ WORKER_FAILED: Final = "WorkerFailed"
 WORKER_REPLACED: Final = "WorkerReplaced"
 REPLACEMENT_BUDGET_EXHAUSTED: Final = "ReplacementBudgetExhausted"
 BELOW_MIN_REPLICAS: Final = "BelowMinReplicas"
-"""Event when ready workers drop below minReplicas, and the Failed condition's reason at the timeout."""
+"""Event when ready workers drop below minReplicas, and the Failed condition's reason at the
+timeout."""
 SUPERSEDED: Final = "Superseded"
 
 
@@ -44,7 +45,13 @@ class Replacements:
 
 
 def _record(
-    out: Replacements, job: MPIJob, index: int, incarnation: int, reason: str, code: int | None, now: float
+    out: Replacements,
+    job: MPIJob,
+    index: int,
+    incarnation: int,
+    reason: str,
+    code: int | None,
+    now: float,
 ) -> WorkerFailure | None:
     """Remember a failure once per identity; the new record, or None when it was known."""
     if any(f.index == index and f.incarnation == incarnation for f in out.failures):
@@ -101,7 +108,9 @@ def plan_replacements(
             continue
         if index >= replicas:
             if worker.terminating:
-                incarnations[index] = current + 1  # deleted under us while draining: retire its name too
+                incarnations[index] = (
+                    current + 1
+                )  # deleted under us while draining: retire its name too
             continue  # failed ones above the desired count are scale-in's to delete
         if not (worker.failed or worker.terminating):
             continue
@@ -111,7 +120,9 @@ def plan_replacements(
             incarnations[index] = current + 1
             _record(out, job, index, current, reason, code, now)
             out.replacements += 1
-            out.events.append(_replaced_event(job, index, current, reason, code, out, cluster_domain))
+            out.events.append(
+                _replaced_event(job, index, current, reason, code, out, cluster_domain)
+            )
             if not worker.terminating:
                 out.replace.append(PodDeletion(worker.name, worker.uid, index, reason))
         elif (new := _record(out, job, index, current, reason, code, now)) is not None:
@@ -119,7 +130,8 @@ def plan_replacements(
                 Event(
                     reasons.WARNING,
                     REPLACEMENT_BUDGET_EXHAUSTED,
-                    f"worker {new.describe()}; not replaced: maxReplacements ({max_replacements}) used up",
+                    f"worker {new.describe()}; not replaced: maxReplacements ({max_replacements}) "
+                    "used up",
                 )
             )
     return out
@@ -146,7 +158,8 @@ def _replaced_event(
     return Event(
         reasons.WARNING,
         WORKER_FAILED,
-        f"worker {failure.describe()}; replacing it as host {new_host} (replacement {out.replacements})",
+        f"worker {failure.describe()}; replacing it as host {new_host} (replacement "
+        f"{out.replacements})",
     )
 
 

@@ -60,16 +60,22 @@ def plan_scale_in(
             continue  # already going, or superseded (replacement.py deletes those)
         if index < replicas:
             if worker.draining_since is not None and not worker.failed:
-                out.drain.append(PodAnnotationPatch(worker.name, worker.uid, {DRAINING_ANNOTATION: None}))
+                out.drain.append(
+                    PodAnnotationPatch(worker.name, worker.uid, {DRAINING_ANNOTATION: None})
+                )
                 out.events.append(
                     Event(
-                        reasons.NORMAL, WORKER_REUSED, f"worker {worker.name} scaled back in before deletion"
+                        reasons.NORMAL,
+                        WORKER_REUSED,
+                        f"worker {worker.name} scaled back in before deletion",
                     )
                 )
             continue
         if worker.member in removed_now:
             out.drain.append(
-                PodAnnotationPatch(worker.name, worker.uid, {DRAINING_ANNOTATION: format_since(now)})
+                PodAnnotationPatch(
+                    worker.name, worker.uid, {DRAINING_ANNOTATION: format_since(now)}
+                )
             )
             out.events.append(
                 Event(
@@ -93,7 +99,11 @@ def plan_scale_in(
         out.retired.append(index)
         if since is not None:
             out.events.append(
-                Event(reasons.NORMAL, WORKER_DRAINED, f"worker {worker.name} deleted after its grace period")
+                Event(
+                    reasons.NORMAL,
+                    WORKER_DRAINED,
+                    f"worker {worker.name} deleted after its grace period",
+                )
             )
     return out
 

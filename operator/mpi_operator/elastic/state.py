@@ -58,7 +58,8 @@ class PublishedState:
         return self.incarnations.get(index, 0)
 
     def to_json(self) -> str:
-        """Compact, key-sorted JSON: equal states give equal annotation values (no spurious writes)."""
+        """Compact, key-sorted JSON: equal states give equal annotation values (no spurious
+        writes)."""
         doc: dict[str, Any] = {"members": [list(m) for m in self.members]}
         if self.changed_at is not None:
             doc["changedAt"] = self.changed_at
@@ -109,7 +110,9 @@ class PublishedState:
             return cls(
                 members=members,
                 changed_at=_float_or_none(doc.get("changedAt")),
-                incarnations={int(i): int(n) for i, n in doc.get("incarnations", {}).items() if int(n)},
+                incarnations={
+                    int(i): int(n) for i, n in doc.get("incarnations", {}).items() if int(n)
+                },
                 replacements=int(doc.get("replacements", 0)),
                 reached_min=bool(doc.get("reachedMin", False)),
                 below_min_since=_float_or_none(doc.get("belowMinSince")),
@@ -131,8 +134,8 @@ def _int_or_none(value: Any) -> int | None:
 def state_from_config_map(config_map: Mapping[str, Any] | None) -> PublishedState | None:
     """The state stored on the observed ConfigMap; None when there is none (or it is unreadable).
 
-    None makes `elastic_step` start afresh from the observed pods (incarnations found on pods are kept),
-    which is what a first reconcile, or one after someone removed the annotation, needs.
+    None makes `elastic_step` start afresh from the observed pods (incarnations found on pods are
+    kept), which is what a first reconcile, or one after someone removed the annotation, needs.
     """
     if config_map is None:
         return None

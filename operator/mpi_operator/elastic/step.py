@@ -58,7 +58,8 @@ def effective_replicas(job: MPIJob, policy: ElasticPolicy) -> int:
 
 
 def clamp_replicas(job: MPIJob) -> MPIJob:
-    """The job with `Worker.replicas` clamped to its elastic bounds (unchanged when static or in bounds).
+    """The job with `Worker.replicas` clamped to its elastic bounds (unchanged when static or in
+    bounds).
 
     For an elastic job the reconciler hands this job to `desired.build`, `plan` and `status`, so
     out-of-bounds replicas that got past admission are not acted on (`elastic_step` reports them).
@@ -82,8 +83,8 @@ def published_state(
     """What was published: the state annotation, else what the ConfigMap's script lists, else None.
 
     The fallback (a ConfigMap written before the elastic layer ran, or whose annotation was removed)
-    maps each listed worker host back to `(index, incarnation)`, so listed workers are not mistaken for
-    never-published ones and deleted without their grace period.
+    maps each listed worker host back to `(index, incarnation)`, so listed workers are not mistaken
+    for never-published ones and deleted without their grace period.
     """
     state = state_from_config_map(config_map)
     if state is not None or config_map is None:
@@ -96,8 +97,12 @@ def published_state(
         listed = {host for host, _ in hostfile.parse_discover_hosts(script)}
     except ValueError:
         return None
-    members = [m for host in listed if (m := parse_worker_host(job, host, cluster_domain)) is not None]
-    return PublishedState(members=tuple(sorted(members)), incarnations={i: n for i, n in members if n})
+    members = [
+        m for host in listed if (m := parse_worker_host(job, host, cluster_domain)) is not None
+    ]
+    return PublishedState(
+        members=tuple(sorted(members)), incarnations={i: n for i, n in members if n}
+    )
 
 
 def _names(job: MPIJob, members: Iterable[Member], cluster_domain: str) -> str:
@@ -197,7 +202,8 @@ def elastic_step(
             Event(
                 reasons.WARNING,
                 HOSTS_LOST,
-                f"discover_hosts.sh lists {len(pace.members)} workers; dropped hosts that cannot run "
+                f"discover_hosts.sh lists {len(pace.members)} workers; dropped hosts that cannot "
+                "run "
                 f"{_names(job, pace.removed, cluster_domain)}",
             )
         )
@@ -208,7 +214,8 @@ def elastic_step(
             Event(
                 reasons.WARNING,
                 BELOW_MIN_REPLICAS,
-                f"only {ready} of minReplicas {policy.min_replicas} workers ready; the job fails if this "
+                f"only {ready} of minReplicas {policy.min_replicas} workers ready; the job fails "
+                "if this "
                 f"lasts {policy.below_min_timeout_seconds}s",
             )
         )
@@ -250,8 +257,13 @@ def elastic_step(
 
 
 def _ready(workers: Mapping[int, WorkerPod], incarnations: Mapping[int, int], replicas: int) -> int:
-    """Workers Horovod could use now among the desired ones, each in its index's current incarnation."""
-    return sum(1 for w in workers.values() if w.usable and w.index < replicas and is_current(w, incarnations))
+    """Workers Horovod could use now among the desired ones, each in its index's current
+    incarnation."""
+    return sum(
+        1
+        for w in workers.values()
+        if w.usable and w.index < replicas and is_current(w, incarnations)
+    )
 
 
 def _bumped(incarnations: Mapping[int, int]) -> dict[int, int]:
@@ -260,7 +272,13 @@ def _bumped(incarnations: Mapping[int, int]) -> dict[int, int]:
 
 
 def _status(
-    policy: ElasticPolicy, replicas: int, *, ready: int, discovered: int, draining: int, replacements: int
+    policy: ElasticPolicy,
+    replicas: int,
+    *,
+    ready: int,
+    discovered: int,
+    draining: int,
+    replacements: int,
 ) -> dict[str, int]:
     """The `status.elastic` block."""
     return {
@@ -277,7 +295,8 @@ def _status(
 def _check_bounds(
     job: MPIJob, policy: ElasticPolicy, replicas: int, state: PublishedState
 ) -> tuple[int | None, list[Event]]:
-    """The out-of-bounds `Worker.replicas` (None when in bounds) and its event, once per distinct value.
+    """The out-of-bounds `Worker.replicas` (None when in bounds) and its event, once per distinct
+    value.
 
     The value reported last is in the published state, so neither a resync nor a restarted operator
     records it again; going back in bounds forgets it."""
@@ -311,10 +330,11 @@ def _suspended_step(
     """A suspended job: nothing listed, nothing drained or replaced, counts from the observed pods.
 
     Suspending deletes the launcher (its horovodrun and blacklist with it) and the workers, so the
-    script lists no host and a resumed job starts from an empty list: its recreated workers join as they
-    become Ready instead of being taken for lost ones (and counted against `maxReplacements`). The
-    below-minReplicas clock stops and waits, as at the start, for the resumed job to reach minReplicas.
-    Incarnations stay: a resumed launcher has never seen any host name, so none is retired."""
+    script lists no host and a resumed job starts from an empty list: its recreated workers join as
+    they become Ready instead of being taken for lost ones (and counted against `maxReplacements`).
+    The below-minReplicas clock stops and waits, as at the start, for the resumed job to reach
+    minReplicas. Incarnations stay: a resumed launcher has never seen any host name, so none is
+    retired."""
     incarnations = dict(state.incarnations)
     for seen in workers.values():
         if seen.incarnation > incarnations.get(seen.index, 0):
@@ -353,5 +373,6 @@ def _suspended_step(
 
 
 def _round_up(seconds: float) -> float:
-    """Millisecond resolution, never zero: a requeue lands just after the deadline, not just before."""
+    """Millisecond resolution, never zero: a requeue lands just after the deadline, not just
+    before."""
     return max(math.ceil(seconds * 1000) / 1000, 0.001)

@@ -51,14 +51,17 @@ class ElasticSync:
     """One sync's elastic part; `decision` is None once the job has finished."""
 
     job: MPIJob
-    """The job with its worker replicas clamped to the bounds: out-of-bounds values are not acted on."""
+    """The job with its worker replicas clamped to the bounds: out-of-bounds values are not acted
+    on."""
     policy: ElasticPolicy
     decision: ElasticDecision | None
     inputs: ElasticInputs
     writes: ElasticWrites
 
 
-def prepare(job: MPIJob, observed: Observed, *, now: datetime, cluster_domain: str) -> ElasticSync | None:
+def prepare(
+    job: MPIJob, observed: Observed, *, now: datetime, cluster_domain: str
+) -> ElasticSync | None:
     """The elastic part of this sync, or None for a static job."""
     policy = effective_elastic_policy(job) if job.worker is not None else None
     if policy is None:
@@ -69,10 +72,13 @@ def prepare(job: MPIJob, observed: Observed, *, now: datetime, cluster_domain: s
     if not finished:
         published = published_state(job, observed.config_map, cluster_domain=cluster_domain)
         # Unclamped: the step reports replicas outside the bounds before they are clamped below.
-        decision = elastic_step(job, observed.worker_pods, published, now=now, cluster_domain=cluster_domain)
+        decision = elastic_step(
+            job, observed.worker_pods, published, now=now, cluster_domain=cluster_domain
+        )
     clamped = clamp_replicas(job)
     inputs = ElasticInputs(
-        launcher_env=tuple(launcher_env(clamped, policy)), pod_group_min_member=pod_group_min_member(policy)
+        launcher_env=tuple(launcher_env(clamped, policy)),
+        pod_group_min_member=pod_group_min_member(policy),
     )
     actions: list[Action] = []
     if decision is not None:
@@ -84,7 +90,9 @@ def prepare(job: MPIJob, observed: Observed, *, now: datetime, cluster_domain: s
             worker_hostnames={
                 i: worker_hostname(clamped, i, incarnations.get(i, 0)) for i in range(replicas)
             },
-            worker_annotations={i: incarnation_annotations(n) for i, n in incarnations.items() if n},
+            worker_annotations={
+                i: incarnation_annotations(n) for i, n in incarnations.items() if n
+            },
             config_map_annotations=state_annotations(decision.publish),
         )
         actions.extend(decision_actions(job, decision, observed.launcher_pods))
@@ -113,14 +121,16 @@ def decision_actions(
             ref=_pod(job, drain.name),
             patch=drain.merge_patch(),
             phase=Phase.DRAIN,
-            why="draining" if any(v is not None for v in drain.annotations.values()) else "drain cleared",
+            why="draining"
+            if any(v is not None for v in drain.annotations.values())
+            else "drain cleared",
         )
         for drain in decision.drain
     ]
     annotations = discovery_revision_annotation(decision.discovered)
     revision = annotations[DISCOVERY_REVISION_ANNOTATION]
-    # Compared with what each pod carries rather than following `discovery_changed`, so a crash between
-    # the ConfigMap write and the touch is repaired by the next sync.
+    # Compared with what each pod carries rather than following `discovery_changed`, so a crash
+    # between the ConfigMap write and the touch is repaired by the next sync.
     for pod in launcher_pods:
         if is_terminating(pod) or pod_phase(pod) in (POD_SUCCEEDED, POD_FAILED):
             continue
@@ -142,21 +152,25 @@ def decision_actions(
 
 
 def stop_action(job: MPIJob, stop: LauncherStop) -> Patch:
-    """A merge patch of the deadline alone: setting it twice is harmless, and the Job's status, which
-    the Job controller keeps changing, cannot make it conflict."""
+    """A merge patch of the deadline alone: setting it twice is harmless, and the Job's status,
+    which the Job controller keeps changing, cannot make it conflict."""
     return Patch(
         ref=ObjectRef("batch/v1", "Job", job.namespace, stop.name),
         patch=dict(stop.patch),
         phase=Phase.STOP,
-        why=f"stop the launcher: spec.activeDeadlineSeconds={stop.patch['spec']['activeDeadlineSeconds']}",
+        why="stop the launcher: "
+        f"spec.activeDeadlineSeconds={stop.patch['spec']['activeDeadlineSeconds']}",
         events=(Event(reasons.NORMAL, LAUNCHER_STOPPED, stop.message),),
     )
 
 
-def finish_status(update: StatusUpdate, decision: ElasticDecision, *, now: datetime) -> StatusUpdate:
+def finish_status(
+    update: StatusUpdate, decision: ElasticDecision, *, now: datetime
+) -> StatusUpdate:
     """The `elastic` status block and, when the step says so, the Failed condition.
 
-    The decision's own events are not added here: they are recorded whether or not the status changes."""
+    The decision's own events are not added here: they are recorded whether or not the status
+    changes."""
     status = dict(update.status)
     status["elastic"] = dict(decision.status)
     events = list(update.events)
@@ -169,4 +183,6 @@ def finish_status(update: StatusUpdate, decision: ElasticDecision, *, now: datet
         status.setdefault("completionTime", stamp)
         events.append(Event(reasons.WARNING, fail.reason, fail.message))
         counters.append(JobCounter.FAILED)
-    return dataclasses.replace(update, status=status, events=tuple(events), counters=tuple(counters))
+    return dataclasses.replace(
+        update, status=status, events=tuple(events), counters=tuple(counters)
+    )

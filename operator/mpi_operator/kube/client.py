@@ -29,7 +29,13 @@ from mpi_operator.flowcontrol import TokenBucket
 from mpi_operator.kube import codec, errors
 from mpi_operator.kube.resources import Resource
 from mpi_operator.kube.retry import RetryPolicy
-from mpi_operator.kube.sdk import ApiClient, Configuration, PlainApiClient, kube_config, resolve_proxy_once
+from mpi_operator.kube.sdk import (
+    ApiClient,
+    Configuration,
+    PlainApiClient,
+    kube_config,
+    resolve_proxy_once,
+)
 from mpi_operator.objects import KubeObject, WatchEvent, metadata, resource_version
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -58,11 +64,14 @@ def parse_warning(header: str) -> str:
 
 _APF_HEADERS = ("X-Kubernetes-PF-FlowSchema-UID", "X-Kubernetes-PF-PriorityLevel-UID")
 
-_URGENT: contextvars.ContextVar[bool] = contextvars.ContextVar("mpi_operator_urgent_requests", default=False)
+_URGENT: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "mpi_operator_urgent_requests", default=False
+)
 
 
 class ClientOptions(TypedDict, total=False):
-    """What `Kube.from_kubeconfig` passes on to the constructor (whose defaults apply to what is left out)."""
+    """What `Kube.from_kubeconfig` passes on to the constructor (whose defaults apply to what is
+    left out)."""
 
     qps: float
     burst: int
@@ -88,9 +97,11 @@ class Kube:
     @staticmethod
     @contextlib.contextmanager
     def urgent() -> Iterator[None]:
-        """The requests this task makes inside skip the client-side queue (not its rate: they borrow).
+        """The requests this task makes inside skip the client-side queue (not its rate: they
+        borrow).
 
-        A context variable, so only the current task's requests (and tasks it starts) are affected."""
+        A context variable, so only the current task's requests (and tasks it starts) are
+        affected."""
         token = _URGENT.set(True)
         try:
             yield
@@ -117,7 +128,8 @@ class Kube:
         self.limiter = limiter or TokenBucket(qps, burst)
         self.limit_until_apf = limit_until_apf
         self.server_has_apf = False
-        """Seen an answer with API Priority and Fairness headers (a server never loses APF at runtime)."""
+        """Seen an answer with API Priority and Fairness headers (a server never loses APF at
+        runtime)."""
         self.retry = retry or RetryPolicy()
         self.field_manager = field_manager
         self.request_timeout = request_timeout
@@ -132,12 +144,12 @@ class Kube:
         server: str | None = None,
         **options: Unpack[ClientOptions],
     ) -> Kube:
-        """Config from `path`, else $KUBECONFIG, else in-cluster, else ~/.kube/config (controller-runtime's
-        order); `options` are the constructor's.
+        """Config from `path`, else $KUBECONFIG, else in-cluster, else ~/.kube/config
+        (controller-runtime's order); `options` are the constructor's.
 
-        `server` (upstream's `--master`) replaces the config's API server URL; with no kubeconfig it is
-        the whole config, a plain connection without credentials, as client-go's BuildConfigFromFlags
-        (for `kubectl proxy`)."""
+        `server` (upstream's `--master`) replaces the config's API server URL; with no kubeconfig it
+        is the whole config, a plain connection without credentials, as client-go's
+        BuildConfigFromFlags (for `kubectl proxy`)."""
         configuration = Configuration()
         path = path or os.environ.get("KUBECONFIG") or None
         if path is None and server:
@@ -147,7 +159,9 @@ class Kube:
             try:
                 kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             except kube_config.ConfigException:
-                await kube_config.load_kube_config(client_configuration=configuration, context=context)
+                await kube_config.load_kube_config(
+                    client_configuration=configuration, context=context
+                )
         else:
             await kube_config.load_kube_config(
                 config_file=path, client_configuration=configuration, context=context
@@ -163,7 +177,10 @@ class Kube:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.close()
 
@@ -185,9 +202,10 @@ class Kube:
 
         Items get `kind`/`apiVersion` filled in (the server omits them inside lists). If a continue
         token expires mid-way (410), the list restarts unpaginated, as client-go's pager does.
-        `transform` (an informer's, `cache.transforms`) runs on each item as its page arrives, and the
-        page is dropped before the next is asked for: at most one page of raw objects is alive at a
-        time, not the whole list (a whole relist decoded at once is most of a restart's peak RSS).
+        `transform` (an informer's, `cache.transforms`) runs on each item as its page arrives, and
+        the page is dropped before the next is asked for: at most one page of raw objects is alive
+        at a time, not the whole list (a whole relist decoded at once is most of a restart's peak
+        RSS).
         """
         query = _selectors(label_selector, field_selector)
         items: list[KubeObject] = []
@@ -243,7 +261,8 @@ class Kube:
             query.append(("resourceVersion", resource_version))
         if timeout_seconds is not None:
             query.append(("timeoutSeconds", str(timeout_seconds)))
-        # The server ends the stream after timeoutSeconds; the client bound only catches a dead peer.
+        # The server ends the stream after timeoutSeconds; the client bound only catches a dead
+        # peer.
         total = timeout_seconds + 30.0 if timeout_seconds is not None else None
         timeout = aiohttp.ClientTimeout(total=total, sock_connect=self.request_timeout)
         await self._throttle()
@@ -255,7 +274,9 @@ class Kube:
                 try:
                     line = await response.content.readline()
                 except (aiohttp.ClientError, TimeoutError) as exc:
-                    raise errors.TransientError(f"watch stream of {resource.plural} broke: {exc!r}") from exc
+                    raise errors.TransientError(
+                        f"watch stream of {resource.plural} broke: {exc!r}"
+                    ) from exc
                 if not line:
                     return
                 if line.strip():
@@ -264,12 +285,15 @@ class Kube:
             response.close()
 
     async def ping(self, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (one request's own bound)
-        """`GET /version` once: no retries, and ahead of the client-side queue (it borrows a token, as
-        `urgent()` does). Raises `TransientError` when no answer comes within `timeout` seconds, a typed
-        `ApiError` for an error answer. The cheapest sign that the API server is there (recovery probe)."""
+        """`GET /version` once: no retries, and ahead of the client-side queue (it borrows a token,
+        as `urgent()` does). Raises `TransientError` when no answer comes within `timeout` seconds,
+        a typed `ApiError` for an error answer. The cheapest sign that the API server is there
+        (recovery probe)."""
         with self.urgent():
             await self._throttle()
-        response = await self._send("GET", "/version", query=(), timeout=aiohttp.ClientTimeout(total=timeout))
+        response = await self._send(
+            "GET", "/version", query=(), timeout=aiohttp.ClientTimeout(total=timeout)
+        )
         try:
             if response.status >= 400:
                 raise await self._error(response)
@@ -282,7 +306,9 @@ class Kube:
     ) -> KubeObject:
         """POST; returns the created object. 409 AlreadyExists raises `AlreadyExists`."""
         namespace = namespace or _meta(obj).get("namespace")
-        return await self._call("POST", resource.path(namespace), body=obj, query=self._write_query())
+        return await self._call(
+            "POST", resource.path(namespace), body=obj, query=self._write_query()
+        )
 
     async def replace(
         self, resource: Resource, obj: Mapping[str, Any], *, subresource: str | None = None
@@ -303,9 +329,12 @@ class Kube:
         subresource: str | None = None,
         force: bool = False,
     ) -> KubeObject:
-        """PATCH with an explicit Content-Type; `apply` is server-side apply under our field manager."""
+        """PATCH with an explicit Content-Type; `apply` is server-side apply under our field
+        manager."""
         if patch_type == "strategic" and resource.is_custom:
-            raise ValueError(f"{resource.kind} is a custom resource: strategic merge patch is not served")
+            raise ValueError(
+                f"{resource.kind} is a custom resource: strategic merge patch is not served"
+            )
         if patch_type == "json" and isinstance(patch, Mapping):
             raise TypeError("a json-patch body is a list of operations")
         query = self._write_query()
@@ -346,12 +375,16 @@ class Kube:
             options["propagationPolicy"] = propagation_policy
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
-        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
+        }
         if preconditions:
             options["preconditions"] = preconditions
         return await self._call("DELETE", resource.path(namespace, name), body=options)
 
-    def lister_watcher(self, resource: Resource, *, allow_bookmarks: bool = True) -> ResourceListerWatcher:
+    def lister_watcher(
+        self, resource: Resource, *, allow_bookmarks: bool = True
+    ) -> ResourceListerWatcher:
         """This client bound to one resource, as the reflector's `ListerWatcher`."""
         return ResourceListerWatcher(self, resource, allow_bookmarks=allow_bookmarks)
 
@@ -390,7 +423,9 @@ class Kube:
                 response.release()
             decoded = codec.loads(data) if data else {}
             if not isinstance(decoded, dict):
-                raise ValueError(f"{method} {path}: expected a JSON object, got {type(decoded).__name__}")
+                raise ValueError(
+                    f"{method} {path}: expected a JSON object, got {type(decoded).__name__}"
+                )
             return decoded
 
         return await self.retry.call(attempt)
@@ -423,7 +458,8 @@ class Kube:
             self.server_has_apf = True
             if self.limit_until_apf and not self.limiter.unlimited:
                 log.info(
-                    "the API server has API Priority and Fairness: no client-side rate limit from now on "
+                    "the API server has API Priority and Fairness: no client-side rate limit from "
+                    "now on "
                     "(--qps sets one)"
                 )
         for warning in response.headers.getall("Warning", ()):
@@ -439,14 +475,16 @@ class Kube:
             data = await response.read()
         except (aiohttp.ClientError, TimeoutError):
             data = b""
-        return errors.from_status(response.status, data, response.headers, http_reason=response.reason or "")
+        return errors.from_status(
+            response.status, data, response.headers, http_reason=response.reason or ""
+        )
 
 
 class ResourceListerWatcher:
     """A `Kube` bound to one resource: client-go's `NewListWatchFromClient`.
 
-    It satisfies `cache.reflector.ListerWatcher` structurally, so `cache` never imports this module or
-    the HTTP stack. Watches ask for bookmarks unless told not to.
+    It satisfies `cache.reflector.ListerWatcher` structurally, so `cache` never imports this module
+    or the HTTP stack. Watches ask for bookmarks unless told not to.
     """
 
     def __init__(self, kube: Kube, resource: Resource, *, allow_bookmarks: bool = True) -> None:

@@ -20,7 +20,8 @@ _DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
 def loads(data: bytes | str) -> Any:
-    """The JSON document `data` as Python objects; raises `json.JSONDecodeError` (a `ValueError`)."""
+    """The JSON document `data` as Python objects; raises `json.JSONDecodeError` (a
+    `ValueError`)."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:

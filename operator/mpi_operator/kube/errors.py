@@ -24,7 +24,8 @@ class KubeError(Exception):
 
 
 class TransientError(KubeError):
-    """The request got no usable answer (connection error, timeout, cut stream); retrying may help."""
+    """The request got no usable answer (connection error, timeout, cut stream); retrying may
+    help."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,9 @@ def from_status(
 def from_status_object(status_obj: Mapping[str, Any]) -> ApiError:
     """The typed error carried by a watch `ERROR` event's `kind: Status` object."""
     code = status_obj.get("code")
-    return from_status(int(code) if isinstance(code, int | str) and str(code).isdigit() else 500, status_obj)
+    return from_status(
+        int(code) if isinstance(code, int | str) and str(code).isdigit() else 500, status_obj
+    )
 
 
 def from_api_exception(exc: Exception) -> KubeError:

@@ -1,12 +1,13 @@
 """EventRecorder: best-effort core/v1 Events about objects, with client-go's correlation of repeats.
 
 `record()` never raises into the caller and never blocks it: events are queued and written by one
-background task in order (`flush()` waits for them, `close()` flushes before shutdown). Repeats of the
-same event (same object, type, reason and message) within `aggregation_window` seconds do not create
-new Events: the existing one gets `count` + 1 and a new `lastTimestamp` (client-go's EventLogger),
-which keeps a crash-looping job from flooding etcd. If that Event has meanwhile expired (404), a new
-one is created. Messages are cut to 1024 bytes of UTF-8 on a character boundary: the API's limit for an
-Event's note (events.k8s.io/v1), which upstream's controller applies to its messages too.
+background task in order (`flush()` waits for them, `close()` flushes before shutdown). Repeats of
+the same event (same object, type, reason and message) within `aggregation_window` seconds do not
+create new Events: the existing one gets `count` + 1 and a new `lastTimestamp` (client-go's
+EventLogger), which keeps a crash-looping job from flooding etcd. If that Event has meanwhile
+expired (404), a new one is created. Messages are cut to 1024 bytes of UTF-8 on a character
+boundary: the API's limit for an Event's note (events.k8s.io/v1), which upstream's controller
+applies to its messages too.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ class EventRecorder:
             # The time is taken now: the write may happen later, after other events queued up.
             self._pending.append((obj, type, reason, truncate(message), self._now()))
             if self._writer is None or self._writer.done():
-                self._writer = asyncio.get_running_loop().create_task(self._drain(), name="event-recorder")
+                self._writer = asyncio.get_running_loop().create_task(
+                    self._drain(), name="event-recorder"
+                )
         except Exception:
             log.exception("dropping event %s/%s: %s", type, reason, message[:200])
 

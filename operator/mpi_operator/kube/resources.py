@@ -1,5 +1,5 @@
-"""The REST resources the operator reads or writes (what `kubectl api-resources` lists), and how their
-URLs are built (no I/O here)."""
+"""The REST resources the operator reads or writes (what `kubectl api-resources` lists), and how
+their URLs are built (no I/O here)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ class Resource:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        """`/api/v1/namespaces/ns/pods/name/status` and friends; no namespace means across all of them."""
+        """`/api/v1/namespaces/ns/pods/name/status` and friends; no namespace means across all of
+        them."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{quote(namespace, safe='')}"
@@ -57,6 +58,10 @@ NAMESPACE = Resource("", "v1", "namespaces", False, "Namespace")
 JOB = Resource("batch", "v1", "jobs", True, "Job")
 LEASE = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
 VOLCANO_POD_GROUP = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", True, "PodGroup")
-SCHEDULER_PLUGINS_POD_GROUP = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", True, "PodGroup")
+SCHEDULER_PLUGINS_POD_GROUP = Resource(
+    "scheduling.x-k8s.io", "v1alpha1", "podgroups", True, "PodGroup"
+)
 
-_CUSTOM_GROUPS = frozenset({constants.GROUP, VOLCANO_POD_GROUP.group, SCHEDULER_PLUGINS_POD_GROUP.group})
+_CUSTOM_GROUPS = frozenset(
+    {constants.GROUP, VOLCANO_POD_GROUP.group, SCHEDULER_PLUGINS_POD_GROUP.group}
+)

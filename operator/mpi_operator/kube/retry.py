@@ -65,8 +65,9 @@ class RetryPolicy:
         """Runs `fn()` until it succeeds, fails permanently or runs out of attempts.
 
         The first attempt runs outside tenacity, whose bookkeeping per attempt (a retry state and
-        every callback wrapped again) cost more CPU than the request itself; only a transient failure
-        enters the loop, as its first attempt, so waits and attempt numbers are what they were."""
+        every callback wrapped again) cost more CPU than the request itself; only a transient
+        failure enters the loop, as its first attempt, so waits and attempt numbers are what they
+        were."""
         try:
             return await fn()
         except Exception as exc:

@@ -55,7 +55,8 @@ def _defer(name: str) -> None:
     module.__loader__ = spec.loader
     module.__package__ = name
     if "." not in name:
-        # What the package's own __init__ sets before its imports, for submodules that read them back.
+        # What the package's own __init__ sets before its imports, for submodules that read them
+        # back.
         module.__version__ = importlib.metadata.version(name)  # type: ignore[attr-defined]
         module.__project__ = name  # type: ignore[attr-defined]
     sys.modules[name] = module
@@ -80,14 +81,21 @@ def _install() -> None:
 
 _install()
 
-# Submodule imports: `from kubernetes_asyncio import config` would ask the package for an attribute it
-# does not have yet, and so run its whole __init__.
+# Submodule imports: `from kubernetes_asyncio import config` would ask the package for an attribute
+# it does not have yet, and so run its whole __init__.
 import kubernetes_asyncio.config as kube_config  # noqa: E402
 from kubernetes_asyncio.client.api_client import ApiClient  # noqa: E402
 from kubernetes_asyncio.client.configuration import Configuration  # noqa: E402
 
 _PLAIN_PARAMS = frozenset(
-    {"query_params", "header_params", "body", "auth_settings", "_preload_content", "_request_timeout"}
+    {
+        "query_params",
+        "header_params",
+        "body",
+        "auth_settings",
+        "_preload_content",
+        "_request_timeout",
+    }
 )
 
 
@@ -95,14 +103,14 @@ class PlainApiClient(ApiClient):
     """`ApiClient` for a client that sends only plain JSON: no model objects to serialize.
 
     `ApiClient.sanitize_for_serialization` walks every request body (and the headers and parameters)
-    to turn model objects and datetimes into JSON; `kube.client` never passes either, so the walk only
-    rebuilt each body once more before `json.dumps`. Here it passes them through.
+    to turn model objects and datetimes into JSON; `kube.client` never passes either, so the walk
+    only rebuilt each body once more before `json.dumps`. Here it passes them through.
 
-    `call_api` for a raw answer (`_preload_content=False`, what `kube.client` asks for) goes straight to
-    the aiohttp session, with the same headers, authentication (a token refresh hook still runs before
-    each request), URL and proxy as kubernetes_asyncio's path, and the body encoded by `codec.dumps`:
-    that path's copies, parameter tuples and regular expressions cost more CPU than the request itself.
-    Any other call is kubernetes_asyncio's own.
+    `call_api` for a raw answer (`_preload_content=False`, what `kube.client` asks for) goes
+    straight to the aiohttp session, with the same headers, authentication (a token refresh hook
+    still runs before each request), URL and proxy as kubernetes_asyncio's path, and the body
+    encoded by `codec.dumps`: that path's copies, parameter tuples and regular expressions cost more
+    CPU than the request itself. Any other call is kubernetes_asyncio's own.
     """
 
     def sanitize_for_serialization(self, obj: Any) -> Any:
@@ -162,12 +170,12 @@ READ_BUFSIZE = 2**21
 def resolve_proxy_once(api_client: ApiClient) -> None:
     """Looks up the API server's proxy in the environment once, instead of on every request.
 
-    kubernetes_asyncio's session trusts the environment, so aiohttp looks up `HTTPS_PROXY`/`NO_PROXY`
-    and `~/.netrc` for each request, each in a thread (docs/architecture.md#decisions-and-why).
-    The proxy cannot change while the process runs, so it is resolved here
-    for the API server's URL (with its credentials as a `Proxy-Authorization` header) and the session
-    is replaced by one that does not look again, on the same connector. A `.netrc` entry for the API
-    server is not read, as client-go does not read one either.
+    kubernetes_asyncio's session trusts the environment, so aiohttp looks up
+    `HTTPS_PROXY`/`NO_PROXY` and `~/.netrc` for each request, each in a thread
+    (docs/architecture.md#decisions-and-why). The proxy cannot change while the process runs, so it
+    is resolved here for the API server's URL (with its credentials as a `Proxy-Authorization`
+    header) and the session is replaced by one that does not look again, on the same connector. A
+    `.netrc` entry for the API server is not read, as client-go does not read one either.
     """
     rest = api_client.rest_client
     session = rest.pool_manager
@@ -184,7 +192,9 @@ def resolve_proxy_once(api_client: ApiClient) -> None:
             rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth}
     connector = session.connector
     session.detach()
-    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE)
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE
+    )
 
 
 __all__ = [

@@ -1,10 +1,11 @@
-"""Pure planning: the desired and observed children of one MPIJob -> the ordered writes that converge them.
+"""Pure planning: the desired and observed children of one MPIJob -> the ordered writes that
+converge them.
 
-`plan()` (in `planner`) is the entry point the reconciler calls; `actions` defines what a plan holds,
-`observed` what the stores hold for a job (and what they will hold after a plan), `window` which
-missing workers one sync creates, `owned` which fields
-of each child are ours to compare and rewrite, `limits` which of a plan's objects the API would refuse
-for their size. No I/O here: `reconcile.applier` sends the actions.
+`plan()` (in `planner`) is the entry point the reconciler calls; `actions` defines what a plan
+holds, `observed` what the stores hold for a job (and what they will hold after a plan), `window`
+which missing workers one sync creates, `owned` which fields of each child are ours to compare and
+rewrite, `limits` which of a plan's objects the API would refuse for their size. No I/O here:
+`reconcile.applier` sends the actions.
 """
 
 from mpi_operator.planning.actions import (

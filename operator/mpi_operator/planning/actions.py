@@ -21,20 +21,23 @@ PropagationPolicy = Literal["Background", "Foreground", "Orphan"]
 class Phase(IntEnum):
     """When an action is sent within its sync: a plan holds its actions in phase order.
 
-    Elastic writes are only safe after the ones before them succeeded: Horovod must stop using a host
-    (drain) before the script drops it, the script must be live (and the launcher told) before a worker
-    it no longer lists is deleted, and new workers come last. Stopping at any point (a conflict, an
-    error, a crash) leaves a state the next sync continues from.
+    Elastic writes are only safe after the ones before them succeeded: Horovod must stop using a
+    host (drain) before the script drops it, the script must be live (and the launcher told) before
+    a worker it no longer lists is deleted, and new workers come last. Stopping at any point (a
+    conflict, an error, a crash) leaves a state the next sync continues from.
     """
 
     DRAIN = 1
     """Elastic: drain annotations on worker pods the script is about to drop (or re-add)."""
     DISCOVERY = 2
-    """Service, ConfigMap (hostfile, discover_hosts.sh, the published elastic state), Secret, PodGroup."""
+    """Service, ConfigMap (hostfile, discover_hosts.sh, the published elastic state), Secret,
+    PodGroup."""
     ANNOUNCE = 3
-    """Elastic: the launcher pod annotated with the script's revision, so the kubelet refreshes it now."""
+    """Elastic: the launcher pod annotated with the script's revision, so the kubelet refreshes it
+    now."""
     RELEASE = 4
-    """Elastic: workers Horovod has let go (scaled in, or replaced) deleted with a uid precondition."""
+    """Elastic: workers Horovod has let go (scaled in, or replaced) deleted with a uid
+    precondition."""
     WORKLOAD = 5
     """Worker pods (excess deleted, missing created), the launcher Job, suspend/resume, clean-up."""
     STOP = 6
@@ -52,7 +55,8 @@ class ObjectRef:
 
     @classmethod
     def of(cls, obj: Mapping[str, Any], *, api_version: str = "", kind: str = "") -> ObjectRef:
-        """The ref of `obj`; objects from LIST responses lack apiVersion/kind, so callers may supply them."""
+        """The ref of `obj`; objects from LIST responses lack apiVersion/kind, so callers may supply
+        them."""
         metadata = obj.get("metadata") or {}
         return cls(
             api_version=str(obj.get("apiVersion") or api_version),
@@ -67,7 +71,8 @@ class ObjectRef:
 
 @dataclass(frozen=True)
 class Create:
-    """POST `obj`; 409 AlreadyExists means a stale cache and is not an error (deterministic names)."""
+    """POST `obj`; 409 AlreadyExists means a stale cache and is not an error (deterministic
+    names)."""
 
     obj: KubeObject = field(repr=False, compare=False)
     ref: ObjectRef
@@ -85,11 +90,12 @@ class Create:
 class Update:
     """PUT `obj`: a copy of the observed object with only our fields changed.
 
-    `obj.metadata.resourceVersion` is the observed one, so a concurrent change fails with 409 Conflict
-    and the key is requeued against a fresher cache (upstream uses Update everywhere it writes a child).
-    `after_previous_write`: this follows another write to the same object in the same plan (the launcher
-    Job's status, then its spec, on resume); the applier must put the resourceVersion that write returned
-    into `obj`, as upstream does with the object UpdateStatus returns.
+    `obj.metadata.resourceVersion` is the observed one, so a concurrent change fails with 409
+    Conflict and the key is requeued against a fresher cache (upstream uses Update everywhere it
+    writes a child). `after_previous_write`: this follows another write to the same object in the
+    same plan (the launcher Job's status, then its spec, on resume); the applier must put the
+    resourceVersion that write returned into `obj`, as upstream does with the object UpdateStatus
+    returns.
     """
 
     obj: KubeObject = field(repr=False, compare=False)
@@ -101,7 +107,9 @@ class Update:
 
     @classmethod
     def of(cls, obj: KubeObject, *fields: str, after_previous_write: bool = False) -> Update:
-        return cls(obj=obj, ref=ObjectRef.of(obj), fields=fields, after_previous_write=after_previous_write)
+        return cls(
+            obj=obj, ref=ObjectRef.of(obj), fields=fields, after_previous_write=after_previous_write
+        )
 
     def describe(self) -> str:
         return f"update {self.ref} ({', '.join(self.fields)})"
@@ -145,9 +153,9 @@ class Delete:
 @dataclass(frozen=True)
 class Patch:
     """JSON merge patch of a few fields of an object the job does not template (a pod's annotations,
-    the launcher Job's deadline). No resourceVersion: the fields are ours alone, so a concurrent change
-    elsewhere in the object must not make it fail. 404 NotFound means there is nothing left to patch:
-    skipped, and its `events` are not recorded."""
+    the launcher Job's deadline). No resourceVersion: the fields are ours alone, so a concurrent
+    change elsewhere in the object must not make it fail. 404 NotFound means there is nothing left
+    to patch: skipped, and its `events` are not recorded."""
 
     ref: ObjectRef
     patch: Mapping[str, Any] = field(compare=False)
@@ -165,7 +173,8 @@ Action = Create | Update | UpdateStatus | Delete | Patch
 
 @dataclass(frozen=True)
 class Conflict:
-    """An object with one of our names that this job does not control: never adopted, never overwritten."""
+    """An object with one of our names that this job does not control: never adopted, never
+    overwritten."""
 
     ref: ObjectRef
 
@@ -183,26 +192,28 @@ class Conflict:
 class Plan:
     """What one reconcile should write, in phase order.
 
-    As upstream stops at the first foreign object, `actions` holds only the steps before it; a plan with
-    conflicts is a failed sync (Warning `ErrResourceExists`, requeue with backoff, no status write).
+    As upstream stops at the first foreign object, `actions` holds only the steps before it; a plan
+    with conflicts is a failed sync (Warning `ErrResourceExists`, requeue with backoff, no status
+    write).
     """
 
     actions: tuple[Action, ...] = ()
     conflicts: tuple[Conflict, ...] = ()
     excess_workers: tuple[int, ...] = ()
-    """Indices of live workers at or above the desired count, highest first (the elastic pacing's input);
-    deleted by this plan only when `plan(..., delete_excess_workers=True)`."""
+    """Indices of live workers at or above the desired count, highest first (the elastic pacing's
+    input); deleted by this plan only when `plan(..., delete_excess_workers=True)`."""
     waiting_for_workers: bool = False
-    """The launcher Job is missing and held back by `launcherCreationPolicy: WaitForWorkersReady`."""
+    """The launcher Job is missing and held back by `launcherCreationPolicy:
+    WaitForWorkersReady`."""
     deferred_workers: int = 0
     """Missing workers left out of this plan (beyond the sync's window, `planning.window`): the sync
     requeues itself for them, and the launcher Job is created once none is left."""
     events: tuple[reasons.Event, ...] = ()
-    """Events to record once the actions succeed (upstream's SetPodTemplateRestartPolicy warning, and
-    SSHPortUnknown; both come with the launcher Job's creation, so once per job)."""
+    """Events to record once the actions succeed (upstream's SetPodTemplateRestartPolicy warning,
+    and SSHPortUnknown; both come with the launcher Job's creation, so once per job)."""
     urgent: bool = False
-    """The DISCOVERY and ANNOUNCE writes skip the client's request queue: the script drops hosts that
-    can no longer run, and Horovod keeps trying them until it sees the new script."""
+    """The DISCOVERY and ANNOUNCE writes skip the client's request queue: the script drops hosts
+    that can no longer run, and Horovod keeps trying them until it sees the new script."""
 
     def __post_init__(self) -> None:
         phases = [action.phase for action in self.actions]
@@ -220,13 +231,16 @@ class Plan:
 
 @dataclass(frozen=True)
 class ElasticWrites:
-    """What an elastic job's sync adds to its plan (built by the pure `mpi_operator.elastic.sync`)."""
+    """What an elastic job's sync adds to its plan (built by the pure
+    `mpi_operator.elastic.sync`)."""
 
     actions: tuple[Action, ...] = ()
     """DRAIN, ANNOUNCE, RELEASE and STOP actions: the planner places them among its own."""
     paces_scale_in: bool = False
-    """The elastic step deletes excess workers (drained first, RELEASE); the planner only lists them."""
+    """The elastic step deletes excess workers (drained first, RELEASE); the planner only lists
+    them."""
     launcher_ready_workers: int | None = None
-    """How many Ready workers `WaitForWorkersReady` waits for (minReplicas), instead of every one."""
+    """How many Ready workers `WaitForWorkersReady` waits for (minReplicas), instead of every
+    one."""
     urgent: bool = False
     """See `Plan.urgent`."""

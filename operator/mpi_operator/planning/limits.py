@@ -1,11 +1,11 @@
 """The API's size limits, checked on every object a plan would write before any of it is sent.
 
 An object over one of them is refused by the API server (422, or etcd's "request is too large"), and
-would be refused again on every retry: the reconciler turns what `plan_problems` finds into the job's
-`Invalid` condition instead and writes nothing (docs/architecture.md#bounds). The worker ceiling keeps the
-ConfigMap within its limit (api/constants.py, MAX_WORKER_REPLICAS); what the user's pod templates carry
-(labels and annotations the CRD keeps as free-form data) and what the operator's settings add are only
-known here. Pure: the plan's objects in, the problems out.
+would be refused again on every retry: the reconciler turns what `plan_problems` finds into the
+job's `Invalid` condition instead and writes nothing (docs/architecture.md#bounds). The worker
+ceiling keeps the ConfigMap within its limit (api/constants.py, MAX_WORKER_REPLICAS); what the
+user's pod templates carry (labels and annotations the CRD keeps as free-form data) and what the
+operator's settings add are only known here. Pure: the plan's objects in, the problems out.
 """
 
 from __future__ import annotations
@@ -22,18 +22,22 @@ import orjson
 from mpi_operator.planning.actions import Create, ObjectRef, Plan, Update, UpdateStatus
 
 DATA_MAX_BYTES: Final = 1024 * 1024
-"""ConfigMap and Secret: the values of `data` and `binaryData` together (apiserver `MaxSecretSize`)."""
+"""ConfigMap and Secret: the values of `data` and `binaryData` together (apiserver
+`MaxSecretSize`)."""
 ANNOTATIONS_MAX_BYTES: Final = 256 * 1024
-"""The keys and values of one object's annotations together (apimachinery `TotalAnnotationSizeLimitB`)."""
+"""The keys and values of one object's annotations together (apimachinery
+`TotalAnnotationSizeLimitB`)."""
 LABEL_VALUE_MAX_LENGTH: Final = 63
 QUALIFIED_NAME_MAX_LENGTH: Final = 63
 LABEL_PREFIX_MAX_LENGTH: Final = 253
 OBJECT_MAX_BYTES: Final = 1536 * 1024
-"""A whole object as JSON: etcd's default `--max-request-bytes` (1.5 MiB); the API server stores objects
-in a denser encoding, so this errs on the safe side."""
+"""A whole object as JSON: etcd's default `--max-request-bytes` (1.5 MiB); the API server stores
+objects in a denser encoding, so this errs on the safe side."""
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
 _SHOWN = 40
 
 
@@ -45,7 +49,8 @@ class TooLarge:
     field: str
     problem: str
     more: int = 0
-    """How many more objects of the same kind have the same problem (worker pods share a template)."""
+    """How many more objects of the same kind have the same problem (worker pods share a
+    template)."""
 
     def __str__(self) -> str:
         others = f" (and {self.more} more {self.ref.kind}s)" if self.more else ""
@@ -57,8 +62,9 @@ def _shown(text: str) -> str:
 
 
 def _json_size(obj: Mapping[str, Any]) -> int:
-    """Bytes of `obj` as compact UTF-8 JSON, as the request carries it. By orjson, several times faster
-    than json for every object a plan creates; json for what orjson refuses (integers past 64 bits)."""
+    """Bytes of `obj` as compact UTF-8 JSON, as the request carries it. By orjson, several times
+    faster than json for every object a plan creates; json for what orjson refuses (integers past 64
+    bits)."""
     try:
         return len(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS))
     except TypeError:
@@ -74,25 +80,33 @@ def _label_problems(labels: Any, field: str) -> Iterator[tuple[str, str]]:
         return
     for key, value in labels.items():
         prefix, _, name = str(key).rpartition("/")
-        if prefix and (len(prefix) > LABEL_PREFIX_MAX_LENGTH or not _DNS1123_SUBDOMAIN.match(prefix)):
-            yield f"{field}[{key}]", "the key's prefix must be a DNS subdomain of at most 253 characters"
+        if prefix and (
+            len(prefix) > LABEL_PREFIX_MAX_LENGTH or not _DNS1123_SUBDOMAIN.match(prefix)
+        ):
+            yield (
+                f"{field}[{key}]",
+                "the key's prefix must be a DNS subdomain of at most 253 characters",
+            )
         elif not name or len(name) > QUALIFIED_NAME_MAX_LENGTH or not _LABEL_VALUE.match(name):
             yield (
                 f"{field}[{key}]",
-                f"the key's name must be 1 to {QUALIFIED_NAME_MAX_LENGTH} alphanumeric characters, '-', '_' "
+                f"the key's name must be 1 to {QUALIFIED_NAME_MAX_LENGTH} alphanumeric characters, "
+                "'-', '_' "
                 "or '.', starting and ending with an alphanumeric character",
             )
         text = str(value)
         if len(text) > LABEL_VALUE_MAX_LENGTH:
             yield (
                 f"{field}[{key}]",
-                f"value {_shown(text)} is {len(text)} characters, more than the {LABEL_VALUE_MAX_LENGTH} "
+                f"value {_shown(text)} is {len(text)} characters, more than the "
+                f"{LABEL_VALUE_MAX_LENGTH} "
                 "a label value may have",
             )
         elif not _LABEL_VALUE.match(text):
             yield (
                 f"{field}[{key}]",
-                f"value {_shown(text)} must be empty or alphanumeric characters, '-', '_' or '.', starting "
+                f"value {_shown(text)} must be empty or alphanumeric characters, '-', '_' or '.', "
+                "starting "
                 "and ending with an alphanumeric character",
             )
 
@@ -133,8 +147,8 @@ def _data_problems(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def object_problems(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(field, problem) for every API limit `obj` is over: labels, annotations (the pod template's too,
-    for a Job), ConfigMap / Secret data, the whole object."""
+    """(field, problem) for every API limit `obj` is over: labels, annotations (the pod template's
+    too, for a Job), ConfigMap / Secret data, the whole object."""
     found = list(_metadata_problems(obj.get("metadata"), "metadata"))
     spec = obj.get("spec")
     template = spec.get("template") if isinstance(spec, Mapping) else None
@@ -152,11 +166,12 @@ def object_problems(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def plan_problems(plan: Plan) -> list[TooLarge]:
-    """Every object `plan` would create or replace that the API would refuse for its size or its labels.
+    """Every object `plan` would create or replace that the API would refuse for its size or its
+    labels.
 
-    Objects of one kind with the same problem at the same field (worker pods built from one template) are
-    reported once, with how many more there are. Patches are not checked: the operator's are a few
-    annotations of its own."""
+    Objects of one kind with the same problem at the same field (worker pods built from one
+    template) are reported once, with how many more there are. Patches are not checked: the
+    operator's are a few annotations of its own."""
     found: dict[tuple[str, str], TooLarge] = {}
     for action in plan.actions:
         if not isinstance(action, Create | Update | UpdateStatus):

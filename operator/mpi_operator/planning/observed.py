@@ -1,5 +1,5 @@
-"""What the stores hold for one MPIJob (`Observed`), which of those objects are the job's own, and what
-they will hold once a plan has been applied (`observed_after`).
+"""What the stores hold for one MPIJob (`Observed`), which of those objects are the job's own, and
+what they will hold once a plan has been applied (`observed_after`).
 
 How to read one object (name, phase, readiness, conditions) is `mpi_operator.objects`; nothing here
 ever mutates what the stores hold.
@@ -22,10 +22,10 @@ from mpi_operator.planning.actions import Delete, Patch, Plan, Update, UpdateSta
 class Observed:
     """The children of one MPIJob as the informer stores hold them (read-only snapshots).
 
-    The reconciler fills each slot by name (`<job>`, `<job>-config`, `<job>-ssh`, `<job>-launcher`, the
-    PodGroup `<job>`), whoever controls the object, so that foreign objects surface as conflicts.
-    `worker_pods`: every pod of the job's workers, terminating ones included, plus any pod found under
-    a desired worker name; `launcher_pods`: the pods the launcher Job controls.
+    The reconciler fills each slot by name (`<job>`, `<job>-config`, `<job>-ssh`, `<job>-launcher`,
+    the PodGroup `<job>`), whoever controls the object, so that foreign objects surface as
+    conflicts. `worker_pods`: every pod of the job's workers, terminating ones included, plus any
+    pod found under a desired worker name; `launcher_pods`: the pods the launcher Job controls.
     """
 
     service: KubeObject | None = None
@@ -40,7 +40,8 @@ class Observed:
 def launcher_pods_of(
     launcher: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
 ) -> list[Mapping[str, Any]]:
-    """The pods the launcher Job controls (upstream `jobPods`); without uids to compare, all of them."""
+    """The pods the launcher Job controls (upstream `jobPods`); without uids to compare, all of
+    them."""
     uid = uid_of(launcher)
     if uid is None:
         return list(pods)
@@ -66,7 +67,12 @@ def pods_by_name(observed: Observed) -> dict[str, Mapping[str, Any]]:
 
 # --- simulation ----------------------------------------------------------------------------------
 
-_SLOTS = {"Service": "service", "ConfigMap": "config_map", "Secret": "secret", "Job": "launcher_job"}
+_SLOTS = {
+    "Service": "service",
+    "ConfigMap": "config_map",
+    "Secret": "secret",
+    "Job": "launcher_job",
+}
 
 
 def merge_patched(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> KubeObject:
@@ -90,11 +96,13 @@ def observed_after(observed: Observed, plan: Plan) -> Observed:
     """What the stores will hold once `plan` is applied and its deletions completed.
 
     The API server adds defaults and metadata the objects here lack; everything the plan compares is
-    exactly what was sent. Used to compute the status of the same sync (upstream hands the objects it
-    just created to `updateMPIJobStatus`) and to check that planning is idempotent. The result shares
-    what it does not change with `observed` and the plan's objects: read it, never mutate it.
+    exactly what was sent. Used to compute the status of the same sync (upstream hands the objects
+    it just created to `updateMPIJobStatus`) and to check that planning is idempotent. The result
+    shares what it does not change with `observed` and the plan's objects: read it, never mutate it.
     """
-    slots: dict[str, Any] = {f.name: getattr(observed, f.name) for f in dataclasses.fields(observed)}
+    slots: dict[str, Any] = {
+        f.name: getattr(observed, f.name) for f in dataclasses.fields(observed)
+    }
     workers = {name_of(pod): pod for pod in observed.worker_pods}
 
     def slot(kind: str) -> str | None:

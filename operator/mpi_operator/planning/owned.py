@@ -1,9 +1,10 @@
 """The fields of each child this operator owns, compared and rewritten one kind at a time.
 
-A full-object diff never converges, because the API server adds defaults (`clusterIPs`, `sessionAffinity`,
-`dnsPolicy`, the Job's generated selector, ...). Each function here compares only what upstream compares
-and, when that differs, returns a copy of the *observed* object with just those fields replaced, which is
-what upstream sends in its Update (the observed resourceVersion makes it a compare-and-swap).
+A full-object diff never converges, because the API server adds defaults (`clusterIPs`,
+`sessionAffinity`, `dnsPolicy`, the Job's generated selector, ...). Each function here compares only
+what upstream compares and, when that differs, returns a copy of the *observed* object with just
+those fields replaced, which is what upstream sends in its Update (the observed resourceVersion
+makes it a compare-and-swap).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ POD_GROUP_SPEC_FIELDS: Final = (
 )
 """PodGroup spec fields the builder may set; any other spec field is the gang scheduler's."""
 _SERVER_DEFAULTED_POD_GROUP_FIELDS: Final = frozenset({"queue"})
-"""Volcano's admission webhook fills an empty queue with `default`; unset on our side means "don't care"."""
+"""Volcano's admission webhook fills an empty queue with `default`; unset on our side means "don't
+care"."""
 
 SCHEDULING_DIRECTIVES: Final = ("nodeSelector", "tolerations", "schedulingGates")
-"""Pod template fields of a suspended Job that may change before it starts (KEP-2926; Kueue sets them)."""
+"""Pod template fields of a suspended Job that may change before it starts (KEP-2926; Kueue sets
+them)."""
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -36,7 +39,8 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _for_write(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> KubeObject:
-    """A deep copy of the observed object, with apiVersion/kind (absent from LIST items) filled in."""
+    """A deep copy of the observed object, with apiVersion/kind (absent from LIST items) filled
+    in."""
     obj: KubeObject = copy.deepcopy(dict(observed))
     obj["apiVersion"] = desired.get("apiVersion", obj.get("apiVersion"))
     obj["kind"] = desired.get("kind", obj.get("kind"))
@@ -65,10 +69,12 @@ def service_update(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> U
 
 
 def config_map_update(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> Update | None:
-    """The whole `data` is replaced when it differs (keys someone else added are dropped, as upstream).
+    """The whole `data` is replaced when it differs (keys someone else added are dropped, as
+    upstream).
 
-    Annotations the desired ConfigMap carries (an elastic job's published state, written together with
-    the script it describes) are set too; other annotations are left alone. Static jobs carry none.
+    Annotations the desired ConfigMap carries (an elastic job's published state, written together
+    with the script it describes) are set too; other annotations are left alone. Static jobs carry
+    none.
     """
     want = dict(_mapping(desired.get("data")))
     have_annotations = _mapping(_mapping(observed.get("metadata")).get("annotations"))
@@ -126,7 +132,8 @@ def pod_group_update(observed: Mapping[str, Any], desired: Mapping[str, Any]) ->
 
 
 def _normalized(value: Any) -> Any:
-    """Empty and absent are the same to Go's omitempty; quantities compare as the strings we send."""
+    """Empty and absent are the same to Go's omitempty; quantities compare as the strings we
+    send."""
     if value in (None, {}, [], ""):
         return None
     if isinstance(value, Mapping):
@@ -135,7 +142,8 @@ def _normalized(value: Any) -> Any:
 
 
 def suspend_launcher(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> Update:
-    """The launcher Job with `spec.suspend: true` (its pods are then deleted by the Job controller)."""
+    """The launcher Job with `spec.suspend: true` (its pods are then deleted by the Job
+    controller)."""
     obj = _for_write(observed, desired)
     obj.setdefault("spec", {})["suspend"] = True
     return Update.of(obj, "spec.suspend")
@@ -183,4 +191,6 @@ def resume_launcher(
         else:
             pod_spec.pop(key, None)
     spec["suspend"] = False
-    return Update.of(obj, "spec.suspend", "spec.template", after_previous_write=after_previous_write)
+    return Update.of(
+        obj, "spec.suspend", "spec.template", after_previous_write=after_previous_write
+    )

@@ -79,7 +79,9 @@ class _Planner:
         self.events: list[reasons.Event] = []
 
     def add(self, phase: Phase, action: Action) -> None:
-        self.actions.append(action if action.phase == phase else dataclasses.replace(action, phase=phase))
+        self.actions.append(
+            action if action.phase == phase else dataclasses.replace(action, phase=phase)
+        )
 
     def result(self, elastic: ElasticWrites | None = None) -> Plan:
         actions = self.actions
@@ -89,7 +91,9 @@ class _Planner:
                 raise ValueError(f"elastic writes outside the elastic phases: {stray}")
             actions = [*actions, *elastic.actions]
         return Plan(
-            actions=tuple(sorted(actions, key=lambda action: action.phase)),  # stable: upstream order kept
+            actions=tuple(
+                sorted(actions, key=lambda action: action.phase)
+            ),  # stable: upstream order kept
             conflicts=tuple(self.conflicts),
             excess_workers=self.excess,
             waiting_for_workers=self.waiting,
@@ -99,7 +103,8 @@ class _Planner:
         )
 
     def launcher_template_built(self) -> None:
-        """Upstream warns each time it builds the launcher template over a template restartPolicy."""
+        """Upstream warns each time it builds the launcher template over a template
+        restartPolicy."""
         if launcher_builder.template_sets_restart_policy(self.job):
             self.events.append(
                 reasons.Event(
@@ -114,7 +119,9 @@ class _Planner:
         probe because the operator does not know their sshd port."""
         if worker_builder.ssh_port_unknown(self.job):
             self.events.append(
-                reasons.Event(reasons.WARNING, reasons.SSH_PORT_UNKNOWN, reasons.SSH_PORT_UNKNOWN_MESSAGE)
+                reasons.Event(
+                    reasons.WARNING, reasons.SSH_PORT_UNKNOWN, reasons.SSH_PORT_UNKNOWN_MESSAGE
+                )
             )
 
     def owned_or_stop(self, obj: Mapping[str, Any], api_version: str, kind: str) -> None:
@@ -122,7 +129,9 @@ class _Planner:
             self.conflicts.append(Conflict(ObjectRef.of(obj, api_version=api_version, kind=kind)))
             raise _Stop
 
-    def get_or_create(self, observed: KubeObject | None, desired: KubeObject, compare: _Compare) -> None:
+    def get_or_create(
+        self, observed: KubeObject | None, desired: KubeObject, compare: _Compare
+    ) -> None:
         """Upstream's get-or-create-or-update of a singleton child (all of them DISCOVERY)."""
         if observed is None:
             self.add(Phase.DISCOVERY, Create.of(desired))
@@ -158,7 +167,8 @@ class _Planner:
             return
         if self.desired.secret is None:
             raise ValueError(
-                f"the Secret {naming.ssh_secret_name(self.job)} needs a key pair: build the desired state "
+                f"the Secret {naming.ssh_secret_name(self.job)} needs a key pair: build the "
+                "desired state "
                 "with ssh_keys when planning.secret_needs_keys(observed.secret)"
             )
         if observed is None:
@@ -169,14 +179,18 @@ class _Planner:
                 self.add(Phase.DISCOVERY, update)
 
     def workers(self, *, delete_excess: bool) -> None:
-        """Upstream `getOrCreateWorker`: remove excess pods, then create the missing ones in index order.
+        """Upstream `getOrCreateWorker`: remove excess pods, then create the missing ones in index
+        order.
 
         Only the missing workers the desired state holds are created (`planning.window`: a sync's
         window); the others are counted in `deferred`, and the launcher waits for them."""
         replicas = config.worker_replicas(self.job)
         own = workers_by_index(self.job, self.observed)
         self.excess = tuple(
-            sorted((i for i, pod in own.items() if i >= replicas and not is_terminating(pod)), reverse=True)
+            sorted(
+                (i for i, pod in own.items() if i >= replicas and not is_terminating(pod)),
+                reverse=True,
+            )
         )
         if delete_excess:
             for index in self.excess:
@@ -192,7 +206,8 @@ class _Planner:
                 self.deferred += 1
 
     def launcher(self, ready_threshold: int | None) -> None:
-        """The launcher Job is created once: at once (AtStartup) or when enough workers are Ready."""
+        """The launcher Job is created once: at once (AtStartup) or when enough workers are
+        Ready."""
         job = self.job
         if job.spec.launcher_creation_policy != c.LAUNCHER_CREATION_AT_STARTUP:
             replicas = config.worker_replicas(job)
@@ -272,7 +287,11 @@ class _Planner:
 
 def is_completed(job: MPIJob) -> bool:
     """Finished *and* completionTime set: the second phase of upstream's two-phase finish."""
-    return is_finished(job.status) and job.status is not None and job.status.completion_time is not None
+    return (
+        is_finished(job.status)
+        and job.status is not None
+        and job.status.completion_time is not None
+    )
 
 
 def plan(
@@ -286,9 +305,10 @@ def plan(
     """The writes that bring `observed` to `desired` for `job` (canonical, defaulted, valid).
 
     `elastic`: an elastic job's own writes, and how it changes the planner's (with `paces_scale_in`
-    excess workers are only listed in `Plan.excess_workers`; `launcher_ready_workers` is how many Ready
-    workers `WaitForWorkersReady` waits for instead of every desired one). `gang` is the operator's
-    `--gang-scheduling` (which PodGroup API a PodGroup read without apiVersion belongs to).
+    excess workers are only listed in `Plan.excess_workers`; `launcher_ready_workers` is how many
+    Ready workers `WaitForWorkersReady` waits for instead of every desired one). `gang` is the
+    operator's `--gang-scheduling` (which PodGroup API a PodGroup read without apiVersion belongs
+    to).
     """
     planner = _Planner(job, desired, observed, gang)
     if job.metadata.get("deletionTimestamp") is not None:
@@ -305,7 +325,9 @@ def plan(
         if launcher is None or not is_job_finished(launcher):
             planner.children(
                 delete_excess_workers=elastic is None or not elastic.paces_scale_in,
-                launcher_ready_workers=elastic.launcher_ready_workers if elastic is not None else None,
+                launcher_ready_workers=elastic.launcher_ready_workers
+                if elastic is not None
+                else None,
             )
         if launcher is not None:
             planner.align_launcher_suspension(launcher)

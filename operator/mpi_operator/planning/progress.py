@@ -41,9 +41,10 @@ def _pod_settled(pod: Mapping[str, Any], *, need_ready: bool) -> bool:
 
 
 def settled(job: MPIJob, observed: Observed) -> bool:
-    """No pod of the job is on its way to Running/Ready: every desired worker is Ready (or finished),
-    and a launcher Job that has not finished has a Running (or finished) pod. Pass the children as
-    they are after this sync's plan (`observed_after`), so pods just created count as starting."""
+    """No pod of the job is on its way to Running/Ready: every desired worker is Ready (or
+    finished), and a launcher Job that has not finished has a Running (or finished) pod. Pass the
+    children as they are after this sync's plan (`observed_after`), so pods just created count as
+    starting."""
     if job.spec.run_policy.suspend:
         return True
     launcher = observed.launcher_job
@@ -66,7 +67,8 @@ def _data(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _is_discovery_refresh(update: Update, observed: Mapping[str, Any] | None) -> bool:
-    """The ConfigMap update changes `discover_hosts.sh` only (`hostfile` and annotations as they are)."""
+    """The ConfigMap update changes `discover_hosts.sh` only (`hostfile` and annotations as they
+    are)."""
     if observed is None or update.ref.kind != "ConfigMap" or update.fields != ("data",):
         return False
     have, want = _data(observed), _data(update.obj)

@@ -1,11 +1,12 @@
-"""Which missing workers one sync builds and creates: at most a window of them, lowest indices first.
+"""Which missing workers one sync builds and creates: at most a window of them, lowest indices
+first.
 
-A job at the worker ceiling would otherwise build, plan, check and create a thousand pods in one sync,
-holding a reconcile worker (and, for the CPU-bound steps, the event loop) while every other job waits.
-With a window, a sync of a big job creates `WORKER_WINDOW` workers, writes the job's status and goes
-to the back of the queue (`Plan.deferred_workers`), so other jobs are served between its windows; a job
-that fits in one window is planned exactly as before. The launcher Job waits until every worker has
-been created (`planner`), as upstream creates it after them.
+A job at the worker ceiling would otherwise build, plan, check and create a thousand pods in one
+sync, holding a reconcile worker (and, for the CPU-bound steps, the event loop) while every other
+job waits. With a window, a sync of a big job creates `WORKER_WINDOW` workers, writes the job's
+status and goes to the back of the queue (`Plan.deferred_workers`), so other jobs are served between
+its windows; a job that fits in one window is planned exactly as before. The launcher Job waits
+until every worker has been created (`planner`), as upstream creates it after them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def worker_window(job: MPIJob, observed: Observed, size: int = WORKER_WINDOW) ->
         raise ValueError(f"the worker window must be positive, got {size}")
     present = {name_of(pod) for pod in observed.worker_pods}
     missing = [
-        index for index in range(config.worker_replicas(job)) if naming.worker_name(job, index) not in present
+        index
+        for index in range(config.worker_replicas(job))
+        if naming.worker_name(job, index) not in present
     ]
     return WorkerWindow(indices=tuple(missing[:size]), deferred=max(len(missing) - size, 0))

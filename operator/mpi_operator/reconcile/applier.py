@@ -61,7 +61,9 @@ _RESOURCES: dict[tuple[str, str], Resource] = {
 
 _URGENT_PHASES: Final = frozenset({Phase.DISCOVERY, Phase.ANNOUNCE})
 
-_warnings: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("api_warnings", default=None)
+_warnings: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "api_warnings", default=None
+)
 
 
 def collect_warning(text: str) -> None:
@@ -80,7 +82,8 @@ def resource_for(ref: ObjectRef) -> Resource:
 
 @dataclass
 class Applied:
-    """What applying a plan found: foreign objects hidden from the stores, and API warnings per object."""
+    """What applying a plan found: foreign objects hidden from the stores, and API warnings per
+    object."""
 
     conflicts: list[Conflict] = field(default_factory=list)
     warnings: list[tuple[ObjectRef, str]] = field(default_factory=list)
@@ -99,7 +102,8 @@ class Applied:
 
 
 class DeletedRecently:
-    """Uids this process deleted successfully, remembered for `ttl` seconds (see the module docstring)."""
+    """Uids this process deleted successfully, remembered for `ttl` seconds (see the module
+    docstring)."""
 
     def __init__(self, clock: Callable[[], float], ttl: float = 300.0) -> None:
         self.ttl = ttl
@@ -118,9 +122,9 @@ class DeletedRecently:
 
 
 SLOW_START_MAX: Final = 32
-"""Pod creates go out in batches of 1, 2, 4, ... up to this (client-go's slow start): a job whose creates
-all fail (a quota, a webhook) costs one request, a healthy one few round trips, and no more than a
-batch is in flight when the job is deleted."""
+"""Pod creates go out in batches of 1, 2, 4, ... up to this (client-go's slow start): a job whose
+creates all fail (a quota, a webhook) costs one request, a healthy one few round trips, and no more
+than a batch is in flight when the job is deleted."""
 
 
 def _in_batches(action: Action) -> bool:
@@ -128,7 +132,8 @@ def _in_batches(action: Action) -> bool:
 
 
 def _batch(actions: Sequence[Action], start: int, size: int) -> Sequence[Action]:
-    """The next actions to send together: up to `size` pod creates of one phase, anything else alone."""
+    """The next actions to send together: up to `size` pod creates of one phase, anything else
+    alone."""
     first = actions[start]
     if not _in_batches(first):
         return actions[start : start + 1]
@@ -148,9 +153,9 @@ Report = Callable[[str, str, str], None]
 
 
 class Applier:
-    """Sends the actions of one job's plan; `apply` stops at the first conflict, as upstream does, and
-    as soon as `is_current()` says the job is gone (deleted, or replaced by one with a new uid): its
-    children would only be garbage for the collector."""
+    """Sends the actions of one job's plan; `apply` stops at the first conflict, as upstream does,
+    and as soon as `is_current()` says the job is gone (deleted, or replaced by one with a new uid):
+    its children would only be garbage for the collector."""
 
     def __init__(
         self,
@@ -169,7 +174,8 @@ class Applier:
         self.deleted = deleted
         self.is_current = is_current
         self.created = created
-        """Told of every object the API created, at once: a sync that fails later must not lose them."""
+        """Told of every object the API created, at once: a sync that fails later must not lose
+        them."""
 
     async def apply(self, plan: Plan) -> Applied:
         applied = Applied()
@@ -181,7 +187,9 @@ class Applier:
                 break
             batch = _batch(actions, start, size)
             if len(batch) == 1:
-                results: list[KubeObject | BaseException | None] = [await self._send(batch[0], plan, applied)]
+                results: list[KubeObject | BaseException | None] = [
+                    await self._send(batch[0], plan, applied)
+                ]
             else:
                 sends = (self._send(action, plan, applied) for action in batch)
                 results = await asyncio.gather(*sends, return_exceptions=True)
@@ -229,7 +237,9 @@ class Applier:
             return await self.kube.replace(resource, action.obj, subresource="status")
         if isinstance(action, Patch):
             try:
-                return await self.kube.patch(resource, ref.name, dict(action.patch), namespace=ref.namespace)
+                return await self.kube.patch(
+                    resource, ref.name, dict(action.patch), namespace=ref.namespace
+                )
             except errors.NotFound:
                 log.info("%s: gone, nothing to patch", action.describe())
                 return None
@@ -248,12 +258,16 @@ class Applier:
         except errors.NotFound:
             pass
         except errors.Conflict:
-            log.info("%s: the uid precondition failed, a successor holds the name", action.describe())
+            log.info(
+                "%s: the uid precondition failed, a successor holds the name", action.describe()
+            )
         if action.uid is not None:
             self.deleted.add(action.uid)
         return None
 
-    async def _create(self, resource: Resource, action: Create, applied: Applied) -> KubeObject | None:
+    async def _create(
+        self, resource: Resource, action: Create, applied: Applied
+    ) -> KubeObject | None:
         ref = action.ref
         try:
             obj = await self.kube.create(resource, action.obj)
@@ -262,11 +276,15 @@ class Applier:
         except errors.KubeError as exc:
             if ref.kind == "Pod":
                 self.report(
-                    reasons.WARNING, reasons.MPIJOB_FAILED, reasons.worker_create_failed_message(str(exc))
+                    reasons.WARNING,
+                    reasons.MPIJOB_FAILED,
+                    reasons.worker_create_failed_message(str(exc)),
                 )
             elif ref.kind == "Job":
                 self.report(
-                    reasons.WARNING, reasons.MPIJOB_FAILED, reasons.launcher_create_failed_message(str(exc))
+                    reasons.WARNING,
+                    reasons.MPIJOB_FAILED,
+                    reasons.launcher_create_failed_message(str(exc)),
                 )
             raise
         else:

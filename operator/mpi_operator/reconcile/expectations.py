@@ -39,13 +39,15 @@ class CreatedPods:
     def pending(
         self, uid: str | None, cached: Callable[[str], bool], now: float, ttl: float = TTL
     ) -> list[KubeObject]:
-        """The pods still in flight for the job with `uid`; `cached(name)` says whether the store has
-        a pod of that name. What the store has caught up with, or what expired, is dropped."""
+        """The pods still in flight for the job with `uid`; `cached(name)` says whether the store
+        has a pod of that name. What the store has caught up with, or what expired, is dropped."""
         if uid != self.uid:
             self.pods = {}
             return []
         self.pods = {
-            name: (at, pod) for name, (at, pod) in self.pods.items() if now - at < ttl and not cached(name)
+            name: (at, pod)
+            for name, (at, pod) in self.pods.items()
+            if now - at < ttl and not cached(name)
         }
         return [pod for _, pod in self.pods.values()]
 

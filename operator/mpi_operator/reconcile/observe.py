@@ -1,13 +1,14 @@
-"""Stores -> `planning.Observed`: what the informer caches hold for one MPIJob, read without any LIST.
+"""Stores -> `planning.Observed`: what the informer caches hold for one MPIJob, read without any
+LIST.
 
 Singleton children are looked up by their deterministic *name*, whoever controls them, so that an
 object in the way (not controlled by the job) surfaces in the plan as a conflict instead of being
-recreated or adopted. Worker pods are the job's controlled pods (owner index) plus any pod cached under
-a desired worker name (and the worker pods just created that the store does not show yet); launcher
-pods are the pods the launcher Job controls.
+recreated or adopted. Worker pods are the job's controlled pods (owner index) plus any pod cached
+under a desired worker name (and the worker pods just created that the store does not show yet);
+launcher pods are the pods the launcher Job controls.
 
-With label-filtered informers a foreign object without our labels is not cached at all: the plan then
-asks to create it and the applier finds it behind the 409 (see `applier`).
+With label-filtered informers a foreign object without our labels is not cached at all: the plan
+then asks to create it and the applier finds it behind the 409 (see `applier`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def observe(stores: Stores, job: MPIJob, in_flight: Iterable[KubeObject] = ()) -
     """The children of `job` as the stores hold them now (read-only snapshots: never mutate them).
 
     `in_flight`: worker pods this operator created that the pod store may not show yet
-    (`expectations.CreatedPods`); each counts as observed unless the store has a pod of that name."""
+    (`expectations.CreatedPods`); each counts as observed unless the store has a pod of that
+    name."""
     ns = job.namespace
     launcher = _get(stores.jobs, ns, naming.launcher_name(job))
     workers: dict[str, KubeObject] = {}
@@ -58,7 +60,8 @@ def observe(stores: Stores, job: MPIJob, in_flight: Iterable[KubeObject] = ()) -
 
 
 def priority_classes(stores: Stores) -> dict[str, int]:
-    """PriorityClass name -> value (PodGroup priorities under gang scheduling); empty without the store."""
+    """PriorityClass name -> value (PodGroup priorities under gang scheduling); empty without the
+    store."""
     if stores.priority_classes is None:
         return {}
     out: dict[str, int] = {}

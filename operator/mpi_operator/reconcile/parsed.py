@@ -3,10 +3,10 @@
 Pydantic's parse and the cross-field validation of a spec cost about half a millisecond per sync. A
 job whose pods change while its own object does not (a running elastic job's churn, pod events after
 the last status write) is synced again and again at one version; those syncs now parse it once. In a
-fan-in most syncs follow a status write, so they see a new version (about 300 parses for 315 syncs at
-100 jobs x 8 workers): the gain is there only when the job is quiet. An object is identified by its
-uid and resourceVersion, so any change to it, status included, is parsed anew. Only the `size` most
-recently used versions are kept, so the cache's memory does not grow with the number of jobs.
+fan-in most syncs follow a status write, so they see a new version (about 300 parses for 315 syncs
+at 100 jobs x 8 workers): the gain is there only when the job is quiet. An object is identified by
+its uid and resourceVersion, so any change to it, status included, is parsed anew. Only the `size`
+most recently used versions are kept, so the cache's memory does not grow with the number of jobs.
 """
 
 from __future__ import annotations
@@ -24,7 +24,12 @@ DEFAULT_SIZE = 64
 
 class ParsedJobs:
     def __init__(
-        self, *, gpus_per_node: int, max_workers: int, cluster_domain: str = "", size: int = DEFAULT_SIZE
+        self,
+        *,
+        gpus_per_node: int,
+        max_workers: int,
+        cluster_domain: str = "",
+        size: int = DEFAULT_SIZE,
     ) -> None:
         self._gpus_per_node = gpus_per_node
         self._max_workers = max_workers
@@ -33,8 +38,8 @@ class ParsedJobs:
         self._cache: OrderedDict[tuple[str, str | None, str], Normalized] = OrderedDict()
 
     def parse(self, key: str, raw: Mapping[str, Any], obj: Mapping[str, Any]) -> Normalized:
-        """`parse_and_validate(obj)` for the stored object `raw` (`obj`: it with apiVersion and kind);
-        raises `InvalidMPIJob` as that does (invalid versions are not kept)."""
+        """`parse_and_validate(obj)` for the stored object `raw` (`obj`: it with apiVersion and
+        kind); raises `InvalidMPIJob` as that does (invalid versions are not kept)."""
         version = resource_version(raw)
         ident = (key, uid_of(raw), version)
         hit = self._cache.get(ident) if version else None

@@ -1,7 +1,7 @@
-"""How long a static job's progress write waits for its peers (`planning.progress` says which writes,
-and why), from when the job last wrote its status (`memory.JobMemory.status_written_at`). Memory of
-past writes only delays a write by at most `period`; a restart forgets it and writes at once, which
-is what it did before."""
+"""How long a static job's progress write waits for its peers (`planning.progress` says which
+writes, and why), from when the job last wrote its status (`memory.JobMemory.status_written_at`).
+Memory of past writes only delays a write by at most `period`; a restart forgets it and writes at
+once, which is what it did before."""
 
 from __future__ import annotations
 

@@ -93,8 +93,8 @@ def labelled(obj: dict[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
 
 def with_watch_labels(state: DesiredState, job: MPIJob) -> DesiredState:
     """Upstream labels the Service, ConfigMap, Secret and launcher Job only `app: <job>`, and the
-    PodGroup not at all; add ours (without it the PodGroup informer never sees the PodGroup, which is
-    then neither updated nor deleted on suspend without a 409 first)."""
+    PodGroup not at all; add ours (without it the PodGroup informer never sees the PodGroup, which
+    is then neither updated nor deleted on suspend without a 409 first)."""
     extra = watch_labels(job)
     return dataclasses.replace(
         state,
@@ -111,7 +111,8 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def managed_by(raw: Mapping[str, Any]) -> str | None:
-    """`spec.runPolicy.managedBy` read defensively from the stored object (checked before validation)."""
+    """`spec.runPolicy.managedBy` read defensively from the stored object (checked before
+    validation)."""
     value = _mapping(_mapping(_mapping(raw.get("spec")).get("runPolicy"))).get("managedBy")
     return value if isinstance(value, str) and value else None
 
@@ -124,21 +125,28 @@ def aggregate(items: list[str]) -> str:
 def too_large_message(problem: TooLarge) -> str:
     """The problem, and the template it comes from when the user's pod template is the cause."""
     template = _TEMPLATES.get(problem.ref.kind)
-    if template is not None and (problem.ref.kind == "Pod" or problem.field.startswith("spec.template")):
+    if template is not None and (
+        problem.ref.kind == "Pod" or problem.field.startswith("spec.template")
+    ):
         return f"{problem} (from spec.{template})"
     return str(problem)
 
 
 def without_invalid(job: MPIJob) -> MPIJob:
     """The job with the reconciler's own `Invalid` condition dropped, as the status steps expect."""
-    if job.status is None or not any(cond.type == CONDITION_INVALID for cond in job.status.conditions):
+    if job.status is None or not any(
+        cond.type == CONDITION_INVALID for cond in job.status.conditions
+    ):
         return job
     conditions = [cond for cond in job.status.conditions if cond.type != CONDITION_INVALID]
-    return job.model_copy(update={"status": job.status.model_copy(update={"conditions": conditions})})
+    return job.model_copy(
+        update={"status": job.status.model_copy(update={"conditions": conditions})}
+    )
 
 
 class MPIJobReconciler:
-    """Converges one MPIJob per call; see the module docstring. State kept here is only an optimization."""
+    """Converges one MPIJob per call; see the module docstring. State kept here is only an
+    optimization."""
 
     def __init__(self, deps: ManagerDeps) -> None:
         self.deps = deps
@@ -148,13 +156,15 @@ class MPIJobReconciler:
         self.settings = deps.settings
         self._max_workers = worker_limit(deps.settings.max_workers_per_job)
         self.memories = Memories(deps.clock.now)
-        """What is remembered of each job between syncs (`memory`), forgotten when it leaves the cache."""
+        """What is remembered of each job between syncs (`memory`), forgotten when it leaves the
+        cache."""
         self._parsed = ParsedJobs(
             gpus_per_node=deps.settings.gpus_per_node,
             max_workers=self._max_workers,
             cluster_domain=deps.settings.cluster_domain,
         )
-        # One client serves every worker: warnings reach the write that caused them through a contextvar.
+        # One client serves every worker: warnings reach the write that caused them through a
+        # contextvar.
         deps.kube.on_warning = collect_warning
 
     async def reconcile(self, key: str) -> Result:
@@ -162,7 +172,9 @@ class MPIJobReconciler:
         if raw is None:
             self.memories.forget(key)
             namespace, _, name = key.partition("/")
-            self.deps.metrics.remove_job_info(launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace)
+            self.deps.metrics.remove_job_info(
+                launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace
+            )
             self.deps.metrics.remove_elastic_workers(namespace=namespace, mpijob=name)
             return Result()
         meta = _mapping(raw.get("metadata"))
@@ -189,15 +201,16 @@ class MPIJobReconciler:
         expiry = memory.created_pods.expires_in(self.deps.clock.now()) if in_flight else None
         if expiry is None or result.requeue:
             return result
-        # This sync counted pods created by an earlier one that the store still does not show: if one
-        # never arrives (gone again while the pod watch was down), no event would say so. Pods created
-        # by this sync are left to their own watch events (waking every job 30 s after its creates
-        # would cost a sync per job for nothing).
+        # This sync counted pods created by an earlier one that the store still does not show: if
+        # one never arrives (gone again while the pod watch was down), no event would say so. Pods
+        # created by this sync are left to their own watch events (waking every job 30 s after its
+        # creates would cost a sync per job for nothing).
         wait = expiry if result.requeue_after is None else min(result.requeue_after, expiry)
         return dataclasses.replace(result, requeue_after=wait)
 
     def _latest(self, key: str, cached: KubeObject | None) -> KubeObject | None:
-        """The cached MPIJob, or the one our last status write returned while the cache lags behind it.
+        """The cached MPIJob, or the one our last status write returned while the cache lags behind
+        it.
 
         Without this, the child events that follow a status write reconcile the pre-write object and
         fail with 409 Conflict (a wasted write and a retry per job start)."""
@@ -206,24 +219,38 @@ class MPIJobReconciler:
         if memory is None or cached is None or written is None:
             return cached
         before, obj = written
-        if resource_version(cached) == before and obj["metadata"].get("uid") == cached["metadata"].get("uid"):
+        if resource_version(cached) == before and obj["metadata"].get("uid") == cached[
+            "metadata"
+        ].get("uid"):
             return obj
         memory.written = None
         return cached
 
     async def _sync(
-        self, key: str, raw: Mapping[str, Any], job: MPIJob, legacy: str, in_flight: list[KubeObject]
+        self,
+        key: str,
+        raw: Mapping[str, Any],
+        job: MPIJob,
+        legacy: str,
+        in_flight: list[KubeObject],
     ) -> Result:
-        """`in_flight`: the worker pods earlier syncs created that the pod store does not show yet."""
+        """`in_flight`: the worker pods earlier syncs created that the pod store does not show
+        yet."""
         settings = self.settings
-        observed = self._with_fresher_config(key, observe(self.stores, job, in_flight))  # step 2, then 3
+        observed = self._with_fresher_config(
+            key, observe(self.stores, job, in_flight)
+        )  # step 2, then 3
         sync = elastic_sync.prepare(
             job, observed, now=self.deps.now(), cluster_domain=settings.cluster_domain
         )
         decision = sync.decision if sync is not None else None
         if sync is not None:
             job = sync.job
-        keys = desired_state.generate_ssh_keys() if planning.secret_needs_keys(observed.secret) else None
+        keys = (
+            desired_state.generate_ssh_keys()
+            if planning.secret_needs_keys(observed.secret)
+            else None
+        )
         state = desired_state.build(  # step 4: of the missing workers, one window
             job,
             observed_pods=observed.worker_pods,
@@ -242,8 +269,11 @@ class MPIJobReconciler:
         )
         too_large = planning.plan_problems(plan)
         if too_large:
-            # The API would refuse these on every retry: say why once, write nothing, do not requeue.
-            await self._report_invalid(key, raw, [too_large_message(problem) for problem in too_large])
+            # The API would refuse these on every retry: say why once, write nothing, do not
+            # requeue.
+            await self._report_invalid(
+                key, raw, [too_large_message(problem) for problem in too_large]
+            )
             return Result()
         if await self._confirmed_gone(key, job, plan):
             return Result()  # the informer will drop the job; its collected children stay gone
@@ -301,7 +331,9 @@ class MPIJobReconciler:
         else:
             await self._write_status(key, raw, job, update, legacy)
         if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
-            self.deps.metrics.set_job_info(launcher=naming.launcher_name(job), namespace=job.namespace)
+            self.deps.metrics.set_job_info(
+                launcher=naming.launcher_name(job), namespace=job.namespace
+            )
         if plan.deferred_workers:
             # More workers than one window: the status above says the job was seen; the next window
             # waits behind every other queued job (and recomputes any elastic timer).
@@ -311,8 +343,8 @@ class MPIJobReconciler:
         return Result(requeue_after=decision.requeue_after)
 
     def _expect(self, key: str, job: MPIJob) -> Callable[[KubeObject], None]:
-        """Records each worker pod the applier creates until the pod store shows it (`CreatedPods`), and
-        every other child it creates (`MadeChildren`)."""
+        """Records each worker pod the applier creates until the pod store shows it (`CreatedPods`),
+        and every other child it creates (`MadeChildren`)."""
         uid = job.uid
         memory = self.memories.of(key)
 
@@ -327,8 +359,8 @@ class MPIJobReconciler:
         return created
 
     def _with_fresher_config(self, key: str, observed: planning.Observed) -> planning.Observed:
-        """`observed`, with the ConfigMap `_config_map_lags` read while the cache still shows the version
-        it replaced; once the cache shows another version, the cache is the truth again."""
+        """`observed`, with the ConfigMap `_config_map_lags` read while the cache still shows the
+        version it replaced; once the cache shows another version, the cache is the truth again."""
         memory = self.memories.of(key)
         entry = memory.fresher_config
         cached = observed.config_map
@@ -340,30 +372,39 @@ class MPIJobReconciler:
             return observed
         return dataclasses.replace(observed, config_map=fresh)
 
-    async def _config_map_lags(self, key: str, observed: planning.Observed, plan: planning.Plan) -> bool:
-        """Whether the cached ConfigMap of an elastic job is older than the API's, asked only before the
-        plan creates worker pods: the elastic state in it says which incarnation, so which host name, a
-        new pod gets. A lagging ConfigMap watch (one in backoff, or after a failover) would hand out a
-        name Horovod may have blacklisted, and the pod would be deleted as superseded once the cache
-        caught up. One GET; a stale cache means the job is planned again from what the GET returned."""
+    async def _config_map_lags(
+        self, key: str, observed: planning.Observed, plan: planning.Plan
+    ) -> bool:
+        """Whether the cached ConfigMap of an elastic job is older than the API's, asked only before
+        the plan creates worker pods: the elastic state in it says which incarnation, so which host
+        name, a new pod gets. A lagging ConfigMap watch (one in backoff, or after a failover) would
+        hand out a name Horovod may have blacklisted, and the pod would be deleted as superseded
+        once the cache caught up. One GET; a stale cache means the job is planned again from what
+        the GET returned."""
         cached = observed.config_map
         if cached is None or not any(
-            isinstance(action, planning.Create) and action.ref.kind == "Pod" for action in plan.actions
+            isinstance(action, planning.Create) and action.ref.kind == "Pod"
+            for action in plan.actions
         ):
             return False
         try:
-            fresh = await self.kube.get(resources.CONFIG_MAP, name_of(cached), namespace=namespace_of(cached))
+            fresh = await self.kube.get(
+                resources.CONFIG_MAP, name_of(cached), namespace=namespace_of(cached)
+            )
         except errors.KubeError:
             return False  # cannot tell: go on as before
         if resource_version(fresh) == resource_version(cached):
             return False
-        log.info("the cached ConfigMap lags behind the API's: planning the elastic job again from the API's")
+        log.info(
+            "the cached ConfigMap lags behind the API's: planning the elastic job again from the "
+            "API's"
+        )
         self.memories.of(key).fresher_config = (resource_version(cached) or "", fresh)
         return True
 
     async def _confirmed_gone(self, key: str, job: MPIJob, plan: planning.Plan) -> bool:
-        """Whether the job is gone from the API although the cache holds it, asked only when the plan
-        would re-create a child created before (see `recreates`)."""
+        """Whether the job is gone from the API although the cache holds it, asked only when the
+        plan would re-create a child created before (see `recreates`)."""
         made = self.memories.of(key).made
         if made.is_gone(job.uid):
             return True
@@ -378,13 +419,16 @@ class MPIJobReconciler:
             return False  # cannot tell: repair as before
         if stored is not None and uid_of(stored) == job.uid and not is_terminating(stored):
             return False
-        log.info("the MPIJob is gone from the API (its cache lags): its missing children are not re-created")
+        log.info(
+            "the MPIJob is gone from the API (its cache lags): its missing children are not "
+            "re-created"
+        )
         made.mark_gone(job.uid)
         return True
 
     def _is_current(self, key: str, job: MPIJob) -> Callable[[], bool]:
-        """Whether the store still holds this job (same uid, not being deleted): checked between writes,
-        so a deleted job stops getting children within a batch of its deletion."""
+        """Whether the store still holds this job (same uid, not being deleted): checked between
+        writes, so a deleted job stops getting children within a batch of its deletion."""
         uid = job.metadata.get("uid")
 
         def current() -> bool:
@@ -396,13 +440,16 @@ class MPIJobReconciler:
     async def _write_status(
         self, key: str, raw: Mapping[str, Any], job: MPIJob, update: StatusUpdate, legacy: str
     ) -> None:
-        """Step 7: the status merge patch, only when it says something new, with its events and counts."""
+        """Step 7: the status merge patch, only when it says something new, with its events and
+        counts."""
         old = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
         if not status_changed(old, update.status):
             return
         rv = str(_mapping(raw.get("metadata")).get("resourceVersion") or "") or None
         patch = status_merge_patch(old, update.status, resource_version=rv)
-        written = await self.kube.patch_status(resources.MPIJOB, job.name, patch, namespace=job.namespace)
+        written = await self.kube.patch_status(
+            resources.MPIJOB, job.name, patch, namespace=job.namespace
+        )
         memory = self.memories.of(key)
         memory.status_written_at = self.deps.clock.now()
         if rv is not None:
@@ -410,8 +457,11 @@ class MPIJobReconciler:
         if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
             "observedGeneration"
         ):
-            # Once per generation, even across restarts: observedGeneration was just written with it.
-            self._event(raw, reasons.NORMAL, LEGACY_FIELDS_MAPPED, f"deprecated fields mapped: {legacy}")
+            # Once per generation, even across restarts: observedGeneration was just written with
+            # it.
+            self._event(
+                raw, reasons.NORMAL, LEGACY_FIELDS_MAPPED, f"deprecated fields mapped: {legacy}"
+            )
         self._events(raw, update.events)
         for counter in update.counters:
             self._count_job(counter)
@@ -428,15 +478,17 @@ class MPIJobReconciler:
             assert_never(counter)
 
     def _count_elastic(self, decision: ElasticDecision, applied: Applied) -> None:
-        """The script counts as updated once its ConfigMap write went out; replacements once deleted."""
+        """The script counts as updated once its ConfigMap write went out; replacements once
+        deleted."""
         if decision.discovery_changed and applied.completed(Phase.DISCOVERY):
             self.deps.metrics.discovery_updated()
         if applied.completed(Phase.RELEASE):
             self.deps.metrics.workers_replaced(len(decision.replace))
 
     def _gauge_elastic(self, job: MPIJob, decision: ElasticDecision | None) -> None:
-        """Per-job worker gauges while an elastic job runs; none for static, finished or suspended jobs
-        (a suspended job has no ready workers by request, which an alert must not read as a loss)."""
+        """Per-job worker gauges while an elastic job runs; none for static, finished or suspended
+        jobs (a suspended job has no ready workers by request, which an alert must not read as a
+        loss)."""
         metrics = self.deps.metrics
         if decision is None or job.spec.run_policy.suspend:
             metrics.remove_elastic_workers(namespace=job.namespace, mpijob=job.name)
@@ -452,7 +504,8 @@ class MPIJobReconciler:
         )
 
     def _track_convergence(self, key: str, job: MPIJob, decision: ElasticDecision) -> None:
-        """Times how long discovered workers differ from the desired count (process-local, best effort).
+        """Times how long discovered workers differ from the desired count (process-local, best
+        effort).
 
         A suspended job is not converging on anything: its clock restarts when it resumes."""
         memory = self.memories.of(key)
@@ -469,13 +522,16 @@ class MPIJobReconciler:
             self.deps.metrics.observe_elastic_convergence(now - since)
 
     async def _report_invalid(self, key: str, raw: Mapping[str, Any], problems: list[str]) -> None:
-        """Nothing is created; the Invalid condition and a ValidationError Warning say why, field by field."""
+        """Nothing is created; the Invalid condition and a ValidationError Warning say why, field by
+        field."""
         meta = _mapping(raw.get("metadata"))
         message = reasons.validation_error_message(aggregate(problems or ["invalid MPIJob"]))
         raw_status = raw.get("status")
         old = normalize_status(raw_status) if isinstance(raw_status, Mapping) else {}
         new = copy.deepcopy(old)
-        previous = next((x for x in new.get("conditions", []) if x.get("type") == CONDITION_INVALID), None)
+        previous = next(
+            (x for x in new.get("conditions", []) if x.get("type") == CONDITION_INVALID), None
+        )
         now = format_time(self.deps.now())
         condition = {
             "type": CONDITION_INVALID,
@@ -485,7 +541,11 @@ class MPIJobReconciler:
             "lastUpdateTime": now,
             "lastTransitionTime": now,
         }
-        if previous is not None and previous.get("status") == "True" and previous.get("lastTransitionTime"):
+        if (
+            previous is not None
+            and previous.get("status") == "True"
+            and previous.get("lastTransitionTime")
+        ):
             condition["lastTransitionTime"] = previous["lastTransitionTime"]
         others = [x for x in new.get("conditions", []) if x.get("type") != CONDITION_INVALID]
         new["conditions"] = [*others, condition]
@@ -502,7 +562,10 @@ class MPIJobReconciler:
             patch = status_merge_patch(old, new, resource_version=rv)
             try:
                 await self.kube.patch_status(
-                    resources.MPIJOB, str(meta.get("name")), patch, namespace=str(meta.get("namespace"))
+                    resources.MPIJOB,
+                    str(meta.get("name")),
+                    patch,
+                    namespace=str(meta.get("namespace")),
                 )
             except (errors.Invalid, errors.BadRequest) as exc:  # a junk object the API cannot store
                 log.warning("cannot write the Invalid condition: %s", exc)
@@ -511,9 +574,14 @@ class MPIJobReconciler:
     def _reporter(self, raw: Mapping[str, Any]) -> Report:
         return lambda event_type, reason, message: self._event(raw, event_type, reason, message)
 
-    def _report_warnings(self, raw: Mapping[str, Any], warnings: list[tuple[ObjectRef, str]]) -> None:
-        """One event per distinct (template, warning) of this sync; repeats aggregate in the recorder."""
-        for template, text in dict.fromkeys((_TEMPLATES.get(ref.kind), text) for ref, text in warnings):
+    def _report_warnings(
+        self, raw: Mapping[str, Any], warnings: list[tuple[ObjectRef, str]]
+    ) -> None:
+        """One event per distinct (template, warning) of this sync; repeats aggregate in the
+        recorder."""
+        for template, text in dict.fromkeys(
+            (_TEMPLATES.get(ref.kind), text) for ref, text in warnings
+        ):
             if template is not None:
                 message = f"{template}: {text} (API server warning on the objects created from it)"
                 self._event(raw, reasons.WARNING, POD_TEMPLATE_WARNING, message)
@@ -526,7 +594,9 @@ class MPIJobReconciler:
 
     def _event(self, raw: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
         obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": raw.get("metadata") or {}}
-        self.recorder.record(obj, "Warning" if event_type == reasons.WARNING else "Normal", reason, message)
+        self.recorder.record(
+            obj, "Warning" if event_type == reasons.WARNING else "Normal", reason, message
+        )
 
 
 def mpijob_reconciler_factory(deps: ManagerDeps) -> Reconciler:

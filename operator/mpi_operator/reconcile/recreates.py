@@ -23,8 +23,8 @@ _SKIPPED_KINDS = frozenset({"Pod"})
 
 @dataclass
 class MadeChildren:
-    """One job's (non-pod) children this process created for the job's current `uid`, as (kind, name),
-    and whether the API said that uid is gone."""
+    """One job's (non-pod) children this process created for the job's current `uid`, as (kind,
+    name), and whether the API said that uid is gone."""
 
     uid: str | None = None
     refs: set[tuple[str, str]] = field(default_factory=set)

@@ -34,7 +34,8 @@ class Enqueue(Protocol):
 
 
 def lost_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
-    """A pod that could run a Horovod worker before the event and cannot after it (None: no object)."""
+    """A pod that could run a Horovod worker before the event and cannot after it (None: no
+    object)."""
     return old is not None and is_pod_ready(old) and (new is None or not is_pod_ready(new))
 
 
@@ -44,8 +45,9 @@ OWNED_SELECTOR = f"{constants.LABEL_OPERATOR_NAME}={constants.OPERATOR_NAME}"
 """Matches only objects this operator made: every pod it creates (workers and the launcher template)
 carries it, and the reconciler adds it to the Service, ConfigMap, Secret and launcher Job too
 (`reconcile.reconciler.with_watch_labels`), so `mpi-operator run` filters every child informer with
-`WatchSelectors.owned_only()`. The default below filters Pods only, for callers whose children may lack
-the label (objects made by an older operator version are relabelled by the reconciler's applier)."""
+`WatchSelectors.owned_only()`. The default below filters Pods only, for callers whose children may
+lack the label (objects made by an older operator version are relabelled by the reconciler's
+applier)."""
 PRIORITY_CLASS = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")
 
 
@@ -62,7 +64,8 @@ class WatchSelectors:
 
     @classmethod
     def owned_only(cls) -> WatchSelectors:
-        """Every child informer filtered to the operator's label (needs the label on every child)."""
+        """Every child informer filtered to the operator's label (needs the label on every
+        child)."""
         return cls(*(OWNED_SELECTOR,) * 6)
 
 
@@ -103,7 +106,8 @@ def watches(gang_scheduling: GangScheduler | None, selectors: WatchSelectors) ->
     pod_groups = pod_group_resource(gang_scheduling)
     if pod_groups is not None:
         table.append(Watch("podgroups", pod_groups, selectors.pod_groups))
-        # PodGroups take the priority of the pods' PriorityClass (desired.podgroup): cached, no events.
+        # PodGroups take the priority of the pods' PriorityClass (desired.podgroup): cached, no
+        # events.
         table.append(Watch("priorityclasses", PRIORITY_CLASS, None, None))
     return table
 
@@ -128,7 +132,8 @@ def mpijob_key(obj: Mapping[str, Any]) -> str:
 
 
 def owner_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter, jobs: ObjectGetter) -> str | None:
-    """The key of the MPIJob that controls `obj` (directly or through its launcher Job), else None."""
+    """The key of the MPIJob that controls `obj` (directly or through its launcher Job), else
+    None."""
     namespace = namespace_of(obj)
     ref = controller_ref(obj)
     if not namespace or ref is None:
@@ -153,8 +158,8 @@ def successor_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter) -> str | Non
     """The key of the MPIJob now named by `obj`'s controller reference when that is another
     incarnation (another uid) than the one that owned `obj`, else None.
 
-    The leftover may have blocked its successor's same-named child (ErrResourceExists, retried with a
-    per-key backoff that grows to minutes), and its going is the only event that says so."""
+    The leftover may have blocked its successor's same-named child (ErrResourceExists, retried with
+    a per-key backoff that grows to minutes), and its going is the only event that says so."""
     namespace, ref = namespace_of(obj), controller_ref(obj)
     if not namespace or ref is None or not is_ref_to(ref, constants.GROUP, constants.KIND):
         return None
@@ -200,7 +205,9 @@ class EventHandlers:
         )
 
     def on_child_delete(self, obj: KubeObject) -> None:
-        key = owner_key(obj, mpijobs=self.mpijobs, jobs=self.jobs) or successor_key(obj, mpijobs=self.mpijobs)
+        key = owner_key(obj, mpijobs=self.mpijobs, jobs=self.jobs) or successor_key(
+            obj, mpijobs=self.mpijobs
+        )
         if key is not None:
             self.enqueue(key)
 

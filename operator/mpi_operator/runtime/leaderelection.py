@@ -118,7 +118,9 @@ class LeaderElector:
 
     def _lease_valid(self) -> bool:
         duration = _spec({"spec": self._observed_spec}).get("leaseDurationSeconds")
-        seconds = float(duration) if isinstance(duration, int | float) else self.config.lease_duration
+        seconds = (
+            float(duration) if isinstance(duration, int | float) else self.config.lease_duration
+        )
         return self._observed_time + seconds > self._clock.now()
 
     def _observe(self, lease: dict[str, Any]) -> None:
@@ -135,7 +137,9 @@ class LeaderElector:
                 self._on_new_leader(holder)
 
     # --- one try ---------------------------------------------------------------------------------
-    def _record(self, *, acquire_time: str, transitions: int, holder: str, duration: int) -> dict[str, Any]:
+    def _record(
+        self, *, acquire_time: str, transitions: int, holder: str, duration: int
+    ) -> dict[str, Any]:
         return {
             "holderIdentity": holder,
             "leaseDurationSeconds": duration,
@@ -156,7 +160,9 @@ class LeaderElector:
                 "apiVersion": resources.LEASE.api_version,
                 "kind": resources.LEASE.kind,
                 "metadata": {"name": cfg.name, "namespace": cfg.namespace},
-                "spec": self._record(acquire_time=now, transitions=0, holder=cfg.identity, duration=duration),
+                "spec": self._record(
+                    acquire_time=now, transitions=0, holder=cfg.identity, duration=duration
+                ),
             }
             try:
                 created = await self.kube.create(resources.LEASE, body, cfg.namespace)
@@ -189,13 +195,20 @@ class LeaderElector:
         return await self._update(lease, record)
 
     async def _update(self, lease: Mapping[str, Any], record: dict[str, Any]) -> bool:
-        # PUT of the lease we read: its metadata.resourceVersion makes a concurrent writer's change a 409.
+        # PUT of the lease we read: its metadata.resourceVersion makes a concurrent writer's change
+        # a 409.
         body = {**lease, "spec": {**_spec(lease), **record}}
         try:
             updated = await self.kube.replace(resources.LEASE, body)
         except errors.KubeError as exc:
             level = logging.DEBUG if isinstance(exc, errors.Conflict) else logging.WARNING
-            log.log(level, "updating lease %s/%s failed: %s", self.config.namespace, self.config.name, exc)
+            log.log(
+                level,
+                "updating lease %s/%s failed: %s",
+                self.config.namespace,
+                self.config.name,
+                exc,
+            )
             return False
         self._observe(updated)
         return True
@@ -206,7 +219,12 @@ class LeaderElector:
             async with flowcontrol.timeout(self._clock, limit):
                 return await self.try_acquire_or_renew()
         except TimeoutError:
-            log.warning("lease %s/%s: no answer within %.1fs", self.config.namespace, self.config.name, limit)
+            log.warning(
+                "lease %s/%s: no answer within %.1fs",
+                self.config.namespace,
+                self.config.name,
+                limit,
+            )
             return False
 
     async def acquire(self) -> None:
@@ -221,12 +239,14 @@ class LeaderElector:
             self._on_started()
 
     async def renew(self) -> None:
-        """Renews every `retry_period` until one renewal fails for `renew_deadline` (then leadership is
-        lost: `on_stopped_leading` runs) or until the lease was released; returns then."""
+        """Renews every `retry_period` until one renewal fails for `renew_deadline` (then leadership
+        is lost: `on_stopped_leading` runs) or until the lease was released; returns then."""
         cfg = self.config
         while True:
             await self._clock.sleep(cfg.retry_period)
-            if not self._leading:  # released meanwhile: an empty holder must stay free for a successor
+            if (
+                not self._leading
+            ):  # released meanwhile: an empty holder must stay free for a successor
                 return
             deadline = self._clock.now() + cfg.renew_deadline
             while not await self._try(max(deadline - self._clock.now(), 0.001)):
@@ -245,7 +265,8 @@ class LeaderElector:
             self._on_stopped()
 
     async def release(self) -> bool:
-        """Gives the lease up at once (shutdown); False when we were not leading or the write failed.
+        """Gives the lease up at once (shutdown); False when we were not leading or the write
+        failed.
 
         Call it after `renew()` has stopped. If our cached Lease is stale (a renewal cancelled in
         flight may still have landed: 409), it is re-read once and released if it is still ours."""
@@ -257,11 +278,15 @@ class LeaderElector:
             async with flowcontrol.timeout(self._clock, self.config.renew_deadline):
                 released = await self._update(self._lease, self._released_record(self._lease))
                 if not released:
-                    lease = await self.kube.get(resources.LEASE, self.config.name, self.config.namespace)
+                    lease = await self.kube.get(
+                        resources.LEASE, self.config.name, self.config.namespace
+                    )
                     if holder_of(lease) == self.config.identity:
                         released = await self._update(lease, self._released_record(lease))
         except (TimeoutError, errors.KubeError) as exc:
-            log.warning("releasing lease %s/%s failed: %s", self.config.namespace, self.config.name, exc)
+            log.warning(
+                "releasing lease %s/%s failed: %s", self.config.namespace, self.config.name, exc
+            )
         if released:
             log.info("released lease %s/%s", self.config.namespace, self.config.name)
         if self._on_stopped is not None:

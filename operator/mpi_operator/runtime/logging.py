@@ -1,9 +1,11 @@
-"""Process logging for `mpi-operator run`: text or JSON lines, each naming the MPIJob being reconciled.
+"""Process logging for `mpi-operator run`: text or JSON lines, each naming the MPIJob being
+reconciled.
 
 The key lives in a contextvar (`reconcile_key`) that the workers set around each reconcile
 (`key_context`). asyncio copies the context into every task created inside it, so API calls, retries
-and child tasks of that reconcile log under the same key. `KeyFilter`, installed on the handler rather
-than on a logger, stamps `record.key` onto every record that reaches the handler, from any logger.
+and child tasks of that reconcile log under the same key. `KeyFilter`, installed on the handler
+rather than on a logger, stamps `record.key` onto every record that reaches the handler, from any
+logger.
 
 JSON lines carry `ts` (RFC 3339, UTC, milliseconds), `level`, `logger`, `msg`, `key` (null outside a
 reconcile), any `extra={...}` fields, and `exc` with the traceback when there is one.
@@ -24,12 +26,20 @@ import orjson
 
 LogFormat = Literal["json", "text"]
 
-reconcile_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("reconcile_key", default=None)
+reconcile_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "reconcile_key", default=None
+)
 """The "namespace/name" of the MPIJob the current task is reconciling, if any."""
 
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is logged too.
 _STANDARD_ATTRS = frozenset(
-    {*logging.LogRecord("", 0, "", 0, "", None, None).__dict__, "message", "asctime", "key", "taskName"}
+    {
+        *logging.LogRecord("", 0, "", 0, "", None, None).__dict__,
+        "message",
+        "asctime",
+        "key",
+        "taskName",
+    }
 )
 _HANDLER_NAME = "mpi-operator"
 _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -56,22 +66,28 @@ class KeyFilter(logging.Filter):
 
 def _timestamp(record: logging.LogRecord) -> str:
     return (
-        datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        datetime.fromtimestamp(record.created, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
     )
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
     fields = record.__dict__
-    if fields.keys() <= _STANDARD_ATTRS:  # most records: a set operation instead of a loop in Python
+    if (
+        fields.keys() <= _STANDARD_ATTRS
+    ):  # most records: a set operation instead of a loop in Python
         return {}
     return {k: v for k, v in fields.items() if k not in _STANDARD_ATTRS and not k.startswith("_")}
 
 
 def _json_line(entry: dict[str, Any]) -> str:
-    """`json.dumps(entry, default=str, ensure_ascii=False)`, by orjson (a line per write in a fan-in).
+    """`json.dumps(entry, default=str, ensure_ascii=False)`, by orjson (a line per write in a
+    fan-in).
 
-    Datetimes and dataclasses pass through to `str` as with json (enums are written as their values, NaN
-    as null); what orjson refuses (integers past 64 bits, keys that are not strings) is left to json."""
+    Datetimes and dataclasses pass through to `str` as with json (enums are written as their values,
+    NaN as null); what orjson refuses (integers past 64 bits, keys that are not strings) is left to
+    json."""
     try:
         return orjson.dumps(entry, default=str, option=_ORJSON_OPTIONS).decode()
     except TypeError:
@@ -101,7 +117,8 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """`<ts> <LEVEL> <logger> [<key>] <msg> k=v ...`; the key part is omitted outside a reconcile."""
+    """`<ts> <LEVEL> <logger> [<key>] <msg> k=v ...`; the key part is omitted outside a
+    reconcile."""
 
     def format(self, record: logging.LogRecord) -> str:
         key = getattr(record, "key", None)
@@ -129,8 +146,11 @@ def make_handler(log_format: LogFormat, stream: TextIO | None = None) -> logging
     return handler
 
 
-def setup(log_format: LogFormat = "text", *, level: int = logging.INFO, stream: TextIO | None = None) -> None:
-    """Configures the root logger for the operator process; calling it again replaces our handler."""
+def setup(
+    log_format: LogFormat = "text", *, level: int = logging.INFO, stream: TextIO | None = None
+) -> None:
+    """Configures the root logger for the operator process; calling it again replaces our
+    handler."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if handler.get_name() == _HANDLER_NAME:

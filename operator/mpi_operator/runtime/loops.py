@@ -58,7 +58,9 @@ async def process_next(
         queue.done(key)
 
 
-async def _reconcile(queue: Queue, reconciler: Reconciler, key: str, metrics: Metrics, clock: Clock) -> None:
+async def _reconcile(
+    queue: Queue, reconciler: Reconciler, key: str, metrics: Metrics, clock: Clock
+) -> None:
     started = clock.now()
     outcome: ReconcileOutcome = "error"
     try:
@@ -103,7 +105,8 @@ async def worker(
 
 
 class Workers:
-    """`count` worker tasks; `stop()` cancels whatever is still running (after the queue drained)."""
+    """`count` worker tasks; `stop()` cancels whatever is still running (after the queue
+    drained)."""
 
     def __init__(
         self,

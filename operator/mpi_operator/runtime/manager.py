@@ -4,10 +4,11 @@ Start-up: API clients (leader election gets its own client and limiter, so recon
 renewals) and the health server; a preflight LIST per watch (a missing CRD or a 401/403 is fatal);
 the informers of `handlers.watches`, namespace-scoped by `settings.namespaces`; every cache synced;
 with leader election the Lease; then the reconciler from the factory (`ManagerDeps`) and its loops.
-Shutdown (SIGTERM/SIGINT or `request_stop()`): /readyz turns 503, informers stop, in-flight reconciles
-get `shutdown_grace` seconds (a second signal cuts it short), and only then is the Lease released.
-Losing the Lease is fatal (`LeadershipLost`, exit 1) as upstream: restarting is simpler and safer
-than resetting every cache and in-memory state of a deposed leader. All time is the injected clock's.
+Shutdown (SIGTERM/SIGINT or `request_stop()`): /readyz turns 503, informers stop, in-flight
+reconciles get `shutdown_grace` seconds (a second signal cuts it short), and only then is the Lease
+released. Losing the Lease is fatal (`LeadershipLost`, exit 1) as upstream: restarting is simpler
+and safer than resetting every cache and in-memory state of a deposed leader. All time is the
+injected clock's.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ class Manager:
         self.clock: Clock = clock or MonotonicClock()
         self.now = now
         self.metrics = Metrics()
-        self.readiness = server.Readiness(leader_election=settings.leader_elect, unsynced=self._unsynced)
+        self.readiness = server.Readiness(
+            leader_election=settings.leader_elect, unsynced=self._unsynced
+        )
         self.server = server.HealthServer(
             settings.metrics_address, readiness=self.readiness, metrics=self.metrics
         )
@@ -131,9 +134,12 @@ class Manager:
             )
         except Exception as exc:
             source = settings.kubeconfig or "in-cluster config, $KUBECONFIG or ~/.kube/config"
-            raise FatalError(f"cannot configure the Kubernetes client from {source}: {exc}") from exc
+            raise FatalError(
+                f"cannot configure the Kubernetes client from {source}: {exc}"
+            ) from exc
         # One prober for every informer of this client: however many watches lost the server, it is
-        # probed about once a second, and they all resume (jittered) once it answers (`cache.recovery`).
+        # probed about once a second, and they all resume (jittered) once it answers
+        # (`cache.recovery`).
         self.recovery = RecoveryProber(kube.ping, clock=self.clock)
         closers: list[Callable[[], Awaitable[None]]] = [self.recovery.stop, kube.close]
         self.metrics.instrument_api_client(kube.api_client)
@@ -151,11 +157,17 @@ class Manager:
                 ) from exc
             closers.append(self.server.stop)
             self._build_informers(kube, await self._preflight(kube))
-            tasks = [asyncio.create_task(i.run(), name=f"informer-{n}") for n, i in self.informers.items()]
+            tasks = [
+                asyncio.create_task(i.run(), name=f"informer-{n}")
+                for n, i in self.informers.items()
+            ]
             if not await self._until_stopped(self._wait_for_sync()):
                 return
             self.readiness.caches_synced = True
-            log.info("caches synced: %s", ", ".join(f"{n}={len(i.store)}" for n, i in self.informers.items()))
+            log.info(
+                "caches synced: %s",
+                ", ".join(f"{n}={len(i.store)}" for n, i in self.informers.items()),
+            )
             if settings.leader_elect:
                 self.elector = await self._build_elector(closers)
                 if not await self._until_stopped(self.elector.acquire()):
@@ -164,7 +176,9 @@ class Manager:
             else:
                 self.metrics.set_leader(True)
             assert self.stores is not None
-            deps = ManagerDeps(kube, self.stores, recorder, settings, self.clock, self.metrics, self.now)
+            deps = ManagerDeps(
+                kube, self.stores, recorder, settings, self.clock, self.metrics, self.now
+            )
             self.workers = loops.Workers(
                 self.queue,
                 self.reconciler_factory(deps),
@@ -184,12 +198,16 @@ class Manager:
                         await close()
         if lost:
             raise leaderelection.LeadershipLost(
-                f"lost the lease {settings.lease_namespace}/{settings.lease_name}: stopping so that only "
+                f"lost the lease {settings.lease_namespace}/{settings.lease_name}: stopping so "
+                "that only "
                 "one operator reconciles (the Deployment restarts this one as a standby)"
             )
 
-    async def _until_fatal(self, tasks: list[asyncio.Task[Any]], renew: asyncio.Task[None] | None) -> bool:
-        """Waits for a stop request; True if the lease was lost first. Raises if a core task died."""
+    async def _until_fatal(
+        self, tasks: list[asyncio.Task[Any]], renew: asyncio.Task[None] | None
+    ) -> bool:
+        """Waits for a stop request; True if the lease was lost first. Raises if a core task
+        died."""
         assert self.workers is not None
         stop = asyncio.create_task(self._stop.wait(), name="stop-request")
         watched: set[asyncio.Task[Any]] = {stop, *tasks, *self.workers.tasks}
@@ -236,7 +254,9 @@ class Manager:
         grace = asyncio.create_task(self.clock.sleep(self.shutdown_grace), name="shutdown-grace")
         done, _ = await asyncio.wait({task, force, grace}, return_when=asyncio.FIRST_COMPLETED)
         if task not in done:
-            log.warning("in-flight reconciles did not finish within %.1fs; cancelling", self.shutdown_grace)
+            log.warning(
+                "in-flight reconciles did not finish within %.1fs; cancelling", self.shutdown_grace
+            )
         await _cancel([task, force, grace])
 
     # --- steps ---------------------------------------------------------------------------------
@@ -257,10 +277,15 @@ class Manager:
             where = f"in namespace {namespace}" if namespace else "cluster-wide"
             try:
                 await kube.list(
-                    resource, namespace, label_selector=watch.selector, field_selector=PREFLIGHT_NAME
+                    resource,
+                    namespace,
+                    label_selector=watch.selector,
+                    field_selector=PREFLIGHT_NAME,
                 )
             except errors.NotFound as exc:
-                if resource is handlers.PRIORITY_CLASS:  # optional: without it every PodGroup gets priority 0
+                if (
+                    resource is handlers.PRIORITY_CLASS
+                ):  # optional: without it every PodGroup gets priority 0
                     log.warning("%s are not served; PodGroups get priority 0", resource.plural)
                     return False
                 if resource is resources.MPIJOB:
@@ -274,7 +299,8 @@ class Manager:
                 ) from exc
             except (errors.Forbidden, errors.Unauthorized) as exc:
                 raise PreflightFailed(
-                    f"cannot list {watch.name} {where}: {exc} (check the operator's RBAC and credentials)"
+                    f"cannot list {watch.name} {where}: {exc} (check the operator's RBAC and "
+                    "credentials)"
                 ) from exc
             except errors.KubeError as exc:  # transient: the informers keep retrying
                 log.warning("preflight list of %s %s failed: %s", watch.name, where, exc)
@@ -293,7 +319,8 @@ class Manager:
             )
         inf = self.informers
         optional = {
-            name: inf[name].store if name in inf else None for name in ("podgroups", "priorityclasses")
+            name: inf[name].store if name in inf else None
+            for name in ("podgroups", "priorityclasses")
         }
         self.stores = Stores(
             mpijobs=inf["mpijobs"].store,
@@ -305,7 +332,9 @@ class Manager:
             pod_groups=optional["podgroups"],
             priority_classes=optional["priorityclasses"],
         )
-        bound = handlers.EventHandlers(self._enqueue, mpijobs=self.stores.mpijobs, jobs=self.stores.jobs)
+        bound = handlers.EventHandlers(
+            self._enqueue, mpijobs=self.stores.mpijobs, jobs=self.stores.jobs
+        )
         for watch in watches:
             if watch.events == "mpijob":
                 bound.register_mpijobs(inf[watch.name])
@@ -345,7 +374,8 @@ class Manager:
             server=settings.master,
             qps=0,  # a few requests per retry period: never queue them behind reconciles
             burst=1,
-            retry=NO_RETRY,  # the election loop is the retry; a stuck call must not outlive the deadline
+            # the election loop is the retry; a stuck call must not outlive the deadline
+            retry=NO_RETRY,
             user_agent=f"{DEFAULT_USER_AGENT} leader-election",
             request_timeout=settings.renew_deadline_seconds,
         )
@@ -366,8 +396,12 @@ class Manager:
         def started() -> None:
             self.readiness.leading = True
             self.metrics.set_leader(True)
-            if elector.lease is not None:  # client-go's "<identity> became leader" Event on the Lease
-                recorder.record(elector.lease, "Normal", "LeaderElection", f"{self.identity} became leader")
+            if (
+                elector.lease is not None
+            ):  # client-go's "<identity> became leader" Event on the Lease
+                recorder.record(
+                    elector.lease, "Normal", "LeaderElection", f"{self.identity} became leader"
+                )
 
         def stopped() -> None:
             self.readiness.leading = False
@@ -410,7 +444,8 @@ async def _cancel(tasks: Sequence[asyncio.Future[Any]]) -> None:
 
 
 async def run(settings: Settings, reconciler_factory: ReconcilerFactory, **options: Any) -> None:
-    """`mpi-operator run`: a `Manager` that stops gracefully on SIGTERM / SIGINT (see the module doc).
+    """`mpi-operator run`: a `Manager` that stops gracefully on SIGTERM / SIGINT (see the module
+    doc).
 
     Returns after a graceful stop; raises `FatalError` (exit 1) on a fatal condition."""
     manager = Manager(settings, reconciler_factory, **options)

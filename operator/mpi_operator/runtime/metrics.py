@@ -24,7 +24,22 @@ CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 # Elastic convergence: one worker start plus the settle interval(s), from about a second to minutes.
 _CONVERGENCE_BUCKETS: Final = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # Reconciles range from a cache hit (~1 ms) to several API round trips under retries (~seconds).
-_RECONCILE_BUCKETS: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_RECONCILE_BUCKETS: Final = (
+    0.001,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 
 
 class Metrics:
@@ -40,9 +55,14 @@ class Metrics:
         self.jobs_successful = Counter(
             "mpi_operator_jobs_successful", "Counts number of MPI jobs successful", registry=r
         )
-        self.jobs_failed = Counter("mpi_operator_jobs_failed", "Counts number of MPI jobs failed", registry=r)
+        self.jobs_failed = Counter(
+            "mpi_operator_jobs_failed", "Counts number of MPI jobs failed", registry=r
+        )
         self.job_info = Gauge(
-            "mpi_operator_job_info", "Information about MPIJob", ["launcher", "namespace"], registry=r
+            "mpi_operator_job_info",
+            "Information about MPIJob",
+            ["launcher", "namespace"],
+            registry=r,
         )
         self.is_leader = Gauge(
             "mpi_operator_is_leader",
@@ -50,12 +70,17 @@ class Metrics:
             registry=r,
         )
         # --- work queue (client-go workqueue metric names) ---------------------------------------
-        self.queue_depth = Gauge("workqueue_depth", "Current depth of workqueue", ["name"], registry=r)
+        self.queue_depth = Gauge(
+            "workqueue_depth", "Current depth of workqueue", ["name"], registry=r
+        )
         self.queue_adds = Counter(
             "workqueue_adds", "Total number of adds handled by workqueue", ["name"], registry=r
         )
         self.queue_retries = Counter(
-            "workqueue_retries", "Total number of retries handled by workqueue", ["name"], registry=r
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            ["name"],
+            registry=r,
         )
         # --- reconciles ---------------------------------------------------------------------------
         self.reconcile_duration = Histogram(
@@ -64,11 +89,14 @@ class Metrics:
             buckets=_RECONCILE_BUCKETS,
             registry=r,
         )
-        self.reconciles = Counter("mpi_operator_reconcile", "Reconciles by outcome", ["result"], registry=r)
+        self.reconciles = Counter(
+            "mpi_operator_reconcile", "Reconciles by outcome", ["result"], registry=r
+        )
         self.reconcile_errors = Counter(
             "mpi_operator_reconcile_errors", "Reconciles that raised (retried or not)", registry=r
         )
-        # --- elastic jobs ---------------------------------------------------------------------------
+        # --- elastic jobs
+        # ---------------------------------------------------------------------------
         self.discovery_updates = Counter(
             "mpi_operator_elastic_discovery_updates",
             "Changes of discover_hosts.sh published for elastic jobs",
@@ -87,7 +115,8 @@ class Metrics:
         )
         self.elastic_workers = Gauge(
             "mpi_operator_elastic_workers",
-            "Workers of a running elastic MPIJob: desired, ready (usable by Horovod) and discovered "
+            "Workers of a running elastic MPIJob: desired, ready (usable by Horovod) and "
+            "discovered "
             "(listed by discover_hosts.sh)",
             ["namespace", "mpijob", "state"],
             registry=r,
@@ -107,7 +136,8 @@ class Metrics:
         )
         self._children: dict[tuple[Counter, tuple[str, ...]], Any] = {}
 
-    # --- hooks for the reconciler ------------------------------------------------------------------
+    # --- hooks for the reconciler
+    # ------------------------------------------------------------------
     def job_created(self) -> None:
         """An MPIJob was seen for the first time (its Created condition was just set)."""
         self.jobs_created.inc()
@@ -125,7 +155,8 @@ class Metrics:
         self.job_info.labels(launcher=launcher, namespace=namespace).set(1)
 
     def remove_job_info(self, *, launcher: str, namespace: str) -> None:
-        """Drops the series once the MPIJob is gone (upstream never does, so its series only grow)."""
+        """Drops the series once the MPIJob is gone (upstream never does, so its series only
+        grow)."""
         with contextlib.suppress(KeyError):
             self.job_info.remove(launcher, namespace)
 
@@ -141,22 +172,32 @@ class Metrics:
         self.elastic_convergence.observe(seconds)
 
     def set_elastic_workers(
-        self, *, namespace: str, mpijob: str, desired: int, ready: int, discovered: int, min_replicas: int
+        self,
+        *,
+        namespace: str,
+        mpijob: str,
+        desired: int,
+        ready: int,
+        discovered: int,
+        min_replicas: int,
     ) -> None:
-        """The worker counts of one running elastic job, from the `status.elastic` its sync computed."""
+        """The worker counts of one running elastic job, from the `status.elastic` its sync
+        computed."""
         for state, value in (("desired", desired), ("ready", ready), ("discovered", discovered)):
             self.elastic_workers.labels(namespace=namespace, mpijob=mpijob, state=state).set(value)
         self.elastic_min_replicas.labels(namespace=namespace, mpijob=mpijob).set(min_replicas)
 
     def remove_elastic_workers(self, *, namespace: str, mpijob: str) -> None:
-        """Drops a job's elastic series: finished, suspended or deleted jobs have no floor to fall below."""
+        """Drops a job's elastic series: finished, suspended or deleted jobs have no floor to fall
+        below."""
         for state in ("desired", "ready", "discovered"):
             with contextlib.suppress(KeyError):
                 self.elastic_workers.remove(namespace, mpijob, state)
         with contextlib.suppress(KeyError):
             self.elastic_min_replicas.remove(namespace, mpijob)
 
-    # --- hooks for the runtime ---------------------------------------------------------------------
+    # --- hooks for the runtime
+    # ---------------------------------------------------------------------
     def set_leader(self, leading: bool) -> None:
         self.is_leader.set(1 if leading else 0)
 
@@ -171,9 +212,9 @@ class Metrics:
         self._child(self.queue_retries, name).inc()
 
     def _child(self, counter: Counter, *values: str) -> Any:
-        """`counter.labels(*values)`, looked up once: `labels()` checks and joins its arguments on every
-        call, and the series counted per request, queue add or reconcile are never removed (one lookup
-        each was ~4 % of a fan-in's CPU)."""
+        """`counter.labels(*values)`, looked up once: `labels()` checks and joins its arguments on
+        every call, and the series counted per request, queue add or reconcile are never removed
+        (one lookup each was ~4 % of a fan-in's CPU)."""
         child = self._children.get((counter, values))
         if child is None:
             child = self._children[counter, values] = counter.labels(*values)
@@ -192,9 +233,10 @@ class Metrics:
     def instrument_api_client(self, api_client: Any) -> None:
         """Counts every HTTP request of a kubernetes_asyncio `ApiClient` (`kube.Kube.api_client`).
 
-        Wraps `call_api` on that instance: `Kube` has no response hook (yet), and `call_api` is the one
-        call every request, watches included, goes through. `Kube` reads raw responses
-        (`_preload_content=False`), so error statuses come back here as responses, not exceptions."""
+        Wraps `call_api` on that instance: `Kube` has no response hook (yet), and `call_api` is the
+        one call every request, watches included, goes through. `Kube` reads raw responses
+        (`_preload_content=False`), so error statuses come back here as responses, not
+        exceptions."""
         call_api = api_client.call_api
 
         async def counted(resource_path: str, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -29,7 +29,8 @@ class Readiness:
     leading: bool = False
     stopping: bool = False
     unsynced: Callable[[], list[str]] = list
-    """Names of the informers that have not synced yet (asked at each probe, for the 503 message)."""
+    """Names of the informers that have not synced yet (asked at each probe, for the 503
+    message)."""
 
     def reasons(self) -> list[str]:
         reasons: list[str] = []

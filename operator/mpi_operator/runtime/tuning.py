@@ -3,9 +3,9 @@
   * `gc.freeze()` and a generation-0 threshold of 50,000: what start-up loaded lives as long as the
     process, and the cached JSON trees are freed by reference counting, so collecting less often
     finds the same garbage (kubesim does the same, `kubesim.cli`);
-  * on glibc a fixed mmap threshold (`mallopt(M_MMAP_THRESHOLD)`): glibc would raise its threshold to
-    each freed LIST page and keep later pages in the heap; fixed, every block above 128 KiB goes to
-    mmap and back to the system when freed. Elsewhere than glibc nothing is changed.
+  * on glibc a fixed mmap threshold (`mallopt(M_MMAP_THRESHOLD)`): glibc would raise its threshold
+    to each freed LIST page and keep later pages in the heap; fixed, every block above 128 KiB goes
+    to mmap and back to the system when freed. Elsewhere than glibc nothing is changed.
 No `malloc_trim`: what the operator keeps is mostly in pymalloc's arenas, which it does not reach.
 The figures behind each are in `docs/architecture.md` ("Decisions and why").
 """
@@ -46,8 +46,9 @@ def glibc() -> Libc | None:
 
 
 def tune_memory(libc: Callable[[], Libc | None] = glibc) -> None:
-    """Freezes what start-up allocated, raises the collector's thresholds and, on glibc, fixes the mmap
-    threshold (see the module docstring). Call it once, after the imports and before the caches fill."""
+    """Freezes what start-up allocated, raises the collector's thresholds and, on glibc, fixes the
+    mmap threshold (see the module docstring). Call it once, after the imports and before the caches
+    fill."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

@@ -1,5 +1,5 @@
-"""The contract between the runtime and the reconciler: `Reconciler`, `Result`, `PermanentError`, and what
-the manager hands a reconciler factory (`ManagerDeps`, `Stores`).
+"""The contract between the runtime and the reconciler: `Reconciler`, `Result`, `PermanentError`,
+and what the manager hands a reconciler factory (`ManagerDeps`, `Stores`).
 
 The runtime (manager, loops) only knows this protocol; the reconciler (`reconcile.reconciler`)
 plugs in through a `ReconcilerFactory`, so runtime tests can plug in their own.
@@ -23,17 +23,17 @@ from mpi_operator.settings import Settings
 @dataclass(frozen=True)
 class Result:
     """What a successful reconcile asks for: nothing, another look after `requeue_after` seconds
-    (e.g. an activeDeadlineSeconds or TTL timer), or, with `requeue`, another look at once but behind
-    every key already queued (a big job between its windows of creates). Errors are raised, not
-    returned."""
+    (e.g. an activeDeadlineSeconds or TTL timer), or, with `requeue`, another look at once but
+    behind every key already queued (a big job between its windows of creates). Errors are raised,
+    not returned."""
 
     requeue_after: float | None = None
     requeue: bool = False
 
 
 class FatalError(Exception):
-    """The process cannot go on (missing CRD, no permission, lost leadership): `run` exits 1 with this
-    message; the Deployment restarts the pod."""
+    """The process cannot go on (missing CRD, no permission, lost leadership): `run` exits 1 with
+    this message; the Deployment restarts the pod."""
 
 
 class PermanentError(Exception):
@@ -46,7 +46,8 @@ class Reconciler(Protocol):
     async def reconcile(self, key: str) -> Result:
         """Converges the MPIJob `key` ("namespace/name"); idempotent and level-triggered.
 
-        Raises to be retried with per-key backoff, `PermanentError` to be dropped until the next event."""
+        Raises to be retried with per-key backoff, `PermanentError` to be dropped until the next
+        event."""
         ...
 
 

@@ -1,15 +1,16 @@
 """Admission: what a real apiserver checks before it stores an object.
 
 `admit` decodes the object against its schema (Kubernetes' own OpenAPI for built-in kinds, the CRD
-version's `openAPIV3Schema` for custom resources), drops unknown fields (warning `unknown field "..."`, or
-a 400 `strict decoding error` with `fieldValidation=Strict`), applies defaults, then runs the kind's
-validation, the update (immutability) rules and CEL rules. A refusal is an `AdmissionError`: 422 Invalid
-with field causes, or 400 BadRequest (`code`, `reason`) when the body cannot be decoded as the kind at all
-(wrong JSON types, bad quantities, bad base64, strict unknown fields), as upstream answers.
+version's `openAPIV3Schema` for custom resources), drops unknown fields (warning `unknown field
+"..."`, or a 400 `strict decoding error` with `fieldValidation=Strict`), applies defaults, then runs
+the kind's validation, the update (immutability) rules and CEL rules. A refusal is an
+`AdmissionError`: 422 Invalid with field causes, or 400 BadRequest (`code`, `reason`) when the body
+cannot be decoded as the kind at all (wrong JSON types, bad quantities, bad base64, strict unknown
+fields), as upstream answers.
 
 Requirements on the caller: for built-in Jobs, `metadata.uid` must already be set on CREATE (the Job
-selector is generated from it); `obj` is never changed (a new dict comes back; for built-in kinds it may
-share the parts that equal `old`'s, so the caller hands over `obj` and keeps `old` unchanged).
+selector is generated from it); `obj` is never changed (a new dict comes back; for built-in kinds it
+may share the parts that equal `old`'s, so the caller hands over `obj` and keeps `old` unchanged).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ __all__ = ["AdmissionError", "AdmissionResult", "Cause", "admit"]
 
 
 class AdmissionError(Exception):
-    """The object is refused; the server answers `code` (422 Invalid, or 400 BadRequest) with these causes."""
+    """The object is refused; the server answers `code` (422 Invalid, or 400 BadRequest) with these
+    causes."""
 
     def __init__(
         self,
@@ -68,8 +70,8 @@ class AdmissionResult:
 
 
 def _dedupe(causes: list[Cause]) -> list[Cause]:
-    """Schema-driven and hand-written checks can flag the same field for the same reason: report it once,
-    with the more specific (longer) wording, where it first appeared."""
+    """Schema-driven and hand-written checks can flag the same field for the same reason: report it
+    once, with the more specific (longer) wording, where it first appeared."""
     best: dict[tuple[str, str], Cause] = {}
     for c in causes:
         key = (
@@ -119,10 +121,10 @@ def admit(
     """Checks, prunes and defaults `obj` (a new dict is returned; `obj` is not mutated).
 
     `schema` is the CRD version's openAPIV3Schema for custom resources, None for built-in kinds.
-    `decoded` (built-in kinds): kubesim built `obj` itself in the shape the decode leaves (no unknown
-    fields, nulls or wrong types) and hands it over: the schema walk is skipped, and defaults and validation
-    apply to `obj` itself, which is returned.
-    Raises AdmissionError when the object must be refused.
+    `decoded` (built-in kinds): kubesim built `obj` itself in the shape the decode leaves (no
+    unknown fields, nulls or wrong types) and hands it over: the schema walk is skipped, and
+    defaults and validation apply to `obj` itself, which is returned. Raises AdmissionError when the
+    object must be refused.
     """
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or meta.get("generateName") or "")
@@ -156,7 +158,8 @@ def admit(
     result.setdefault("apiVersion", api_version)
     result.setdefault("metadata", {})
     if not (kind == "Pod" and subresource == "status"):
-        # A pod's defaults are its spec's, which a status write takes from the stored (defaulted) pod.
+        # A pod's defaults are its spec's, which a status write takes from the stored (defaulted)
+        # pod.
         apply_defaults(kind, result, old, create=create and subresource is None)
     if subresource is None:
         validate_builtin(kind, result, errs)

@@ -1,4 +1,5 @@
-"""Validation of built-in kinds beyond their schema: object metadata and each kind's `Validate*` rules.
+"""Validation of built-in kinds beyond their schema: object metadata and each kind's `Validate*`
+rules.
 
 Runs after decoding and defaulting, like the apiserver's strategies. Paths and wording follow
 `pkg/apis/{core,batch,rbac,coordination}/validation` and apimachinery's `ValidateObjectMeta`.
@@ -48,10 +49,14 @@ def validate_metadata(kind: str, meta: dict[str, Any], errs: FieldErrors) -> Non
     for ref in meta.get("ownerReferences") or []:
         api_version = ref.get("apiVersion", "")
         if not api_version.rpartition("/")[2]:
-            errs.invalid("metadata.ownerReferences.apiVersion", api_version, "version must not be empty")
+            errs.invalid(
+                "metadata.ownerReferences.apiVersion", api_version, "version must not be empty"
+            )
         for key in ("kind", "name", "uid"):
             if not ref.get(key):
-                errs.invalid(f"metadata.ownerReferences.{key}", ref.get(key, ""), "must not be empty")
+                errs.invalid(
+                    f"metadata.ownerReferences.{key}", ref.get(key, ""), "must not be empty"
+                )
         controllers += bool(ref.get("controller"))
     if controllers > 1:
         errs.invalid(
@@ -119,7 +124,9 @@ def _service(obj: dict[str, Any], errs: FieldErrors) -> None:
             ipaddress.ip_address(ip)
         except ValueError:
             errs.invalid(
-                f"spec.clusterIPs[{i}]", ip, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+                f"spec.clusterIPs[{i}]",
+                ip,
+                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
             )
 
 
@@ -218,7 +225,10 @@ def _job(obj: dict[str, Any], errs: FieldErrors) -> None:
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
     _nonnegative(
-        spec, ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"), "spec", errs
+        spec,
+        ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"),
+        "spec",
+        errs,
     )
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is not None and deadline <= 0:
@@ -237,15 +247,22 @@ def _job(obj: dict[str, Any], errs: FieldErrors) -> None:
         _label_selector(selector, "spec.selector", errs)
         if not selector_matches(selector, labels):
             errs.invalid(
-                "spec.template.metadata.labels", labels, "`selector` does not match template `labels`"
+                "spec.template.metadata.labels",
+                labels,
+                "`selector` does not match template `labels`",
             )
         if not spec.get("manualSelector"):
             uid = str(meta.get("uid") or "")
             if not uid:
                 errs.required("metadata.uid")
-            for key, want in ((CONTROLLER_UID_LABEL, uid), (JOB_NAME_LABEL, str(meta.get("name") or ""))):
+            for key, want in (
+                (CONTROLLER_UID_LABEL, uid),
+                (JOB_NAME_LABEL, str(meta.get("name") or "")),
+            ):
                 if labels.get(key) != want:
-                    errs.invalid(f"spec.template.metadata.labels[{key}]", labels, f"must be '{want}'")
+                    errs.invalid(
+                        f"spec.template.metadata.labels[{key}]", labels, f"must be '{want}'"
+                    )
             if not selector_matches(selector, {CONTROLLER_UID_LABEL: uid}):
                 errs.invalid("spec.selector", selector, "`selector` not auto-generated")
     if not template:
@@ -274,7 +291,8 @@ def _event(obj: dict[str, Any], errs: FieldErrors) -> None:
     ref_key = "regarding" if new_api else "involvedObject"
     ref_ns = (obj.get(ref_key) or {}).get("namespace", "")
     new_style = new_api or bool(obj.get("eventTime"))
-    # an event about a cluster-scoped object lives in the default (or, for new events, kube-system) namespace
+    # an event about a cluster-scoped object lives in the default (or, for new events, kube-system)
+    # namespace
     allowed = ("", "default", "kube-system") if new_style else ("", "default")
     if (ref_ns and ref_ns != namespace) or (not ref_ns and namespace not in allowed):
         errs.invalid(f"{ref_key}.namespace", ref_ns, "does not match event.namespace")
@@ -285,7 +303,12 @@ def _event(obj: dict[str, Any], errs: FieldErrors) -> None:
     if new_api and obj.get("type") not in ("Normal", "Warning"):
         errs.invalid("type", "", f"has invalid value: {obj.get('type', '')}")
     controller_key = "reportingController" if new_api else "reportingComponent"
-    for key, limit in ((controller_key, 0), ("reportingInstance", 128), ("action", 128), ("reason", 128)):
+    for key, limit in (
+        (controller_key, 0),
+        ("reportingInstance", 128),
+        ("action", 128),
+        ("reason", 128),
+    ):
         value = obj.get(key, "")
         if not value:
             errs.required(key)
@@ -306,7 +329,9 @@ def _policy_rules(obj: dict[str, Any], errs: FieldErrors, *, namespaced: bool) -
         if urls:
             if namespaced:
                 errs.invalid(
-                    f"{p}.nonResourceURLs", urls, "namespaced rules cannot apply to non-resource URLs"
+                    f"{p}.nonResourceURLs",
+                    urls,
+                    "namespaced rules cannot apply to non-resource URLs",
                 )
             if rule.get("apiGroups") or rule.get("resources"):
                 errs.invalid(
@@ -362,7 +387,10 @@ def _pod(obj: dict[str, Any], errs: FieldErrors) -> None:
 
 _PERCENT = re.compile(r"[0-9]+%")
 _PERCENT_ERROR = names.regex_error(
-    "a valid percent string must be a numeric string followed by an ending '%'", "[0-9]+%", "1%", "93%"
+    "a valid percent string must be a numeric string followed by an ending '%'",
+    "[0-9]+%",
+    "1%",
+    "93%",
 )
 _UNHEALTHY_POD_EVICTION_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
 
@@ -393,7 +421,9 @@ def _pod_disruption_budget(obj: dict[str, Any], errs: FieldErrors) -> None:
         _label_selector(spec["selector"], "spec.selector", errs)
     policy = spec.get("unhealthyPodEvictionPolicy")
     if policy is not None and policy not in _UNHEALTHY_POD_EVICTION_POLICIES:
-        errs.not_supported("spec.unhealthyPodEvictionPolicy", policy, _UNHEALTHY_POD_EVICTION_POLICIES)
+        errs.not_supported(
+            "spec.unhealthyPodEvictionPolicy", policy, _UNHEALTHY_POD_EVICTION_POLICIES
+        )
 
 
 def _priority_class(obj: dict[str, Any], errs: FieldErrors) -> None:
@@ -412,13 +442,15 @@ def _priority_class(obj: dict[str, Any], errs: FieldErrors) -> None:
             return
         errs.forbidden(
             "metadata.name",
-            f"priority class names with '{priority.SYSTEM_PREFIX}' prefix are reserved for system use "
+            f"priority class names with '{priority.SYSTEM_PREFIX}' prefix are reserved for system "
+            "use "
             f"only. error: {why}",
         )
     elif isinstance(value, int) and value > priority.HIGHEST_USER_DEFINABLE_PRIORITY:
         errs.forbidden(
             "value",
-            f"maximum allowed value of a user defined priority is {priority.HIGHEST_USER_DEFINABLE_PRIORITY}",
+            "maximum allowed value of a user defined priority is "
+            f"{priority.HIGHEST_USER_DEFINABLE_PRIORITY}",
         )
     policy = obj.get("preemptionPolicy")
     if policy is not None and policy not in ("Never", "PreemptLowerPriority"):

@@ -1,12 +1,12 @@
 """`x-kubernetes-validations` (CEL) rules of CRD schemas, evaluated with cel-python (`celpy`).
 
-`self` is the node's value (converted to CEL types by the node's schema: `number` stays a double, integers
-stay ints), `oldSelf` the correlated old value on UPDATE; rules that mention `oldSelf` are transition rules
-and are skipped when there is no old value (CREATE, or a list item that did not exist before).
-A failing rule becomes a field error shaped by its `reason` (`spec: Invalid value: "object": <message>`).
-cel-python lacks some of Kubernetes' CEL extensions (optional types `?.`, `isSorted`, `quantity`, `url`,
-`format`...): a rule it cannot parse or whose function it does not know is reported as a warning and skipped,
-never as a refusal.
+`self` is the node's value (converted to CEL types by the node's schema: `number` stays a double,
+integers stay ints), `oldSelf` the correlated old value on UPDATE; rules that mention `oldSelf` are
+transition rules and are skipped when there is no old value (CREATE, or a list item that did not
+exist before). A failing rule becomes a field error shaped by its `reason` (`spec: Invalid value:
+"object": <message>`). cel-python lacks some of Kubernetes' CEL extensions (optional types `?.`,
+`isSorted`, `quantity`, `url`, `format`...): a rule it cannot parse or whose function it does not
+know is reported as a warning and skipped, never as a refusal.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ _ENV = celpy.Environment()
 
 
 class CelUnsupported(Exception):
-    """cel-python cannot compile or run this rule (a gap of the library, not a verdict on the object)."""
+    """cel-python cannot compile or run this rule (a gap of the library, not a verdict on the
+    object)."""
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,27 @@ def compile_rule(rule: str) -> Any:
     try:
         return _ENV.program(_ENV.compile(rule))
     except Exception as e:  # celpy raises parse errors of several types
-        raise CelUnsupported(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else e}") from None
+        raise CelUnsupported(
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else e}"
+        ) from None
 
 
 def to_cel(value: Any, node: Node | None) -> Any:
-    """JSON -> CEL values, typed by the schema (an integral JSON number in a `number` field is a double)."""
-    if node is not None and "number" in node.types and isinstance(value, int) and not isinstance(value, bool):
+    """JSON -> CEL values, typed by the schema (an integral JSON number in a `number` field is a
+    double)."""
+    if (
+        node is not None
+        and "number" in node.types
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    ):
         return celtypes.DoubleType(value)
     if isinstance(value, dict):
         return celtypes.MapType(
-            {celtypes.StringType(k): to_cel(v, node.child(k) if node else None) for k, v in value.items()}
+            {
+                celtypes.StringType(k): to_cel(v, node.child(k) if node else None)
+                for k, v in value.items()
+            }
         )
     if isinstance(value, list):
         items = node.items if node is not None else None
@@ -92,7 +104,9 @@ def _cause(path: str, reason: str, message: str, node: Node) -> Cause:
         return Cause(path, f"Forbidden: {message}", reason)
     if reason == "FieldValueDuplicate":
         return Cause(path, f"Duplicate value: {go_quote(message)}", reason)
-    return Cause(path, f"Invalid value: {go_quote(_type_name(node))}: {message}", "FieldValueInvalid")
+    return Cause(
+        path, f"Invalid value: {go_quote(_type_name(node))}: {message}", "FieldValueInvalid"
+    )
 
 
 def _field_path(base: str, relative: str) -> str:
@@ -102,17 +116,19 @@ def _field_path(base: str, relative: str) -> str:
     return f"{base}{rel}" if base else rel.lstrip(".")
 
 
-# Verdicts by (rule spec, value, old value): an object re-admitted with the same content (status writes,
-# no-op updates) skips cel-python's tree-walking interpreter, which costs milliseconds per rule.
+# Verdicts by (rule spec, value, old value): an object re-admitted with the same content (status
+# writes, no-op updates) skips cel-python's tree-walking interpreter, which costs milliseconds per
+# rule.
 _Verdict = tuple[str, str]  # ("ok" | "fail" | "error" | "warn", text)
 _VERDICTS: OrderedDict[tuple[bytes, bytes, bytes], _Verdict] = OrderedDict()
 _VERDICT_LIMIT = 4096
 
 
 def _canonical(value: Any) -> bytes:
-    """JSON with sorted keys: equal values, equal keys (orjson, as the verdict's cache key is built on
-    every write of a custom resource; the standard library for what orjson refuses, e.g. huge integers).
-    orjson writes NaN as null: NaN is not JSON, and an apiserver refuses a body holding it."""
+    """JSON with sorted keys: equal values, equal keys (orjson, as the verdict's cache key is built
+    on every write of a custom resource; the standard library for what orjson refuses, e.g. huge
+    integers). orjson writes NaN as null: NaN is not JSON, and an apiserver refuses a body holding
+    it."""
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:
@@ -139,7 +155,8 @@ def _verdict(rule_spec: dict[str, Any], site: CelSite, transition: bool) -> _Ver
 
 
 # `self.a.b`, `oldSelf.c`, `has(self.d)`, `self.e.all(...)`: the fields a rule reads, so its verdict
-# depends on those parts only (a root rule reading `self.metadata.name` is not re-run on each status write).
+# depends on those parts only (a root rule reading `self.metadata.name` is not re-run on each status
+# write).
 _REFERENCE = re.compile(r"\b(self|oldSelf)\b((?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*)(\s*\()?")
 Paths = tuple[tuple[str, ...], ...] | None
 """Field paths read under `self` (or `oldSelf`); None: the whole value."""
@@ -170,7 +187,9 @@ def _project(value: Any, paths: Paths) -> Any:
         if head not in value:
             continue
         rests = [p[1:] for p in paths if p[0] == head]
-        out[head] = value[head] if any(not r for r in rests) else _project(value[head], tuple(rests))
+        out[head] = (
+            value[head] if any(not r for r in rests) else _project(value[head], tuple(rests))
+        )
     return out
 
 
@@ -186,7 +205,9 @@ def _judge(rule_spec: dict[str, Any], site: CelSite, transition: bool) -> _Verdi
     if isinstance(result, Exception):
         if _is_unsupported(result):
             return ("warn", f"was not evaluated: {result}")
-        detail = _NO_SUCH_MEMBER.sub(r"no such key: \1", str(result.args[0] if result.args else result))
+        detail = _NO_SUCH_MEMBER.sub(
+            r"no such key: \1", str(result.args[0] if result.args else result)
+        )
         return ("error", f"{detail} evaluating rule: {rule}")
     if result is True or (isinstance(result, celtypes.BoolType) and bool(result)):
         return ("ok", "")
@@ -206,7 +227,9 @@ def evaluate(sites: list[CelSite]) -> CelOutcome:
                 continue
             kind, text = _verdict(rule_spec, site, transition)
             if kind == "warn":
-                warnings.append(f"{site.path or '<root>'}: x-kubernetes-validations rule {rule!r} {text}")
+                warnings.append(
+                    f"{site.path or '<root>'}: x-kubernetes-validations rule {rule!r} {text}"
+                )
             elif kind == "error":
                 causes.append(_cause(site.path, "FieldValueInvalid", text, site.node))
             elif kind == "fail":
@@ -231,8 +254,9 @@ def _message(rule_spec: dict[str, Any], activation: dict[str, Any], rule: str) -
 
 
 def compile_errors(raw_schema: Any, path: str) -> list[Cause]:
-    """CRD-time check: a rule cel-python cannot even parse is reported like the apiserver's compile error,
-    unless the failure is one of the library's known gaps (then the rule is only skipped at runtime)."""
+    """CRD-time check: a rule cel-python cannot even parse is reported like the apiserver's compile
+    error, unless the failure is one of the library's known gaps (then the rule is only skipped at
+    runtime)."""
     causes: list[Cause] = []
     if not isinstance(raw_schema, dict):
         return causes

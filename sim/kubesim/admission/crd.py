@@ -1,9 +1,10 @@
 """Custom resources against their CRD version's structural schema, and the CRD objects themselves.
 
-`admit_custom` does what apiextensions-apiserver does to a custom resource: keep `apiVersion`, `kind` and
-`metadata` (metadata decoded as ObjectMeta, unknown metadata fields dropped), prune unknown fields, apply
-defaults, validate the OpenAPI constraints, then run the CEL rules. `crd_errors` checks a
-CustomResourceDefinition's schemas are structural enough for kubesim to serve them.
+`admit_custom` does what apiextensions-apiserver does to a custom resource: keep `apiVersion`,
+`kind` and `metadata` (metadata decoded as ObjectMeta, unknown metadata fields dropped), prune
+unknown fields, apply defaults, validate the OpenAPI constraints, then run the CEL rules.
+`crd_errors` checks a CustomResourceDefinition's schemas are structural enough for kubesim to serve
+them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from kubesim import names
 from kubesim.admission import cel
 from kubesim.admission.builtin import validate_metadata
 from kubesim.admission.fielderrors import Cause, FieldErrors
-from kubesim.admission.schema import MISSING, OBJECT_META, Node, builtin_definition, compile_crd_schema
+from kubesim.admission.schema import (
+    MISSING,
+    OBJECT_META,
+    Node,
+    builtin_definition,
+    compile_crd_schema,
+)
 from kubesim.admission.structural import Walker
 
 _ROOT_KEYS = ("apiVersion", "kind", "metadata")
@@ -25,7 +32,8 @@ _CACHE_LIMIT = 128
 
 
 def crd_node(schema: dict[str, Any]) -> Node:
-    """Compiled schema, cached per schema object (the registry keeps one dict per served version)."""
+    """Compiled schema, cached per schema object (the registry keeps one dict per served
+    version)."""
     hit = _CACHE.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
@@ -46,19 +54,28 @@ class CustomOutcome:
 
 
 def admit_custom(
-    kind: str, obj: dict[str, Any], old: dict[str, Any] | None, schema: dict[str, Any], *, create: bool
+    kind: str,
+    obj: dict[str, Any],
+    old: dict[str, Any] | None,
+    schema: dict[str, Any],
+    *,
+    create: bool,
 ) -> CustomOutcome:
     root = crd_node(schema)
     walker = Walker(builtin=False, collect_cel=True)
     body = {k: v for k, v in obj.items() if k not in _ROOT_KEYS}
-    old_body: Any = {k: v for k, v in old.items() if k not in _ROOT_KEYS} if old is not None else MISSING
+    old_body: Any = (
+        {k: v for k, v in old.items() if k not in _ROOT_KEYS} if old is not None else MISSING
+    )
     cleaned = walker.walk(body, root, "", old_body)
     if not isinstance(cleaned, dict):
         cleaned = {}
 
     meta_walker = Walker(builtin=True)
     meta_node = builtin_definition(OBJECT_META)
-    metadata = meta_walker.walk(obj.get("metadata") or {}, meta_node, "metadata", go=("ObjectMeta", ""))
+    metadata = meta_walker.walk(
+        obj.get("metadata") or {}, meta_node, "metadata", go=("ObjectMeta", "")
+    )
     metadata = metadata if isinstance(metadata, dict) else {}
     if root.properties and "metadata" in root.properties:
         # a CRD may only constrain metadata.name / generateName; check them without pruning anything
@@ -79,7 +96,9 @@ def admit_custom(
     for site in walker.cel_sites:
         if site.path == "":
             site.value = {**site.value, **{k: obj[k] for k in ("apiVersion", "kind") if k in obj}}
-            site.value["metadata"] = {k: metadata[k] for k in ("name", "generateName") if k in metadata}
+            site.value["metadata"] = {
+                k: metadata[k] for k in ("name", "generateName") if k in metadata
+            }
     outcome = cel.evaluate(walker.cel_sites)
     return CustomOutcome(
         obj=result,
@@ -109,7 +128,10 @@ def _structural(raw: Any, path: str, errs: FieldErrors, *, root: bool = False) -
         if (
             isinstance(sub, dict)
             and not sub.get("type")
-            and not (sub.get("x-kubernetes-preserve-unknown-fields") or sub.get("x-kubernetes-int-or-string"))
+            and not (
+                sub.get("x-kubernetes-preserve-unknown-fields")
+                or sub.get("x-kubernetes-int-or-string")
+            )
         ):
             errs.required(f"{p}.type", "must not be empty for specified object fields")
         _structural(sub, p, errs)
@@ -118,7 +140,8 @@ def _structural(raw: Any, path: str, errs: FieldErrors, *, root: bool = False) -
         errs.required(f"{path}.items", "must be specified")
     elif isinstance(items, dict):
         if not items.get("type") and not (
-            items.get("x-kubernetes-preserve-unknown-fields") or items.get("x-kubernetes-int-or-string")
+            items.get("x-kubernetes-preserve-unknown-fields")
+            or items.get("x-kubernetes-int-or-string")
         ):
             errs.required(f"{path}.items.type", "must not be empty for specified array items")
         _structural(items, f"{path}.items", errs)
@@ -126,7 +149,8 @@ def _structural(raw: Any, path: str, errs: FieldErrors, *, root: bool = False) -
     if isinstance(addl, dict):
         if raw.get("properties"):
             errs.forbidden(
-                f"{path}.additionalProperties", "additionalProperties and properties are mutual exclusive"
+                f"{path}.additionalProperties",
+                "additionalProperties and properties are mutual exclusive",
             )
         _structural(addl, f"{path}.additionalProperties", errs)
     if "pattern" in raw:
@@ -134,11 +158,14 @@ def _structural(raw: Any, path: str, errs: FieldErrors, *, root: bool = False) -
             re.compile(str(raw["pattern"]))
         except re.error as e:
             errs.invalid(
-                f"{path}.pattern", raw["pattern"], f"must be a valid regular expression, but isn't: {e}"
+                f"{path}.pattern",
+                raw["pattern"],
+                f"must be a valid regular expression, but isn't: {e}",
             )
     if raw.get("x-kubernetes-list-type") == "map" and not raw.get("x-kubernetes-list-map-keys"):
         errs.required(
-            f"{path}.x-kubernetes-list-map-keys", "must not be empty if x-kubernetes-list-type is map"
+            f"{path}.x-kubernetes-list-map-keys",
+            "must not be empty if x-kubernetes-list-type is map",
         )
 
 
@@ -166,7 +193,9 @@ def crd_errors(crd: dict[str, Any], errs: FieldErrors) -> None:
     seen: set[str] = set()
     versions = spec.get("versions") or []
     if not versions:
-        errs.invalid("spec.versions", versions, "must have exactly one version marked as storage version")
+        errs.invalid(
+            "spec.versions", versions, "must have exactly one version marked as storage version"
+        )
     for i, version in enumerate(versions):
         name = version.get("name", "")
         if name in seen:

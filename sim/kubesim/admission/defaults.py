@@ -1,8 +1,9 @@
-"""Defaulting of built-in kinds: what `SetDefaults_*`, the create strategies and the default admission
-plugins (ServiceAccount, DefaultTolerationSeconds, Priority) add to an object an operator then reads back.
+"""Defaulting of built-in kinds: what `SetDefaults_*`, the create strategies and the default
+admission plugins (ServiceAccount, DefaultTolerationSeconds, Priority) add to an object an operator
+then reads back.
 
-Functions work in place on the freshly decoded copy `admit` owns. Not modelled: the service-account token
-volume (`kube-api-access-*`), node ports, dual-stack families.
+Functions work in place on the freshly decoded copy `admit` owns. Not modelled: the service-account
+token volume (`kube-api-access-*`), node ports, dual-stack families.
 """
 
 from __future__ import annotations
@@ -110,9 +111,10 @@ DEFAULT_TOLERATION_SECONDS = 300
 
 
 def default_tolerations(tolerations: list[Any]) -> None:
-    """The DefaultTolerationSeconds plugin, in place: a NoExecute toleration of 300 s for the not-ready
-    and unreachable taints, each added unless one already tolerates that key with effect NoExecute
-    (an empty key or effect counts; `plugin/pkg/admission/defaulttolerationseconds/admission.go`)."""
+    """The DefaultTolerationSeconds plugin, in place: a NoExecute toleration of 300 s for the
+    not-ready and unreachable taints, each added unless one already tolerates that key with effect
+    NoExecute (an empty key or effect counts;
+    `plugin/pkg/admission/defaulttolerationseconds/admission.go`)."""
     for key in _NOT_READY_TAINTS:
         if not any(
             isinstance(t, dict)
@@ -217,7 +219,9 @@ def default_job(job: dict[str, Any], *, create: bool) -> None:
         spec["completions"] = 1
         spec["parallelism"] = 1
     spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 2**31 - 1 if spec.get("backoffLimitPerIndex") is not None else 6)
+    spec.setdefault(
+        "backoffLimit", 2**31 - 1 if spec.get("backoffLimitPerIndex") is not None else 6
+    )
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault(
@@ -278,7 +282,9 @@ def default_crd(crd: dict[str, Any]) -> None:
     spec.setdefault("conversion", {"strategy": "None"})
 
 
-def apply_defaults(kind: str, obj: dict[str, Any], old: dict[str, Any] | None, *, create: bool) -> None:
+def apply_defaults(
+    kind: str, obj: dict[str, Any], old: dict[str, Any] | None, *, create: bool
+) -> None:
     if kind == "Pod":
         default_pod(obj, create=create)
     elif kind == "Service":

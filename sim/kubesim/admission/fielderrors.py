@@ -1,7 +1,8 @@
-"""Field errors worded like apimachinery's `util/validation/field` (`Invalid value: "x": detail`, ...).
+"""Field errors worded like apimachinery's `util/validation/field` (`Invalid value: "x": detail`,
+...).
 
-`FieldErrors` collects them as `Cause`s: `field` is the path (`spec.containers[0].name`), `message` the error
-body, `reason` the StatusCause type (`FieldValueInvalid`, `FieldValueRequired`, ...).
+`FieldErrors` collects them as `Cause`s: `field` is the path (`spec.containers[0].name`), `message`
+the error body, `reason` the StatusCause type (`FieldValueInvalid`, `FieldValueRequired`, ...).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def go_quote(value: str) -> str:
 
 
 def go_value(value: Any) -> str:
-    """How `field.Invalid` prints a bad value: quoted strings, plain scalars, and (apimachinery >= 1.31)
-    JSON for lists, maps and structs, as in `Invalid value: ["None"]: may not change once set`."""
+    """How `field.Invalid` prints a bad value: quoted strings, plain scalars, and (apimachinery >=
+    1.31) JSON for lists, maps and structs, as in `Invalid value: ["None"]: may not change once
+    set`."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -41,7 +43,9 @@ def go_value(value: Any) -> str:
 
 
 def quote_all(values: Iterable[Any]) -> str:
-    return ", ".join(go_quote(str(v)) if not isinstance(v, int | float) else json.dumps(v) for v in values)
+    return ", ".join(
+        go_quote(str(v)) if not isinstance(v, int | float) else json.dumps(v) for v in values
+    )
 
 
 class FieldErrors:
@@ -53,7 +57,9 @@ class FieldErrors:
 
     def invalid(self, path: str, value: Any, detail: str) -> None:
         body = f"Invalid value: {go_value(value)}"
-        self.causes.append(Cause(path, f"{body}: {detail}" if detail else body, "FieldValueInvalid"))
+        self.causes.append(
+            Cause(path, f"{body}: {detail}" if detail else body, "FieldValueInvalid")
+        )
 
     def invalid_shown(self, path: str, shown: str, detail: str) -> None:
         """An Invalid whose value is already rendered (CRD errors print the type name: "object")."""
@@ -61,14 +67,20 @@ class FieldErrors:
 
     def required(self, path: str, detail: str = "") -> None:
         self.causes.append(
-            Cause(path, f"Required value: {detail}" if detail else "Required value", "FieldValueRequired")
+            Cause(
+                path,
+                f"Required value: {detail}" if detail else "Required value",
+                "FieldValueRequired",
+            )
         )
 
     def forbidden(self, path: str, detail: str) -> None:
         self.causes.append(Cause(path, f"Forbidden: {detail}", "FieldValueForbidden"))
 
     def duplicate(self, path: str, value: Any) -> None:
-        self.causes.append(Cause(path, f"Duplicate value: {go_value(value)}", "FieldValueDuplicate"))
+        self.causes.append(
+            Cause(path, f"Duplicate value: {go_value(value)}", "FieldValueDuplicate")
+        )
 
     def duplicate_shown(self, path: str, shown: str) -> None:
         self.causes.append(Cause(path, f"Duplicate value: {shown}", "FieldValueDuplicate"))
@@ -83,7 +95,9 @@ class FieldErrors:
         self.causes.append(Cause(path, msg, "FieldValueNotSupported"))
 
     def too_long(self, path: str, limit: int, unit: str = "bytes") -> None:
-        self.causes.append(Cause(path, f"Too long: may not be more than {limit} {unit}", "FieldValueTooLong"))
+        self.causes.append(
+            Cause(path, f"Too long: may not be more than {limit} {unit}", "FieldValueTooLong")
+        )
 
     def too_many(self, path: str, actual: int, limit: int) -> None:
         self.causes.append(

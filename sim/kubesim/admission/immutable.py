@@ -1,8 +1,8 @@
 """Update rules of built-in kinds: which fields an UPDATE (PUT or PATCH) may change.
 
-Follows `ValidatePodUpdate`, `ValidateJobSpecUpdate`, `ValidateConfigMapUpdate`, `ValidateSecretUpdate`,
-`ValidateServiceUpdate`, `ValidateRoleBindingUpdate` and the CRD update strategy. Both objects are the
-decoded and defaulted forms, so defaults never count as a change.
+Follows `ValidatePodUpdate`, `ValidateJobSpecUpdate`, `ValidateConfigMapUpdate`,
+`ValidateSecretUpdate`, `ValidateServiceUpdate`, `ValidateRoleBindingUpdate` and the CRD update
+strategy. Both objects are the decoded and defaulted forms, so defaults never count as a change.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _diff(old: Any, new: Any, path: str, out: list[str]) -> None:
             _diff(a, b, f"{path}[{i}]", out)
     elif old != new:
         out.append(
-            f"-  {path}: {json.dumps(old, sort_keys=True)}\n+  {path}: {json.dumps(new, sort_keys=True)}"
+            f"-  {path}: {json.dumps(old, sort_keys=True)}\n+  {path}: "
+            f"{json.dumps(new, sort_keys=True)}"
         )
 
 
@@ -44,15 +45,22 @@ def _pod(new: dict[str, Any], old: dict[str, Any], errs: FieldErrors) -> None:
             for n, o in zip(new_list, old_list, strict=True):
                 if "image" in o:
                     n["image"] = o["image"]
-    new_deadline, old_deadline = spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
+    new_deadline, old_deadline = (
+        spec.get("activeDeadlineSeconds"),
+        old_spec.get("activeDeadlineSeconds"),
+    )
     if old_deadline is not None:
         if new_deadline is None:
             errs.invalid(
-                "spec.activeDeadlineSeconds", None, "must not update from a positive integer to nil value"
+                "spec.activeDeadlineSeconds",
+                None,
+                "must not update from a positive integer to nil value",
             )
         elif new_deadline > old_deadline:
             errs.invalid(
-                "spec.activeDeadlineSeconds", new_deadline, "must be less than or equal to previous value"
+                "spec.activeDeadlineSeconds",
+                new_deadline,
+                "must be less than or equal to previous value",
             )
     _restore(munged, old_spec, "activeDeadlineSeconds")
     old_tolerations = old_spec.get("tolerations") or []
@@ -103,7 +111,8 @@ def _job(new: dict[str, Any], old: dict[str, Any], errs: FieldErrors) -> None:
     old_template = old_spec.get("template") or {}
     never_started = old_spec.get("suspend") and not (old.get("status") or {}).get("startTime")
     if never_started:
-        # a suspended job that never ran may get new scheduling directives (MutableSchedulingDirectives)
+        # a suspended job that never ran may get new scheduling directives
+        # (MutableSchedulingDirectives)
         for key in ("labels", "annotations"):
             _restore(template.setdefault("metadata", {}), old_template.get("metadata") or {}, key)
         for key in _SCHEDULING_DIRECTIVES:

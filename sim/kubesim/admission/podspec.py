@@ -63,7 +63,8 @@ _FIELD_REF_PATHS = (
 )
 _FIELD_REF_SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['[^']*'\]$")
 _ENV_NAME_MSG = (
-    "a valid environment variable name must consist only of printable ASCII characters other than '='"
+    "a valid environment variable name must consist only of printable ASCII "
+    "characters other than '='"
 )
 _STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
@@ -93,10 +94,14 @@ def validate_pod_spec(spec: dict[str, Any], path: str, errs: FieldErrors) -> Non
             errs.invalid(f"{path}.serviceAccountName", spec["serviceAccountName"], msg)
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is not None and not 1 <= deadline <= 2**31 - 1:
-        errs.invalid(f"{path}.activeDeadlineSeconds", deadline, "must be between 1 and 2147483647, inclusive")
+        errs.invalid(
+            f"{path}.activeDeadlineSeconds", deadline, "must be between 1 and 2147483647, inclusive"
+        )
     grace = spec.get("terminationGracePeriodSeconds")
     if grace is not None and grace < 0:
-        errs.invalid(f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0")
+        errs.invalid(
+            f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"
+        )
     for key, value in (spec.get("nodeSelector") or {}).items():
         validate_label(key, value, f"{path}.nodeSelector", errs)
     for i, t in enumerate(spec.get("tolerations") or []):
@@ -213,7 +218,9 @@ def _validate_container(
     _validate_resources(c.get("resources") or {}, f"{path}.resources", errs)
 
 
-def _validate_container_port(port: dict[str, Any], path: str, seen: set[str], errs: FieldErrors) -> None:
+def _validate_container_port(
+    port: dict[str, Any], path: str, seen: set[str], errs: FieldErrors
+) -> None:
     if port.get("name"):
         for msg in names.is_valid_port_name(port["name"]):
             errs.invalid(f"{path}.name", port["name"], msg)
@@ -259,10 +266,13 @@ def _validate_env(env: dict[str, Any], path: str, errs: FieldErrors) -> None:
         errs.invalid(
             f"{path}.valueFrom",
             "",
-            "must specify one of: `configMapKeyRef`, `secretKeyRef`, `fieldRef` or `resourceFieldRef`",
+            "must specify one of: `configMapKeyRef`, `secretKeyRef`, `fieldRef` or "
+            "`resourceFieldRef`",
         )
     elif len(kinds) > 1:
-        errs.invalid(f"{path}.valueFrom", "", "may not have more than one field specified at a time")
+        errs.invalid(
+            f"{path}.valueFrom", "", "may not have more than one field specified at a time"
+        )
     field_ref = source.get("fieldRef")
     if isinstance(field_ref, dict):
         fp = field_ref.get("fieldPath", "")
@@ -280,7 +290,11 @@ def _validate_env(env: dict[str, Any], path: str, errs: FieldErrors) -> None:
 
 
 def _is_extended(name: str) -> bool:
-    return "/" in name and "kubernetes.io/" not in name and not names.is_qualified_name("requests." + name)
+    return (
+        "/" in name
+        and "kubernetes.io/" not in name
+        and not names.is_qualified_name("requests." + name)
+    )
 
 
 def _overcommit_allowed(name: str) -> bool:
@@ -326,7 +340,9 @@ def _validate_resources(resources: dict[str, Any], path: str, errs: FieldErrors)
         if limit is not None:
             if q.value != limit.value and not _overcommit_allowed(name):
                 errs.invalid(
-                    f"{path}.requests", requests[name], f"must be equal to {name} limit of {limits[name]}"
+                    f"{path}.requests",
+                    requests[name],
+                    f"must be equal to {name} limit of {limits[name]}",
                 )
             elif q.value > limit.value:
                 errs.invalid(
@@ -352,7 +368,8 @@ def _validate_toleration(t: dict[str, Any], path: str, errs: FieldErrors) -> Non
         errs.invalid(
             f"{path}.operator",
             operator,
-            'operator must be Exists when `key` is empty, which means "match all values and all keys"',
+            'operator must be Exists when `key` is empty, which means "match all values and all '
+            'keys"',
         )
     if t.get("tolerationSeconds") is not None and t.get("effect") != "NoExecute":
         errs.invalid(
@@ -361,7 +378,9 @@ def _validate_toleration(t: dict[str, Any], path: str, errs: FieldErrors) -> Non
             "effect must be 'NoExecute' when `tolerationSeconds` is set",
         )
     if operator == "Exists" and t.get("value"):
-        errs.invalid(f"{path}.operator", t["value"], "value must be empty when `operator` is 'Exists'")
+        errs.invalid(
+            f"{path}.operator", t["value"], "value must be empty when `operator` is 'Exists'"
+        )
     elif operator not in ("", *_TOLERATION_OPERATORS):
         errs.not_supported(f"{path}.operator", operator, _TOLERATION_OPERATORS)
     effect = t.get("effect", "")

@@ -1,4 +1,5 @@
-"""The Priority admission plugin (`plugin/pkg/admission/priority/admission.go`), as functions of data.
+"""The Priority admission plugin (`plugin/pkg/admission/priority/admission.go`), as functions of
+data.
 
 On pod CREATE, `priorityClassName` (or the `globalDefault` class, else none) resolves into
 `spec.priority` and `spec.preemptionPolicy`; on UPDATE the stored values carry over when a client
@@ -59,14 +60,16 @@ def admit_pod_create(spec: dict[str, Any], classes: Mapping[str, Mapping[str, An
     given_policy = spec.get("preemptionPolicy")
     if given_policy is not None and given_policy != policy:
         raise PriorityRefusal(
-            f"the string value of PreemptionPolicy ({given_policy}) must not be provided in pod spec; "
+            f"the string value of PreemptionPolicy ({given_policy}) must not be provided in pod "
+            "spec; "
             f"priority admission controller computed {policy} from the given PriorityClass name"
         )
     spec["preemptionPolicy"] = policy
 
 
 def admit_pod_update(spec: dict[str, Any], old_spec: Mapping[str, Any]) -> None:
-    """Keeps the stored priority and policy when an update omits them (validation forbids changes)."""
+    """Keeps the stored priority and policy when an update omits them (validation forbids
+    changes)."""
     for key in ("priority", "preemptionPolicy"):
         if spec.get(key) is None and old_spec.get(key) is not None:
             spec[key] = old_spec[key]

@@ -1,8 +1,8 @@
 """resource.Quantity: parsing, comparison and the canonical form the apiserver stores.
 
 A real apiserver re-serialises every quantity it decodes (`"1000m"` -> `"1"`, `0.5` -> `"500m"`,
-`"1.5Gi"` -> `"1536Mi"`, `"1000"` -> `"1k"`), so an operator that compares the resources it sent with the
-ones it reads back must be ready for that; kubesim does the same to surface such bugs.
+`"1.5Gi"` -> `"1536Mi"`, `"1000"` -> `"1k"`), so an operator that compares the resources it sent
+with the ones it reads back must be ready for that; kubesim does the same to surface such bugs.
 """
 
 from __future__ import annotations
@@ -44,13 +44,19 @@ class Quantity:
 def parse_quantity(text: str | int | float) -> Quantity:
     """resource.ParseQuantity; raises QuantityError with upstream's messages."""
     if isinstance(text, bool):
-        raise QuantityError("quantities must match the regular expression '" + QUANTITY_REGEX_TEXT + "'")
+        raise QuantityError(
+            "quantities must match the regular expression '" + QUANTITY_REGEX_TEXT + "'"
+        )
     raw = repr(text) if isinstance(text, float) else str(text)
     if not raw:
-        raise QuantityError("quantities must match the regular expression '" + QUANTITY_REGEX_TEXT + "'")
+        raise QuantityError(
+            "quantities must match the regular expression '" + QUANTITY_REGEX_TEXT + "'"
+        )
     m = _FORMAT.match(raw)
     if not m or not _NUMBER.match(m.group(1)):
-        raise QuantityError("quantities must match the regular expression '" + QUANTITY_REGEX_TEXT + "'")
+        raise QuantityError(
+            "quantities must match the regular expression '" + QUANTITY_REGEX_TEXT + "'"
+        )
     number, suffix = m.group(1), m.group(2)
     value = Fraction(number)
     if suffix in _BINARY:
@@ -84,7 +90,8 @@ def _canonical(q: Quantity) -> str:
             mantissa //= 1024
             exp += 10
         return f"{mantissa}{_BINARY_BY_EXP.get(exp, '')}"
-    # smallest multiple-of-3 exponent >= -9 keeping an integer mantissa, then strip trailing zero groups
+    # smallest multiple-of-3 exponent >= -9 keeping an integer mantissa, then strip trailing zero
+    # groups
     exp = -9
     mantissa_int = int(value * Fraction(10) ** 9)
     while mantissa_int % 1000 == 0 and mantissa_int != 0:

@@ -1,10 +1,12 @@
-"""Compiled schema nodes shared by built-in kinds and CRDs, and the loader of Kubernetes' own schemas.
+"""Compiled schema nodes shared by built-in kinds and CRDs, and the loader of Kubernetes' own
+schemas.
 
-Built-in kinds come from the `kubernetes-validate` package, which ships each Kubernetes release's OpenAPI as
-JSON Schema 2020-12 (`kubernetes-json-schema/v1.NN.0-local/_definitions.json`, every type nullable). We load
-the newest bundled release once, and compile a definition lazily into `Node`s the first time a kind needs it
-(the file is 1.8 MB; compiling everything up front would cost start-up time for kinds nobody uses).
-CRD `openAPIV3Schema`s compile into the same `Node`s, so one walker (`structural.py`) serves both.
+Built-in kinds come from the `kubernetes-validate` package, which ships each Kubernetes release's
+OpenAPI as JSON Schema 2020-12 (`kubernetes-json-schema/v1.NN.0-local/_definitions.json`, every type
+nullable). We load the newest bundled release once, and compile a definition lazily into `Node`s the
+first time a kind needs it (the file is 1.8 MB; compiling everything up front would cost start-up
+time for kinds nobody uses). CRD `openAPIV3Schema`s compile into the same `Node`s, so one walker
+(`structural.py`) serves both.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ MIN_KUBERNETES_MINOR = 32
 
 @dataclass(eq=False, slots=True)
 class Node:
-    """One schema node. `types` empty means any JSON type (e.g. `JSON`, `RawExtension`, int-or-string)."""
+    """One schema node. `types` empty means any JSON type (e.g. `JSON`, `RawExtension`,
+    int-or-string)."""
 
     types: frozenset[str] = frozenset()
     nullable: bool = False
@@ -58,7 +61,8 @@ class Node:
     validations: tuple[dict[str, Any], ...] = ()
     all_of: tuple[Node, ...] = field(default=())
     walk_plan: Any = None
-    """What `structural.Walker` derives from this node once, on its first walk of a built-in kind."""
+    """What `structural.Walker` derives from this node once, on its first walk of a built-in
+    kind."""
 
     def child(self, key: str) -> Node | None:
         if self.properties is not None and key in self.properties:
@@ -190,7 +194,8 @@ _COMPILER: _BuiltinCompiler | None = None
 
 
 def builtin_definition(name: str) -> Node:
-    """A compiled definition by its OpenAPI name (e.g. `io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`)."""
+    """A compiled definition by its OpenAPI name (e.g.
+    `io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`)."""
     global _COMPILER
     if _COMPILER is None:
         _COMPILER = _BuiltinCompiler()
@@ -239,7 +244,8 @@ def builtin_schema_for_kind(kind: str) -> Node | None:
 
 
 def compile_crd_schema(raw: dict[str, Any]) -> Node:
-    """Compiles a CRD version's openAPIV3Schema (a structural schema: OpenAPI v3 subset + x-kubernetes-*)."""
+    """Compiles a CRD version's openAPIV3Schema (a structural schema: OpenAPI v3 subset +
+    x-kubernetes-*)."""
     node = Node()
     t = raw.get("type")
     node.types = frozenset({t}) if isinstance(t, str) and t else frozenset()
@@ -290,5 +296,6 @@ def compile_crd_schema(raw: dict[str, Any]) -> Node:
 
 
 def _ecma_to_python(pattern: str) -> str:
-    """CRD patterns are ECMA-262 (Go's RE2 in practice); the common subset reads the same in Python."""
+    """CRD patterns are ECMA-262 (Go's RE2 in practice); the common subset reads the same in
+    Python."""
     return pattern.replace("\\d", "[0-9]")

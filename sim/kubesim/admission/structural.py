@@ -75,8 +75,8 @@ def _go_json_kind(value: Any) -> str:
 
 
 def _leaf(node: Node) -> type | None:
-    """The type (str or bool) whose values of a built-in node decode as they are: no format, enum or other
-    check applies to them. None when every value needs its walk."""
+    """The type (str or bool) whose values of a built-in node decode as they are: no format, enum or
+    other check applies to them. None when every value needs its walk."""
     simple = not (node.int_or_string or node.enum is not None or node.validations or node.all_of)
     simple = simple and node.format in (None, "", "date-time")
     if simple and node.types == frozenset({"string"}):
@@ -89,7 +89,8 @@ def _leaf(node: Node) -> type | None:
 @dataclass(slots=True)
 class _Plan:
     """What the walk of a built-in node needs, derived once per node (kept on `Node.walk_plan`): its
-    properties with their leaf types, so the common field (a string) costs one lookup and no call."""
+    properties with their leaf types, so the common field (a string) costs one lookup and no
+    call."""
 
     fields: dict[str, tuple[Node, type | None]]
     additional_leaf: type | None
@@ -128,7 +129,12 @@ class Walker:
     # ------------------------------------------------------------------ entry points
 
     def walk(
-        self, value: Any, node: Node, path: str = "", old: Any = MISSING, go: tuple[str, str] = ("", "")
+        self,
+        value: Any,
+        node: Node,
+        path: str = "",
+        old: Any = MISSING,
+        go: tuple[str, str] = ("", ""),
     ) -> Any:
         """Returns the cleaned value, or MISSING when the value is to be dropped."""
         if self.builtin:
@@ -145,7 +151,10 @@ class Walker:
             if kind == "integer" and "number" in types:
                 pass
             elif kind == "number" and "integer" in types and value.is_integer():
-                value, kind = int(value), "integer"  # what the JSON decoder of unstructured objects does
+                value, kind = (
+                    int(value),
+                    "integer",
+                )  # what the JSON decoder of unstructured objects does
             else:
                 self._type_error(value, node, path, go, kind)
                 return MISSING
@@ -164,11 +173,12 @@ class Walker:
                 self._check_only(result, sub, path)
         return result
 
-    # ------------------------------------------------------------------ built-in kinds (Go's decoder)
+    # ------------------------------------------------------------------ built-in kinds (Go's
+    # decoder)
 
     def _builtin(self, value: Any, node: Node, path: str, old: Any, go: tuple[str, str]) -> Any:
-        """`walk` for built-in kinds: decode errors for wrong types, nulls dropped, enums checked; built-in
-        schemas carry no defaults, CEL rules or allOf."""
+        """`walk` for built-in kinds: decode errors for wrong types, nulls dropped, enums checked;
+        built-in schemas carry no defaults, CEL rules or allOf."""
         if value is None:
             return MISSING
         if old is not MISSING and value == old:
@@ -203,7 +213,8 @@ class Walker:
         additional = node.additional
         out: dict[str, Any] = {}
         old_map = old if isinstance(old, dict) else None
-        # Go names a field by its struct; map values by the map field itself (`ObjectMeta.metadata.labels`)
+        # Go names a field by its struct; map values by the map field itself
+        # (`ObjectMeta.metadata.labels`)
         struct = plan.struct if props is not None else go[0]
         go_prefix = go[1] + "." if go[1] else ""
         prefix = path + "." if path else ""
@@ -237,7 +248,9 @@ class Walker:
                 self.errors.required(_join(path, key))
         return out
 
-    def _unknown_field(self, out: dict[str, Any], node: Node, key: str, item: Any, prefix: str) -> None:
+    def _unknown_field(
+        self, out: dict[str, Any], node: Node, key: str, item: Any, prefix: str
+    ) -> None:
         """A field the schema does not name: kept where the schema lets unknown fields through, else
         listed in `unknown` (pruned, or refused under strict field validation)."""
         if (
@@ -266,7 +279,9 @@ class Walker:
             if type(item) is leaf:
                 out.append(item)
                 continue
-            cleaned = walk(item, item_node, f"{path}[{i}]", old_list[i] if i < known else MISSING, go)
+            cleaned = walk(
+                item, item_node, f"{path}[{i}]", old_list[i] if i < known else MISSING, go
+            )
             if cleaned is not MISSING:
                 out.append(cleaned)  # a null item is dropped, as Go decodes it to a zero value
         return out
@@ -278,7 +293,9 @@ class Walker:
             return None
         return MISSING  # apiextensions prunes nulls of non-nullable fields (before defaulting)
 
-    def _type_error(self, value: Any, node: Node, path: str, go: tuple[str, str], kind: str) -> None:
+    def _type_error(
+        self, value: Any, node: Node, path: str, go: tuple[str, str], kind: str
+    ) -> None:
         expected = ",".join(sorted(node.types))
         self.errors.invalid_shown(
             path, go_quote(kind), f"{path} in body must be of type {expected}: {go_quote(kind)}"
@@ -298,7 +315,8 @@ class Walker:
         if self.builtin:
             if self.decode_error is None:
                 self.decode_error = (
-                    f"json: cannot unmarshal {_go_json_kind(value)} into Go value of type intstr.IntOrString"
+                    f"json: cannot unmarshal {_go_json_kind(value)} into Go value "
+                    "of type intstr.IntOrString"
                 )
             return MISSING
         if isinstance(value, float) and value.is_integer():
@@ -336,7 +354,9 @@ class Walker:
         self._value_checks(value, node, path)
         return value
 
-    def _object(self, value: dict[str, Any], node: Node, path: str, old: Any, go: tuple[str, str]) -> Any:
+    def _object(
+        self, value: dict[str, Any], node: Node, path: str, old: Any, go: tuple[str, str]
+    ) -> Any:
         props = node.properties
         additional = node.additional
         out: dict[str, Any] = {}
@@ -353,7 +373,11 @@ class Walker:
                     self._unknown_field(out, node, key, item, prefix)
                     continue
             cleaned = walk(
-                item, child, prefix + key, MISSING if old_map is None else old_map.get(key, MISSING), go
+                item,
+                child,
+                prefix + key,
+                MISSING if old_map is None else old_map.get(key, MISSING),
+                go,
             )
             if cleaned is not MISSING:
                 out[key] = cleaned
@@ -362,7 +386,10 @@ class Walker:
             for key, child in props.items():
                 if key not in out and child.default is not MISSING:
                     out[key] = self.walk(
-                        copy.deepcopy(child.default), child, _join(path, key), old_map.get(key, MISSING)
+                        copy.deepcopy(child.default),
+                        child,
+                        _join(path, key),
+                        old_map.get(key, MISSING),
                     )
         for key in node.required:
             if key not in out:
@@ -404,29 +431,43 @@ class Walker:
         if isinstance(value, int | float) and not isinstance(value, bool):
             if node.minimum is not None:
                 if node.exclusive_minimum and value <= node.minimum:
-                    errs.invalid(path, value, f"{path} in body should be greater than {_num(node.minimum)}")
+                    errs.invalid(
+                        path, value, f"{path} in body should be greater than {_num(node.minimum)}"
+                    )
                 elif value < node.minimum:
                     errs.invalid(
-                        path, value, f"{path} in body should be greater than or equal to {_num(node.minimum)}"
+                        path,
+                        value,
+                        f"{path} in body should be greater than or equal to {_num(node.minimum)}",
                     )
             if node.maximum is not None:
                 if node.exclusive_maximum and value >= node.maximum:
-                    errs.invalid(path, value, f"{path} in body should be less than {_num(node.maximum)}")
+                    errs.invalid(
+                        path, value, f"{path} in body should be less than {_num(node.maximum)}"
+                    )
                 elif value > node.maximum:
                     errs.invalid(
-                        path, value, f"{path} in body should be less than or equal to {_num(node.maximum)}"
+                        path,
+                        value,
+                        f"{path} in body should be less than or equal to {_num(node.maximum)}",
                     )
             if node.format == "int32" and not _INT32[0] <= value <= _INT32[1]:
-                errs.invalid(path, value, f"{path} in body must be of type int32: {go_quote(str(value))}")
+                errs.invalid(
+                    path, value, f"{path} in body must be of type int32: {go_quote(str(value))}"
+                )
         elif isinstance(value, str):
             if node.max_length is not None and len(value) > node.max_length:
                 errs.too_long(path, node.max_length)
             if node.min_length is not None and len(value) < node.min_length:
-                errs.invalid(path, value, f"{path} in body should be at least {node.min_length} chars long")
+                errs.invalid(
+                    path, value, f"{path} in body should be at least {node.min_length} chars long"
+                )
             if node.pattern is not None and not node.pattern.search(value):
                 errs.invalid(path, value, f"{path} in body should match '{node.pattern_text}'")
             if node.format == "date-time" and not _DATE_TIME.match(value):
-                errs.invalid(path, value, f"{path} in body must be of type date-time: {go_quote(value)}")
+                errs.invalid(
+                    path, value, f"{path} in body must be of type date-time: {go_quote(value)}"
+                )
 
     def _object_checks(self, value: dict[str, Any], node: Node, path: str) -> None:
         n = len(value)
@@ -444,7 +485,9 @@ class Walker:
         if node.max_items is not None and n > node.max_items:
             self.errors.too_many(path, n, node.max_items)
         if node.min_items is not None and n < node.min_items:
-            self.errors.invalid(path, n, f"{path} in body should have at least {node.min_items} items")
+            self.errors.invalid(
+                path, n, f"{path} in body should have at least {node.min_items} items"
+            )
         if node.list_type in ("set", "map") or node.unique_items:
             seen: list[Any] = []
             for i, item in enumerate(value):
@@ -452,7 +495,9 @@ class Walker:
                 if ident in seen:
                     shown = ident
                     if node.list_type == "map":
-                        keys = {k: json.loads(v) for k, v in zip(node.list_map_keys, ident, strict=True)}
+                        keys = {
+                            k: json.loads(v) for k, v in zip(node.list_map_keys, ident, strict=True)
+                        }
                         self.errors.duplicate(f"{path}[{i}]", keys)
                     else:
                         self.errors.duplicate(f"{path}[{i}]", shown)
@@ -477,7 +522,8 @@ def _identity(item: Any, node: Node) -> Any:
 
 
 def _correlate(old: Any, node: Node) -> dict[Any, Any]:
-    """Old list items by identity: only map and set lists correlate (atomic lists have no oldSelf)."""
+    """Old list items by identity: only map and set lists correlate (atomic lists have no
+    oldSelf)."""
     if not isinstance(old, list) or node.list_type not in ("map", "set"):
         return {}
     return {_identity(item, node): item for item in old}

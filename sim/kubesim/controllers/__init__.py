@@ -1,10 +1,11 @@
-"""The controllers a cluster runs, simulated: kubelet, Job controller, garbage collector, namespaces,
-volumes, disruption budgets (one module each; the process runtime's kubelet is `kubesim.procrt`).
+"""The controllers a cluster runs, simulated: kubelet, Job controller, garbage collector,
+namespaces, volumes, disruption budgets (one module each; the process runtime's kubelet is
+`kubesim.procrt`).
 
 This package module owns what they share: the `Controller` and `Watching` protocols and the lookups
 they all make. The controllers learn about changes through one `Cluster.add_listener` callback that
-fans out to their `on_change` (synchronous and cheap: they only record and enqueue keys) and act from
-one asyncio task each, on a `kubesim.workqueue.WorkQueue` timed by a `kubesim.clock.Clock`; no
+fans out to their `on_change` (synchronous and cheap: they only record and enqueue keys) and act
+from one asyncio task each, on a `kubesim.workqueue.WorkQueue` timed by a `kubesim.clock.Clock`; no
 threads, no polling. `kubesim.app` builds and wires them.
 """
 
@@ -28,7 +29,8 @@ class Watching(Protocol):
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
-        """Learns about a committed change; must only record and enqueue (it runs inside the write)."""
+        """Learns about a committed change; must only record and enqueue (it runs inside the
+        write)."""
 
 
 def resource_type(cluster: Cluster, api_version: str, kind: str) -> ResourceType:

@@ -1,10 +1,11 @@
 """The disruption controller: keeps each PodDisruptionBudget's status current (`kubesim.pdb`).
 
 Incremental: it indexes budgets by namespace, and pods only in namespaces that have a budget, so a
-pod change elsewhere costs one dict lookup. A budget is synced when it changes, when a pod it selects
-(before or after the change) changes, when a scalable owner in its namespace changes, and when an
-entry of its `disruptedPods` runs out. `expectedPods` for percentages and maxUnavailable sums the
-scale of the pods' controllers that have a scale subresource; a pod without one counts as one.
+pod change elsewhere costs one dict lookup. A budget is synced when it changes, when a pod it
+selects (before or after the change) changes, when a scalable owner in its namespace changes, and
+when an entry of its `disruptedPods` runs out. `expectedPods` for percentages and maxUnavailable
+sums the scale of the pods' controllers that have a scale subresource; a pod without one counts as
+one.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ class DisruptionController:
             labels = meta.get("labels") or {}
             old_labels = ((old or {}).get("metadata") or {}).get("labels") or {}
             for name, budget in self._budgets[namespace].items():
-                if pdb.selects(budget, labels) or (old is not None and pdb.selects(budget, old_labels)):
+                if pdb.selects(budget, labels) or (
+                    old is not None and pdb.selects(budget, old_labels)
+                ):
                     self._queue.add((namespace, name))
         elif rt.group == self._pdb_rt.group and rt.plural == self._pdb_rt.plural:
             self._budget_changed(event, namespace, str(meta["name"]), obj)
@@ -70,7 +73,9 @@ class DisruptionController:
             for name in self._budgets[namespace]:
                 self._queue.add((namespace, name))
 
-    def _budget_changed(self, event: EventType, namespace: str, name: str, obj: dict[str, Any]) -> None:
+    def _budget_changed(
+        self, event: EventType, namespace: str, name: str, obj: dict[str, Any]
+    ) -> None:
         if event == "DELETED":
             budgets = self._budgets.get(namespace, {})
             budgets.pop(name, None)
@@ -102,7 +107,9 @@ class DisruptionController:
             # Built in the decoded shape: the schema walk would take a condition's empty message,
             # which metav1.Condition allows, for a missing one.
             body = {**budget, "metadata": dict(budget["metadata"]), "status": status}
-            self._cluster.update(self._pdb_rt, namespace, name, body, subresource="status", decoded=True)
+            self._cluster.update(
+                self._pdb_rt, namespace, name, body, subresource="status", decoded=True
+            )
         expiry = pdb.next_expiry(status.get("disruptedPods") or {})
         if expiry is not None:
             self._queue.add_after(key, max(1.0, (expiry - now).total_seconds() + 1))
@@ -112,7 +119,11 @@ class DisruptionController:
         total, seen = 0, set()
         for pod in pods.values():
             ref = next(
-                (r for r in (pod.get("metadata") or {}).get("ownerReferences") or [] if r.get("controller")),
+                (
+                    r
+                    for r in (pod.get("metadata") or {}).get("ownerReferences") or []
+                    if r.get("controller")
+                ),
                 None,
             )
             if ref is not None and ref.get("uid") in seen:
@@ -126,7 +137,9 @@ class DisruptionController:
         return total
 
     def _controller_replicas(self, namespace: str, ref: dict[str, Any]) -> int | None:
-        rt = self._cluster.registry.by_kind(str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""))
+        rt = self._cluster.registry.by_kind(
+            str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
+        )
         if rt is None or rt.scale is None:
             return None
         owner = get_or_none(self._cluster, rt, namespace, str(ref.get("name") or ""), copy=False)

@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 EventType = Literal["Normal", "Warning"]
 
 MAX_KEYS = 4096
-"""Aggregation and spam-filter entries kept; the oldest are forgotten (a later repeat starts a new event)."""
+"""Aggregation and spam-filter entries kept; the oldest are forgotten (a later repeat starts a new
+event)."""
 BURST = 25
 REFILL_SECONDS = 300.0
 MESSAGE_LIMIT = 1024
@@ -53,10 +54,17 @@ def _reference(obj: Mapping[str, Any], field_path: str | None) -> dict[str, Any]
 
 
 class EventRecorder:
-    """Records Events on behalf of one component (`kubelet`, `job-controller`, `default-scheduler`)."""
+    """Records Events on behalf of one component (`kubelet`, `job-controller`,
+    `default-scheduler`)."""
 
     def __init__(
-        self, cluster: Cluster, clock: Clock, component: str, host: str = "", *, scheduler: bool = False
+        self,
+        cluster: Cluster,
+        clock: Clock,
+        component: str,
+        host: str = "",
+        *,
+        scheduler: bool = False,
     ) -> None:
         self._cluster = cluster
         self._clock = clock
@@ -76,7 +84,8 @@ class EventRecorder:
         field_path: str | None = None,
         action: str = "",
     ) -> None:
-        """Records one event about `obj` (a Pod, a Job: anything namespaced with kind and apiVersion)."""
+        """Records one event about `obj` (a Pod, a Job: anything namespaced with kind and
+        apiVersion)."""
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default")
         ref = _reference(obj, field_path)
@@ -145,7 +154,13 @@ class EventRecorder:
         return True
 
     def _create(
-        self, namespace: str, ref: dict[str, Any], etype: str, reason: str, message: str, action: str
+        self,
+        namespace: str,
+        ref: dict[str, Any],
+        etype: str,
+        reason: str,
+        message: str,
+        action: str,
     ) -> str:
         nanos = int(self._clock.wall().timestamp() * 1e9) + next(_sequence)
         body: dict[str, Any] = {
@@ -166,10 +181,14 @@ class EventRecorder:
             body["source"] = {}
         else:
             stamp = self._clock.timestamp()
-            body["source"] = {"component": self.component, **({"host": self.host} if self.host else {})}
+            body["source"] = {
+                "component": self.component,
+                **({"host": self.host} if self.host else {}),
+            }
             body["firstTimestamp"] = stamp
             body["lastTimestamp"] = stamp
             body["count"] = 1
-        # Built here to the Event schema (strings, an int count, no nulls): admission need not decode it.
+        # Built here to the Event schema (strings, an int count, no nulls): admission need not
+        # decode it.
         created = self._cluster.create(builtins.EVENTS, namespace, body, decoded=True).stored
         return str(created["metadata"]["name"])

@@ -59,7 +59,8 @@ class GarbageCollector:
         self._cluster = cluster
         self._queue: WorkQueue[Item] = WorkQueue(clock)
         self._types: dict[tuple[str, str], ResourceType] = {}
-        # Kinds seen, by (group, kind): an owner whose CRD is gone still resolves, and reads as absent.
+        # Kinds seen, by (group, kind): an owner whose CRD is gone still resolves, and reads as
+        # absent.
         self._kinds: dict[tuple[str, str], ResourceType] = {}
         self._dependents: dict[str, set[ObjectKey]] = {}
         self._owners_of: dict[ObjectKey, frozenset[str]] = {}
@@ -75,7 +76,8 @@ class GarbageCollector:
         """Objects whose ownerReferences name `owner_uid` (the graph the GC keeps)."""
         return set(self._dependents.get(owner_uid, ()))
 
-    # --- graph maintenance -------------------------------------------------------------------------
+    # --- graph maintenance
+    # -------------------------------------------------------------------------
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
@@ -113,7 +115,9 @@ class GarbageCollector:
         refs_changed = self._refs_changed(old, obj)
         if after and (event == "ADDED" or refs_changed):
             self._queue.add(("dependent", key))
-        if meta.get("deletionTimestamp") is not None and {ORPHAN, FOREGROUND} & set(_finalizers(obj)):
+        if meta.get("deletionTimestamp") is not None and {ORPHAN, FOREGROUND} & set(
+            _finalizers(obj)
+        ):
             self._queue.add(("owner", key))
         if refs_changed:
             # blockOwnerDeletion may have been dropped: a foreground owner may be free to go.
@@ -128,8 +132,9 @@ class GarbageCollector:
 
         return old is not None and refs(old) != refs(new)
 
-    # --- reconciliation ----------------------------------------------------------------------------
-    # Objects are read without copies (`copy=False`): every write below builds a new body.
+    # --- reconciliation
+    # ---------------------------------------------------------------------------- Objects are read
+    # without copies (`copy=False`): every write below builds a new body.
     def _sync(self, item: Item) -> None:
         kind, key = item
         rt = self._types.get((key[0], key[1]))
@@ -143,7 +148,9 @@ class GarbageCollector:
         else:
             self._sync_owner(rt, obj)
 
-    def _classify(self, rt: ResourceType, obj: dict[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    def _classify(
+        self, rt: ResourceType, obj: dict[str, Any]
+    ) -> tuple[list[Any], list[Any], list[Any]]:
         solid: list[Any] = []
         dangling: list[Any] = []
         waiting: list[Any] = []
@@ -154,11 +161,17 @@ class GarbageCollector:
                 solid.append(ref)
                 continue
             owner = get_or_none(
-                self._cluster, ort, ns if ort.namespaced else None, str(ref.get("name", "")), copy=False
+                self._cluster,
+                ort,
+                ns if ort.namespaced else None,
+                str(ref.get("name", "")),
+                copy=False,
             )
             if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
                 dangling.append(ref)
-            elif owner["metadata"].get("deletionTimestamp") is not None and FOREGROUND in _finalizers(owner):
+            elif owner["metadata"].get(
+                "deletionTimestamp"
+            ) is not None and FOREGROUND in _finalizers(owner):
                 waiting.append(ref)
             else:
                 solid.append(ref)
@@ -178,7 +191,9 @@ class GarbageCollector:
             if dangling or waiting:
                 gone = {r.get("uid") for r in dangling + waiting}
                 self._set_owner_refs(
-                    rt, obj, [r for r in meta.get("ownerReferences") or [] if r.get("uid") not in gone]
+                    rt,
+                    obj,
+                    [r for r in meta.get("ownerReferences") or [] if r.get("uid") not in gone],
                 )
             return
         if not dangling and not waiting:
@@ -189,12 +204,16 @@ class GarbageCollector:
         policy: Literal["Foreground", "Background"] = (
             "Foreground" if waiting and has_dependents else "Background"
         )
-        log.debug("gc: deleting %s %s/%s (%s)", rt.kind, meta.get("namespace"), meta.get("name"), policy)
+        log.debug(
+            "gc: deleting %s %s/%s (%s)", rt.kind, meta.get("namespace"), meta.get("name"), policy
+        )
         self._cluster.delete(
             rt,
             meta.get("namespace"),
             meta["name"],
-            options=DeleteOptions(propagation_policy=policy, preconditions={"uid": str(meta.get("uid", ""))}),
+            options=DeleteOptions(
+                propagation_policy=policy, preconditions={"uid": str(meta.get("uid", ""))}
+            ),
         )
 
     def _dependent_objects(self, uid: str) -> list[tuple[ResourceType, dict[str, Any]]]:
@@ -249,4 +268,6 @@ class GarbageCollector:
             return
         cmeta = dict(current["metadata"])
         cmeta["finalizers"] = [f for f in _finalizers(current) if f != finalizer]
-        self._cluster.update(rt, cmeta.get("namespace"), cmeta["name"], {**current, "metadata": cmeta})
+        self._cluster.update(
+            rt, cmeta.get("namespace"), cmeta["name"], {**current, "metadata": cmeta}
+        )

@@ -1,14 +1,15 @@
 """The batch/v1 Job controller (with the TTL-after-finished controller), as Kubernetes 1.32 runs it.
 
-Pods are created from `spec.template` with the `batch.kubernetes.io/job-tracking` finalizer; a finished
-pod is counted into `status.succeeded` / `status.failed` and then loses the finalizer, so counts survive
-pod deletion. A failure or success criterion first sets the interim condition (`FailureTarget` /
-`SuccessCriteriaMet`) and deletes the active pods; `Failed` / `Complete` follow once no pod is left
-terminating. Replacement pods wait for the pod-failure back-off (`settings.job_backoff_seconds`, doubling).
-A Job whose `spec.managedBy` names another controller is left alone. Only NonIndexed completion mode is
-modelled; podFailurePolicy, successPolicy and backoffLimitPerIndex are not evaluated. It records the
-Events 1.32's records (source `job-controller`): SuccessfulCreate / SuccessfulDelete per pod, Suspended /
-Resumed, and Completed or the failure's reason (BackoffLimitExceeded, DeadlineExceeded) as the Job ends.
+Pods are created from `spec.template` with the `batch.kubernetes.io/job-tracking` finalizer; a
+finished pod is counted into `status.succeeded` / `status.failed` and then loses the finalizer, so
+counts survive pod deletion. A failure or success criterion first sets the interim condition
+(`FailureTarget` / `SuccessCriteriaMet`) and deletes the active pods; `Failed` / `Complete` follow
+once no pod is left terminating. Replacement pods wait for the pod-failure back-off
+(`settings.job_backoff_seconds`, doubling). A Job whose `spec.managedBy` names another controller is
+left alone. Only NonIndexed completion mode is modelled; podFailurePolicy, successPolicy and
+backoffLimitPerIndex are not evaluated. It records the Events 1.32's records (source
+`job-controller`): SuccessfulCreate / SuccessfulDelete per pod, Suspended / Resumed, and Completed
+or the failure's reason (BackoffLimitExceeded, DeadlineExceeded) as the Job ends.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class JobController:
             self._queue.add(("pod", ns, name))
 
     def _forget_job(self, uid: str) -> None:
-        """The Job is gone: its pods must lose the tracking finalizer (the orphan path does that)."""
+        """The Job is gone: its pods must lose the tracking finalizer (the orphan path does
+        that)."""
         for ns, name in self._pods_by_job.get(uid, ()):
             self._queue.add(("pod", ns, name))
         self._started.pop(uid, None)
@@ -104,7 +106,8 @@ class JobController:
         else:
             self._sync_job(key[1], key[2])
 
-    # --- orphans -----------------------------------------------------------------------------------
+    # --- orphans
+    # -----------------------------------------------------------------------------------
     def _sync_orphan(self, ns: str, name: str) -> None:
         """A pod keeps the tracking finalizer only while a live Job controls it."""
         pod = get_or_none(self._cluster, self._pods_rt, ns, name, copy=False)
@@ -123,7 +126,8 @@ class JobController:
         body = {**pod, "metadata": {**meta, "finalizers": remaining}}
         self._cluster.update(self._pods_rt, meta["namespace"], meta["name"], body)
 
-    # --- jobs --------------------------------------------------------------------------------------
+    # --- jobs
+    # --------------------------------------------------------------------------------------
     def _owned_pods(self, uid: str) -> list[dict[str, Any]]:
         pods = []
         for ns, name in list(self._pods_by_job.get(uid, ())):
@@ -157,7 +161,9 @@ class JobController:
             self._after_finished(job, spec, status, now)
             return
 
-        interim = js.condition(status, "FailureTarget") or js.condition(status, "SuccessCriteriaMet")
+        interim = js.condition(status, "FailureTarget") or js.condition(
+            status, "SuccessCriteriaMet"
+        )
         release = self._count_finished(uid, spec, pods, status, interim, now)
         conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
         active = [p for p in pods if js.is_active(p)]
@@ -168,7 +174,8 @@ class JobController:
             )
 
         if interim is not None:
-            # Pods deleted because the Job is finishing keep the finalizer: they are counted as they end.
+            # Pods deleted because the Job is finishing keep the finalizer: they are counted as they
+            # end.
             for pod in active:
                 self._delete_pod(pod, keep_finalizer=True, job=job)
         elif spec.suspend:
@@ -246,14 +253,18 @@ class JobController:
         """Adds FailureTarget or SuccessCriteriaMet when the Job has met one of its ends."""
         stamp = self._clock.timestamp(now)
         failure: tuple[str, str] | None = None
-        if int(status.get("failed", 0)) > spec.backoff_limit or js.restarts_exceed_backoff(spec, active):
+        if int(status.get("failed", 0)) > spec.backoff_limit or js.restarts_exceed_backoff(
+            spec, active
+        ):
             failure = js.BACKOFF_LIMIT_EXCEEDED
         elif self._past_deadline(uid, spec, status, now):
             failure = js.DEADLINE_EXCEEDED
         if failure is not None:
             return js.set_condition(conditions, "FailureTarget", True, *failure, stamp)
         if js.success_criteria_met(spec, int(status.get("succeeded", 0)), len(active)):
-            return js.set_condition(conditions, "SuccessCriteriaMet", True, *js.COMPLETIONS_REACHED, stamp)
+            return js.set_condition(
+                conditions, "SuccessCriteriaMet", True, *js.COMPLETIONS_REACHED, stamp
+            )
         return conditions
 
     def _write_status(
@@ -299,7 +310,9 @@ class JobController:
                 subresource="status",
             )
 
-    def _past_deadline(self, uid: str, spec: js.JobSpec, status: dict[str, Any], now: float) -> bool:
+    def _past_deadline(
+        self, uid: str, spec: js.JobSpec, status: dict[str, Any], now: float
+    ) -> bool:
         if spec.active_deadline_seconds is None or not status.get("startTime"):
             return False
         started = self._started.get(uid, self._sim_time(status.get("startTime"), now))
@@ -323,7 +336,9 @@ class JobController:
             for pod in newest[: len(active) - want]:
                 self._delete_pod(pod, keep_finalizer=False, job=job)
             return
-        busy = len(active) + (sum(1 for p in pods if js.is_terminating(p)) if spec.only_replace_failed else 0)
+        busy = len(active) + (
+            sum(1 for p in pods if js.is_terminating(p)) if spec.only_replace_failed else 0
+        )
         missing = want - busy
         if missing <= 0:
             return
@@ -340,7 +355,9 @@ class JobController:
                 job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}"
             )
 
-    def _delete_pod(self, pod: dict[str, Any], *, keep_finalizer: bool, job: dict[str, Any]) -> None:
+    def _delete_pod(
+        self, pod: dict[str, Any], *, keep_finalizer: bool, job: dict[str, Any]
+    ) -> None:
         meta = pod["metadata"]
         if not keep_finalizer and js.has_tracking_finalizer(pod):
             self._remove_finalizer(pod)
@@ -351,7 +368,8 @@ class JobController:
     def _after_finished(
         self, job: dict[str, Any], spec: js.JobSpec, status: dict[str, Any], now: float
     ) -> None:
-        """The TTL-after-finished controller: delete the Job (Background) ttl seconds after it finished."""
+        """The TTL-after-finished controller: delete the Job (Background) ttl seconds after it
+        finished."""
         if spec.ttl_seconds_after_finished is None:
             return
         meta = job["metadata"]
@@ -376,7 +394,8 @@ class JobController:
 
 
 def _set_count(status: dict[str, Any], field: str, value: int) -> None:
-    """active / succeeded / failed are `omitempty` int32s: a zero count is absent from the status."""
+    """active / succeeded / failed are `omitempty` int32s: a zero count is absent from the
+    status."""
     if value:
         status[field] = value
     else:

@@ -39,7 +39,8 @@ class JobSpec:
     only_replace_failed: bool
     restart_policy: str
     managed_here: bool = True
-    """False when `spec.managedBy` hands the Job to another controller (1.32: then this one skips it)."""
+    """False when `spec.managedBy` hands the Job to another controller (1.32: then this one skips
+    it)."""
 
     @classmethod
     def of(cls, job: Mapping[str, Any]) -> JobSpec:
@@ -112,7 +113,8 @@ def can_remove_finalizer(pod: Mapping[str, Any], consider_failed: bool, finishin
 
 
 def restarts_exceed_backoff(spec: JobSpec, pods: Iterable[Mapping[str, Any]]) -> bool:
-    """pastBackoffLimitOnFailure: with OnFailure, container restarts of live pods count as failures."""
+    """pastBackoffLimitOnFailure: with OnFailure, container restarts of live pods count as
+    failures."""
     if spec.restart_policy != "OnFailure":
         return False
     restarts = 0
@@ -165,9 +167,15 @@ def finished(status: Mapping[str, Any]) -> Finished | None:
 
 
 def set_condition(
-    conditions: Sequence[Mapping[str, Any]], ctype: str, value: bool, reason: str, message: str, now: str
+    conditions: Sequence[Mapping[str, Any]],
+    ctype: str,
+    value: bool,
+    reason: str,
+    message: str,
+    now: str,
 ) -> list[dict[str, Any]]:
-    """Upserts a condition; lastTransitionTime moves only when its status flips (like the controller)."""
+    """Upserts a condition; lastTransitionTime moves only when its status flips (like the
+    controller)."""
     status = "True" if value else "False"
     out: list[dict[str, Any]] = []
     found = False
@@ -213,7 +221,8 @@ def pod_labels(job: Mapping[str, Any]) -> dict[str, str]:
 
 
 def new_pod(job: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod the controller creates from the Job's template (the apiserver completes generateName)."""
+    """The pod the controller creates from the Job's template (the apiserver completes
+    generateName)."""
     meta = job.get("metadata") or {}
     template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
     tmeta = template.get("metadata") or {}
@@ -235,12 +244,21 @@ def new_pod(job: Mapping[str, Any]) -> dict[str, Any]:
     }
     if tmeta.get("annotations"):
         pod_meta["annotations"] = dict(tmeta["annotations"])
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template.get("spec") or {}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": pod_meta,
+        "spec": template.get("spec") or {},
+    }
 
 
 def controller_uid(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     """(job name, job uid) of the pod's controlling Job, if a Job controls it."""
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
+        if (
+            ref.get("controller")
+            and ref.get("kind") == "Job"
+            and ref.get("apiVersion") == "batch/v1"
+        ):
             return str(ref.get("name", "")), str(ref.get("uid", ""))
     return None

@@ -1,11 +1,11 @@
 """The kubelet of the simulated cluster's one node: runs pods' lifecycles and reports their status.
 
 It keeps a `PodRuntime` (`podstate.py`) per pod bound to `settings.node_name` (init containers, then
-app containers), wakes on pod events and on timers (the event loop's timer heap, one pending timer per
-pod), and writes `.status` through the status subresource only when it changed. A pod with a
+app containers), wakes on pod events and on timers (the event loop's timer heap, one pending timer
+per pod), and writes `.status` through the status subresource only when it changed. A pod with a
 deletionTimestamp has its containers stopped after min(deletionGracePeriodSeconds,
-`kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0 (the API server
-removes it once its finalizers are gone).
+`kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0 (the API
+server removes it once its finalizers are gone).
 
 Tests drive node-level faults through `evict()` and `kill()`, in process or over HTTP:
 `POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`, optional) and
@@ -45,7 +45,8 @@ HOST_IP = "172.18.0.2"
 POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
 DEFAULT_GRACE_SECONDS = 30.0
 MOUNT_RETRY_SECONDS = 1.0
-# A container runs at least this long (real time) before it exits, so restart loops cannot spin the CPU.
+# A container runs at least this long (real time) before it exits, so restart loops cannot spin the
+# CPU.
 MIN_RUN_REAL_SECONDS = 0.005
 
 
@@ -86,7 +87,9 @@ class Kubelet:
 
     name = "kubelet"
 
-    def __init__(self, cluster: Cluster, settings: SimSettings, clock: Clock, volumes: VolumeManager) -> None:
+    def __init__(
+        self, cluster: Cluster, settings: SimSettings, clock: Clock, volumes: VolumeManager
+    ) -> None:
         self._cluster = cluster
         self._settings = settings
         self._clock = clock
@@ -95,8 +98,8 @@ class Kubelet:
         self._queue: WorkQueue[PodKey] = WorkQueue(clock)
         self._pods: dict[PodKey, _Pod] = {}
         self._own_write: tuple[PodKey, str] | None = None
-        """The pod (and the resourceVersion it read) whose status this kubelet is writing now: the change
-        that write commits needs no second sync."""
+        """The pod (and the resourceVersion it read) whose status this kubelet is writing now: the
+        change that write commits needs no second sync."""
         self._ips = PodIPs()
         self.events = PodEvents(cluster, clock, settings.node_name)
 
@@ -107,7 +110,8 @@ class Kubelet:
         await process(self.name, self._queue, self._sync)
 
     def _register_node(self) -> None:
-        """Creates this kubelet's Node object (Ready, addresses, capacity) if it does not exist yet."""
+        """Creates this kubelet's Node object (Ready, addresses, capacity) if it does not exist
+        yet."""
         nodes = resource_type(self._cluster, "v1", "Node")
         name = self._settings.node_name
         if get_or_none(self._cluster, nodes, None, name) is not None:
@@ -125,7 +129,8 @@ class Kubelet:
     def evict(
         self, namespace: str, name: str, message: str = "The node was low on resource: memory."
     ) -> None:
-        """Evicts the pod (node pressure): phase Failed, reason Evicted, containers killed. Not deleted."""
+        """Evicts the pod (node pressure): phase Failed, reason Evicted, containers killed. Not
+        deleted."""
         entry = self._entry(namespace, name)
         running = entry.runtime.stage in ("Initializing", "Running")
         entry.runtime = ps.evicted(entry.runtime, message, self._clock.now())
@@ -137,7 +142,8 @@ class Kubelet:
         self._sync((namespace, name))
 
     def kill(self, namespace: str, name: str, exit_code: int = ps.SIGKILL_EXIT_CODE) -> None:
-        """The pod's containers exit now with `exit_code`; restartPolicy decides what happens next."""
+        """The pod's containers exit now with `exit_code`; restartPolicy decides what happens
+        next."""
         entry = self._entry(namespace, name)
         policy = self._policy(self._cluster.get(self._pods_rt, namespace, name))
         entry.runtime = ps.container_exited(entry.runtime, exit_code, self._clock.now(), policy)
@@ -150,7 +156,10 @@ class Kubelet:
     def routes(self) -> list[web.RouteDef]:
         """`evict` and `kill` over HTTP, for clients in another process (CLI sim, benchmarks)."""
         base = "/kubesim/v1/namespaces/{ns}/pods/{pod}"
-        return [web.post(f"{base}/evict", self._handle_evict), web.post(f"{base}/kill", self._handle_kill)]
+        return [
+            web.post(f"{base}/evict", self._handle_evict),
+            web.post(f"{base}/kill", self._handle_kill),
+        ]
 
     async def _handle_evict(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
@@ -162,9 +171,13 @@ class Kubelet:
         try:
             code = int(body.get("exitCode", ps.SIGKILL_EXIT_CODE))
         except (TypeError, ValueError):
-            return web.json_response(errors.bad_request("exitCode must be an integer").status(), status=400)
+            return web.json_response(
+                errors.bad_request("exitCode must be an integer").status(), status=400
+            )
         if not ps.is_exit_code(code):
-            return web.json_response(errors.bad_request("exitCode must be an int32").status(), status=400)
+            return web.json_response(
+                errors.bad_request("exitCode must be an int32").status(), status=400
+            )
         return self._answer(lambda ns, pod: self.kill(ns, pod, code), request)
 
     def _answer(self, act: Callable[[str, str], None], request: web.Request) -> web.Response:
@@ -186,12 +199,16 @@ class Kubelet:
     @staticmethod
     def _policy(pod: dict[str, Any]) -> ps.RestartPolicy:
         policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
-        return cast(ps.RestartPolicy, policy if policy in ("Always", "OnFailure", "Never") else "Always")
+        return cast(
+            ps.RestartPolicy, policy if policy in ("Always", "OnFailure", "Never") else "Always"
+        )
 
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
-        if rt.plural != "pods" or rt != self._pods_rt:  # the plural first: no dataclass __eq__ per Event
+        if (
+            rt.plural != "pods" or rt != self._pods_rt
+        ):  # the plural first: no dataclass __eq__ per Event
             return
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -218,8 +235,8 @@ class Kubelet:
             self._volumes.forget(*key)
 
     def _assigned_pod(self, key: PodKey, known_uid: str | None) -> dict[str, Any] | None:
-        """The pod to sync: None when it is gone (what this kubelet knew of it, `known_uid`, is forgotten)
-        or bound to another node."""
+        """The pod to sync: None when it is gone (what this kubelet knew of it, `known_uid`, is
+        forgotten) or bound to another node."""
         pod = get_or_none(self._cluster, self._pods_rt, *key, copy=False)
         if pod is None:
             if known_uid is not None:
@@ -265,16 +282,24 @@ class Kubelet:
             self._volumes.pod_stopped(*key)
 
         status = podstatus.render_status(
-            pod, entry.runtime, timing, now, podstatus.Placement(HOST_IP, entry.pod_ip), self._clock.timestamp
+            pod,
+            entry.runtime,
+            timing,
+            now,
+            podstatus.Placement(HOST_IP, entry.pod_ip),
+            self._clock.timestamp,
         )
         if status != pod.get("status"):
             self._own_write = (key, str(meta.get("resourceVersion", "")))
-            # Handed over: the status was rendered for this write, and the top level and the metadata
-            # (the parts a write changes in place) are copies, so the cluster copies nothing. `decoded`:
-            # podstatus renders only what the decode keeps (no nulls; strings, int32s, booleans).
+            # Handed over: the status was rendered for this write, and the top level and the
+            # metadata (the parts a write changes in place) are copies, so the cluster copies
+            # nothing. `decoded`: podstatus renders only what the decode keeps (no nulls; strings,
+            # int32s, booleans).
             body = {**pod, "metadata": dict(meta), "status": status}
             try:
-                self._cluster.update(self._pods_rt, key[0], key[1], body, subresource="status", decoded=True)
+                self._cluster.update(
+                    self._pods_rt, key[0], key[1], body, subresource="status", decoded=True
+                )
             finally:
                 self._own_write = None
 
@@ -290,7 +315,8 @@ class Kubelet:
     def _record(
         self, pod: dict[str, Any], before: ps.PodRuntime, after: ps.PodRuntime, *, killing: bool
     ) -> None:
-        """The kubelet's Events for what changed in this sync (cheap: a few comparisons when nothing did)."""
+        """The kubelet's Events for what changed in this sync (cheap: a few comparisons when nothing
+        did)."""
         if after.volumes_blocked and after.stage == "Pending":
             problem = self._volumes.mount_problem(pod)
             if problem is not None:
@@ -311,7 +337,8 @@ class Kubelet:
             for name in apps:
                 self.events.started(pod, name)
         elif after.restart_count > before.restart_count:
-            # However many exits one sync covered, the event is recorded once (a repeat only counts).
+            # However many exits one sync covered, the event is recorded once (a repeat only
+            # counts).
             crashed = after.last_termination is not None and after.last_termination.exit_code != 0
             for name in apps:
                 if crashed:
@@ -322,7 +349,9 @@ class Kubelet:
                 self.events.killing(pod, name, init=init)
 
     @staticmethod
-    def _stop_if_deleted(entry: _Pod, meta: dict[str, Any], timing: ps.PodTiming, now: float) -> bool:
+    def _stop_if_deleted(
+        entry: _Pod, meta: dict[str, Any], timing: ps.PodTiming, now: float
+    ) -> bool:
         """SIGTERM on deletion: containers stop after min(grace, termination-seconds)."""
         if meta.get("deletionTimestamp") is None:
             return False
@@ -336,22 +365,27 @@ class Kubelet:
 
     def _schedule(self, key: PodKey, entry: _Pod, timing: ps.PodTiming, now: float) -> None:
         deadlines = [
-            d for d in (ps.next_deadline(entry.runtime, timing, now), entry.stop_at) if d is not None
+            d
+            for d in (ps.next_deadline(entry.runtime, timing, now), entry.stop_at)
+            if d is not None
         ]
         if entry.runtime.volumes_blocked and entry.runtime.stage == "Pending":
-            # ContainerCreating: a ConfigMap or Secret a volume needs is missing; the kubelet retries.
+            # ContainerCreating: a ConfigMap or Secret a volume needs is missing; the kubelet
+            # retries.
             deadlines.append(now + MOUNT_RETRY_SECONDS)
         if deadlines:
             self._queue.add_after(key, min(deadlines) - now)
 
 
 def _running_containers(pod: dict[str, Any], rt: ps.PodRuntime) -> list[tuple[str, bool]]:
-    """(name, is_init) of the containers running in `rt`: the app containers and sidecars once Running,
-    the init containers started and not finished while Initializing."""
+    """(name, is_init) of the containers running in `rt`: the app containers and sidecars once
+    Running, the init containers started and not finished while Initializing."""
     spec = pod.get("spec") or {}
     inits = [str(c.get("name", "")) for c in spec.get("initContainers") or []]
     running = [
-        (inits[i], True) for i, r in enumerate(rt.init_runs) if r.finished_at is None and i < len(inits)
+        (inits[i], True)
+        for i, r in enumerate(rt.init_runs)
+        if r.finished_at is None and i < len(inits)
     ]
     if rt.stage == "Running":
         running += [(str(c.get("name", "")), False) for c in spec.get("containers") or []]
@@ -381,11 +415,17 @@ def node_object(name: str) -> dict[str, Any]:
         "beta.kubernetes.io/os": "linux",
         "beta.kubernetes.io/arch": "amd64",
     }
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {},
+    }
 
 
 def node_status(name: str, now: str) -> dict[str, Any]:
-    """What a healthy kubelet reports; written once (no heartbeats, so the cluster is quiet at rest)."""
+    """What a healthy kubelet reports; written once (no heartbeats, so the cluster is quiet at
+    rest)."""
 
     def condition(ctype: str, status: str, reason: str, message: str) -> dict[str, str]:
         return {
@@ -407,13 +447,21 @@ def node_status(name: str, now: str) -> dict[str, Any]:
                 "KubeletHasSufficientMemory",
                 "kubelet has sufficient memory available",
             ),
-            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             condition(
-                "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"
+                "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"
+            ),
+            condition(
+                "PIDPressure",
+                "False",
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
             ),
             condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
         ],
-        "addresses": [{"type": "InternalIP", "address": HOST_IP}, {"type": "Hostname", "address": name}],
+        "addresses": [
+            {"type": "InternalIP", "address": HOST_IP},
+            {"type": "Hostname", "address": name},
+        ],
         "nodeInfo": {
             "architecture": "amd64",
             "operatingSystem": "linux",

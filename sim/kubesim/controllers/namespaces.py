@@ -1,9 +1,11 @@
-"""The namespace controller: empties a Terminating namespace, then releases its `kubernetes` finalizer.
+"""The namespace controller: empties a Terminating namespace, then releases its `kubernetes`
+finalizer.
 
-Every namespaced resource type the registry serves is listed and each object deleted (Background, pods
-with their grace period, so the kubelet stops them as usual). While content remains the namespace carries
-the `NamespaceContentRemaining` condition; once nothing is left the `kubernetes` finalizer is removed from
-`spec.finalizers` through the `finalize` subresource and the API server removes the namespace.
+Every namespaced resource type the registry serves is listed and each object deleted (Background,
+pods with their grace period, so the kubelet stops them as usual). While content remains the
+namespace carries the `NamespaceContentRemaining` condition; once nothing is left the `kubernetes`
+finalizer is removed from `spec.finalizers` through the `finalize` subresource and the API server
+removes the namespace.
 """
 
 from __future__ import annotations
@@ -89,11 +91,15 @@ class NamespaceController:
         if current is not None:
             spec = dict(current.get("spec") or {})
             spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
-            self._cluster.update(self._ns_rt, None, name, {**current, "spec": spec}, subresource="finalize")
+            self._cluster.update(
+                self._ns_rt, None, name, {**current, "spec": spec}, subresource="finalize"
+            )
 
     def _delete(self, rt: ResourceType, namespace: str, name: str) -> None:
         try:
-            self._cluster.delete(rt, namespace, name, options=DeleteOptions(propagation_policy="Background"))
+            self._cluster.delete(
+                rt, namespace, name, options=DeleteOptions(propagation_policy="Background")
+            )
         except StatusError as err:
             if err.code != 404:
                 raise
@@ -101,7 +107,8 @@ class NamespaceController:
     def _set_conditions(
         self, ns: dict[str, Any], remaining: dict[str, int], finalizers: dict[str, int]
     ) -> None:
-        """The deletion conditions the namespace controller reports while it works (namespace_deleter.go)."""
+        """The deletion conditions the namespace controller reports while it works
+        (namespace_deleter.go)."""
         content = ", ".join(f"{r} has {n} resource instances" for r, n in sorted(remaining.items()))
         held = ", ".join(f"{f} in {n} resource instances" for f, n in sorted(finalizers.items()))
         wanted = [
@@ -161,5 +168,9 @@ class NamespaceController:
         if conditions != status.get("conditions"):
             status["conditions"] = conditions
             self._cluster.update(
-                self._ns_rt, None, ns["metadata"]["name"], {**ns, "status": status}, subresource="status"
+                self._ns_rt,
+                None,
+                ns["metadata"]["name"],
+                {**ns, "status": status},
+                subresource="status",
             )

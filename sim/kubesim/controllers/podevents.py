@@ -1,5 +1,5 @@
-"""The Events a node's kubelet (and the scheduler that bound the pod) records about a pod, in the words
-of Kubernetes 1.32 (pkg/kubelet/events, pkg/kubelet/kuberuntime, pkg/scheduler): both kubesim
+"""The Events a node's kubelet (and the scheduler that bound the pod) records about a pod, in the
+words of Kubernetes 1.32 (pkg/kubelet/events, pkg/kubelet/kuberuntime, pkg/scheduler): both kubesim
 kubelets, the timer one and the process runtime's, record through `PodEvents`.
 """
 
@@ -39,11 +39,14 @@ class PodEvents:
     def scheduled(self, pod: Mapping[str, Any]) -> None:
         meta = pod.get("metadata") or {}
         node = (pod.get("spec") or {}).get("nodeName") or self._node
-        message = f"Successfully assigned {meta.get('namespace', '')}/{meta.get('name', '')} to {node}"
+        message = (
+            f"Successfully assigned {meta.get('namespace', '')}/{meta.get('name', '')} to {node}"
+        )
         self.scheduler.event(pod, "Normal", "Scheduled", message, action="Binding")
 
     def started(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
-        """Pulled (the image is always present: IfNotPresent on a node that has it), Created, Started."""
+        """Pulled (the image is always present: IfNotPresent on a node that has it), Created,
+        Started."""
         self.pulled(pod, container, init=init)
         self.created(pod, container, init=init)
         self.container_started(pod, container, init=init)
@@ -51,18 +54,32 @@ class PodEvents:
     def pulled(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
         image = _image(pod, container, init)
         message = f'Container image "{image}" already present on machine'
-        self.kubelet.event(pod, "Normal", "Pulled", message, field_path=field_path(container, init=init))
+        self.kubelet.event(
+            pod, "Normal", "Pulled", message, field_path=field_path(container, init=init)
+        )
 
     def created(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
         message = f"Created container: {container}"
-        self.kubelet.event(pod, "Normal", "Created", message, field_path=field_path(container, init=init))
+        self.kubelet.event(
+            pod, "Normal", "Created", message, field_path=field_path(container, init=init)
+        )
 
-    def container_started(self, pod: Mapping[str, Any], container: str, *, init: bool = False) -> None:
+    def container_started(
+        self, pod: Mapping[str, Any], container: str, *, init: bool = False
+    ) -> None:
         message = f"Started container {container}"
-        self.kubelet.event(pod, "Normal", "Started", message, field_path=field_path(container, init=init))
+        self.kubelet.event(
+            pod, "Normal", "Started", message, field_path=field_path(container, init=init)
+        )
 
     def failed(
-        self, pod: Mapping[str, Any], container: str, reason: str, message: str, *, init: bool = False
+        self,
+        pod: Mapping[str, Any],
+        container: str,
+        reason: str,
+        message: str,
+        *,
+        init: bool = False,
     ) -> None:
         """A container could not be created (CreateContainerConfigError and the like): `Failed`."""
         self.kubelet.event(
@@ -89,7 +106,9 @@ class PodEvents:
     ) -> None:
         """`message` replaces the deletion's wording for other kills (a failed liveness probe's)."""
         text = message or f"Stopping container {container}"
-        self.kubelet.event(pod, "Normal", "Killing", text, field_path=field_path(container, init=init))
+        self.kubelet.event(
+            pod, "Normal", "Killing", text, field_path=field_path(container, init=init)
+        )
 
     def failed_mount(self, pod: Mapping[str, Any], message: str) -> None:
         self.kubelet.event(pod, "Warning", "FailedMount", message)

@@ -28,7 +28,8 @@ DEFAULT_TERMINATION_SECONDS = 0.2
 DEFAULT_INIT_SECONDS = 0.1
 SIGTERM_EXIT_CODE = 143
 SIGKILL_EXIT_CODE = 137
-# A pod whose run-seconds is ~0 under restartPolicy Always would otherwise restart forever in one call.
+# A pod whose run-seconds is ~0 under restartPolicy Always would otherwise restart forever in one
+# call.
 MAX_EXITS_PER_ADVANCE = 100
 
 Stage = Literal["Pending", "Initializing", "Running", "Terminated"]
@@ -65,8 +66,8 @@ def is_exit_code(code: int) -> bool:
 
 
 def _exit_code(value: str | None, default: int) -> int:
-    """An exit code annotation; one that is not an exit code reads as the default, like one that is not
-    a number."""
+    """An exit code annotation; one that is not an exit code reads as the default, like one that is
+    not a number."""
     code = _int(value, default)
     return code if is_exit_code(code) else default
 
@@ -97,7 +98,8 @@ class PodTiming:
         min_run: float = 0.0,
         init_containers: Sequence[Mapping[str, Any]] = (),
     ) -> PodTiming:
-        """`min_run` bounds how fast a crashing container can restart (no busy loop on run-seconds 0)."""
+        """`min_run` bounds how fast a crashing container can restart (no busy loop on run-seconds
+        0)."""
         run = _optional_seconds(annotations.get(RUN_SECONDS))
         init = _seconds(annotations.get(INIT_SECONDS), DEFAULT_INIT_SECONDS)
         init_exit_code = _exit_code(annotations.get(INIT_EXIT_CODE), 0)
@@ -108,7 +110,9 @@ class PodTiming:
             exit_code=_exit_code(annotations.get(EXIT_CODE), 0),
             never_ready=annotations.get(READY, "").lower() == "false",
             termination=_seconds(annotations.get(TERMINATION_SECONDS), DEFAULT_TERMINATION_SECONDS),
-            termination_exit_code=_exit_code(annotations.get(TERMINATION_EXIT_CODE), SIGTERM_EXIT_CODE),
+            termination_exit_code=_exit_code(
+                annotations.get(TERMINATION_EXIT_CODE), SIGTERM_EXIT_CODE
+            ),
             # Only a failing init container restarts, so only then does it need the floor.
             init=init if init_exit_code == 0 else max(init, min_run),
             init_exit_code=init_exit_code,
@@ -117,7 +121,8 @@ class PodTiming:
 
 
 def is_sidecar(container: Mapping[str, Any]) -> bool:
-    """A restartable init container (KEP-753): started in order, then kept running beside the others."""
+    """A restartable init container (KEP-753): started in order, then kept running beside the
+    others."""
     return container.get("restartPolicy") == "Always"
 
 
@@ -137,7 +142,8 @@ class Termination:
 
 @dataclass(frozen=True)
 class InitRun:
-    """The latest run of one init container; a sidecar's `finished_at` stays None while the pod lives."""
+    """The latest run of one init container; a sidecar's `finished_at` stays None while the pod
+    lives."""
 
     started_at: float
     finished_at: float | None = None
@@ -159,7 +165,8 @@ class PodRuntime:
     volumes_blocked: bool = False
     """A volume could not be mounted when the pod was due to start (ContainerCreating)."""
     init_runs: tuple[InitRun, ...] = ()
-    """One entry per init container started so far, in spec order; the last one is the one running."""
+    """One entry per init container started so far, in spec order; the last one is the one
+    running."""
     init_restart_count: int = 0
     """Restarts of the last entry of `init_runs` (earlier ones completed, so they never restart)."""
     init_last_termination: Termination | None = None
@@ -177,8 +184,8 @@ class PodRuntime:
 def advance(
     rt: PodRuntime, timing: PodTiming, policy: RestartPolicy, now: float, *, can_start: bool = True
 ) -> PodRuntime:
-    """Applies every transition due at or before `now` (start, init containers, exits, restarts), each
-    at its due time."""
+    """Applies every transition due at or before `now` (start, init containers, exits, restarts),
+    each at its due time."""
     if rt.stage == "Pending":
         # Once blocked on a volume, the containers start when the kubelet finds it mountable: now.
         due = now if rt.volumes_blocked else rt.created_at + timing.start
@@ -217,12 +224,16 @@ def _start_init_containers(rt: PodRuntime, timing: PodTiming, at: float) -> PodR
     return dataclasses.replace(rt, stage="Running", init_runs=tuple(runs), container_started_at=at)
 
 
-def _init_container_exited(rt: PodRuntime, timing: PodTiming, at: float, policy: RestartPolicy) -> PodRuntime:
+def _init_container_exited(
+    rt: PodRuntime, timing: PodTiming, at: float, policy: RestartPolicy
+) -> PodRuntime:
     current = rt.init_runs[-1]
     code = timing.init_exit_code
     if code == 0:
         done = (*rt.init_runs[:-1], InitRun(current.started_at, at))
-        reset = dataclasses.replace(rt, init_runs=done, init_restart_count=0, init_last_termination=None)
+        reset = dataclasses.replace(
+            rt, init_runs=done, init_restart_count=0, init_last_termination=None
+        )
         return _start_init_containers(reset, timing, at)
     ended = Termination.of(code, current.started_at, at)
     if policy == "Never":
@@ -243,8 +254,11 @@ def _current_started_at(rt: PodRuntime) -> float | None:
     return rt.container_started_at
 
 
-def container_exited(rt: PodRuntime, exit_code: int, at: float, policy: RestartPolicy) -> PodRuntime:
-    """The container exits with `exit_code` at `at`: restart in place or end the pod, per restartPolicy."""
+def container_exited(
+    rt: PodRuntime, exit_code: int, at: float, policy: RestartPolicy
+) -> PodRuntime:
+    """The container exits with `exit_code` at `at`: restart in place or end the pod, per
+    restartPolicy."""
     if rt.stage != "Running":
         return rt
     ended = Termination.of(exit_code, rt.container_started_at, at)
@@ -271,11 +285,14 @@ def stopped(rt: PodRuntime, exit_code: int, at: float) -> PodRuntime:
 
 
 def evicted(rt: PodRuntime, message: str, at: float) -> PodRuntime:
-    """The kubelet evicted the pod (node pressure): phase Failed, reason Evicted, containers killed."""
+    """The kubelet evicted the pod (node pressure): phase Failed, reason Evicted, containers
+    killed."""
     if rt.stage == "Terminated":
         return rt
     ended = Termination(SIGKILL_EXIT_CODE, "Error", _current_started_at(rt), at)
-    return dataclasses.replace(rt, stage="Terminated", termination=ended, reason="Evicted", message=message)
+    return dataclasses.replace(
+        rt, stage="Terminated", termination=ended, reason="Evicted", message=message
+    )
 
 
 def is_ready(rt: PodRuntime, timing: PodTiming, now: float) -> bool:

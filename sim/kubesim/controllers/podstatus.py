@@ -59,7 +59,11 @@ def container_id(pod_uid: str, name: str, restart_count: int) -> str:
 
 
 def _terminated(t: Termination, ts: Callable[[float], str], container_id: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"exitCode": t.exit_code, "reason": t.reason, "finishedAt": ts(t.finished_at)}
+    out: dict[str, Any] = {
+        "exitCode": t.exit_code,
+        "reason": t.reason,
+        "finishedAt": ts(t.finished_at),
+    }
     if t.started_at is not None:
         out["startedAt"] = ts(t.started_at)
         out["containerID"] = container_id
@@ -91,7 +95,9 @@ def _container_status(
     cid = container_id(pod_uid, name, rt.restart_count)
     status = base_status(container, rt.restart_count)
     status.update(ready=ready, started=rt.stage == "Running")
-    if rt.stage in ("Pending", "Initializing") or (rt.container_started_at is None and rt.init_runs):
+    if rt.stage in ("Pending", "Initializing") or (
+        rt.container_started_at is None and rt.init_runs
+    ):
         # Not created yet, or the pod ended during initialization: app containers never ran.
         status["state"] = {"waiting": {"reason": waiting_reason}}
         return status
@@ -142,7 +148,8 @@ def _init_status(
     else:
         assert rt.termination is not None
         if sidecar:
-            # Sidecars are stopped with the pod: SIGKILL on eviction, else SIGTERM and its exit code.
+            # Sidecars are stopped with the pod: SIGKILL on eviction, else SIGTERM and its exit
+            # code.
             code = SIGKILL_EXIT_CODE if rt.reason == "Evicted" else timing.termination_exit_code
             ended = Termination.of(code, run.started_at, rt.termination.finished_at)
         else:
@@ -152,7 +159,8 @@ def _init_status(
 
 
 def _incomplete_init(spec: Mapping[str, Any], rt: PodRuntime, timing: PodTiming) -> list[str]:
-    """Init containers still holding the pod back: regular ones not completed, sidecars not started."""
+    """Init containers still holding the pod back: regular ones not completed, sidecars not
+    started."""
     names = []
     for i, c in enumerate(spec.get("initContainers") or []):
         sidecar = i < len(timing.init_sidecars) and timing.init_sidecars[i]
@@ -171,7 +179,8 @@ def render_status(
     placement: Placement,
     ts: Callable[[float], str],
 ) -> dict[str, Any]:
-    """The pod's whole `.status` as the kubelet would report it now (conditions keep their times)."""
+    """The pod's whole `.status` as the kubelet would report it now (conditions keep their
+    times)."""
     spec = pod.get("spec") or {}
     uid = str((pod.get("metadata") or {}).get("uid", ""))
     containers = sorted(spec.get("containers") or [], key=lambda c: str(c.get("name", "")))
@@ -184,21 +193,37 @@ def render_status(
     statuses = [_container_status(uid, c, rt, ready, ts, waiting) for c in containers]
     unready = [s["name"] for s in statuses if not s["ready"]]
     not_ready_reason = "PodCompleted" if terminal else "ContainersNotReady"
-    not_ready_message = None if terminal else f"containers with unready status: [{' '.join(unready)}]"
+    not_ready_message = (
+        None if terminal else f"containers with unready status: [{' '.join(unready)}]"
+    )
     incomplete = _incomplete_init(spec, rt, timing) if rt.container_started_at is None else []
     initialized = not incomplete
-    init_message = f"containers with incomplete status: [{' '.join(incomplete)}]" if incomplete else None
+    init_message = (
+        f"containers with incomplete status: [{' '.join(incomplete)}]" if incomplete else None
+    )
     conditions: list[Condition] = [
         ("PodReadyToStartContainers", rt.stage in ("Initializing", "Running"), None, None),
-        ("Initialized", initialized, None if initialized else "ContainersNotInitialized", init_message),
+        (
+            "Initialized",
+            initialized,
+            None if initialized else "ContainersNotInitialized",
+            init_message,
+        ),
         ("Ready", ready, None if ready else not_ready_reason, None if ready else not_ready_message),
-        ("ContainersReady", ready, None if ready else not_ready_reason, None if ready else not_ready_message),
+        (
+            "ContainersReady",
+            ready,
+            None if ready else not_ready_reason,
+            None if ready else not_ready_message,
+        ),
         ("PodScheduled", True, None, None),
     ]
     if rt.reason == "Evicted":
         conditions.append(("DisruptionTarget", True, "TerminationByKubelet", rt.message))
     init_statuses = (
-        [_init_status(uid, i, c, rt, timing, ts) for i, c in enumerate(init_containers)] if has_init else None
+        [_init_status(uid, i, c, rt, timing, ts) for i, c in enumerate(init_containers)]
+        if has_init
+        else None
     )
     pod_ip = placement.pod_ip if rt.started_at is not None else None
     return pod_status(

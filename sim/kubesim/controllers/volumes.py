@@ -57,11 +57,13 @@ class VolumeSourceError(Exception):
 
 
 class MissingSource(VolumeSourceError):
-    """A non-optional ConfigMap or Secret (or one of its keys) does not exist: the volume cannot mount."""
+    """A non-optional ConfigMap or Secret (or one of its keys) does not exist: the volume cannot
+    mount."""
 
 
 class InvalidSource(VolumeSourceError):
-    """A downward API item the kubelet cannot resolve (unsupported fieldPath, unknown container, ...)."""
+    """A downward API item the kubelet cannot resolve (unsupported fieldPath, unknown container,
+    ...)."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,9 @@ def _source_files(
             if optional:
                 continue
             raise MissingSource(f"{what}: key {key!r}")
-        out[str(item.get("path", key))] = FileContent(data[key], int(item.get("mode", default_mode)))
+        out[str(item.get("path", key))] = FileContent(
+            data[key], int(item.get("mode", default_mode))
+        )
     return out
 
 
@@ -148,7 +152,9 @@ def _downward_api_files(
             if item.get("fieldRef"):
                 text = downward.object_field_value(pod, str(item["fieldRef"].get("fieldPath", "")))
             elif item.get("resourceFieldRef"):
-                text = downward.volume_resource_value(pod, item["resourceFieldRef"], node_allocatable)
+                text = downward.volume_resource_value(
+                    pod, item["resourceFieldRef"], node_allocatable
+                )
             else:
                 text = ""
         except downward.DownwardAPIError as err:
@@ -166,7 +172,8 @@ def _effective_run_as_user(pod: Mapping[str, Any], container: Mapping[str, Any])
 
 
 def pod_fs_user(pod: Mapping[str, Any]) -> int | None:
-    """util.FsUserFrom: the uid every init and app container runs as, None unless they all set the same."""
+    """util.FsUserFrom: the uid every init and app container runs as, None unless they all set the
+    same."""
     spec = pod.get("spec") or {}
     found: int | None = None
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
@@ -195,11 +202,14 @@ def _issued_at(pod: Mapping[str, Any]) -> int:
 
 
 def service_account_token(pod: Mapping[str, Any], source: Mapping[str, Any]) -> bytes:
-    """A JWT-shaped stand-in for the bound token a kubelet requests. It is not signed by any key (kubesim
-    checks no tokens) and, being derived from the pod and the source only, never changes, so the file is
-    not rewritten on every sync; a real kubelet rotates it at 80% of its lifetime."""
+    """A JWT-shaped stand-in for the bound token a kubelet requests. It is not signed by any key
+    (kubesim checks no tokens) and, being derived from the pod and the source only, never changes,
+    so the file is not rewritten on every sync; a real kubelet rotates it at 80% of its lifetime."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    namespace, account = str(meta.get("namespace", "")), str(spec.get("serviceAccountName") or "default")
+    namespace, account = (
+        str(meta.get("namespace", "")),
+        str(spec.get("serviceAccountName") or "default"),
+    )
     issued = _issued_at(pod)
     claims = {
         "aud": [str(source.get("audience") or TOKEN_ISSUER)],
@@ -214,14 +224,19 @@ def service_account_token(pod: Mapping[str, Any], source: Mapping[str, Any]) -> 
         "nbf": issued,
         "sub": f"system:serviceaccount:{namespace}:{account}",
     }
-    header = _b64url(json.dumps({"alg": "none", "kid": "kubesim", "typ": "JWT"}, sort_keys=True).encode())
+    header = _b64url(
+        json.dumps({"alg": "none", "kid": "kubesim", "typ": "JWT"}, sort_keys=True).encode()
+    )
     body = _b64url(json.dumps(claims, sort_keys=True, separators=(",", ":")).encode())
-    # A digest, not a signature: it only makes the token look like the three-part strings clients expect.
+    # A digest, not a signature: it only makes the token look like the three-part strings clients
+    # expect.
     tag = _b64url(hashlib.sha256(f"kubesim.{header}.{body}".encode()).digest())
     return f"{header}.{body}.{tag}".encode()
 
 
-def _token_file(pod: Mapping[str, Any], source: Mapping[str, Any], default_mode: int) -> FileContent:
+def _token_file(
+    pod: Mapping[str, Any], source: Mapping[str, Any], default_mode: int
+) -> FileContent:
     fs_user = pod_fs_user(pod)
     # projected.go: with an fsUser or fsGroup the token is 0600 (SetVolumeOwnership makes it 0640).
     mode = 0o600 if fs_user is not None or pod_fs_group(pod) is not None else default_mode
@@ -237,8 +252,8 @@ def project_volume(
 ) -> dict[str, FileContent] | None:
     """The files of one pod volume (path inside the volume -> content), None for kinds not modelled.
 
-    `lookup(kind, name)` returns the ConfigMap or Secret in the pod's namespace, or None; `pod` is what
-    downward API items and service account tokens are taken from. Raises MissingSource when a
+    `lookup(kind, name)` returns the ConfigMap or Secret in the pod's namespace, or None; `pod` is
+    what downward API items and service account tokens are taken from. Raises MissingSource when a
     non-optional source is absent, InvalidSource when a downward API item cannot be resolved.
     """
     pod = pod or {}
@@ -263,8 +278,11 @@ def project_volume(
                 files.update(_downward_api_files(items, pod, default_mode, node_allocatable))
             token = source.get("serviceAccountToken")
             if token is not None:
-                files[posixpath.normpath(str(token.get("path", "")))] = _token_file(pod, token, default_mode)
-            # clusterTrustBundle (and podCertificate) sources are not modelled: they contribute no file.
+                files[posixpath.normpath(str(token.get("path", "")))] = _token_file(
+                    pod, token, default_mode
+                )
+            # clusterTrustBundle (and podCertificate) sources are not modelled: they contribute no
+            # file.
         return files
     return None
 
@@ -286,14 +304,19 @@ def content_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bo
 
 
 class VolumeFiles(Mapping[str, Mapping[str, FileContent]]):
-    """One sync's files of a pod: volume name -> path inside the volume -> content (modelled kinds only).
+    """One sync's files of a pod: volume name -> path inside the volume -> content (modelled kinds
+    only).
 
-    `changed` names the volumes whose files differ from the previous sync (every volume on the first),
-    `first` is True for the snapshot taken at `pod_started`.
+    `changed` names the volumes whose files differ from the previous sync (every volume on the
+    first), `first` is True for the snapshot taken at `pod_started`.
     """
 
     def __init__(
-        self, files: Mapping[str, Mapping[str, FileContent]], *, changed: frozenset[str], first: bool
+        self,
+        files: Mapping[str, Mapping[str, FileContent]],
+        *,
+        changed: frozenset[str],
+        first: bool,
     ) -> None:
         self._files = {name: dict(content) for name, content in files.items()}
         self.changed = changed
@@ -309,7 +332,10 @@ class VolumeFiles(Mapping[str, Mapping[str, FileContent]]):
         return len(self._files)
 
     def __repr__(self) -> str:
-        return f"VolumeFiles({sorted(self._files)}, changed={sorted(self.changed)}, first={self.first})"
+        return (
+            f"VolumeFiles({sorted(self._files)}, changed={sorted(self.changed)}, "
+            f"first={self.first})"
+        )
 
 
 SyncListener = Callable[[PodKey, Mapping[str, Any], VolumeFiles], None]
@@ -330,13 +356,18 @@ class PodVolumes:
 
 
 class VolumeManager:
-    """The kubelet's volume manager for configMap / secret / downwardAPI / projected volumes, and the file
-    endpoint."""
+    """The kubelet's volume manager for configMap / secret / downwardAPI / projected volumes, and
+    the file endpoint."""
 
     name = "volumes"
 
     def __init__(
-        self, cluster: Cluster, settings: SimSettings, clock: Clock, *, rng: random.Random | None = None
+        self,
+        cluster: Cluster,
+        settings: SimSettings,
+        clock: Clock,
+        *,
+        rng: random.Random | None = None,
     ) -> None:
         self._cluster = cluster
         self._settings = settings
@@ -350,39 +381,45 @@ class VolumeManager:
         self._listeners: list[SyncListener] = []
 
     def add_sync_listener(self, listener: SyncListener) -> None:
-        """`listener(key, pod, files)` runs after the first snapshot of every started pod (`files.first`,
-        possibly empty) and after every refresh of a running one (changed or not: `files.changed` says),
-        never after `pod_stopped` or `forget`. It runs synchronously inside the sync; an exception it
-        raises is logged and does not stop the other listeners or the periodic syncs."""
+        """`listener(key, pod, files)` runs after the first snapshot of every started pod
+        (`files.first`, possibly empty) and after every refresh of a running one (changed or not:
+        `files.changed` says), never after `pod_stopped` or `forget`. It runs synchronously inside
+        the sync; an exception it raises is logged and does not stop the other listeners or the
+        periodic syncs."""
         self._listeners.append(listener)
 
     # --- what the kubelet calls ------------------------------------------------------------------
     def can_mount(self, pod: Mapping[str, Any]) -> bool:
-        """False while a non-optional ConfigMap or Secret a volume needs is missing, or a downward API
-        item cannot be resolved (ContainerCreating)."""
+        """False while a non-optional ConfigMap or Secret a volume needs is missing, or a downward
+        API item cannot be resolved (ContainerCreating)."""
         return self.mount_problem(pod) is None
 
     def mount_problem(self, pod: Mapping[str, Any]) -> str | None:
-        """Why a volume of the pod cannot be set up, worded as the kubelet's FailedMount event; None when
-        every volume can."""
+        """Why a volume of the pod cannot be set up, worded as the kubelet's FailedMount event; None
+        when every volume can."""
         lookup = self.lookup(str(pod["metadata"].get("namespace", "")))
         for volume in (pod.get("spec") or {}).get("volumes") or []:
             try:
                 project_volume(volume, lookup, pod)
             except MissingSource as err:
-                return f'MountVolume.SetUp failed for volume "{volume.get("name", "")}" : {err} not found'
+                return (
+                    f'MountVolume.SetUp failed for volume "{volume.get("name", "")}" : {err} '
+                    "not found"
+                )
             except VolumeSourceError as err:
                 return f'MountVolume.SetUp failed for volume "{volume.get("name", "")}" : {err}'
         return None
 
     def pod_started(self, pod: Mapping[str, Any]) -> None:
-        """Takes the pod's first snapshot (its containers start now) and schedules periodic syncs."""
+        """Takes the pod's first snapshot (its containers start now) and schedules periodic
+        syncs."""
         meta = pod["metadata"]
         key = (str(meta.get("namespace", "")), str(meta["name"]))
         volumes = (pod.get("spec") or {}).get("volumes") or []
         if not any(k in v for v in volumes for k in MODELLED_KINDS):
             self.forget(*key)
-            # Nothing to refresh, but a runtime keeping volumes on disk still learns that the pod started.
+            # Nothing to refresh, but a runtime keeping volumes on disk still learns that the pod
+            # started.
             self._notify(key, pod, VolumeFiles({}, changed=frozenset(), first=True))
             return
         view = PodVolumes(uid=str(meta.get("uid", "")), pod=dict(pod))
@@ -403,7 +440,8 @@ class VolumeManager:
 
     # --- what tests and the HTTP route call ------------------------------------------------------
     def read_file(self, namespace: str, pod: str, path: str) -> MountedFile | None:
-        """The file at container path `path` as pod `namespace/pod` sees it now; None if not there."""
+        """The file at container path `path` as pod `namespace/pod` sees it now; None if not
+        there."""
         view = self._views.get((namespace, pod))
         if view is None or not view.running:
             return None
@@ -417,7 +455,9 @@ class VolumeManager:
         return None
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.get("/kubesim/v1/namespaces/{ns}/pods/{pod}/files/{path:.*}", self._handle_file)]
+        return [
+            web.get("/kubesim/v1/namespaces/{ns}/pods/{pod}/files/{path:.*}", self._handle_file)
+        ]
 
     async def run(self) -> None:
         await process(self.name, self._queue, self._sync)
@@ -441,7 +481,9 @@ class VolumeManager:
             changed = view.changed_at.get((volume, rel), view.synced_at)
         if content is None:
             return None
-        return MountedFile(data=content.data, mode=content.mode, synced_at=view.synced_at, changed_at=changed)
+        return MountedFile(
+            data=content.data, mode=content.mode, synced_at=view.synced_at, changed_at=changed
+        )
 
     def lookup(self, namespace: str) -> Lookup:
         """ConfigMaps and Secrets of `namespace` by (kind, name), as the kubelet reads them."""
@@ -492,7 +534,9 @@ class VolumeManager:
                 sub_path = mount.get("subPath")
                 files = view.files.get(str(mount.get("name", "")))
                 if sub_path and files is not None and sub_path in files:
-                    mount_path = posixpath.normpath("/" + str(mount.get("mountPath", "")).lstrip("/"))
+                    mount_path = posixpath.normpath(
+                        "/" + str(mount.get("mountPath", "")).lstrip("/")
+                    )
                     view.sub_path_files[mount_path] = files[sub_path]
                     view.changed_at[("", mount_path)] = view.synced_at
 
@@ -511,7 +555,9 @@ class VolumeManager:
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
-        if rt.plural != "pods" or rt != self._pods_rt:  # the plural first: no dataclass __eq__ per Event
+        if (
+            rt.plural != "pods" or rt != self._pods_rt
+        ):  # the plural first: no dataclass __eq__ per Event
             return
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -523,7 +569,11 @@ class VolumeManager:
             self._queue.add(key)
 
     async def _handle_file(self, request: web.Request) -> web.Response:
-        ns, pod, path = request.match_info["ns"], request.match_info["pod"], request.match_info["path"]
+        ns, pod, path = (
+            request.match_info["ns"],
+            request.match_info["pod"],
+            request.match_info["path"],
+        )
         found = self.read_file(ns, pod, path)
         if found is None:
             body = {
@@ -545,5 +595,7 @@ class VolumeManager:
         try:
             text = found.data.decode()
         except UnicodeDecodeError:
-            return web.Response(body=found.data, content_type="application/octet-stream", headers=headers)
+            return web.Response(
+                body=found.data, content_type="application/octet-stream", headers=headers
+            )
         return web.Response(text=text, content_type="text/plain", headers=headers)

@@ -1,10 +1,10 @@
 """The process runtime of kubesim's kubelet: pods whose containers are real programs.
 
-Chosen per simulation (`SimSettings.runtime == "process"`, `mpi-operator sim --runtime process`); the
-timer model (`controllers/podstate.py`) stays the default. docs/kubesim-process-runtime.md is the design:
-the sandbox and bridge namespaces, the per-container shim, volumes on disk, DNS, probes, logs, cleanup.
-This package module only says whether the runtime can run here, and which host paths its containers
-cannot see, without loading it.
+Chosen per simulation (`SimSettings.runtime == "process"`, `mpi-operator sim --runtime process`);
+the timer model (`controllers/podstate.py`) stays the default. docs/kubesim-process-runtime.md is
+the design: the sandbox and bridge namespaces, the per-container shim, volumes on disk, DNS, probes,
+logs, cleanup. This package module only says whether the runtime can run here, and which host paths
+its containers cannot see, without loading it.
 """
 
 from __future__ import annotations
@@ -32,5 +32,7 @@ def hidden_from_containers(path: Path) -> str | None:
     real = Path(os.path.realpath(path))
     for own in CONTAINER_OWN_DIRS:
         if real == Path(own) or real.is_relative_to(own):
-            return f"{path} is under {own}, which every container of the process runtime mounts afresh"
+            return (
+                f"{path} is under {own}, which every container of the process runtime mounts afresh"
+            )
     return None

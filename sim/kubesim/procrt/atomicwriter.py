@@ -28,8 +28,8 @@ DATA_DIR = "..data"
 NEW_DATA_DIR = "..data_tmp"
 MAX_FILE_NAME_LENGTH = 255
 MAX_PATH_LENGTH = 4096
-# What os.MkdirAll(os.ModePerm) gives a kubelet running with its usual umask 022; set explicitly so this
-# process's umask does not matter.
+# What os.MkdirAll(os.ModePerm) gives a kubelet running with its usual umask 022; set explicitly so
+# this process's umask does not matter.
 PAYLOAD_DIR_MODE = 0o755
 # volume_linux.go: what SetVolumeOwnership adds for the fsGroup.
 RW_MASK = 0o660
@@ -50,14 +50,17 @@ def validate_path(path: str) -> None:
     if path.startswith("/"):
         raise PayloadError(f"invalid path: must be relative path: {path}")
     if len(path) > MAX_PATH_LENGTH:
-        raise PayloadError(f"invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters")
+        raise PayloadError(
+            f"invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"
+        )
     items = path.split("/")
     for item in items:
         if item == "..":
             raise PayloadError(f"invalid path: must not contain '..': {path}")
         if len(item) > MAX_FILE_NAME_LENGTH:
             raise PayloadError(
-                f"invalid path: filenames must be less than or equal to {MAX_FILE_NAME_LENGTH} characters"
+                f"invalid path: filenames must be less than or equal to {MAX_FILE_NAME_LENGTH} "
+                "characters"
             )
     if items[0].startswith("..") and len(items[0]) > 2:
         raise PayloadError(f"invalid path: must not start with '..': {path}")
@@ -73,7 +76,9 @@ class AtomicWriter:
 
     def __init__(self, target_dir: Path, log_context: str = "") -> None:
         if not target_dir.exists():
-            raise FileNotFoundError(errno.ENOENT, "volume directory does not exist", str(target_dir))
+            raise FileNotFoundError(
+                errno.ENOENT, "volume directory does not exist", str(target_dir)
+            )
         self.target_dir = target_dir
         self.log_context = log_context or str(target_dir)
 
@@ -110,7 +115,8 @@ class AtomicWriter:
                 if set_perms is not None:
                     set_perms(ts_dir.name)
                 new_link = self.target_dir / NEW_DATA_DIR
-                # A kubelet that crashed between symlink and rename would fail here forever; clear it.
+                # A kubelet that crashed between symlink and rename would fail here forever; clear
+                # it.
                 with contextlib.suppress(FileNotFoundError):
                     new_link.unlink()
                 os.symlink(ts_dir.name, new_link)
@@ -140,7 +146,9 @@ class AtomicWriter:
             # 0755 lets group and other traverse to the files, whatever the umask.
             path.chmod(PAYLOAD_DIR_MODE)
             return path
-        raise FileExistsError(errno.EEXIST, "no free timestamped directory name", str(self.target_dir))
+        raise FileExistsError(
+            errno.EEXIST, "no free timestamped directory name", str(self.target_dir)
+        )
 
     def _create_user_visible_files(self, payload: Mapping[str, FileContent]) -> None:
         for path in payload:
@@ -151,19 +159,23 @@ class AtomicWriter:
             except FileNotFoundError:
                 os.symlink(f"{DATA_DIR}/{top}", link)
             except OSError:
-                # Something that is not a link (a nested mount point) already has the name; leave it.
+                # Something that is not a link (a nested mount point) already has the name; leave
+                # it.
                 continue
 
     def _remove_user_visible_paths(self, paths: set[str]) -> None:
         failure: OSError | None = None
         for path in paths:
-            # Only links in the volume's root are user-visible; deeper entries go with the old directory.
+            # Only links in the volume's root are user-visible; deeper entries go with the old
+            # directory.
             if "/" in path:
                 continue
             try:
                 (self.target_dir / path).unlink(missing_ok=True)
             except OSError as err:
-                log.error("%s: error pruning old user-visible path %s: %s", self.log_context, path, err)
+                log.error(
+                    "%s: error pruning old user-visible path %s: %s", self.log_context, path, err
+                )
                 failure = err
         if failure is not None:
             raise failure
@@ -182,7 +194,8 @@ def _should_write_payload(payload: Mapping[str, FileContent], old_ts_path: Path)
 
 
 def _paths_to_remove(payload: Mapping[str, FileContent], old_ts_path: Path) -> set[str]:
-    """Entries of the current version that the new payload no longer has (parents of new files stay)."""
+    """Entries of the current version that the new payload no longer has (parents of new files
+    stay)."""
     current: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(old_ts_path):
         rel = os.path.relpath(dirpath, old_ts_path)
@@ -211,7 +224,9 @@ def _write_payload(payload: Mapping[str, FileContent], ts_dir: Path) -> None:
         full = ts_dir / path
         _make_dirs(full.parent, ts_dir)
         mode = content.mode & 0o7777
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        fd = os.open(
+            full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
+        )
         try:
             view = memoryview(content.data)
             while view:
@@ -225,9 +240,9 @@ def _write_payload(payload: Mapping[str, FileContent], ts_dir: Path) -> None:
 
 
 def set_volume_ownership(volume_dir: Path, fs_group: int | None, *, read_only: bool) -> None:
-    """SetVolumeOwnership for a pod's `fsGroup`: every entry (children before their directory) gets the
-    group, and all but symlinks gain group read (and write unless `read_only`); directories also gain
-    the setgid bit and owner/group search. Without an fsGroup nothing changes."""
+    """SetVolumeOwnership for a pod's `fsGroup`: every entry (children before their directory) gets
+    the group, and all but symlinks gain group read (and write unless `read_only`); directories also
+    gain the setgid bit and owner/group search. Without an fsGroup nothing changes."""
     if fs_group is None:
         return
     _walk_deep(volume_dir, lambda path, st: _change_file_permission(path, st, fs_group, read_only))

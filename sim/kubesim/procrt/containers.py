@@ -1,8 +1,8 @@
 """One run of one container: the shim process seen from kubesim (start, signal, wait, exec inside).
 
-The shim prints `pid1 <pid>` (the container's init, on the machine's PID numbering), then `started` or
-`error <message>`; its exit code is the main process's (128 + signal when a signal ended it). Killing the
-init kills the whole container: it is pid 1 of the container's PID namespace.
+The shim prints `pid1 <pid>` (the container's init, on the machine's PID numbering), then `started`
+or `error <message>`; its exit code is the main process's (128 + signal when a signal ended it).
+Killing the init kills the whole container: it is pid 1 of the container's PID namespace.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ START_ERROR_EXIT_CODE = 128
 
 @dataclass(frozen=True)
 class BindMount:
-    """One bind mount of a container; `create`: make the source directory first, inside the container's
-    mount namespace (a subPath inside the pod's tmpfs, which only the pod's namespaces see)."""
+    """One bind mount of a container; `create`: make the source directory first, inside the
+    container's mount namespace (a subPath inside the pod's tmpfs, which only the pod's namespaces
+    see)."""
 
     source: str
     target: str
@@ -104,7 +105,9 @@ class ContainerRun:
             line = (await proc.stdout.readline()).decode(errors="replace").rstrip("\n")
             if not line:
                 err = await proc.stderr.read() if proc.stderr else b""
-                run.error = run.error or f"container runtime failed: {err.decode(errors='replace')[-2000:]}"
+                run.error = (
+                    run.error or f"container runtime failed: {err.decode(errors='replace')[-2000:]}"
+                )
                 break
             word, _, rest = line.partition(" ")
             if word == "pid1":
@@ -174,10 +177,10 @@ class ContainerRun:
             async with asyncio.timeout(time_limit):
                 out, _ = await proc.communicate()
         except BaseException:
-            # Timed out, or the probe that asked was stopped: the command must not outlive the ask. It is
-            # killed, not nsenter, which then reaps it and exits: a killed nsenter would leave its child
-            # (in the container's PID namespace) for the machine's init to reap, and until then the
-            # container cannot end, its PID namespace waiting for every process in it.
+            # Timed out, or the probe that asked was stopped: the command must not outlive the ask.
+            # It is killed, not nsenter, which then reaps it and exits: a killed nsenter would leave
+            # its child (in the container's PID namespace) for the machine's init to reap, and until
+            # then the container cannot end, its PID namespace waiting for every process in it.
             if not _kill_children(proc.pid):
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
@@ -187,7 +190,8 @@ class ContainerRun:
 
 
 def _kill_children(pid: int) -> bool:
-    """SIGKILL to the children of process `pid`; False when it has none (or they cannot be listed)."""
+    """SIGKILL to the children of process `pid`; False when it has none (or they cannot be
+    listed)."""
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:

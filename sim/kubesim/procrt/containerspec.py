@@ -62,8 +62,8 @@ class ProcessSpec:
     group: str
     """The container's /etc/group text."""
     home: str
-    """The user's home from the container's passwd ("/" when the uid has no entry): what runc puts in
-    HOME when the environment has none."""
+    """The user's home from the container's passwd ("/" when the uid has no entry): what runc puts
+    in HOME when the environment has none."""
     tty: bool = False
     warnings: tuple[tuple[str, str], ...] = ()
     """(reason, message) of Warning events for the pod, e.g. InvalidEnvironmentVariableNames."""
@@ -94,10 +94,11 @@ def resolve(
 ) -> ProcessSpec:
     """The process `container` of `pod` runs with `image`, or ContainerConfigError.
 
-    `pod_ip` / `host_ip` are the IP or all of `status.podIPs` / `status.hostIPs` (an empty string before
-    there is one). `container_id` only completes containerd's message when there is no command.
-    Errors come in the kubelet's order: ConfigMap/Secret/field references, then runAsNonRoot, then the
-    command. `hostsfiles.hostname`'s ValueError passes through: such a pod never gets a sandbox.
+    `pod_ip` / `host_ip` are the IP or all of `status.podIPs` / `status.hostIPs` (an empty string
+    before there is one). `container_id` only completes containerd's message when there is no
+    command. Errors come in the kubelet's order: ConfigMap/Secret/field references, then
+    runAsNonRoot, then the command. `hostsfiles.hostname`'s ValueError passes through: such a pod
+    never gets a sandbox.
     """
     env = kubelet_env(
         pod,
@@ -119,7 +120,8 @@ def resolve(
     uid = _int(_security(pod, container, "runAsUser"), 0)
     account = _account(passwd, uid)
     run_as_group = _security(pod, container, "runAsGroup")
-    # containerd's WithUserID: the gid of the uid's passwd line, 0 without one; runAsGroup overrides.
+    # containerd's WithUserID: the gid of the uid's passwd line, 0 without one; runAsGroup
+    # overrides.
     gid = _int(run_as_group, account.gid if account else 0)
     home = account.home if account and account.home else "/"
 
@@ -131,7 +133,8 @@ def resolve(
     merged.update(image.env)
     merged.update(env.env)
     if not merged.get("HOME"):
-        # runc checks os.Getenv("HOME") == "": an empty HOME is replaced in place, a missing one appended.
+        # runc checks os.Getenv("HOME") == "": an empty HOME is replaced in place, a missing one
+        # appended.
         merged["HOME"] = home
 
     return ProcessSpec(
@@ -156,7 +159,8 @@ def _ips(value: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def _security(pod: Mapping[str, Any], container: Mapping[str, Any], field: str) -> Any:
-    """securitycontext.DetermineEffectiveSecurityContext for one field: the container's, else the pod's."""
+    """securitycontext.DetermineEffectiveSecurityContext for one field: the container's, else the
+    pod's."""
     own = (container.get("securityContext") or {}).get(field)
     if own is not None:
         return own
@@ -168,7 +172,8 @@ def _int(value: Any, default: int) -> int:
 
 
 def _verify_run_as_non_root(pod: Mapping[str, Any], container: Mapping[str, Any]) -> None:
-    """kuberuntime verifyRunAsNonRoot; a stand-in image has no USER, so without runAsUser it runs as 0."""
+    """kuberuntime verifyRunAsNonRoot; a stand-in image has no USER, so without runAsUser it runs as
+    0."""
     if _security(pod, container, "runAsNonRoot") is not True:
         return
     meta = pod.get("metadata") or {}
@@ -178,7 +183,8 @@ def _verify_run_as_non_root(pod: Mapping[str, Any], container: Mapping[str, Any]
     run_as_user = _security(pod, container, "runAsUser")
     if run_as_user is None:
         raise ContainerConfigError(
-            CREATE_CONTAINER_CONFIG_ERROR, f"container has runAsNonRoot and image will run as root {who}"
+            CREATE_CONTAINER_CONFIG_ERROR,
+            f"container has runAsNonRoot and image will run as root {who}",
         )
     if int(run_as_user) == 0:
         raise ContainerConfigError(
@@ -189,9 +195,9 @@ def _verify_run_as_non_root(pod: Mapping[str, Any], container: Mapping[str, Any]
 def _process_args(
     command: list[str], args: list[str], image: ImageSpec, container_id: str | None
 ) -> tuple[str, ...]:
-    """containerd's WithProcessArgs: a command replaces the entrypoint and drops the image's cmd; args
-    alone replace the cmd; neither runs entrypoint + cmd. An entrypoint of [""] means none (Docker's
-    way of clearing an inherited one)."""
+    """containerd's WithProcessArgs: a command replaces the entrypoint and drops the image's cmd;
+    args alone replace the cmd; neither runs entrypoint + cmd. An entrypoint of [""] means none
+    (Docker's way of clearing an inherited one)."""
     if not command:
         if not args:
             args = list(image.cmd)
@@ -221,9 +227,9 @@ def _id_and_name(line: str) -> tuple[int | None, str | None]:
 
 
 def merge_id_file(host: str, image_lines: Sequence[str]) -> str:
-    """The host's /etc/passwd or /etc/group text with each image line in place of the host lines that
-    have its id (third field) or its name (first field), at the first such line; image lines that
-    replace nothing are appended. Comments, blank and malformed host lines are kept."""
+    """The host's /etc/passwd or /etc/group text with each image line in place of the host lines
+    that have its id (third field) or its name (first field), at the first such line; image lines
+    that replace nothing are appended. Comments, blank and malformed host lines are kept."""
     claims = [_id_and_name(line) for line in image_lines]
     placed = [False] * len(image_lines)
     out: list[str] = []
@@ -233,7 +239,8 @@ def merge_id_file(host: str, image_lines: Sequence[str]) -> str:
             (
                 index
                 for index, (claim_id, claim_name) in enumerate(claims)
-                if (ident is not None and claim_id == ident) or (name is not None and claim_name == name)
+                if (ident is not None and claim_id == ident)
+                or (name is not None and claim_name == name)
             ),
             None,
         )
@@ -257,10 +264,12 @@ def _account(passwd: str, uid: int) -> _Account | None:
     return None
 
 
-def _groups(pod: Mapping[str, Any], account: _Account | None, gid: int, group: str) -> tuple[int, ...]:
-    """containerd: with the default `Merge` policy, the groups of /etc/group that list the user's name
-    (except one named like the user: that is the primary group's job) plus the gid itself; then the
-    pod's fsGroup and supplementalGroups. `Strict` keeps the pod's alone."""
+def _groups(
+    pod: Mapping[str, Any], account: _Account | None, gid: int, group: str
+) -> tuple[int, ...]:
+    """containerd: with the default `Merge` policy, the groups of /etc/group that list the user's
+    name (except one named like the user: that is the primary group's job) plus the gid itself; then
+    the pod's fsGroup and supplementalGroups. `Strict` keeps the pod's alone."""
     security = (pod.get("spec") or {}).get("securityContext") or {}
     gids: set[int] = set()
     if security.get("supplementalGroupsPolicy") != "Strict":

@@ -1,10 +1,11 @@
 """The process runtime's DNS server: answers the pods' queries from `dnsrecords.ClusterDNS`.
 
-The pods' resolv.conf points at the bridge address (10.244.0.1); the runtime binds a socket there inside
-the bridge namespace and hands it to `DNSServer`. A and PTR answers carry TTL 5; another type for an
-existing name is NODATA (so glibc does not take the name for missing); UDP answers are cut to 512 bytes,
-or the client's EDNS0 size up to 1232, with TC set so the client retries over TCP. Nothing is ever
-forwarded: a name outside the zone is NXDOMAIN at once, because no packet may leave the simulated network.
+The pods' resolv.conf points at the bridge address (10.244.0.1); the runtime binds a socket there
+inside the bridge namespace and hands it to `DNSServer`. A and PTR answers carry TTL 5; another type
+for an existing name is NODATA (so glibc does not take the name for missing); UDP answers are cut to
+512 bytes, or the client's EDNS0 size up to 1232, with TC set so the client retries over TCP.
+Nothing is ever forwarded: a name outside the zone is NXDOMAIN at once, because no packet may leave
+the simulated network.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def _qname_text(record: DNSRecord) -> str | None:
 def respond(dns: ClusterDNS, data: bytes, *, max_size: int | None = None) -> bytes | None:
     """The wire answer to one query, or None to drop it (malformed, or not a query at all).
 
-    `max_size` is the UDP limit (None over TCP); EDNS0 raises it up to 1232 bytes. An answer that does not
-    fit is sent empty with TC set, and the client retries over TCP as glibc does.
+    `max_size` is the UDP limit (None over TCP); EDNS0 raises it up to 1232 bytes. An answer that
+    does not fit is sent empty with TC set, and the client retries over TCP as glibc does.
     """
     try:
         request = DNSRecord.parse(data)
@@ -81,8 +82,9 @@ def respond(dns: ClusterDNS, data: bytes, *, max_size: int | None = None) -> byt
             for target in targets:
                 reply.add_answer(RR(question.qname, QTYPE.PTR, rdata=PTR(target + "."), ttl=TTL))
     elif not dns.in_zone(name):
-        # Nothing is forwarded (there is no way out). RA stays set, as from CoreDNS with its forwarder, so
-        # glibc takes the NXDOMAIN as final instead of trying another server; AA would claim the name.
+        # Nothing is forwarded (there is no way out). RA stays set, as from CoreDNS with its
+        # forwarder, so glibc takes the NXDOMAIN as final instead of trying another server; AA would
+        # claim the name.
         reply.header.rcode = RCODE.NXDOMAIN
         reply.header.aa = 0
     else:
@@ -114,7 +116,8 @@ def _zone_answer(dns: ClusterDNS, reply: DNSRecord, name: str) -> None:
         reply.add_answer(_soa(dns))
         return
     if not reply.rr:
-        # Negative answers carry the SOA so resolvers cache them for its minimum (RFC 2308), as CoreDNS.
+        # Negative answers carry the SOA so resolvers cache them for its minimum (RFC 2308), as
+        # CoreDNS.
         reply.add_auth(_soa(dns))
 
 
@@ -156,7 +159,9 @@ class DNSServer:
     The server owns the sockets from `start()` on and closes them in `close()`.
     """
 
-    def __init__(self, dns: ClusterDNS, udp: socket.socket, tcp: socket.socket | None = None) -> None:
+    def __init__(
+        self, dns: ClusterDNS, udp: socket.socket, tcp: socket.socket | None = None
+    ) -> None:
         self._dns = dns
         self._udp = udp
         self._tcp = tcp
@@ -166,7 +171,9 @@ class DNSServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_datagram_endpoint(lambda: _UDPProtocol(self._dns), sock=self._udp)
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: _UDPProtocol(self._dns), sock=self._udp
+        )
         self._transport = transport
         if self._tcp is not None:
             self._server = await asyncio.start_server(self._serve_tcp, sock=self._tcp)

@@ -28,12 +28,14 @@ __all__ = ["TTL", "ClusterDNS", "PodInfo", "ServiceInfo", "compute_records", "en
 log = logging.getLogger(__name__)
 
 TTL = 5
-"""CoreDNS's default: short, so a pod turning Ready shows up within seconds through glibc/nscd caches."""
+"""CoreDNS's default: short, so a pod turning Ready shows up within seconds through glibc/nscd
+caches."""
 
 
 @dataclass(frozen=True)
 class PodInfo:
-    """What DNS needs of a pod; on_change keeps only this, so unrelated status churn costs nothing."""
+    """What DNS needs of a pod; on_change keeps only this, so unrelated status churn costs
+    nothing."""
 
     namespace: str
     name: str
@@ -50,7 +52,9 @@ class PodInfo:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
-        ips = [str(p.get("ip") or "") for p in status.get("podIPs") or []] or [str(status.get("podIP") or "")]
+        ips = [str(p.get("ip") or "") for p in status.get("podIPs") or []] or [
+            str(status.get("podIP") or "")
+        ]
         conditions = status.get("conditions") or []
         return cls(
             namespace=str(meta.get("namespace") or "default").lower(),
@@ -85,7 +89,8 @@ class ServiceInfo:
             name=str(meta.get("name") or "").lower(),
             headless=spec.get("clusterIP") == "None" or ips[0] == "None",
             cluster_ips=tuple(ip for ip in ips if is_ipv4(ip)),
-            # An empty selector is no selector: the apiserver drops empty maps, so the controller sees nil.
+            # An empty selector is no selector: the apiserver drops empty maps, so the controller
+            # sees nil.
             selector={str(k): str(v) for k, v in (spec.get("selector") or {}).items()},
             publish_not_ready=spec.get("publishNotReadyAddresses") is True,
             external=spec.get("type") == "ExternalName",
@@ -104,7 +109,8 @@ def is_ipv4(text: str) -> bool:
 
 
 def endpoints(service: ServiceInfo, pods: Iterable[PodInfo]) -> list[PodInfo]:
-    """The pods CoreDNS would see as ready addresses of `service` (EndpointSlice rules + ready filter)."""
+    """The pods CoreDNS would see as ready addresses of `service` (EndpointSlice rules + ready
+    filter)."""
     if not service.selector or service.external:
         return []
     chosen = []
@@ -149,7 +155,9 @@ def _namespace_records(services: Iterable[ServiceInfo], pods: Iterable[PodInfo])
             named: dict[str, set[str]] = {}
             for pod in endpoints(svc, pods):
                 for ip in pod.ips:
-                    label = pod.hostname if pod.hostname and pod.subdomain == svc.name else _dashed(ip)
+                    label = (
+                        pod.hostname if pod.hostname and pod.subdomain == svc.name else _dashed(ip)
+                    )
                     named.setdefault(label, set()).add(ip)
             if not named:
                 continue  # no endpoints: CoreDNS answers NXDOMAIN for a headless service
@@ -172,7 +180,8 @@ def compute_records(
     names: dict[str, list[str]] = {}
     for ns in sorted({s.namespace for s in service_infos}):
         records = _namespace_records(
-            [s for s in service_infos if s.namespace == ns], [p for p in pod_infos if p.namespace == ns]
+            [s for s in service_infos if s.namespace == ns],
+            [p for p in pod_infos if p.namespace == ns],
         )
         for rel, ips in records.forward.items():
             names[f"{rel}.{ns}.svc.{domain}"] = list(ips)
@@ -182,8 +191,9 @@ def compute_records(
 class ClusterDNS:
     """The zone's records, kept current by `on_change` (a kubesim `Watching`) and rebuilt lazily.
 
-    Takes the cluster's state when built; register `on_change` with the cluster (`cluster.add_listener`
-    or the controllers' fan-out) in the same synchronous step so no change falls in between.
+    Takes the cluster's state when built; register `on_change` with the cluster
+    (`cluster.add_listener` or the controllers' fan-out) in the same synchronous step so no change
+    falls in between.
     """
 
     def __init__(self, cluster: Cluster, cluster_domain: str | None = None) -> None:
@@ -207,7 +217,8 @@ class ClusterDNS:
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
-        """Records the change and marks its namespace for a rebuild on the next query; nothing more."""
+        """Records the change and marks its namespace for a rebuild on the next query; nothing
+        more."""
         if event not in ("ADDED", "MODIFIED", "DELETED"):
             return
         meta = obj.get("metadata") or {}
@@ -292,7 +303,8 @@ class ClusterDNS:
         return []  # an IPv6 pod name exists, but it has no A record
 
     def reverse(self, ip: str) -> list[str] | None:
-        """PTR targets of an IPv4 address: its service (cluster IP) else its headless endpoint names."""
+        """PTR targets of an IPv4 address: its service (cluster IP) else its headless endpoint
+        names."""
         for ns in sorted(self._namespaces):
             svc = self._namespace(ns).cluster_ips.get(ip)
             if svc is not None:

@@ -37,8 +37,8 @@ CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 
 class ContainerConfigError(Exception):
     """Why the kubelet/runtime cannot create the container: `reason` becomes the container's waiting
-    reason (`CreateContainerConfigError`, `CreateContainerError`), `message` its message and the text of
-    the `Failed` event (`Error: <message>`)."""
+    reason (`CreateContainerConfigError`, `CreateContainerError`), `message` its message and the
+    text of the `Failed` event (`Error: <message>`)."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -59,9 +59,9 @@ def _config_error(message: str) -> ContainerConfigError:
 
 
 def _is_env_var_name(name: str) -> bool:
-    # RelaxedEnvironmentVariableValidation (beta, on by default in 1.32, the version kubesim serves): any
-    # printable ASCII but '='. kubesim's admission validates `env` names by the same rule, so a key that
-    # the API accepts in `env` is never dropped from `envFrom`.
+    # RelaxedEnvironmentVariableValidation (beta, on by default in 1.32, the version kubesim
+    # serves): any printable ASCII but '='. kubesim's admission validates `env` names by the same
+    # rule, so a key that the API accepts in `env` is never dropped from `envFrom`.
     return bool(name) and "=" not in name and all(" " <= ch <= "~" for ch in name)
 
 
@@ -75,7 +75,8 @@ class _Sources:
         self._found: dict[tuple[str, str], Mapping[str, str]] = {}
 
     def data(self, kind: str, name: str, optional: bool) -> Mapping[str, str] | None:
-        """The object's data, or None when it is missing and optional; missing otherwise is an error."""
+        """The object's data, or None when it is missing and optional; missing otherwise is an
+        error."""
         cached = self._found.get((kind, name))
         if cached is not None:
             return cached
@@ -87,10 +88,11 @@ class _Sources:
             raise _config_error(f'{kind.lower()} "{name}" not found')
         raw = obj.get("data") or {}
         if kind == "Secret":
-            # Values are bytes: undecodable ones survive as surrogates, and os.fsencode() at exec time
-            # gives the exact bytes back.
+            # Values are bytes: undecodable ones survive as surrogates, and os.fsencode() at exec
+            # time gives the exact bytes back.
             data = {
-                str(k): base64.b64decode(str(v)).decode("utf-8", "surrogateescape") for k, v in raw.items()
+                str(k): base64.b64decode(str(v)).decode("utf-8", "surrogateescape")
+                for k, v in raw.items()
             }
         else:
             data = {str(k): str(v) for k, v in raw.items()}
@@ -124,8 +126,8 @@ def kubelet_env(
     """The variables the kubelet hands the runtime for `container` (no image or runtime variables).
 
     Upstream builds a Go map, so the runtime receives them in random order; here a name keeps the
-    position of its first definition (envFrom before env, declaration order within each) and takes its
-    last value, the way containerd later merges it over the image's variables.
+    position of its first definition (envFrom before env, declaration order within each) and takes
+    its last value, the way containerd later merges it over the image's variables.
     """
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
@@ -155,7 +157,8 @@ def kubelet_env(
             warnings.append(
                 (
                     "InvalidEnvironmentVariableNames",
-                    f"Keys [{', '.join(sorted(invalid))}] from the EnvFrom {label} {namespace}/{name} "
+                    f"Keys [{', '.join(sorted(invalid))}] from the EnvFrom {label} "
+                    f"{namespace}/{name} "
                     "were skipped since they are considered invalid environment variable names.",
                 )
             )
@@ -197,7 +200,9 @@ def _value_from(
                 node_name=node_name,
             )
         if source.get("resourceFieldRef") is not None:
-            return downward.env_resource_value(source["resourceFieldRef"], pod, container, allocatable)
+            return downward.env_resource_value(
+                source["resourceFieldRef"], pod, container, allocatable
+            )
     except downward.DownwardAPIError as err:
         raise _config_error(str(err)) from err
     if source.get("configMapKeyRef") is not None:

@@ -76,7 +76,8 @@ def hostname(pod: Mapping[str, Any], cluster_domain: str = "cluster.local") -> s
         fqdn = f"{short}.{domain}"
         if len(fqdn) > _MAX_FQDN:
             raise ValueError(
-                f"failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is too long "
+                f"failed to construct FQDN from pod hostname and cluster domain, FQDN {fqdn} is "
+                "too long "
                 f"({_MAX_FQDN} characters is the max, {len(fqdn)} characters requested)"
             )
         return fqdn
@@ -86,7 +87,8 @@ def hostname(pod: Mapping[str, Any], cluster_domain: str = "cluster.local") -> s
 def etc_hosts(
     pod: Mapping[str, Any], pod_ip: str | Sequence[str], cluster_domain: str = "cluster.local"
 ) -> str:
-    """The kubelet-managed /etc/hosts; `pod_ip` is the pod IP or all of `status.podIPs` (a line each)."""
+    """The kubelet-managed /etc/hosts; `pod_ip` is the pod IP or all of `status.podIPs` (a line
+    each)."""
     ips = [pod_ip] if isinstance(pod_ip, str) else list(pod_ip)
     short = _short_hostname(pod)
     domain = host_domain(pod, cluster_domain)
@@ -127,8 +129,8 @@ def _unique(items: Sequence[str]) -> list[str]:
 
 
 def _merge_options(base: Sequence[str], extra: Sequence[Mapping[str, Any]]) -> list[str]:
-    # The kubelet merges through a Go map, so its order is random; first-seen order is one valid outcome
-    # and keeps the file stable across restarts.
+    # The kubelet merges through a Go map, so its order is random; first-seen order is one valid
+    # outcome and keeps the file stable across restarts.
     merged: dict[str, str] = {}
     for text in base:
         name, _, value = text.partition(":")
@@ -147,8 +149,11 @@ def _fit_searches(searches: list[str]) -> list[str]:
     return kept
 
 
-def resolv_conf(pod: Mapping[str, Any], nameserver: str, cluster_domain: str = "cluster.local") -> str:
-    """/etc/resolv.conf for the pod; `nameserver` is the cluster DNS address (the bridge, 10.244.0.1)."""
+def resolv_conf(
+    pod: Mapping[str, Any], nameserver: str, cluster_domain: str = "cluster.local"
+) -> str:
+    """/etc/resolv.conf for the pod; `nameserver` is the cluster DNS address (the bridge,
+    10.244.0.1)."""
     policy = dns_policy(pod)
     namespace = str(_meta(pod).get("namespace") or "default")
     servers: list[str] = []
@@ -158,7 +163,8 @@ def resolv_conf(pod: Mapping[str, Any], nameserver: str, cluster_domain: str = "
         servers = [nameserver]
         searches = [f"{namespace}.svc.{cluster_domain}", f"svc.{cluster_domain}", cluster_domain]
         options = list(_DEFAULT_OPTIONS)
-    # "host": the node's resolv.conf would be the base; here it is empty on purpose (module docstring).
+    # "host": the node's resolv.conf would be the base; here it is empty on purpose (module
+    # docstring).
     config = _spec(pod).get("dnsConfig")
     if config:
         servers = _unique([*servers, *(str(s) for s in config.get("nameservers") or [])])

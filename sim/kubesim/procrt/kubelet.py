@@ -1,10 +1,10 @@
 """The kubelet of the process runtime: pods whose containers are real programs in Linux namespaces.
 
-It keeps the timer kubelet's contract towards the rest of kubesim (the node object, the work queue fed by
-pod events, `evict` / `kill` and their HTTP routes, status through the status subresource, deletion with
-grace 0 once the containers are gone) and replaces the simulated lifecycle with one `PodWorker` per pod.
-It owns what is shared by the pods: the state directory, the bridge namespace, the cluster DNS served at
-the gateway address, and the stand-in images.
+It keeps the timer kubelet's contract towards the rest of kubesim (the node object, the work queue
+fed by pod events, `evict` / `kill` and their HTTP routes, status through the status subresource,
+deletion with grace 0 once the containers are gone) and replaces the simulated lifecycle with one
+`PodWorker` per pod. It owns what is shared by the pods: the state directory, the bridge namespace,
+the cluster DNS served at the gateway address, and the stand-in images.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ LOGS = "logs"
 class ProcessKubelet(Kubelet):
     """The node's kubelet when `SimSettings.runtime == "process"`."""
 
-    def __init__(self, cluster: Cluster, settings: SimSettings, clock: Clock, volumes: VolumeManager) -> None:
+    def __init__(
+        self, cluster: Cluster, settings: SimSettings, clock: Clock, volumes: VolumeManager
+    ) -> None:
         super().__init__(cluster, settings, clock, volumes)
         self.clock = clock
         self.restart_backoff_seconds = RESTART_BACKOFF_SECONDS
@@ -65,7 +67,8 @@ class ProcessKubelet(Kubelet):
         self._host_group = Path("/etc/group").read_text()
         volumes.add_sync_listener(self._volumes_synced)
 
-    # --- life of the runtime -----------------------------------------------------------------------
+    # --- life of the runtime
+    # -----------------------------------------------------------------------
     async def run(self) -> None:
         problem = missing_requirements()
         if problem is not None:
@@ -101,14 +104,17 @@ class ProcessKubelet(Kubelet):
         if self._state is not None:
             self._state.close()
 
-    def on_change(self, event: Any, rt: Any, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def on_change(
+        self, event: Any, rt: Any, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         self.dns.on_change(event, rt, obj, old)
         super().on_change(event, rt, obj, old)
 
     def routes(self) -> list[web.RouteDef]:
         return [*logs.routes(self._cluster, self._pods_rt, self.log_dir), *super().routes()]
 
-    # --- the work queue ------------------------------------------------------------------------------
+    # --- the work queue
+    # ------------------------------------------------------------------------------
     def _sync(self, key: PodKey) -> None:
         worker = self._workers.get(key)
         pod = self._assigned_pod(key, worker.uid if worker else None)
@@ -119,9 +125,9 @@ class ProcessKubelet(Kubelet):
             self._forget(key, worker.uid)
             worker = None
         if worker is None:
-            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") and pod["metadata"].get(
-                "deletionTimestamp"
-            ):
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") and pod[
+                "metadata"
+            ].get("deletionTimestamp"):
                 self._delete(key)
                 return
             self.events.scheduled(pod)
@@ -155,7 +161,8 @@ class ProcessKubelet(Kubelet):
         self._worker(namespace, name).evict(message)
 
     def kill(self, namespace: str, name: str, exit_code: int = 137) -> None:
-        """SIGKILL to the app containers (a real process cannot be made to exit with a chosen code)."""
+        """SIGKILL to the app containers (a real process cannot be made to exit with a chosen
+        code)."""
         self._worker(namespace, name).kill()
 
     def _worker(self, namespace: str, name: str) -> PodWorker:
@@ -192,8 +199,8 @@ class ProcessKubelet(Kubelet):
                 log.debug("kubesim process runtime: status of %s/%s: %s", *worker.key, err)
 
     async def start_sandbox(self, worker: PodWorker) -> Holder | None:
-        """The pod's sandbox, once its volumes can be set up; retried (ContainerCreating, the reason in the
-        container's waiting message) as the kubelet does, until the pod is deleted."""
+        """The pod's sandbox, once its volumes can be set up; retried (ContainerCreating, the reason
+        in the container's waiting message) as the kubelet does, until the pod is deleted."""
         pod_dir = self.pod_dir(worker)
         while True:
             problem = self._volumes.mount_problem(worker.pod)
@@ -210,13 +217,17 @@ class ProcessKubelet(Kubelet):
             for rec in [*worker.record.init_containers, *worker.record.containers]:
                 rec.waiting(
                     "ContainerCreating",
-                    problem if problem.startswith("MountVolume") else f"MountVolume.SetUp failed: {problem}",
+                    problem
+                    if problem.startswith("MountVolume")
+                    else f"MountVolume.SetUp failed: {problem}",
                 )
             self.publish(worker)
             await worker.until(MOUNT_RETRY_SECONDS)
             if worker.deleting.is_set():
                 return None
-        holder = await Holder.start(hostsfiles.hostname(worker.pod, self._settings.cluster_domain), tmpfs)
+        holder = await Holder.start(
+            hostsfiles.hostname(worker.pod, self._settings.cluster_domain), tmpfs
+        )
         worker.sandbox = holder
         ip = self._ips.allocate()
         worker.record.pod_ip = ip
@@ -242,7 +253,9 @@ class ProcessKubelet(Kubelet):
         if worker is not None and self._state is not None:
             volumefiles.refresh(pod, self.pod_dir(worker), files)
 
-    def run_spec(self, worker: PodWorker, container: Mapping[str, Any], rec: ContainerRecord) -> RunSpec:
+    def run_spec(
+        self, worker: PodWorker, container: Mapping[str, Any], rec: ContainerRecord
+    ) -> RunSpec:
         pod = worker.pod
         image = self._settings.images.get(str(container.get("image", "")))
         try:
@@ -269,7 +282,9 @@ class ProcessKubelet(Kubelet):
         assert worker.sandbox is not None
         assert worker.record.pod_ip is not None
         files = {
-            "/etc/hosts": hostsfiles.etc_hosts(pod, worker.record.pod_ip, self._settings.cluster_domain),
+            "/etc/hosts": hostsfiles.etc_hosts(
+                pod, worker.record.pod_ip, self._settings.cluster_domain
+            ),
             "/etc/resolv.conf": hostsfiles.resolv_conf(
                 pod, self._network.gateway, self._settings.cluster_domain
             ),
@@ -307,7 +322,11 @@ class ProcessKubelet(Kubelet):
         )
 
     def probe(
-        self, worker: PodWorker, container: Mapping[str, Any], rec: ContainerRecord, run: ContainerRun
+        self,
+        worker: PodWorker,
+        container: Mapping[str, Any],
+        rec: ContainerRecord,
+        run: ContainerRun,
     ) -> ProbeHandle:
         def on_ready(ready: bool) -> None:
             rec.ready = ready
@@ -327,7 +346,12 @@ class ProcessKubelet(Kubelet):
             grace = None if spec is None else spec.termination_grace_period_seconds
 
             def kill(message: str) -> None:
-                log.info("kubesim process runtime: %s/%s %s: %s; restarting", *worker.key, rec.name, message)
+                log.info(
+                    "kubesim process runtime: %s/%s %s: %s; restarting",
+                    *worker.key,
+                    rec.name,
+                    message,
+                )
                 self.events.killing(worker.pod, rec.name, init=rec.init, message=message)
                 worker.spawn(worker.terminate([run], None if grace is None else float(grace)))
 

@@ -1,11 +1,11 @@
 """`GET /api/v1/namespaces/{ns}/pods/{name}/log` for pods of the process runtime.
 
-Registered before the API server's generic routes, on the same path, so `kubectl logs` reaches it exactly
-as it reaches the timer pods' log. A container's output is the CRI log file its shim wrote
-(`<RFC 3339 ns> <stream> <P|F> <text>`), one file per run: `--previous` reads the run before the current
-one. `follow` keeps the stream open until that run has ended; `tailLines`, `sinceSeconds` and
-`timestamps` act as the kubelet's log reader does. A pod the runtime never ran (no log directory) gets the
-timer pods' answer.
+Registered before the API server's generic routes, on the same path, so `kubectl logs` reaches it
+exactly as it reaches the timer pods' log. A container's output is the CRI log file its shim wrote
+(`<RFC 3339 ns> <stream> <P|F> <text>`), one file per run: `--previous` reads the run before the
+current one. `follow` keeps the stream open until that run has ended; `tailLines`, `sinceSeconds`
+and `timestamps` act as the kubelet's log reader does. A pod the runtime never ran (no log
+directory) gets the timer pods' answer.
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ def parse(line: str) -> tuple[datetime, str, bool, str] | None:
     return when, stream, tag == "F", text
 
 
-def render(lines: list[str], *, timestamps: bool, since: float | None, tail: int | None) -> list[str]:
+def render(
+    lines: list[str], *, timestamps: bool, since: float | None, tail: int | None
+) -> list[str]:
     """The log text of whole CRI records (partial `P` records joined with their line)."""
     joined: list[tuple[str, str]] = []
     partial = ""
@@ -75,11 +77,18 @@ def render(lines: list[str], *, timestamps: bool, since: float | None, tail: int
         if full:
             joined.append((first_stamp, partial))
             partial = ""
-    return podlog.select(joined, timestamps=timestamps, since=since, tail=tail).splitlines(keepends=True)
+    return podlog.select(joined, timestamps=timestamps, since=since, tail=tail).splitlines(
+        keepends=True
+    )
 
 
 async def _serve(
-    request: web.Request, cluster: Cluster, pods_rt: ResourceType, log_dir: LogDir, ns: str, name: str
+    request: web.Request,
+    cluster: Cluster,
+    pods_rt: ResourceType,
+    log_dir: LogDir,
+    ns: str,
+    name: str,
 ) -> web.StreamResponse:
     pod = cluster.get(pods_rt, ns, name)
     query = request.query
@@ -105,14 +114,20 @@ async def _serve(
     await response.write("".join(body).encode())
     offset = sum(len(line.encode()) for line in lines)
     async for text in _follow(cluster, pods_rt, (ns, name, uid, container, run or 0), path, offset):
-        rendered = render(text.splitlines(keepends=True), timestamps=timestamps, since=None, tail=None)
+        rendered = render(
+            text.splitlines(keepends=True), timestamps=timestamps, since=None, tail=None
+        )
         await response.write("".join(rendered).encode())
     await response.write_eof()
     return response
 
 
 async def _follow(
-    cluster: Cluster, pods_rt: ResourceType, which: tuple[str, str, str, str, int], path: Path, offset: int
+    cluster: Cluster,
+    pods_rt: ResourceType,
+    which: tuple[str, str, str, str, int],
+    path: Path,
+    offset: int,
 ) -> AsyncIterator[str]:
     """New complete lines of the run's log as they are written, until the run has ended."""
     pending = b""

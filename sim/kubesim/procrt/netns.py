@@ -1,10 +1,10 @@
 """Sockets that live in another network namespace, made from this (multi-threaded) process.
 
-`setns(CLONE_NEWNET)` changes only the calling thread's namespace, and a socket stays in the namespace it
-was created in. So a short-lived thread enters the namespace, creates the socket and ends; the socket is
-then used from the event loop as any other. This is how kubesim's DNS server and the kubelet's probes sit
-in the runtime's bridge namespace without kubesim itself ever leaving the machine's namespace, and why no
-packet of theirs can reach the machine's own interfaces.
+`setns(CLONE_NEWNET)` changes only the calling thread's namespace, and a socket stays in the
+namespace it was created in. So a short-lived thread enters the namespace, creates the socket and
+ends; the socket is then used from the event loop as any other. This is how kubesim's DNS server and
+the kubelet's probes sit in the runtime's bridge namespace without kubesim itself ever leaving the
+machine's namespace, and why no packet of theirs can reach the machine's own interfaces.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def run_in_netns(ns_path: str, fn: Callable[[], T]) -> T:
 def socket_in_netns(
     ns_path: str, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM
 ) -> socket.socket:
-    """A non-blocking socket created inside the network namespace at `ns_path` (e.g. /proc/PID/ns/net)."""
+    """A non-blocking socket created inside the network namespace at `ns_path` (e.g.
+    /proc/PID/ns/net)."""
 
     def make() -> socket.socket:
         sock = socket.socket(family, kind)

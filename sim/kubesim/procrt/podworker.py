@@ -2,9 +2,10 @@
 
 Sandbox first (namespaces, pod IP, volumes), then the init containers one at a time (a sidecar is
 started and left running once its startup probe passes), then every app container under its own
-supervisor, which restarts it per `restartPolicy` with the kubelet's back-off (10 s doubling to 5 min,
-reset after 10 min of running). Deletion stops the app containers with SIGTERM, then the sidecars, waits
-the grace period, then SIGKILL. Exit codes, restarts and readiness come from the real processes.
+supervisor, which restarts it per `restartPolicy` with the kubelet's back-off (10 s doubling to 5
+min, reset after 10 min of running). Deletion stops the app containers with SIGTERM, then the
+sidecars, waits the grace period, then SIGKILL. Exit codes, restarts and readiness come from the
+real processes.
 """
 
 from __future__ import annotations
@@ -53,12 +54,19 @@ class Host(Protocol):
 
     async def stop_sandbox(self, worker: PodWorker) -> None: ...
 
-    def run_spec(self, worker: PodWorker, container: Mapping[str, Any], rec: ContainerRecord) -> RunSpec:
-        """Raises ContainerConfigError (reason, message) when the container cannot be configured yet."""
+    def run_spec(
+        self, worker: PodWorker, container: Mapping[str, Any], rec: ContainerRecord
+    ) -> RunSpec:
+        """Raises ContainerConfigError (reason, message) when the container cannot be configured
+        yet."""
         ...
 
     def probe(
-        self, worker: PodWorker, container: Mapping[str, Any], rec: ContainerRecord, run: ContainerRun
+        self,
+        worker: PodWorker,
+        container: Mapping[str, Any],
+        rec: ContainerRecord,
+        run: ContainerRun,
     ) -> ProbeHandle: ...
 
     async def pod_done(self, worker: PodWorker) -> None: ...
@@ -87,10 +95,13 @@ class PodWorker:
         self.record = PodRecord(
             created_at=host.clock.now(),
             containers=[
-                ContainerRecord(str(c["name"]), str(c.get("image", ""))) for c in spec.get("containers") or []
+                ContainerRecord(str(c["name"]), str(c.get("image", "")))
+                for c in spec.get("containers") or []
             ],
             init_containers=[
-                ContainerRecord(str(c["name"]), str(c.get("image", "")), init=True, sidecar=_is_sidecar(c))
+                ContainerRecord(
+                    str(c["name"]), str(c.get("image", "")), init=True, sidecar=_is_sidecar(c)
+                )
                 for c in spec.get("initContainers") or []
             ],
         )
@@ -118,7 +129,8 @@ class PodWorker:
         self._wake.set()
 
     def kill(self) -> None:
-        """Node-level kill: every app container dies with SIGKILL; restartPolicy decides what follows."""
+        """Node-level kill: every app container dies with SIGKILL; restartPolicy decides what
+        follows."""
         for rec in self.record.containers:
             run = self.runs.get(rec.name)
             if run is not None:
@@ -138,10 +150,13 @@ class PodWorker:
         meta = self.pod["metadata"]
         grace = meta.get("deletionGracePeriodSeconds")
         if grace is None:
-            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+            grace = (self.pod.get("spec") or {}).get(
+                "terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS
+            )
         return float(grace)
 
-    # --- the life ----------------------------------------------------------------------------------
+    # --- the life
+    # ----------------------------------------------------------------------------------
     async def _run(self) -> None:
         try:
             if await self._start_sandbox() and await self._run_init_containers():
@@ -171,12 +186,15 @@ class PodWorker:
         return task
 
     async def _kill_everything(self) -> None:
-        """The kubelet is going away: no container, probe or supervisor of this pod may outlive it."""
+        """The kubelet is going away: no container, probe or supervisor of this pod may outlive
+        it."""
         for task in self._children:
             task.cancel()
         for run in self.runs.values():
             run.kill()
-        await asyncio.gather(*self._children, *(r.wait() for r in self.runs.values()), return_exceptions=True)
+        await asyncio.gather(
+            *self._children, *(r.wait() for r in self.runs.values()), return_exceptions=True
+        )
 
     def _set_phase(self) -> None:
         self.record.phase = phase(self.record, self.policy, self.deleting.is_set())
@@ -200,7 +218,9 @@ class PodWorker:
 
     async def _run_init_containers(self) -> bool:
         spec = self.pod.get("spec") or {}
-        for container, rec in zip(spec.get("initContainers") or [], self.record.init_containers, strict=True):
+        for container, rec in zip(
+            spec.get("initContainers") or [], self.record.init_containers, strict=True
+        ):
             if rec.sidecar:
                 self._sidecars.append(self._child(self._supervise(container, rec)))
                 while not (rec.state == "running" and rec.started):
@@ -254,7 +274,8 @@ class PodWorker:
             if not done.done():
                 await self._stop_all()
                 await done
-        finally:  # also when the worker is cancelled (kubelet shutdown): the wait must not outlive it
+        finally:
+            # also when the worker is cancelled (kubelet shutdown): the wait must not outlive it
             stop.cancel()
         await self._stop_sidecars()
 
@@ -311,7 +332,9 @@ class PodWorker:
         while True:
             started = self.host.clock.now()
             code = await self._run_once(container, rec)
-            sidecar_lives = rec.sidecar and not (self.deleting.is_set() or self._evicted or self._finishing)
+            sidecar_lives = rec.sidecar and not (
+                self.deleting.is_set() or self._evicted or self._finishing
+            )
             if not (self._restarts(code) or sidecar_lives):
                 self._set_phase()
                 return
@@ -332,7 +355,8 @@ class PodWorker:
         return f"back-off {backoff:g}s restarting failed container={rec.name} pod={pod}"
 
     async def _run_once(self, container: Mapping[str, Any], rec: ContainerRecord) -> int:
-        """One run of the container: configured, started, probed, waited for; returns its exit code."""
+        """One run of the container: configured, started, probed, waited for; returns its exit
+        code."""
         while True:
             try:
                 spec = self.host.run_spec(self, container, rec)

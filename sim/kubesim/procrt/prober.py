@@ -1,10 +1,11 @@
 """One probe attempt against a real container, as the kubelet's pkg/probe makes it.
 
 Network attempts go through a `Transport`. In production that is a `NetnsTransport`: its sockets are
-created inside the runtime's bridge namespace (netns.py), so an attempt reaches pod IPs and can never
-reach the machine's own network. Exec attempts go through the container runtime's exec, per container.
-The HTTP client is a small HTTP/1.1 one on those streams (Go's net/http as the kubelet configures it:
-no keep-alive, no TLS verification, the kubelet's redirect rule, a 10 KiB body limit).
+created inside the runtime's bridge namespace (netns.py), so an attempt reaches pod IPs and can
+never reach the machine's own network. Exec attempts go through the container runtime's exec, per
+container. The HTTP client is a small HTTP/1.1 one on those streams (Go's net/http as the kubelet
+configures it: no keep-alive, no TLS verification, the kubelet's redirect rule, a 10 KiB body
+limit).
 """
 
 from __future__ import annotations
@@ -35,35 +36,41 @@ from kubesim.procrt.probes import (
 
 USER_AGENT = "kube-probe/1.32"
 MAX_BODY = 10 * 1024
-"""The kubelet reads at most 10 KiB of an HTTP body (and of exec output); the status alone decides."""
+"""The kubelet reads at most 10 KiB of an HTTP body (and of exec output); the status alone
+decides."""
 MAX_REDIRECTS = 10
 EXEC_GRACE_SECONDS = 1.0
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # Go's net/http does not send these from the header map (or we send our own: Connection: close).
-_UNSENT = frozenset({"Host", "User-Agent", "Connection", "Content-Length", "Transfer-Encoding", "Trailer"})
+_UNSENT = frozenset(
+    {"Host", "User-Agent", "Connection", "Content-Length", "Transfer-Encoding", "Trailer"}
+)
 _TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 class Transport(Protocol):
-    """Where a probe's connections come from: the bridge namespace in production, loopback in tests."""
+    """Where a probe's connections come from: the bridge namespace in production, loopback in
+    tests."""
 
     async def open_connection(
         self, host: str, port: int
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """A connected TCP stream; raises OSError as a connect would (socket.gaierror for unknown names)."""
+        """A connected TCP stream; raises OSError as a connect would (socket.gaierror for unknown
+        names)."""
         ...
 
 
 ExecInContainer = Callable[[Sequence[str], float], Awaitable[tuple[int, bytes]]]
-"""`(argv, timeout_seconds) -> (exit code, stdout + stderr)`, run in the container by its runtime. When the
-command outlives the timeout it kills it and raises TimeoutError; when cancelled (the prober stopped) it
-kills it too, so no probe command outlives its attempt."""
+"""`(argv, timeout_seconds) -> (exit code, stdout + stderr)`, run in the container by its runtime.
+When the command outlives the timeout it kills it and raises TimeoutError; when cancelled (the
+prober stopped) it kills it too, so no probe command outlives its attempt."""
 
 
 class NetnsTransport:
     """Connections from inside the network namespace at `ns_path` (the runtime's bridge namespace).
 
-    Only IP literals: a name would be resolved with the machine's resolver, from the machine's network.
+    Only IP literals: a name would be resolved with the machine's resolver, from the machine's
+    network.
     """
 
     def __init__(self, ns_path: str) -> None:
@@ -77,7 +84,8 @@ class NetnsTransport:
         except ValueError:
             raise socket.gaierror(socket.EAI_NONAME, f"lookup {host}: no such host") from None
         family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-        # Made synchronously (a thread that lives for one setns + socket): nothing to leak if cancelled.
+        # Made synchronously (a thread that lives for one setns + socket): nothing to leak if
+        # cancelled.
         sock = socket_in_netns(self.ns_path, family)
         try:
             await asyncio.get_running_loop().sock_connect(sock, (str(ip), port))
@@ -95,8 +103,8 @@ async def run_probe(
     exec_in: ExecInContainer | None = None,
     time_limit: float | None = None,
 ) -> ProbeResult:
-    """One attempt of `spec`, never raising (but for cancellation). `time_limit` (real seconds) overrides
-    `spec.timeout_seconds`."""
+    """One attempt of `spec`, never raising (but for cancellation). `time_limit` (real seconds)
+    overrides `spec.timeout_seconds`."""
     limit = float(spec.timeout_seconds if time_limit is None else time_limit)
     action = spec.action
     if isinstance(action, TCPSocketAction):
@@ -134,8 +142,8 @@ async def _tcp(host: str, port: int, network: Transport, limit: float) -> ProbeR
 
 async def _exec(command: tuple[str, ...], exec_in: ExecInContainer, limit: float) -> ProbeResult:
     try:
-        # The runtime's exec enforces `limit` and kills the command itself; this later bound only keeps a
-        # runtime that does not from stalling the probe loop.
+        # The runtime's exec enforces `limit` and kills the command itself; this later bound only
+        # keeps a runtime that does not from stalling the probe loop.
         async with asyncio.timeout(limit + EXEC_GRACE_SECONDS):
             code, output = await exec_in(command, limit)
     except TimeoutError:
@@ -163,11 +171,15 @@ class _Request:
     reading_body: bool = False
 
 
-async def _http(action: HTTPGetAction, pod_ip: str, network: Transport, limit: float) -> ProbeResult:
+async def _http(
+    action: HTTPGetAction, pod_ip: str, network: Transport, limit: float
+) -> ProbeResult:
     host = action.host or pod_ip
     path = urlsplit(action.path)
     target = quote(path.path, safe="/%:@!$&'()*+,;=~") + (f"?{path.query}" if path.query else "")
-    url = f"{action.scheme.lower() or 'http'}://{_host_port(host, action.port)}/{target.lstrip('/')}"
+    url = (
+        f"{action.scheme.lower() or 'http'}://{_host_port(host, action.port)}/{target.lstrip('/')}"
+    )
     values: dict[str, list[str]] = {}
     for name, value in action.headers:  # http.Header.Add: canonical names, repeated names kept
         values.setdefault(_canonical(name), []).append(value)
@@ -195,7 +207,8 @@ async def _http(action: HTTPGetAction, pod_ip: str, network: Transport, limit: f
         if request.reading_body:
             return ProbeResult(Outcome.ERROR, f"context deadline exceeded ({_BODY_TIMEOUT})")
         return _get_failed(
-            request.url, "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+            request.url,
+            "context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
         )
 
 
@@ -209,8 +222,8 @@ def _get_failed(url: str, error: str) -> ProbeResult:
 
 
 async def _follow(request: _Request, network: Transport) -> ProbeResult:
-    """Go's client with the kubelet's redirect check: same-host redirects are followed (10 at most); the
-    response to one elsewhere is the final response (a 3xx: a success with a warning)."""
+    """Go's client with the kubelet's redirect check: same-host redirects are followed (10 at most);
+    the response to one elsewhere is the final response (a 3xx: a success with a warning)."""
     first_host = urlsplit(request.url).hostname
     requests = 0
     while True:
@@ -238,7 +251,9 @@ async def _follow(request: _Request, network: Transport) -> ProbeResult:
     return ProbeResult(Outcome.FAILURE, f"HTTP probe failed with statuscode: {status}")
 
 
-async def _exchange(request: _Request, network: Transport) -> tuple[int, list[tuple[str, str]], bytes]:
+async def _exchange(
+    request: _Request, network: Transport
+) -> tuple[int, list[tuple[str, str]], bytes]:
     """One request on its own connection (the kubelet's prober disables keep-alive)."""
     parts = urlsplit(request.url)
     https = parts.scheme == "https"
@@ -252,7 +267,9 @@ async def _exchange(request: _Request, network: Transport) -> tuple[int, list[tu
     try:
         try:
             if https:
-                await writer.start_tls(_insecure_tls(), server_hostname=None if _is_ip(host) else host)
+                await writer.start_tls(
+                    _insecure_tls(), server_hostname=None if _is_ip(host) else host
+                )
             lines = [f"GET {parts.path or '/'}{'?' + parts.query if parts.query else ''} HTTP/1.1"]
             lines.append(f"Host: {request.host_header or parts.netloc}")
             lines += [f"{name}: {value}" for name, value in request.headers]
@@ -304,7 +321,9 @@ async def _line(reader: asyncio.StreamReader) -> str:
     return raw.decode("latin-1").rstrip("\r\n")
 
 
-async def _read_body(reader: asyncio.StreamReader, status: int, headers: list[tuple[str, str]]) -> bytes:
+async def _read_body(
+    reader: asyncio.StreamReader, status: int, headers: list[tuple[str, str]]
+) -> bytes:
     if status in (204, 304) or status < 200:
         return b""
     if "chunked" in _header(headers, "transfer-encoding").lower():
@@ -346,7 +365,8 @@ def _canonical(name: str) -> str:
 
 @functools.cache
 def _insecure_tls() -> ssl.SSLContext:
-    # The kubelet's prober skips verification (InsecureSkipVerify): pods serve self-signed certificates.
+    # The kubelet's prober skips verification (InsecureSkipVerify): pods serve self-signed
+    # certificates.
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE

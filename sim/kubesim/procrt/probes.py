@@ -37,8 +37,8 @@ class Outcome(enum.Enum):
     """Counts as a success; the kubelet records a ProbeWarning (a redirect it did not follow)."""
     FAILURE = "failure"
     ERROR = "error"
-    """The kubelet could not run the probe (e.g. an unknown named port): an event, but the result is thrown
-    away, counting neither as a success nor as a failure."""
+    """The kubelet could not run the probe (e.g. an unknown named port): an event, but the result is
+    thrown away, counting neither as a success nor as a failure."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,9 @@ def probe_event(probe_type: ProbeType, result: ProbeResult) -> ProbeEvent | None
     if result.outcome is Outcome.FAILURE:
         return ProbeEvent("Unhealthy", f"{kind} probe failed: {result.output}")
     if result.outcome is Outcome.ERROR:
-        return ProbeEvent("Unhealthy", f"{kind} probe errored and resulted in unknown state: {result.output}")
+        return ProbeEvent(
+            "Unhealthy", f"{kind} probe errored and resulted in unknown state: {result.output}"
+        )
     if result.outcome is Outcome.WARNING:
         return ProbeEvent("ProbeWarning", f"{kind} probe warning: {result.output}")
     return None
@@ -93,7 +95,8 @@ class HTTPGetAction:
 @dataclass(frozen=True)
 class ExecAction:
     command: tuple[str, ...]
-    """With `$(VAR)` already expanded from the container's literal env values, as the kubelet does."""
+    """With `$(VAR)` already expanded from the container's literal env values, as the kubelet
+    does."""
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,8 @@ class GRPCAction:
 
 @dataclass(frozen=True)
 class BrokenAction:
-    """A probe the kubelet cannot run (a named port the container does not declare, no handler): every
-    attempt is a probe error with the kubelet's message."""
+    """A probe the kubelet cannot run (a named port the container does not declare, no handler):
+    every attempt is a probe error with the kubelet's message."""
 
     error: str
 
@@ -126,11 +129,11 @@ class ProbeSpec:
 
     @classmethod
     def from_k8s(cls, probe: Mapping[str, Any], container: Mapping[str, Any]) -> ProbeSpec:
-        """From a container's `livenessProbe` / `readinessProbe` / `startupProbe` and the container itself
-        (its `ports[].name` for named ports, its `env` for `$(VAR)` in exec commands). Zero or missing
-        timings take the Kubernetes defaults, as the API server's defaulting does. A probe the kubelet
-        cannot run (a port name the container does not declare) parses to a `BrokenAction`: each attempt
-        is then the kubelet's probe error, with its message."""
+        """From a container's `livenessProbe` / `readinessProbe` / `startupProbe` and the container
+        itself (its `ports[].name` for named ports, its `env` for `$(VAR)` in exec commands). Zero
+        or missing timings take the Kubernetes defaults, as the API server's defaulting does. A
+        probe the kubelet cannot run (a port name the container does not declare) parses to a
+        `BrokenAction`: each attempt is then the kubelet's probe error, with its message."""
         try:
             action = _action(probe, container)
         except _Unrunnable as err:
@@ -176,17 +179,22 @@ def _action(probe: Mapping[str, Any], container: Mapping[str, Any]) -> ProbeActi
             path=str(http.get("path") or "/"),
             host=str(http.get("host") or ""),
             scheme=str(http.get("scheme") or "HTTP"),
-            headers=tuple((str(h.get("name")), str(h.get("value"))) for h in http.get("httpHeaders") or ()),
+            headers=tuple(
+                (str(h.get("name")), str(h.get("value"))) for h in http.get("httpHeaders") or ()
+            ),
         )
     if isinstance(tcp := probe.get("tcpSocket"), Mapping):
-        return TCPSocketAction(_resolve_port(tcp.get("port"), container), str(tcp.get("host") or ""))
+        return TCPSocketAction(
+            _resolve_port(tcp.get("port"), container), str(tcp.get("host") or "")
+        )
     if isinstance(grpc := probe.get("grpc"), Mapping):
         return GRPCAction(int(grpc.get("port") or 0), str(grpc.get("service") or ""))
     raise _Unrunnable(f"missing probe handler for {container.get('name', '')}")
 
 
 def _resolve_port(value: Any, container: Mapping[str, Any]) -> int:
-    """probe.ResolveContainerPort: an int, a name from `ports[]`, or (last ditch) a number in a string."""
+    """probe.ResolveContainerPort: an int, a name from `ports[]`, or (last ditch) a number in a
+    string."""
     if isinstance(value, str):
         named = [p for p in container.get("ports") or () if p.get("name") == value]
         if named:

@@ -1,5 +1,6 @@
-"""The kubelet's probe workers (pkg/kubelet/prober/worker.go) for one container of the process runtime:
-`ContainerProber` runs the specs of probes.py on the kubelet's schedule, each attempt through prober.py."""
+"""The kubelet's probe workers (pkg/kubelet/prober/worker.go) for one container of the process
+runtime: `ContainerProber` runs the specs of probes.py on the kubelet's schedule, each attempt
+through prober.py."""
 
 from __future__ import annotations
 
@@ -34,27 +35,28 @@ Attempt = Callable[[ProbeType, ProbeSpec], Awaitable[ProbeResult]]
 class ContainerProber:
     """The kubelet's probe workers (pkg/kubelet/prober/worker.go) for one run of one container.
 
-    The kubelet starts one when the container starts and stops it when the container exits, is killed or
-    its pod goes away, so a probe never outlives its container; a restarted container gets a new prober
-    (the kubelet's workers likewise start over for a new container ID).
+    The kubelet starts one when the container starts and stops it when the container exits, is
+    killed or its pod goes away, so a probe never outlives its container; a restarted container gets
+    a new prober (the kubelet's workers likewise start over for a new container ID).
 
-    The schedule: the startup probe alone until it succeeds; then liveness and readiness, each on its own
-    task. A probe first runs `initialDelaySeconds` after the container started (time spent in the startup
-    probe counts), then every `periodSeconds` after the previous attempt ended. `successThreshold`
-    consecutive successes / `failureThreshold` consecutive failures change a probe's state; probe errors
-    (`Outcome.ERROR`) are tried three times at once, then recorded and thrown away. Time goes through the
-    injected `sleep`, in simulated seconds.
+    The schedule: the startup probe alone until it succeeds; then liveness and readiness, each on
+    its own task. A probe first runs `initialDelaySeconds` after the container started (time spent
+    in the startup probe counts), then every `periodSeconds` after the previous attempt ended.
+    `successThreshold` consecutive successes / `failureThreshold` consecutive failures change a
+    probe's state; probe errors (`Outcome.ERROR`) are tried three times at once, then recorded and
+    thrown away. Time goes through the injected `sleep`, in simulated seconds.
 
     Callbacks (all optional, synchronous; none runs after `stop()`; one that raises is logged):
     - `on_started()`: the startup probe succeeded, or at once when there is none (the kubelet's
       `containerStatuses[].started`);
-    - `on_ready(ready)`: readiness changed. It starts false; with no readiness probe it becomes true on
-      `on_started`;
-    - `on_liveness_failure(message)`: `failureThreshold` liveness failures in a row; the kubelet kills and
-      restarts the container (with the probe's `termination_grace_period_seconds` when set). `message` is
-      the kubelet's Killing event text. That probe stops; readiness goes on until `stop()`;
-    - `on_startup_failure(message)`: the same for the startup probe (default: `on_liveness_failure`, the
-      kubelet handles both alike); liveness and readiness never start;
+    - `on_ready(ready)`: readiness changed. It starts false; with no readiness probe it becomes true
+      on `on_started`;
+    - `on_liveness_failure(message)`: `failureThreshold` liveness failures in a row; the kubelet
+      kills and restarts the container (with the probe's `termination_grace_period_seconds` when
+      set). `message` is the kubelet's Killing event text. That probe stops; readiness goes on until
+      `stop()`;
+    - `on_startup_failure(message)`: the same for the startup probe (default: `on_liveness_failure`,
+      the kubelet handles both alike); liveness and readiness never start;
     - `on_event(event)`: each attempt's Unhealthy / ProbeWarning event, as the kubelet records them.
     """
 
@@ -103,12 +105,14 @@ class ContainerProber:
         on_startup_failure: Callable[[str], None] | None = None,
         on_event: Callable[[ProbeEvent], None] | None = None,
     ) -> ContainerProber:
-        """Probes a pod-spec container that has just started, from now on (call it on the event loop).
+        """Probes a pod-spec container that has just started, from now on (call it on the event
+        loop).
 
-        Connections go out of the network namespace at `netns_path` (the runtime's bridge namespace), or
-        through `network` (tests); exec probes run through `exec_in`. An attempt is bounded by
-        `timeoutSeconds` real seconds (the processes run at real speed), or `attempt_seconds(timeoutSeconds)`.
-        Callbacks for a container with no startup probe run before this returns.
+        Connections go out of the network namespace at `netns_path` (the runtime's bridge
+        namespace), or through `network` (tests); exec probes run through `exec_in`. An attempt is
+        bounded by `timeoutSeconds` real seconds (the processes run at real speed), or
+        `attempt_seconds(timeoutSeconds)`. Callbacks for a container with no startup probe run
+        before this returns.
         """
         if (netns_path is None) == (network is None):
             raise ValueError("give exactly one of netns_path and network")
@@ -116,7 +120,9 @@ class ContainerProber:
 
         async def attempt(_: ProbeType, spec: ProbeSpec) -> ProbeResult:
             limit = None if attempt_seconds is None else attempt_seconds(spec.timeout_seconds)
-            return await run_probe(spec, pod_ip=pod_ip, network=transport, exec_in=exec_in, time_limit=limit)
+            return await run_probe(
+                spec, pod_ip=pod_ip, network=transport, exec_in=exec_in, time_limit=limit
+            )
 
         prober = cls(
             str(container.get("name") or ""),
@@ -163,12 +169,13 @@ class ContainerProber:
             task.cancel()
 
     async def wait_stopped(self) -> None:
-        """After `stop()`: returns once cancelled attempts have cleaned up (sockets, exec'd commands)."""
+        """After `stop()`: returns once cancelled attempts have cleaned up (sockets, exec'd
+        commands)."""
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
     def terminating(self) -> None:
-        """The pod is being deleted: the kubelet stops the startup and liveness probes (no restart in the
-        grace period); readiness goes on until `stop()`."""
+        """The pod is being deleted: the kubelet stops the startup and liveness probes (no restart
+        in the grace period); readiness goes on until `stop()`."""
         for kind in (ProbeType.STARTUP, ProbeType.LIVENESS):
             task = self._tasks.get(kind)
             if task is not None:
@@ -188,7 +195,9 @@ class ContainerProber:
 
     def _spawn(self, kind: ProbeType, spec: ProbeSpec, since_start: float) -> None:
         name = f"probe {self.container_name} {kind.value}"
-        task = asyncio.get_running_loop().create_task(self._probe_loop(kind, spec, since_start), name=name)
+        task = asyncio.get_running_loop().create_task(
+            self._probe_loop(kind, spec, since_start), name=name
+        )
         task.add_done_callback(_log_crash)
         self._tasks[kind] = task
 
@@ -228,10 +237,14 @@ class ContainerProber:
             return True
         if ok:
             return False
-        callback = self._on_startup_failure if kind is ProbeType.STARTUP else self._on_liveness_failure
+        callback = (
+            self._on_startup_failure if kind is ProbeType.STARTUP else self._on_liveness_failure
+        )
         if callback is not None:
             word = kind.value.lower()
-            self._call(callback, f"Container {self.container_name} failed {word} probe, will be restarted")
+            self._call(
+                callback, f"Container {self.container_name} failed {word} probe, will be restarted"
+            )
         # The kubelet holds the probe until a new container: no second kill of the same one.
         return True
 

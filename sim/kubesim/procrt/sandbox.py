@@ -1,14 +1,14 @@
 """Pod sandboxes and the pod network of the process runtime, and the runtime's state directory.
 
 Every namespace is held by a process (a `shim.py sandbox` "pause" process), never by a name under
-/run/netns: when the holder dies the kernel frees the namespace and its links, so a killed run leaves no
-network behind. The bridge `cbr0` lives in a namespace of its own, with the gateway address; each pod's
-`eth0` is one end of a veth pair whose other end is enslaved to the bridge. No link ever touches the
-machine's own namespace, so pod traffic cannot leave the pods and the bridge.
+/run/netns: when the holder dies the kernel frees the namespace and its links, so a killed run
+leaves no network behind. The bridge `cbr0` lives in a namespace of its own, with the gateway
+address; each pod's `eth0` is one end of a veth pair whose other end is enslaved to the bridge. No
+link ever touches the machine's own namespace, so pod traffic cannot leave the pods and the bridge.
 
-The state directory (`$TMPDIR/kubesim-procrt/<pid>-<token>/`) holds volumes and logs; it is the only thing
-the runtime leaves on the machine's disk, and it is locked for the life of the runtime so that the next
-start can tell a dead run's leftovers from a live one's and remove them.
+The state directory (`$TMPDIR/kubesim-procrt/<pid>-<token>/`) holds volumes and logs; it is the only
+thing the runtime leaves on the machine's disk, and it is locked for the life of the runtime so that
+the next start can tell a dead run's leftovers from a live one's and remove them.
 """
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ class Holder:
         if line.strip() != b"ready":
             err = await proc.stderr.read() if proc.stderr else b""
             await proc.wait()
-            raise SandboxError(f"pod sandbox for {hostname!r} did not start: {err.decode(errors='replace')}")
+            raise SandboxError(
+                f"pod sandbox for {hostname!r} did not start: {err.decode(errors='replace')}"
+            )
         return cls(proc)
 
     async def stop(self) -> None:
@@ -83,7 +85,8 @@ class Holder:
 
 
 class PodNetwork:
-    """The bridge namespace, pod IP allocation is the kubelet's (`PodIPs`); this owns links and routes."""
+    """The bridge namespace, pod IP allocation is the kubelet's (`PodIPs`); this owns links and
+    routes."""
 
     def __init__(self, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> None:
         self.network = network
@@ -108,7 +111,8 @@ class PodNetwork:
         )
 
     async def attach(self, sandbox: Holder, ip: str) -> None:
-        """Gives the sandbox `eth0` with `ip`, cabled to the bridge, and the default route via the gateway."""
+        """Gives the sandbox `eth0` with `ip`, cabled to the bridge, and the default route via the
+        gateway."""
         self._links += 1
         host_end = f"ksv{self._links:x}"
         await self._ip(
@@ -150,7 +154,8 @@ class PodNetwork:
 
 
 class StateDir:
-    """The runtime's directory on disk, locked while the runtime lives; `sweep` removes dead runs' ones."""
+    """The runtime's directory on disk, locked while the runtime lives; `sweep` removes dead runs'
+    ones."""
 
     def __init__(self, base: Path | None = None) -> None:
         self.base = base or Path(tempfile.gettempdir()) / STATE_BASE_NAME

@@ -39,10 +39,18 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 CONTAINER_OWN_DIRS = ("/tmp", "/dev/shm", "/proc")
-"""Mounted afresh in every container (`build_root`, `init`): what the host keeps there is not seen."""
+"""Mounted afresh in every container (`build_root`, `init`): what the host keeps there is not
+seen."""
 # A line longer than this is split into partial (`P`) records, as containerd does.
 MAX_LOG_LINE = 16 * 1024
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+FORWARDED = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -54,7 +62,8 @@ def _check(result: int, what: str) -> None:
 
 
 def die_with_parent(expected_parent: int | None) -> None:
-    """`expected_parent` None: the caller is pid 1 of a new PID namespace, whose parent it cannot see."""
+    """`expected_parent` None: the caller is pid 1 of a new PID namespace, whose parent it cannot
+    see."""
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
     if expected_parent is not None and os.getppid() != expected_parent:
         # The parent died before the signal was armed.
@@ -90,8 +99,8 @@ def mount(
 
 # --- sandbox -----------------------------------------------------------------------------------
 def sandbox(hostname: str, tmpfs: list[list[str]]) -> None:
-    """`tmpfs`: [directory, options] of the pod's memory-backed volumes, mounted in the sandbox's own
-    mount namespace, which every container of the pod starts from."""
+    """`tmpfs`: [directory, options] of the pod's memory-backed volumes, mounted in the sandbox's
+    own mount namespace, which every container of the pod starts from."""
     die_with_parent(int(os.environ.get("KUBESIM_PARENT_PID", os.getppid())))
     unshare(CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -108,8 +117,9 @@ MAX_SYMLINKS = 40
 
 
 def _inside(root: str, path: str) -> str:
-    """`path` of the container, resolved under `root` as the container would resolve it: a symlink in the
-    image (like Debian's `/var/run -> /run`) is followed inside `root`, never to the machine's own files."""
+    """`path` of the container, resolved under `root` as the container would resolve it: a symlink
+    in the image (like Debian's `/var/run -> /run`) is followed inside `root`, never to the
+    machine's own files."""
     parts = [p for p in path.split("/") if p not in ("", ".")]
     resolved: list[str] = []
     hops = 0
@@ -134,7 +144,8 @@ def _inside(root: str, path: str) -> str:
 
 
 def _make_target(path: str, is_file: bool) -> None:
-    """Creates a mount point (already resolved by `_inside`, so it holds no symlink but the last)."""
+    """Creates a mount point (already resolved by `_inside`, so it holds no symlink but the
+    last)."""
     if is_file:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if not os.path.exists(path):
@@ -186,8 +197,9 @@ def build_root(spec: dict[str, Any]) -> str:
 
 def _make_sub_path(source: str) -> None:
     """A missing subPath of a memory-backed emptyDir, made as the kubelet's SafeMakeDir would: here,
-    because that tmpfs exists only in the pod's mount namespaces. Each new directory gets the mode of the
-    volume's root (the tmpfs mount point above `source`), as SafeMakeDir copies the volume's."""
+    because that tmpfs exists only in the pod's mount namespaces. Each new directory gets the mode
+    of the volume's root (the tmpfs mount point above `source`), as SafeMakeDir copies the
+    volume's."""
     missing: list[str] = []
     path = source
     while not os.path.lexists(path):
@@ -243,7 +255,11 @@ def exec_main(spec: dict[str, Any], out_w: int, err_w: int, status_w: int) -> No
         try:
             os.execvpe(argv[0], argv, env)
         except FileNotFoundError as exc:
-            why = "executable file not found in $PATH" if "/" not in argv[0] else "no such file or directory"
+            why = (
+                "executable file not found in $PATH"
+                if "/" not in argv[0]
+                else "no such file or directory"
+            )
             raise RuntimeError(f'exec: "{argv[0]}": {why}') from exc
         except PermissionError as exc:
             raise RuntimeError(f'exec: "{argv[0]}": permission denied') from exc
@@ -270,10 +286,10 @@ def init(spec: dict[str, Any], root: str, out_w: int, err_w: int, status_w: int)
         os.close(fd)
 
     def forward(signum: int, _frame: object) -> None:
-        # In a container the main process is pid 1, which the kernel shields from every signal it does
-        # not handle: a SIGTERM to a program without a handler is lost, and only the SIGKILL after the
-        # grace period ends it. This init stands in for that pid 1, so it passes on only what the main
-        # process catches.
+        # In a container the main process is pid 1, which the kernel shields from every signal it
+        # does not handle: a SIGTERM to a program without a handler is lost, and only the SIGKILL
+        # after the grace period ends it. This init stands in for that pid 1, so it passes on only
+        # what the main process catches.
         if catches(main, signum):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(main, signum)
@@ -289,7 +305,11 @@ def init(spec: dict[str, Any], root: str, out_w: int, err_w: int, status_w: int)
             continue
         if pid == main:
             # Leaving now makes the kernel kill whatever the main process left behind.
-            os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+            os._exit(
+                os.waitstatus_to_exitcode(status)
+                if os.WIFEXITED(status)
+                else 128 + os.WTERMSIG(status)
+            )
 
 
 def catches(pid: int, signum: int) -> bool:
@@ -314,7 +334,9 @@ class LogWriter:
     def _record(self, stream: str, tag: str, line: bytes) -> None:
         now = time.time_ns()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now // 1_000_000_000))
-        self._file.write(f"{stamp}.{now % 1_000_000_000:09d}Z {stream} {tag} ".encode() + line + b"\n")
+        self._file.write(
+            f"{stamp}.{now % 1_000_000_000:09d}Z {stream} {tag} ".encode() + line + b"\n"
+        )
 
     def feed(self, stream: str, data: bytes) -> None:
         buf = self._pending[stream] + data
@@ -421,7 +443,10 @@ def main(argv: list[str]) -> int:
         except OSError as exc:
             print(f"error {exc}", flush=True)
             return 128
-    print("usage: shim.py sandbox HOSTNAME [TMPFS-JSON] | shim.py container < spec.json", file=sys.stderr)
+    print(
+        "usage: shim.py sandbox HOSTNAME [TMPFS-JSON] | shim.py container < spec.json",
+        file=sys.stderr,
+    )
     return 2
 
 

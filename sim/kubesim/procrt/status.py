@@ -1,8 +1,8 @@
 """What the process runtime knows of each container, and the pod status the kubelet reports from it.
 
-Unlike the timer model, every container has its own life here (its own process, exits and restarts), so
-the records are per container; the envelope (conditions with their transition times, addresses, QoS) is
-the one `controllers/podstatus.py` renders for both runtimes.
+Unlike the timer model, every container has its own life here (its own process, exits and restarts),
+so the records are per container; the envelope (conditions with their transition times, addresses,
+QoS) is the one `controllers/podstatus.py` renders for both runtimes.
 """
 
 from __future__ import annotations
@@ -49,7 +49,13 @@ class ContainerRecord:
     """The startup probe passed (or there is none) while running."""
 
     def running(self, at: float) -> None:
-        self.state, self.started_at, self.ended, self.ready, self.started = "running", at, None, False, False
+        self.state, self.started_at, self.ended, self.ready, self.started = (
+            "running",
+            at,
+            None,
+            False,
+            False,
+        )
 
     def terminated(self, ended: Ended) -> None:
         self.state, self.ended, self.ready, self.started = "terminated", ended, False, False
@@ -81,7 +87,11 @@ class PodRecord:
 
 
 def _ended(e: Ended, ts: Callable[[float], str], cid: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"exitCode": e.exit_code, "reason": e.reason, "finishedAt": ts(e.finished_at)}
+    out: dict[str, Any] = {
+        "exitCode": e.exit_code,
+        "reason": e.reason,
+        "finishedAt": ts(e.finished_at),
+    }
     if e.message:
         out["message"] = e.message
     if e.started_at is not None:
@@ -135,7 +145,9 @@ def render(
         (container_status(uid, r, by_name.get(r.name, {}), ts) for r in rec.containers),
         key=lambda s: s["name"],
     )
-    init_statuses = [container_status(uid, r, by_name.get(r.name, {}), ts) for r in rec.init_containers]
+    init_statuses = [
+        container_status(uid, r, by_name.get(r.name, {}), ts) for r in rec.init_containers
+    ]
     terminal = rec.phase in ("Succeeded", "Failed")
     ready = not terminal and bool(rec.containers) and all(r.ready for r in rec.containers)
     ready = ready and all(r.ready for r in rec.init_containers if r.sidecar)
@@ -143,10 +155,17 @@ def render(
     why = "PodCompleted" if terminal else "ContainersNotReady"
     text = None if terminal else f"containers with unready status: [{' '.join(unready)}]"
     incomplete = [r.name for r in rec.init_containers if not _init_done(r)]
-    init_text = f"containers with incomplete status: [{' '.join(incomplete)}]" if incomplete else None
+    init_text = (
+        f"containers with incomplete status: [{' '.join(incomplete)}]" if incomplete else None
+    )
     conditions: list[podstatus.Condition] = [
         ("PodReadyToStartContainers", rec.sandbox_ready, None, None),
-        ("Initialized", not incomplete, None if not incomplete else "ContainersNotInitialized", init_text),
+        (
+            "Initialized",
+            not incomplete,
+            None if not incomplete else "ContainersNotInitialized",
+            init_text,
+        ),
         ("Ready", ready, None if ready else why, None if ready else text),
         ("ContainersReady", ready, None if ready else why, None if ready else text),
         ("PodScheduled", True, None, None),

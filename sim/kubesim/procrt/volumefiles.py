@@ -37,7 +37,8 @@ NESTED_MOUNTPOINT_MODE = 0o755
 HOST_PATH_DIR_MODE = 0o755
 HOST_PATH_FILE_MODE = 0o644
 ATOMIC_KINDS = ("configMap", "secret", "downwardAPI", "projected")
-# Kinds whose kubelet directory is a tmpfs (wrappedVolumeSpec medium Memory); a configMap's is on disk.
+# Kinds whose kubelet directory is a tmpfs (wrappedVolumeSpec medium Memory); a configMap's is on
+# disk.
 _TMPFS_WRAPPED = ("secret", "downwardAPI", "projected")
 _KINDS = (*ATOMIC_KINDS, "emptyDir", "hostPath")
 _FILE_HOST_PATH_TYPES = ("File", "FileOrCreate", "Socket", "CharDevice", "BlockDevice")
@@ -48,7 +49,8 @@ class VolumeError(Exception):
 
 
 class SubPathError(VolumeError):
-    """A subPath the kubelet refuses; `detail` says why when the message (like the kubelet's) does not."""
+    """A subPath the kubelet refuses; `detail` says why when the message (like the kubelet's) does
+    not."""
 
     def __init__(self, message: str, detail: str = "") -> None:
         super().__init__(message)
@@ -65,17 +67,19 @@ class Mount:
     read_only: bool
     is_file: bool = False
     tmpfs: bool = False
-    """A memory-backed emptyDir: one tmpfs per pod, shared by its containers (init containers included)."""
+    """A memory-backed emptyDir: one tmpfs per pod, shared by its containers (init containers
+    included)."""
     size: int | None = None
     """tmpfs size in bytes: the volume's sizeLimit, the pod's memory limit or the node's memory."""
     tmpfs_mode: int = TMPFS_ROOT_MODE
     tmpfs_gid: int | None = None
     sub_path: str = ""
-    """The volumeMount's subPath (expanded). For a tmpfs it is the path inside it to mount; otherwise the
-    source already points at it, resolved through the volume's symlinks."""
+    """The volumeMount's subPath (expanded). For a tmpfs it is the path inside it to mount;
+    otherwise the source already points at it, resolved through the volume's symlinks."""
 
     def tmpfs_options(self) -> str:
-        """mount(2) data for the tmpfs: what the kubelet's mount plus SetVolumeOwnership amount to."""
+        """mount(2) data for the tmpfs: what the kubelet's mount plus SetVolumeOwnership amount
+        to."""
         options = [f"mode={self.tmpfs_mode:o}"]
         if self.tmpfs_gid is not None:
             options.append(f"gid={self.tmpfs_gid}")
@@ -94,7 +98,8 @@ def volume_dir(volumes_root: Path, name: str) -> Path:
     return volumes_root / name
 
 
-# --- setting volumes up -------------------------------------------------------------------------------
+# --- setting volumes up
+# -------------------------------------------------------------------------------
 def setup(
     pod: Mapping[str, Any],
     pod_dir: Path,
@@ -105,8 +110,8 @@ def setup(
     """Makes every volume of `pod` under `<pod_dir>/volumes` before its first container starts.
 
     The payload of configMap / secret / downwardAPI / projected volumes is written when
-    `files_by_volume` (the VolumeManager's snapshot) is given, else by the first `refresh`. Idempotent:
-    an existing volume directory is kept, with its content. Raises VolumeError.
+    `files_by_volume` (the VolumeManager's snapshot) is given, else by the first `refresh`.
+    Idempotent: an existing volume directory is kept, with its content. Raises VolumeError.
     """
     root = pod_dir / VOLUMES_DIR
     root.mkdir(mode=VOLUMES_ROOT_MODE, parents=True, exist_ok=True)
@@ -121,7 +126,9 @@ def setup(
         elif kind == "hostPath":
             _setup_host_path(name, volume["hostPath"], host_path_root)
         else:
-            raise VolumeError(f'volume "{name}": this kind of volume is not supported by the process runtime')
+            raise VolumeError(
+                f'volume "{name}": this kind of volume is not supported by the process runtime'
+            )
     if files_by_volume is not None:
         refresh(pod, pod_dir, files_by_volume)
 
@@ -129,9 +136,9 @@ def setup(
 def refresh(
     pod: Mapping[str, Any], pod_dir: Path, files_by_volume: Mapping[str, Mapping[str, FileContent]]
 ) -> frozenset[str]:
-    """Brings the written volumes up to date with a VolumeManager snapshot (the sync listener's `files`);
-    returns the names of the volumes that got a new version. A volume absent from the snapshot (its
-    source vanished) keeps what it has, as a kubelet's does. Raises VolumeError."""
+    """Brings the written volumes up to date with a VolumeManager snapshot (the sync listener's
+    `files`); returns the names of the volumes that got a new version. A volume absent from the
+    snapshot (its source vanished) keeps what it has, as a kubelet's does. Raises VolumeError."""
     root = pod_dir / VOLUMES_DIR
     root.mkdir(mode=VOLUMES_ROOT_MODE, parents=True, exist_ok=True)
     fs_group = pod_fs_group(pod)
@@ -149,7 +156,8 @@ def refresh(
         writer = AtomicWriter(directory, context)
 
         def set_perms(_ts_dir: str, directory: Path = directory) -> None:
-            # Over the whole volume: on a first write the links outside the timestamped dir are new too.
+            # Over the whole volume: on a first write the links outside the timestamped dir are new
+            # too.
             set_volume_ownership(directory, fs_group, read_only=True)
 
         try:
@@ -171,8 +179,8 @@ def _setup_wrapped_dir(directory: Path, tmpfs_root: bool, fs_group: int | None) 
 
 
 def nested_mountpoints(pod: Mapping[str, Any], name: str) -> list[str]:
-    """util.getNestedMountpoints: directories to make inside volume `name` so that other volumes can be
-    mounted beneath its (read-only) mount; relative to the volume."""
+    """util.getNestedMountpoints: directories to make inside volume `name` so that other volumes can
+    be mounted beneath its (read-only) mount; relative to the volume."""
     found: list[str] = []
     spec = pod.get("spec") or {}
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
@@ -209,7 +217,9 @@ def _setup_host_path(name: str, source: Mapping[str, Any], allowed: Path | None)
     if kind in ("DirectoryOrCreate", "FileOrCreate") and not os.path.lexists(path):
         real = Path(os.path.realpath(path))
         if allowed is None or not real.is_relative_to(os.path.realpath(allowed)):
-            raise VolumeError(f'volume "{name}": kubesim creates hostPath {path} only under {allowed}')
+            raise VolumeError(
+                f'volume "{name}": kubesim creates hostPath {path} only under {allowed}'
+            )
         if kind == "DirectoryOrCreate":
             real.mkdir(mode=HOST_PATH_DIR_MODE, parents=True)
         else:
@@ -247,7 +257,8 @@ def teardown(pod_dir: Path) -> None:
     if mounted:
         raise VolumeError(f"{root}: still mounted: {', '.join(mounted)}")
     if os.geteuid() != 0:
-        # Without CAP_DAC_OVERRIDE a directory left read-only (by a container, say) cannot be emptied.
+        # Without CAP_DAC_OVERRIDE a directory left read-only (by a container, say) cannot be
+        # emptied.
         _make_owned_dirs_writable(root)
     # fd-based on Linux: never follows a symlink out of the tree.
     shutil.rmtree(root)
@@ -285,7 +296,8 @@ def _unescape_mountinfo(text: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
 
 
-# --- where containers mount them ----------------------------------------------------------------------
+# --- where containers mount them
+# ----------------------------------------------------------------------
 def mount_plan(
     pod: Mapping[str, Any],
     container: Mapping[str, Any],
@@ -293,12 +305,13 @@ def mount_plan(
     *,
     env: Mapping[str, str],
 ) -> list[Mount]:
-    """The mounts of `container` (`volumes_root` is `<pod_dir>/volumes`), in mount order. `env` is the
-    container's whole environment as the kubelet resolved it, which `subPathExpr` expands with.
+    """The mounts of `container` (`volumes_root` is `<pod_dir>/volumes`), in mount order. `env` is
+    the container's whole environment as the kubelet resolved it, which `subPathExpr` expands with.
 
     Writes nothing. It reads the disk to resolve subPaths through symlinks and to tell a file from a
-    directory, so call it when the container starts; a subPath that does not exist yet gets its lexical
-    source (`prepare_container` creates it first, as the kubelet does). Raises VolumeError / SubPathError.
+    directory, so call it when the container starts; a subPath that does not exist yet gets its
+    lexical source (`prepare_container` creates it first, as the kubelet does). Raises VolumeError /
+    SubPathError.
     """
     volumes = {str(v.get("name", "")): v for v in (pod.get("spec") or {}).get("volumes") or []}
     container_name = str(container.get("name", ""))
@@ -307,7 +320,9 @@ def mount_plan(
         name = str(mount.get("name", ""))
         volume = volumes.get(name)
         if volume is None:
-            raise VolumeError(f'cannot find volume "{name}" to mount into container "{container_name}"')
+            raise VolumeError(
+                f'cannot find volume "{name}" to mount into container "{container_name}"'
+            )
         kind = volume_kind(volume)
         target = posixpath.normpath("/" + str(mount.get("mountPath", "")).lstrip("/"))
         sub_path = _sub_path(pod, container, mount, env)
@@ -320,9 +335,15 @@ def mount_plan(
         elif kind in _KINDS:
             base = volume_dir(volumes_root, name)
         else:
-            raise VolumeError(f'volume "{name}": this kind of volume is not supported by the process runtime')
+            raise VolumeError(
+                f'volume "{name}": this kind of volume is not supported by the process runtime'
+            )
         source = _resolve_sub_path(base, sub_path, name, container_name) if sub_path else base
-        if kind == "hostPath" and not sub_path and volume["hostPath"].get("type") in _FILE_HOST_PATH_TYPES:
+        if (
+            kind == "hostPath"
+            and not sub_path
+            and volume["hostPath"].get("type") in _FILE_HOST_PATH_TYPES
+        ):
             is_file = True
         else:
             is_file = os.path.exists(source) and not os.path.isdir(source)
@@ -349,11 +370,15 @@ def _memory_mount(
 
 
 def pod_tmpfs(pod: Mapping[str, Any], volumes_root: Path) -> list[tuple[Path, str]]:
-    """The pod's memory-backed emptyDirs: (directory, tmpfs options). The sandbox mounts each once, in
-    its own mount namespace, so every container of the pod shares it and the machine never sees it."""
+    """The pod's memory-backed emptyDirs: (directory, tmpfs options). The sandbox mounts each once,
+    in its own mount namespace, so every container of the pod shares it and the machine never sees
+    it."""
     found = []
     for volume in (pod.get("spec") or {}).get("volumes") or []:
-        if volume_kind(volume) == "emptyDir" and (volume["emptyDir"] or {}).get("medium") == "Memory":
+        if (
+            volume_kind(volume) == "emptyDir"
+            and (volume["emptyDir"] or {}).get("medium") == "Memory"
+        ):
             mount = _memory_mount(pod, volume, "/", False, "")
             found.append((volume_dir(volumes_root, mount.volume), mount.tmpfs_options()))
     return found
@@ -382,7 +407,9 @@ def prepare_container(
         else:
             base = volume_dir(volumes_root, str(mount.get("name", "")))
         if not os.path.lexists(base / sub_path):
-            safe_make_dir(base, sub_path, str(mount.get("name", "")), str(container.get("name", "")))
+            safe_make_dir(
+                base, sub_path, str(mount.get("name", "")), str(container.get("name", ""))
+            )
     return mount_plan(pod, container, volumes_root, env=env)
 
 
@@ -418,18 +445,21 @@ def _resolve_sub_path(base: Path, sub_path: str, volume: str, container: str) ->
 
 
 def safe_make_dir(base: Path, sub_path: str, volume: str = "", container: str = "") -> None:
-    """subpath.SafeMakeDir: creates `base/sub_path` one directory at a time through directory fds, so
-    that no component can be swapped for a symlink leading out of `base`; modes copy `base`'s."""
+    """subpath.SafeMakeDir: creates `base/sub_path` one directory at a time through directory fds,
+    so that no component can be swapped for a symlink leading out of `base`; modes copy `base`'s."""
     real_base = os.path.realpath(base)
     perm = stat.S_IMODE(os.stat(real_base).st_mode)
     parts = [p for p in sub_path.split("/") if p not in ("", ".")]
     existing = 0
-    while existing < len(parts) and os.path.lexists(os.path.join(real_base, *parts[: existing + 1])):
+    while existing < len(parts) and os.path.lexists(
+        os.path.join(real_base, *parts[: existing + 1])
+    ):
         existing += 1
     real_existing = os.path.realpath(os.path.join(real_base, *parts[:existing]))
     if real_existing != real_base and not real_existing.startswith(real_base.rstrip("/") + "/"):
         raise SubPathError(
-            f'failed to create subPath directory for volumeMount "{volume}" of container "{container}"',
+            f'failed to create subPath directory for volumeMount "{volume}" of container '
+            f'"{container}"',
             f"path {real_existing} is outside of allowed base {real_base}",
         )
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -440,7 +470,8 @@ def safe_make_dir(base: Path, sub_path: str, volume: str = "", container: str = 
             child = os.open(part, flags, dir_fd=fd)
             os.close(fd)
             fd = child
-            # mkdir(2) cut the mode by the umask and dropped the special bits; the volume's mode holds.
+            # mkdir(2) cut the mode by the umask and dropped the special bits; the volume's mode
+            # holds.
             os.fchmod(fd, perm)
     finally:
         os.close(fd)
@@ -452,9 +483,13 @@ def tmpfs_size(pod: Mapping[str, Any], empty_dir: Mapping[str, Any]) -> int:
     size = _bytes(downward.NODE_ALLOCATABLE["memory"])
     spec = pod.get("spec") or {}
     apps, inits = spec.get("containers") or [], spec.get("initContainers") or []
-    limits = [((c.get("resources") or {}).get("limits") or {}).get("memory") for c in [*apps, *inits]]
+    limits = [
+        ((c.get("resources") or {}).get("limits") or {}).get("memory") for c in [*apps, *inits]
+    ]
     if limits and all(limits):
-        app_sum = sum(_bytes(((c.get("resources") or {}).get("limits") or {})["memory"]) for c in apps)
+        app_sum = sum(
+            _bytes(((c.get("resources") or {}).get("limits") or {})["memory"]) for c in apps
+        )
         init_max = max((_bytes(c["resources"]["limits"]["memory"]) for c in inits), default=0)
         pod_limit = max(app_sum, init_max)
         if 0 < pod_limit <= size:
@@ -473,7 +508,8 @@ def _bytes(quantity: Any) -> int:
         raise VolumeError(str(err)) from err
 
 
-# --- subPathExpr ---------------------------------------------------------------------------------------
+# --- subPathExpr
+# ---------------------------------------------------------------------------------------
 def expand_sub_path_expr(expr: str, env: Mapping[str, str]) -> str:
     """kubecontainer.ExpandContainerVolumeMounts: every `$(VAR)` must have a non-empty value."""
     missing: set[str] = set()

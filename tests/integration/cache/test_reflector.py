@@ -1,7 +1,8 @@
 """Reflector + informer over real HTTP against kubesim: relist on 410, resume after dropped watches,
 bookmarks, and a store that stays equal to the server's state under churn.
 
-The reflectors' backoffs run on a `FakeClock`: a test that needs a backoff to pass moves the clock."""
+The reflectors' backoffs run on a `FakeClock`: a test that needs a backoff to pass moves the
+clock."""
 
 from __future__ import annotations
 
@@ -67,7 +68,11 @@ def configmap(name: str, *, labelled: bool = True, **data: str) -> dict[str, Any
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": "rt" if labelled else "other"}},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"app": "rt" if labelled else "other"},
+        },
         "data": data,
     }
 
@@ -125,7 +130,11 @@ async def test_gone_relists_and_the_store_catches_up_with_missed_changes(
     assert reflector.lists == 1
     await fake_clock.run_until(eventually(lambda: reflector.lists == 2))
     await until_in_step(kube, inf)
-    assert sorted(events.log) == [("add", "default/c"), ("delete", "default/a"), ("update", "default/b")]
+    assert sorted(events.log) == [
+        ("add", "default/c"),
+        ("delete", "default/a"),
+        ("update", "default/b"),
+    ]
 
 
 async def test_dropped_watches_resume_from_the_last_resource_version(
@@ -143,7 +152,9 @@ async def test_dropped_watches_resume_from_the_last_resource_version(
 
         assert kubesim.control.drop_watches() >= 1
         await eventually(rewatched)
-        await kube.patch(resources.CONFIG_MAP, "a", {"data": {"round": str(round_)}}, namespace="default")
+        await kube.patch(
+            resources.CONFIG_MAP, "a", {"data": {"round": str(round_)}}, namespace="default"
+        )
         await until_in_step(kube, inf)
     assert reflector.lists == 1, "a dropped stream is resumed, not relisted"
     resumed = kubesim.control.recorded(verb="watch", resource="configmaps")[1:]
@@ -180,7 +191,9 @@ async def test_store_equals_the_server_under_churn_drops_and_compaction(
     inf, _ = informer
     rng = random.Random(7)
     names = [f"churn-{i}" for i in range(12)]
-    async with fake_clock.flowing():  # a stream dropped before it delivered anything backs off: let it
+    async with (
+        fake_clock.flowing()
+    ):  # a stream dropped before it delivered anything backs off: let it
         await churn(kube, kubesim, rng, names)
         await until_in_step(kube, inf)
     assert store_state(inf), "the churn left some labelled objects behind"
@@ -194,14 +207,21 @@ async def churn(kube: Kube, kubesim: KubeSim, rng: random.Random, names: list[st
         try:
             roll = rng.random()
             if roll < 0.4:
-                await kube.create(resources.CONFIG_MAP, configmap(name, labelled=rng.random() < 0.8))
+                await kube.create(
+                    resources.CONFIG_MAP, configmap(name, labelled=rng.random() < 0.8)
+                )
             elif roll < 0.75:
-                await kube.patch(resources.CONFIG_MAP, name, {"data": {"s": str(step)}}, namespace="default")
+                await kube.patch(
+                    resources.CONFIG_MAP, name, {"data": {"s": str(step)}}, namespace="default"
+                )
             elif roll < 0.85:
                 # relabelling moves an object out of (or into) the selected set
                 labels = {"app": rng.choice(["rt", "other"])}
                 await kube.patch(
-                    resources.CONFIG_MAP, name, {"metadata": {"labels": labels}}, namespace="default"
+                    resources.CONFIG_MAP,
+                    name,
+                    {"metadata": {"labels": labels}},
+                    namespace="default",
                 )
             else:
                 await kube.delete(resources.CONFIG_MAP, name, namespace="default")

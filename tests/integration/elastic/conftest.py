@@ -1,7 +1,8 @@
-"""The elastic tier: the reconcile tier's fast kubesim with a volume sync that never comes within a test
-(`harness.VOLUME_SYNC_SECONDS`), so a launcher's mounted `discover_hosts.sh` that changes proves the
-operator's launcher touch; and the operator on a `SteppedClock` (`clock`), so scale-in graces,
-replacement pacing and below-minReplicas timeouts pass when a test moves the clock past them."""
+"""The elastic tier: the reconcile tier's fast kubesim with a volume sync that never comes within a
+test (`harness.VOLUME_SYNC_SECONDS`), so a launcher's mounted `discover_hosts.sh` that changes
+proves the operator's launcher touch; and the operator on a `SteppedClock` (`clock`), so scale-in
+graces, replacement pacing and below-minReplicas timeouts pass when a test moves the clock past
+them."""
 
 from collections.abc import AsyncIterator
 

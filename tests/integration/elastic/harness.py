@@ -2,12 +2,12 @@
 
 Reuses the reconciler suite's helpers (`tests/integration/reconcile/harness.py`: the real Manager
 against kubesim over HTTP) and adds elastic manifests and the launcher's *mounted*
-`discover_hosts.sh` read through kubesim's file endpoint
-(`GET /kubesim/v1/namespaces/{ns}/pods/{pod}/files/etc/mpi/discover_hosts.sh`); scaling through each
-path a user has (`scale`) and `is_ready` are the chaos runs' (`bench/chaoslib`), imported from there.
+`discover_hosts.sh` read through kubesim's file endpoint (`GET
+/kubesim/v1/namespaces/{ns}/pods/{pod}/files/etc/mpi/discover_hosts.sh`); scaling through each path
+a user has (`scale`) and `is_ready` are the chaos runs' (`bench/chaoslib`), imported from there.
 This tier's kubesim (its conftest.py) syncs volumes only every `VOLUME_SYNC_SECONDS`, far beyond any
-wait of a test: a mounted script that changes during a test proves the operator's launcher touch, since
-nothing else refreshes it.
+wait of a test: a mounted script that changes during a test proves the operator's launcher touch,
+since nothing else refreshes it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from mpi_operator.kube.client import Kube
 from operator_testing import SteppedClock
 
 VOLUME_SYNC_SECONDS = 3600.0
-"""kubesim's periodic volume sync in this tier: longer than any test may run (pytest-timeout: 120 s)."""
+"""kubesim's periodic volume sync in this tier: longer than any test may run (pytest-timeout: 120
+s)."""
 SCRIPT = "etc/mpi/discover_hosts.sh"
 JOB_LABEL = "training.kubeflow.org/job-name"
 ROLE_LABEL = "training.kubeflow.org/job-role"
@@ -81,8 +82,11 @@ async def launcher_pod(kube: Kube, job: str) -> dict[str, Any] | None:
     return live[0] if live else None
 
 
-async def mounted_script(kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, job: str) -> str | None:
-    """`discover_hosts.sh` as the launcher pod's kubelet has mounted it now (None: no launcher yet)."""
+async def mounted_script(
+    kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, job: str
+) -> str | None:
+    """`discover_hosts.sh` as the launcher pod's kubelet has mounted it now (None: no launcher
+    yet)."""
     pod = await launcher_pod(kube, job)
     if pod is None:
         return None
@@ -100,10 +104,16 @@ async def mounted_hosts(
 
 
 async def wait_mounted(
-    kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, job: str, want: list[str], within: float = WITHIN
+    kube: Kube,
+    sim: KubeSim,
+    http: aiohttp.ClientSession,
+    job: str,
+    want: list[str],
+    within: float = WITHIN,
 ) -> None:
-    """Waits until the launcher's mounted script lists exactly `want` (in order); `within` stays far below
-    `VOLUME_SYNC_SECONDS`, so only the operator's launcher touch can have refreshed the file."""
+    """Waits until the launcher's mounted script lists exactly `want` (in order); `within` stays far
+    below `VOLUME_SYNC_SECONDS`, so only the operator's launcher touch can have refreshed the
+    file."""
     assert within < VOLUME_SYNC_SECONDS / 10
 
     async def check() -> bool:
@@ -112,7 +122,9 @@ async def wait_mounted(
         assert [h for h, _ in hosts] == want, f"mounted hosts {hosts}"
         return True
 
-    await eventually(check, within=within, what=f"the launcher's mounted discover_hosts.sh to list {want}")
+    await eventually(
+        check, within=within, what=f"the launcher's mounted discover_hosts.sh to list {want}"
+    )
 
 
 async def worker_pods(kube: Kube, job: str) -> dict[str, dict[str, Any]]:
@@ -129,13 +141,15 @@ async def elastic_status(kube: Kube, job: str) -> dict[str, Any]:
 
 
 def draining_since(pod: dict[str, Any]) -> datetime | None:
-    """The drain stamp the operator put on a worker pod (its clock's time), None when not draining."""
+    """The drain stamp the operator put on a worker pod (its clock's time), None when not
+    draining."""
     stamp = (pod["metadata"].get("annotations") or {}).get(DRAINING_ANNOTATION)
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
 
 
 class Terminations:
-    """When, on the operator's clock, each worker pod of a job started terminating (pod name -> time).
+    """When, on the operator's clock, each worker pod of a job started terminating (pod name ->
+    time).
 
     Recorded from inside kubesim's commit (a cluster listener), so the time is that of the deletion
     itself, not of a later poll; a context manager that listens while open."""
@@ -159,7 +173,11 @@ class Terminations:
     ) -> None:
         meta = obj.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if rt != self.pods or labels.get(JOB_LABEL) != self.job or labels.get(ROLE_LABEL) != "worker":
+        if (
+            rt != self.pods
+            or labels.get(JOB_LABEL) != self.job
+            or labels.get(ROLE_LABEL) != "worker"
+        ):
             return
         if event == "DELETED" or meta.get("deletionTimestamp"):
             self.at.setdefault(str(meta["name"]), self.clock.utc_now())

@@ -158,7 +158,9 @@ def test_config_map_comparison_includes_the_desired_annotations(
     assert update.fields == fields
     annotations = update.obj["metadata"]["annotations"]
     assert annotations[STATE_ANNOTATION] == wanted["metadata"]["annotations"][STATE_ANNOTATION]
-    assert annotations.get("x") == observed["metadata"].get("annotations", {}).get("x"), "others are kept"
+    assert annotations.get("x") == observed["metadata"].get("annotations", {}).get("x"), (
+        "others are kept"
+    )
     assert update.obj["metadata"]["resourceVersion"] == "7"
 
 
@@ -198,7 +200,9 @@ def test_prepare_runs_no_step_once_finished() -> None:
     assert sync is not None
     assert sync.decision is None
     assert sync.inputs.discovered is None
-    assert not sync.writes.paces_scale_in, "a finished job's excess workers are the planner's to delete"
+    assert not sync.writes.paces_scale_in, (
+        "a finished job's excess workers are the planner's to delete"
+    )
 
 
 def test_the_plan_of_a_static_job_sends_discovery_before_the_workload() -> None:
@@ -219,14 +223,21 @@ def test_the_plan_of_a_static_job_sends_discovery_before_the_workload() -> None:
 def launcher_pod(name: str, revision: str | None = None, **status: Any) -> dict[str, Any]:
     annotations = {DISCOVERY_REVISION_ANNOTATION: revision} if revision is not None else {}
     return {
-        "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "annotations": annotations},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"u-{name}",
+            "annotations": annotations,
+        },
         "status": status or {"phase": "Running"},
     }
 
 
 def decision(**fields: Any) -> ElasticDecision:
     published = published_state(job(2, **ELASTIC), None, cluster_domain="")
-    return ElasticDecision(discovered=[("pi-worker-0.pi.default.svc", 1)], publish=published, **fields)
+    return ElasticDecision(
+        discovered=[("pi-worker-0.pi.default.svc", 1)], publish=published, **fields
+    )
 
 
 def test_a_decision_becomes_drain_announce_and_release_writes() -> None:
@@ -264,7 +275,9 @@ def test_the_planner_places_elastic_writes_in_their_phases() -> None:
         delete=[PodDeletion("pi-worker-3", "u3", 3, "scaled in")],
     )
     writes = ElasticWrites(
-        actions=tuple(reversed(elastic_sync.decision_actions(j, the_decision, [launcher_pod("pi-l")]))),
+        actions=tuple(
+            reversed(elastic_sync.decision_actions(j, the_decision, [launcher_pod("pi-l")]))
+        ),
         paces_scale_in=True,
         launcher_ready_workers=1,
         urgent=True,

@@ -1,20 +1,22 @@
-"""Seeded chaos on the elastic path: scales, lost workers and API faults never make the launcher's mounted
-`discover_hosts.sh` list a host Horovod cannot use, the operator never deletes a pod it still lists, and
-once the faults stop every job converges to its desired size.
+"""Seeded chaos on the elastic path: scales, lost workers and API faults never make the launcher's
+mounted `discover_hosts.sh` list a host Horovod cannot use, the operator never deletes a pod it
+still lists, and once the faults stop every job converges to its desired size.
 
-Each seed builds one or two elastic MPIJobs (min 1..2, max 4..5, scale-in grace 1 s, no settle) and a
-random schedule (`chaos_driver.plan_schedule`): scales by merge patch, JSON patch or the scale
+Each seed builds one or two elastic MPIJobs (min 1..2, max 4..5, scale-in grace 1 s, no settle) and
+a random schedule (`chaos_driver.plan_schedule`): scales by merge patch, JSON patch or the scale
 subresource (also flipped to a value and back), worker kills (exit 137), evictions and deletions,
-injected 500/503/429 answers on the operator's writes and on its informers' LIST/WATCH, dropped watches,
-compaction and pauses. The invariants and the windows they allow are in `chaos_driver`'s docstring.
-After the schedule the faults are cleared and every job must converge within `CONVERGE_SECONDS`: the
-mounted script lists exactly the desired workers, `status.elastic` agrees (desired = ready = discovered,
-nothing draining, the bounds), `observedGeneration` is current, one pod per index and none left
-terminating or draining, and the operator's manager task is still running.
+injected 500/503/429 answers on the operator's writes and on its informers' LIST/WATCH, dropped
+watches, compaction and pauses. The invariants and the windows they allow are in `chaos_driver`'s
+docstring. After the schedule the faults are cleared and every job must converge within
+`CONVERGE_SECONDS`: the mounted script lists exactly the desired workers, `status.elastic` agrees
+(desired = ready = discovered, nothing draining, the bounds), `observedGeneration` is current, one
+pod per index and none left terminating or draining, and the operator's manager task is still
+running.
 
-A failure message carries the seed and the recent schedule with the pods actually hit. The schedule is a
-function of the seed; which pod a step hits is picked among the live workers at that moment, so a replay
-hits the same pods as long as the cluster got to the same state (it usually does; timing can differ).
+A failure message carries the seed and the recent schedule with the pods actually hit. The schedule
+is a function of the seed; which pod a step hits is picked among the live workers at that moment, so
+a replay hits the same pods as long as the cluster got to the same state (it usually does; timing
+can differ).
 
 Measured here (2 cores, a CI run beside): ~10 s a seed, the default three in ~32 s; seeds 1-30 and
 61-105 run by hand pass (520+ operator deletions checked in the first 55 alone).
@@ -53,9 +55,9 @@ DEFAULT_SEEDS = (6, 13, 24)
 LIST/WATCH as well as on writes."""
 STEPS = 28
 CONVERGE_SECONDS = 30.0
-"""Faults cleared -> every job at its desired size: the last replacement's start plus a scale-in grace,
-after any informer backoff still running (`Watcher.resumes_at`, added to this); observed 0.01-4.3 s. A
-ceiling for a broken run, generous for a loaded machine."""
+"""Faults cleared -> every job at its desired size: the last replacement's start plus a scale-in
+grace, after any informer backoff still running (`Watcher.resumes_at`, added to this); observed
+0.01-4.3 s. A ceiling for a broken run, generous for a loaded machine."""
 XFAIL: dict[int, str] = {}
 """Seeds that expose a known operator or kubesim bug (strict xfail, the reason says which)."""
 
@@ -74,7 +76,9 @@ def seeds() -> list[int]:
 def seed_params() -> list[Any]:
     return [
         pytest.param(
-            s, marks=[pytest.mark.xfail(strict=True, reason=XFAIL[s])] if s in XFAIL else [], id=f"seed{s}"
+            s,
+            marks=[pytest.mark.xfail(strict=True, reason=XFAIL[s])] if s in XFAIL else [],
+            id=f"seed{s}",
         )
         for s in seeds()
     ]
@@ -91,16 +95,24 @@ async def check_converged(
     desired = body["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
     status = body.get("status") or {}
     assert not condition_true(body, "Failed"), f"{job.name} failed: {status.get('conditions')}"
-    assert status.get("observedGeneration") == body["metadata"]["generation"], "observedGeneration lags"
+    assert status.get("observedGeneration") == body["metadata"]["generation"], (
+        "observedGeneration lags"
+    )
     elastic = status.get("elastic") or {}
     want = {"desired": desired, "ready": desired, "discovered": desired, "draining": 0}
     want |= {"minReplicas": job.min_replicas, "maxReplicas": job.max_replicas}
     assert {k: elastic.get(k) for k in want} == want, f"{job.name} status.elastic {elastic}"
-    pods = sorted(watcher.worker_pods(job.name), key=lambda p: int(p["metadata"]["name"].rsplit("-", 1)[1]))
+    pods = sorted(
+        watcher.worker_pods(job.name), key=lambda p: int(p["metadata"]["name"].rsplit("-", 1)[1])
+    )
     names = [p["metadata"]["name"] for p in pods]
-    assert names == [f"{job.name}-worker-{i}" for i in range(desired)], f"{job.name} worker pods {names}"
+    assert names == [f"{job.name}-worker-{i}" for i in range(desired)], (
+        f"{job.name} worker pods {names}"
+    )
     assert all(usable(p) for p in pods), f"{job.name}: a worker is not usable"
-    assert not any(DRAINING_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods), "draining"
+    assert not any(DRAINING_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods), (
+        "draining"
+    )
     hosts = await mounted_hosts(kube, sim, http, job.name)
     want_hosts = [f"{p['spec']['hostname']}.{job.name}.{NS}.svc" for p in pods]
     assert hosts is not None, f"{job.name}: no launcher"
@@ -110,7 +122,12 @@ async def check_converged(
 
 @pytest.mark.parametrize("seed", seed_params())
 async def test_elastic_chaos_keeps_discovery_safe_and_converges(
-    seed: int, kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, tmp_path: Path
+    seed: int,
+    kube: Kube,
+    kubesim: KubeSim,
+    http: aiohttp.ClientSession,
+    operator: Manager,
+    tmp_path: Path,
 ) -> None:
     rng = random.Random(seed)
     jobs = plan_jobs(rng)
@@ -164,7 +181,8 @@ async def test_elastic_chaos_keeps_discovery_safe_and_converges(
     )
     print(
         f"seed {seed}: {watcher.polls} polls, {watcher.operator_deletes} operator deletions, "
-        f"{sum(map(len, watcher.host_sets.values()))} host sets, converged in {converge_seconds:.2f}s, "
+        f"{sum(map(len, watcher.host_sets.values()))} host sets, converged in "
+        f"{converge_seconds:.2f}s, "
         f"listed-unusable lags {sorted(round(x, 3) for x in watcher.lags)} "
         f"after faults {sorted(round(x, 3) for x in watcher.fault_lags)}"
     )

@@ -1,8 +1,9 @@
 """A Horovod-like consumer: like `horovodrun`'s discovery thread it runs the launcher's mounted
-`discover_hosts.sh` (fetched through kubesim's file endpoint and executed with `sh`) during a 2 -> 3 -> 1
-sequence, and checks every answer: well-formed `host:slots` lines only, never an empty one, and every
-listed host a worker pod that is Ready and not terminating at that moment. It reads again after every
-change of the cluster rather than once a second as Horovod does, so it sees every state Horovod could."""
+`discover_hosts.sh` (fetched through kubesim's file endpoint and executed with `sh`) during a 2 -> 3
+-> 1 sequence, and checks every answer: well-formed `host:slots` lines only, never an empty one, and
+every listed host a worker pod that is Ready and not terminating at that moment. It reads again
+after every change of the cluster rather than once a second as Horovod does, so it sees every state
+Horovod could."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from operator_testing import SteppedClock
 from .harness import elastic_job, host, mounted_script, wait_mounted
 
 GRACE = 600
-"""scaleInGracePeriodSeconds, on the operator's `SteppedClock`: over when the test moves the clock."""
+"""scaleInGracePeriodSeconds, on the operator's `SteppedClock`: over when the test moves the
+clock."""
 
 
 async def run_script(script: str, tmp: Path) -> str:
@@ -44,8 +46,8 @@ async def run_script(script: str, tmp: Path) -> str:
 async def consume(
     kube: Kube, sim: KubeSim, http: aiohttp.ClientSession, tmp: Path, seen: list[tuple[str, ...]]
 ) -> None:
-    """Reads after every cluster change until cancelled; an AssertionError ends it (and the test) with
-    what was wrong."""
+    """Reads after every cluster change until cancelled; an AssertionError ends it (and the test)
+    with what was wrong."""
     changed = asyncio.Event()
 
     def on_change(*_args: Any) -> None:
@@ -70,7 +72,9 @@ async def check_once(
     stdout = await run_script(script, tmp)
     assert all(line for line in stdout.splitlines()), f"an empty line in {stdout!r}"
     hosts = hostfile.parse_discovery_output(stdout)  # strict: ValueError on a malformed line
-    items, _ = await kube.list(resources.POD, "default", label_selector="training.kubeflow.org/job-name=hc")
+    items, _ = await kube.list(
+        resources.POD, "default", label_selector="training.kubeflow.org/job-name=hc"
+    )
     pods = {p["spec"].get("hostname"): p for p in items}
     for name in hosts:
         pod = pods.get(name.split(".", 1)[0])

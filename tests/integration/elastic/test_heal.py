@@ -1,9 +1,9 @@
-"""Self-healing: a killed or evicted worker leaves discovery at once and comes back under a fresh host name
-(Horovod blacklists the old one) once `settleSeconds` have passed; without a replacement budget, ready
-workers below minReplicas fail the job after `belowMinTimeoutSeconds` with a condition naming the worker
-and its exit code. Those durations are ten minutes on the operator's `SteppedClock`: "at once" means
-without the clock moving, and the failure's time on that clock shows it came no earlier than the
-timeout."""
+"""Self-healing: a killed or evicted worker leaves discovery at once and comes back under a fresh
+host name (Horovod blacklists the old one) once `settleSeconds` have passed; without a replacement
+budget, ready workers below minReplicas fail the job after `belowMinTimeoutSeconds` with a condition
+naming the worker and its exit code. Those durations are ten minutes on the operator's
+`SteppedClock`: "at once" means without the clock moving, and the failure's time on that clock shows
+it came no earlier than the timeout."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ async def test_a_lost_worker_leaves_discovery_and_rejoins_under_a_new_name(
     clock: SteppedClock,
     fault: str,
 ) -> None:
-    await kube.create(resources.MPIJOB, elastic_job("heal", workers=3, min_replicas=2, settle=PACING))
+    await kube.create(
+        resources.MPIJOB, elastic_job("heal", workers=3, min_replicas=2, settle=PACING)
+    )
     await wait_condition(kube, "heal", "Running")
 
     async def all_ready() -> bool:
@@ -61,10 +63,14 @@ async def test_a_lost_worker_leaves_discovery_and_rejoins_under_a_new_name(
 
     await eventually(replaced, what="a Ready replacement of heal-worker-1")
     await settle(kube, operator, "heal")
-    await wait_mounted(kube, kubesim, http, "heal", [host("heal", 0), host("heal", 2)])  # still settling
+    await wait_mounted(
+        kube, kubesim, http, "heal", [host("heal", 0), host("heal", 2)]
+    )  # still settling
 
     clock.advance(PACING)
-    await wait_mounted(kube, kubesim, http, "heal", [host("heal", 0), host("heal", 1, 1), host("heal", 2)])
+    await wait_mounted(
+        kube, kubesim, http, "heal", [host("heal", 0), host("heal", 1, 1), host("heal", 2)]
+    )
     pod = (await worker_pods(kube, "heal"))["heal-worker-1"]
     assert pod["metadata"]["uid"] != old_uid
     assert pod["spec"]["hostname"] == "heal-worker-1-r1"
@@ -77,7 +83,11 @@ async def test_a_lost_worker_leaves_discovery_and_rejoins_under_a_new_name(
 
 
 async def test_below_min_replicas_fails_the_job_after_the_timeout(
-    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, clock: SteppedClock
+    kube: Kube,
+    kubesim: KubeSim,
+    http: aiohttp.ClientSession,
+    operator: Manager,
+    clock: SteppedClock,
 ) -> None:
     body = elastic_job("low", workers=2, min_replicas=2, below_min=PACING)
     body["spec"]["elasticPolicy"]["maxReplacements"] = 0
@@ -97,11 +107,15 @@ async def test_below_min_replicas_fails_the_job_after_the_timeout(
     failed = conditions(job)["Failed"]
     failed_at = datetime.fromisoformat(failed["lastTransitionTime"].replace("Z", "+00:00"))
     # lastTransitionTime has whole seconds: one second of truncation.
-    assert failed_at - killed >= timedelta(seconds=PACING - 1), f"failed {failed_at - killed} after the kill"
+    assert failed_at - killed >= timedelta(seconds=PACING - 1), (
+        f"failed {failed_at - killed} after the kill"
+    )
     assert failed["reason"] == "BelowMinReplicas"
     assert "low-worker-1" in failed["message"], failed
     assert "exit code 3" in failed["message"], failed
     assert job["status"].get("completionTime")
 
     await settle(kube, operator, "low")
-    assert conditions(await get_job(kube, "low"))["Failed"]["status"] == "True", "the Failed condition left"
+    assert conditions(await get_job(kube, "low"))["Failed"]["status"] == "True", (
+        "the Failed condition left"
+    )

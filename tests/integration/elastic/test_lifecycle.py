@@ -1,7 +1,7 @@
-"""An elastic job around its life, against kubesim: out-of-bounds replicas reported once per value (not
-on every sync, not again after an operator restart); `status.elastic` telling the truth while suspended
-and a resume that brings the same hosts back; and after a below-minReplicas failure, the launcher Job
-stopped through its deadline while the MPIJob keeps the below-minReplicas reason."""
+"""An elastic job around its life, against kubesim: out-of-bounds replicas reported once per value
+(not on every sync, not again after an operator restart); `status.elastic` telling the truth while
+suspended and a resume that brings the same hosts back; and after a below-minReplicas failure, the
+launcher Job stopped through its deadline while the MPIJob keeps the below-minReplicas reason."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ OOB = "ReplicasOutOfBounds"
 
 
 def horovod_job(name: str, workers: int) -> dict[str, Any]:
-    """Elastic by its horovodrun command (bounds 1..2): admission cannot refuse replicas beyond them."""
+    """Elastic by its horovodrun command (bounds 1..2): admission cannot refuse replicas beyond
+    them."""
     command = ["horovodrun", "-np", "1", "--min-np", "1", "--max-np", "2"]
     command += ["--host-discovery-script", "/etc/mpi/discover_hosts.sh", "python", "train.py"]
     return mpijob(name, workers=workers, launcher_container=container(command=command))
@@ -46,14 +47,16 @@ def horovod_job(name: str, workers: int) -> dict[str, Any]:
 async def out_of_bounds_events(kube: Kube, name: str) -> dict[str, int]:
     """message -> how many times it was recorded (the Event's aggregated count)."""
     return {
-        e["message"]: int(e.get("count") or 1) for e in await events_for(kube, name) if e.get("reason") == OOB
+        e["message"]: int(e.get("count") or 1)
+        for e in await events_for(kube, name)
+        if e.get("reason") == OOB
     }
 
 
 async def resync(kube: Kube, kubesim: KubeSim, mgr: Manager, name: str, times: int) -> list[str]:
     """Makes the operator reconcile `name` `times` more times (an annotation change each, `settle`);
-    returns the operator's writes to ReplicasOutOfBounds Events meanwhile, Event writes included (the
-    recorder writes in the background; `settle` waits for it too)."""
+    returns the operator's writes to ReplicasOutOfBounds Events meanwhile, Event writes included
+    (the recorder writes in the background; `settle` waits for it too)."""
     await settle(kube, mgr, name)
     kubesim.control.clear_requests()
     for _ in range(times):
@@ -76,12 +79,18 @@ async def test_out_of_bounds_replicas_are_reported_once_per_value_across_restart
 
     async with running_operator(kubesim) as mgr:
         assert await resync(kube, kubesim, mgr, "oob", 2) == []
-        assert list((await out_of_bounds_events(kube, "oob")).values()) == [1], "re-reported after restart"
+        assert list((await out_of_bounds_events(kube, "oob")).values()) == [1], (
+            "re-reported after restart"
+        )
 
         await scale(kube, "oob", 5, "scale")
 
         async def reported() -> dict[str, int]:
-            return {m: n for m, n in (await out_of_bounds_events(kube, "oob")).items() if "replicas 5" in m}
+            return {
+                m: n
+                for m, n in (await out_of_bounds_events(kube, "oob")).items()
+                if "replicas 5" in m
+            }
 
         assert list((await eventually(reported, what="the new value reported")).values()) == [1]
         assert await resync(kube, kubesim, mgr, "oob", 2) == []
@@ -91,16 +100,24 @@ async def test_out_of_bounds_replicas_are_reported_once_per_value_across_restart
 async def test_status_elastic_follows_a_suspend_and_the_resume_brings_the_hosts_back(
     kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager
 ) -> None:
-    await kube.create(resources.MPIJOB, elastic_job("sus", workers=2, min_replicas=1, max_replicas=3))
+    await kube.create(
+        resources.MPIJOB, elastic_job("sus", workers=2, min_replicas=1, max_replicas=3)
+    )
     await wait_condition(kube, "sus", "Running")
     hosts = [host("sus", 0), host("sus", 1)]
     await wait_mounted(kube, kubesim, http, "sus", hosts)
 
-    await kube.patch(resources.MPIJOB, "sus", {"spec": {"runPolicy": {"suspend": True}}}, namespace=NS)
+    await kube.patch(
+        resources.MPIJOB, "sus", {"spec": {"runPolicy": {"suspend": True}}}, namespace=NS
+    )
 
     async def suspended() -> bool:
         status = await elastic_status(kube, "sus")
-        assert (status.get("discovered"), status.get("ready"), status.get("draining")) == (0, 0, 0), status
+        assert (status.get("discovered"), status.get("ready"), status.get("draining")) == (
+            0,
+            0,
+            0,
+        ), status
         assert await worker_pods(kube, "sus") == {}, "the suspend deletes the workers"
         cm = await kube.get(resources.CONFIG_MAP, "sus-config", NS)
         assert "sus-worker" not in cm["data"]["discover_hosts.sh"], cm["data"]
@@ -112,15 +129,19 @@ async def test_status_elastic_follows_a_suspend_and_the_resume_brings_the_hosts_
     assert await launcher_pod(kube, "sus") is None
     assert (await elastic_status(kube, "sus"))["desired"] == 2
 
-    await kube.patch(resources.MPIJOB, "sus", {"spec": {"runPolicy": {"suspend": False}}}, namespace=NS)
+    await kube.patch(
+        resources.MPIJOB, "sus", {"spec": {"runPolicy": {"suspend": False}}}, namespace=NS
+    )
     await wait_mounted(kube, kubesim, http, "sus", hosts)
     await wait_condition(kube, "sus", "Running")
 
     async def resumed() -> bool:
         status = await elastic_status(kube, "sus")
-        assert (status.get("discovered"), status.get("ready"), status.get("replacements")) == (2, 2, 0), (
-            status
-        )
+        assert (status.get("discovered"), status.get("ready"), status.get("replacements")) == (
+            2,
+            2,
+            0,
+        ), status
         return True
 
     await eventually(resumed, what="status.elastic of the resumed job")
@@ -154,7 +175,9 @@ async def test_below_min_failure_stops_the_launcher_and_keeps_its_reason(
     writes = await quiet(kubesim, kube, operator, "stop")
     assert writes == [], f"a stopped job's steady state wrote: {writes}"
     job = await get_job(kube, "stop")
-    assert conditions(job)["Failed"] == failed, "the launcher's failure replaced the below-min reason"
+    assert conditions(job)["Failed"] == failed, (
+        "the launcher's failure replaced the below-min reason"
+    )
     assert "stop-worker-1" in failed["message"], failed
     assert "exit code 3" in failed["message"], failed
     reasons = [e["reason"] for e in await events_for(kube, "stop")]

@@ -1,11 +1,11 @@
 """Elastic scaling 2 -> 3 -> 1 -> 3 through every path a user has, seen from inside the launcher.
 
-Each step is made through a different path (merge patch, JSON patch, the scale subresource), and each
-is checked where Horovod looks: the launcher pod's *mounted* `discover_hosts.sh`, read through kubesim's
-file endpoint. The kubelet's periodic volume sync never comes within the test, so a file that changes
-shows the operator's launcher touch (recorded too). The scale-in grace is ten minutes on the operator's
-`SteppedClock`: scaled-in pods outlive it until the test moves the clock past it, and each deletion's
-time on that clock shows it came no earlier than the grace.
+Each step is made through a different path (merge patch, JSON patch, the scale subresource), and
+each is checked where Horovod looks: the launcher pod's *mounted* `discover_hosts.sh`, read through
+kubesim's file endpoint. The kubelet's periodic volume sync never comes within the test, so a file
+that changes shows the operator's launcher touch (recorded too). The scale-in grace is ten minutes
+on the operator's `SteppedClock`: scaled-in pods outlive it until the test moves the clock past it,
+and each deletion's time on that clock shows it came no earlier than the grace.
 """
 
 from __future__ import annotations
@@ -36,11 +36,13 @@ from .harness import (
 )
 
 GRACE = 600
-"""scaleInGracePeriodSeconds: far beyond the test's own duration, so only the clock's jump ends it."""
+"""scaleInGracePeriodSeconds: far beyond the test's own duration, so only the clock's jump ends
+it."""
 
 
 def launcher_touches(kubesim: KubeSim, launcher: str) -> int:
-    """The operator's patches of the launcher pod (what makes the kubelet refresh its volumes now)."""
+    """The operator's patches of the launcher pod (what makes the kubelet refresh its volumes
+    now)."""
     return sum(
         1
         for r in kubesim.control.recorded(user_agent=OPERATOR_AGENT)
@@ -49,7 +51,11 @@ def launcher_touches(kubesim: KubeSim, launcher: str) -> int:
 
 
 async def test_scale_out_in_out_through_every_path(
-    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, clock: SteppedClock
+    kube: Kube,
+    kubesim: KubeSim,
+    http: aiohttp.ClientSession,
+    operator: Manager,
+    clock: SteppedClock,
 ) -> None:
     await kube.create(resources.MPIJOB, elastic_job("el", workers=2, grace=GRACE))
     await wait_condition(kube, "el", "Running")
@@ -64,13 +70,16 @@ async def test_scale_out_in_out_through_every_path(
     assert is_ready((await worker_pods(kube, "el"))["el-worker-2"])
     assert launcher_touches(kubesim, launcher["metadata"]["name"]) > touches
 
-    # 3 -> 1 by JSON patch: hosts leave discovery at once, highest index first; pods wait for the grace.
+    # 3 -> 1 by JSON patch: hosts leave discovery at once, highest index first; pods wait for the
+    # grace.
     with Terminations(kubesim, clock, "el") as terminations:
         await scale(kube, "el", 1, "json")
         await wait_mounted(kube, kubesim, http, "el", [host("el", 0)])
         await settle(kube, operator, "el")
         pods = await worker_pods(kube, "el")
-        assert {"el-worker-1", "el-worker-2"} <= set(pods), "scaled-in pods must outlive the grace period"
+        assert {"el-worker-1", "el-worker-2"} <= set(pods), (
+            "scaled-in pods must outlive the grace period"
+        )
         assert all(not p["metadata"].get("deletionTimestamp") for p in pods.values())
         stamps = {name: draining_since(pods[name]) for name in ("el-worker-1", "el-worker-2")}
         assert all(stamps.values()), f"drain stamps {stamps}"
@@ -88,7 +97,9 @@ async def test_scale_out_in_out_through_every_path(
         await eventually(drained, what="the scaled-in pods deleted after their grace")
     for name, stamp in stamps.items():
         assert stamp is not None
-        assert terminations.at[name] - stamp >= timedelta(seconds=GRACE), f"{name} deleted before its grace"
+        assert terminations.at[name] - stamp >= timedelta(seconds=GRACE), (
+            f"{name} deleted before its grace"
+        )
     assert (await elastic_status(kube, "el"))["discovered"] == 1
 
     # 1 -> 3 by the scale subresource: retired identities come back under fresh host names.
@@ -109,8 +120,12 @@ async def test_scale_out_in_out_through_every_path(
         assert worker.get("selector"), worker
         return True
 
-    await eventually(status_settled, what="status: 3 desired and discovered at the latest generation")
-    assert await quiet(kubesim, kube, operator, "el") == [], "a converged elastic job writes nothing"
+    await eventually(
+        status_settled, what="status: 3 desired and discovered at the latest generation"
+    )
+    assert await quiet(kubesim, kube, operator, "el") == [], (
+        "a converged elastic job writes nothing"
+    )
     registry = operator.metrics.registry
     # Published changes: the first hosts, then 3, 1 and 3 hosts; one timed convergence per scale.
     assert (registry.get_sample_value("mpi_operator_elastic_discovery_updates_total") or 0) >= 4

@@ -1,8 +1,8 @@
-"""Graceful scale-in: the highest index leaves discovery at once, its pod is drained (annotated, counted
-in status) and deleted only after `scaleInGracePeriodSeconds`; scaling back out during the grace reuses
-the draining pod instead of starting a new one. The grace runs on the operator's `SteppedClock`: the
-scale-out lands within it however slow the machine, and the deletion's time on that clock shows it came
-no earlier than the grace."""
+"""Graceful scale-in: the highest index leaves discovery at once, its pod is drained (annotated,
+counted in status) and deleted only after `scaleInGracePeriodSeconds`; scaling back out during the
+grace reuses the draining pod instead of starting a new one. The grace runs on the operator's
+`SteppedClock`: the scale-out lands within it however slow the machine, and the deletion's time on
+that clock shows it came no earlier than the grace."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from .harness import (
 )
 
 GRACE = 600
-"""scaleInGracePeriodSeconds: far beyond the test's own duration, so only the clock's jump ends it."""
+"""scaleInGracePeriodSeconds: far beyond the test's own duration, so only the clock's jump ends
+it."""
 
 
 async def draining(kube: Kube, job: str) -> dict[str, str]:
@@ -44,7 +45,11 @@ async def draining(kube: Kube, job: str) -> dict[str, str]:
 
 
 async def test_scale_in_drains_the_highest_index_and_a_scale_out_during_grace_reuses_it(
-    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, clock: SteppedClock
+    kube: Kube,
+    kubesim: KubeSim,
+    http: aiohttp.ClientSession,
+    operator: Manager,
+    clock: SteppedClock,
 ) -> None:
     await kube.create(resources.MPIJOB, elastic_job("si", workers=3, grace=GRACE))
     await wait_condition(kube, "si", "Running")
@@ -89,7 +94,9 @@ async def test_scale_in_drains_the_highest_index_and_a_scale_out_during_grace_re
 
         await eventually(deleted, what="si-worker-2 deleted after its grace")
     waited = terminations.at["si-worker-2"] - stamp
-    assert waited >= timedelta(seconds=GRACE), f"deleted {waited} after the scale-in, grace is {GRACE}s"
+    assert waited >= timedelta(seconds=GRACE), (
+        f"deleted {waited} after the scale-in, grace is {GRACE}s"
+    )
     assert set(await worker_pods(kube, "si")) >= {"si-worker-0", "si-worker-1"}
 
 

@@ -1,9 +1,10 @@
 """A lagging ConfigMap cache never names a new worker: the elastic state in the job's ConfigMap says
-which incarnation, so which host name, each worker pod gets. When the operator's ConfigMap watch lags
-(in backoff after API errors, or a new leader's cache), a pod planned from the cached state could get
-a name Horovod has blacklisted, and the pod would be deleted as superseded once the cache caught up:
-a running worker killed (found by bench/chaos.py). Before creating worker pods of an elastic job the
-operator reads the ConfigMap once and plans again from it when the cache is behind."""
+which incarnation, so which host name, each worker pod gets. When the operator's ConfigMap watch
+lags (in backoff after API errors, or a new leader's cache), a pod planned from the cached state
+could get a name Horovod has blacklisted, and the pod would be deleted as superseded once the cache
+caught up: a running worker killed (found by bench/chaos.py). Before creating worker pods of an
+elastic job the operator reads the ConfigMap once and plans again from it when the cache is
+behind."""
 
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ async def test_a_worker_created_while_the_config_map_cache_lags_gets_the_api_s_i
     async def published() -> bool:
         items, _ = await kube.list(resources.CONFIG_MAP, NS)
         config = next((c for c in items if c["metadata"]["name"] == "stale-config"), None)
-        has_state = config is not None and STATE_ANNOTATION in (config["metadata"].get("annotations") or {})
+        has_state = config is not None and STATE_ANNOTATION in (
+            config["metadata"].get("annotations") or {}
+        )
         return has_state and len(await worker_pods(kube, "stale")) == 2
 
     await eventually(published, sim=kubesim, what="the elastic state and both workers")
@@ -44,8 +47,8 @@ async def test_a_worker_created_while_the_config_map_cache_lags_gets_the_api_s_i
         503, method="GET", path="/configmaps$", count=None, user_agent=OPERATOR_AGENT
     )
     kubesim.control.drop_watches()
-    # Behind its cache, the state moves on: worker 1's names up to incarnation 2 are used up (as another
-    # replica, before a failover, would have recorded after replacing it twice).
+    # Behind its cache, the state moves on: worker 1's names up to incarnation 2 are used up (as
+    # another replica, before a failover, would have recorded after replacing it twice).
     config = await kube.get(resources.CONFIG_MAP, "stale-config", NS)
     state = json.loads(config["metadata"]["annotations"][STATE_ANNOTATION])
     state["incarnations"] = {**state.get("incarnations", {}), "1": 3}

@@ -1,7 +1,8 @@
-"""A lost worker leaves discovery ahead of a backlog: the pod event enqueues its job at the front of the
-work queue, and the script write and launcher touch take their API tokens on credit, so a busy operator
-(slow client rate, one reconcile at a time, other jobs waiting) drops the host while the other jobs'
-syncs are still waiting: an order, not a duration, so a slow machine cannot make it pass or fail."""
+"""A lost worker leaves discovery ahead of a backlog: the pod event enqueues its job at the front of
+the work queue, and the script write and launcher touch take their API tokens on credit, so a busy
+operator (slow client rate, one reconcile at a time, other jobs waiting) drops the host while the
+other jobs' syncs are still waiting: an order, not a duration, so a slow machine cannot make it pass
+or fail."""
 
 from __future__ import annotations
 
@@ -30,5 +31,6 @@ async def test_a_lost_host_leaves_discovery_ahead_of_other_jobs_syncs(
         kubesim.controllers.kubelet.kill("default", "hot-worker-1", exit_code=137)
         await wait_mounted(kube, kubesim, http, "hot", [host("hot", 0), host("hot", 2)])
         backlog = len(mgr.queue)
-        mgr.request_stop()  # with the exit's second request: do not drain the backlog at 4 requests/s
+        # with the exit's second request: do not drain the backlog at 4 requests/s
+        mgr.request_stop()
     assert backlog > 0, "the other jobs' syncs were still waiting: the lost host went ahead of them"

@@ -1,8 +1,8 @@
-"""The classic `kubeflow.org/v1` elastic Horovod manifest (no elasticPolicy, `horovodrun -np 2 --min-np 1
---max-np 3 --host-discovery-script ...`) is elastic: bounds inferred from horovodrun, the launcher env
-carries them, it scales within them, and replicas beyond them (admission cannot know inferred bounds)
-are not acted on but reported. Its pacing is the default (settleSeconds 5), which the test skips by moving
-the operator's `SteppedClock`."""
+"""The classic `kubeflow.org/v1` elastic Horovod manifest (no elasticPolicy, `horovodrun -np 2
+--min-np 1 --max-np 3 --host-discovery-script ...`) is elastic: bounds inferred from horovodrun, the
+launcher env carries them, it scales within them, and replicas beyond them (admission cannot know
+inferred bounds) are not acted on but reported. Its pacing is the default (settleSeconds 5), which
+the test skips by moving the operator's `SteppedClock`."""
 
 from __future__ import annotations
 
@@ -53,7 +53,11 @@ def env_of(launcher_job: dict[str, Any]) -> dict[str, str]:
 
 
 async def test_v1_horovodrun_manifest_is_elastic_with_inferred_bounds(
-    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, clock: SteppedClock
+    kube: Kube,
+    kubesim: KubeSim,
+    http: aiohttp.ClientSession,
+    operator: Manager,
+    clock: SteppedClock,
 ) -> None:
     await kube.create(dataclasses.replace(resources.MPIJOB, version="v1"), v1_manifest())
     await ready_workers(kube, 2)

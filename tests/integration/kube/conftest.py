@@ -1,5 +1,5 @@
-"""The runtime tier's fixtures (`tests/integration/runtime/conftest.py`): kube/ runs against the same
-kubesim without controllers, with the tests' own client and fake time."""
+"""The runtime tier's fixtures (`tests/integration/runtime/conftest.py`): kube/ runs against the
+same kubesim without controllers, with the tests' own client and fake time."""
 
 from ..runtime.conftest import (  # noqa: F401  (fixtures, found by name)
     fake_clock,

@@ -1,4 +1,5 @@
-"""`Kube` over real HTTP against kubesim: dicts in and out, typed errors, retries, content types, limiter.
+"""`Kube` over real HTTP against kubesim: dicts in and out, typed errors, retries, content types,
+limiter.
 
 Retry waits are recorded, not slept; the client-side limiter runs on a `FakeClock`, so its pacing is
 asserted request by request in exact fake time."""
@@ -51,7 +52,10 @@ def sleeps() -> RecordingSleep:
 @pytest_asyncio.fixture
 async def kube(kubesim: KubeSim, sleeps: RecordingSleep) -> AsyncIterator[Kube]:
     client = await Kube.from_kubeconfig(
-        str(kubesim.kubeconfig_path), qps=1000, burst=1000, retry=RetryPolicy(attempts=4, sleep=sleeps)
+        str(kubesim.kubeconfig_path),
+        qps=1000,
+        burst=1000,
+        retry=RetryPolicy(attempts=4, sleep=sleeps),
     )
     try:
         yield client
@@ -120,29 +124,40 @@ async def test_crud_round_trip_with_plain_dicts(kube: Kube, kubesim: KubeSim) ->
         patch_type="json",
     )
     assert patched["data"] == {"m": "3"}
-    await kube.delete(resources.CONFIG_MAP, "a", namespace="default", uid=created["metadata"]["uid"])
+    await kube.delete(
+        resources.CONFIG_MAP, "a", namespace="default", uid=created["metadata"]["uid"]
+    )
     with pytest.raises(errors.NotFound):
         await kube.get(resources.CONFIG_MAP, "a", "default")
     writes = kubesim.control.recorded(resource="configmaps")
     assert all("mpi-operator" in r.user_agent for r in writes)
-    assert [r.content_type.split(";")[0] for r in writes if r.verb == "patch"] == [MERGE, JSON_PATCH]
-    assert {r.content_type.split(";")[0] for r in writes if r.verb in ("create", "update", "delete")} == {
-        "application/json"
-    }
+    assert [r.content_type.split(";")[0] for r in writes if r.verb == "patch"] == [
+        MERGE,
+        JSON_PATCH,
+    ]
+    assert {
+        r.content_type.split(";")[0] for r in writes if r.verb in ("create", "update", "delete")
+    } == {"application/json"}
     assert all(
-        "fieldManager=mpi-operator" in r.query for r in writes if r.verb in ("create", "update", "patch")
+        "fieldManager=mpi-operator" in r.query
+        for r in writes
+        if r.verb in ("create", "update", "patch")
     )
 
 
 async def test_list_follows_continue_pages(kube: Kube, kubesim: KubeSim) -> None:
     for i in range(7):
         await kube.create(resources.CONFIG_MAP, configmap(f"page-{i}"))
-    items, _ = await kube.list(resources.CONFIG_MAP, "default", label_selector="app=rt", page_size=3)
+    items, _ = await kube.list(
+        resources.CONFIG_MAP, "default", label_selector="app=rt", page_size=3
+    )
     assert sorted(i["metadata"]["name"] for i in items) == [f"page-{i}" for i in range(7)]
     assert len(kubesim.control.recorded(verb="list", resource="configmaps")) == 3
 
 
-async def test_list_transforms_each_page_before_asking_for_the_next(kube: Kube, kubesim: KubeSim) -> None:
+async def test_list_transforms_each_page_before_asking_for_the_next(
+    kube: Kube, kubesim: KubeSim
+) -> None:
     for i in range(7):
         await kube.create(resources.CONFIG_MAP, configmap(f"page-{i}"))
     pages_asked: list[int] = []
@@ -169,11 +184,16 @@ async def test_list_restarts_unpaginated_when_its_continue_token_expires(
         # One token: the first page goes at once, the second waits for the next token on the clock.
         listing = asyncio.create_task(paced.list(resources.CONFIG_MAP, "default", page_size=3))
         await fake_clock.parked()
-        assert [r.status for r in kubesim.control.recorded(verb="list", resource="configmaps")] == [200]
+        assert [r.status for r in kubesim.control.recorded(verb="list", resource="configmaps")] == [
+            200
+        ]
         await kube.create(resources.CONFIG_MAP, configmap("late"))
         kubesim.control.compact()  # ... so the first page's continue token is now too old: 410
         items, rv = await fake_clock.run_until(listing)
-    assert sorted(i["metadata"]["name"] for i in items) == ["late", *(f"page-{i}" for i in range(4))]
+    assert sorted(i["metadata"]["name"] for i in items) == [
+        "late",
+        *(f"page-{i}" for i in range(4)),
+    ]
     assert int(rv) == kubesim.control.resource_version
     answered = kubesim.control.recorded(verb="list", resource="configmaps")
     assert [r.status for r in answered] == [200, 410, 200]
@@ -203,7 +223,9 @@ async def test_error_statuses_map_to_typed_errors_and_only_transient_ones_are_re
     expected: type[Exception],
     retried: bool,
 ) -> None:
-    kubesim.control.inject_error(status, method="GET", path="/configmaps/x$", count=None, retry_after=1)
+    kubesim.control.inject_error(
+        status, method="GET", path="/configmaps/x$", count=None, retry_after=1
+    )
     with pytest.raises(expected) as caught:
         await kube.get(resources.CONFIG_MAP, "x", "default")
     assert type(caught.value) is expected
@@ -227,7 +249,9 @@ async def test_real_conflicts_and_validation_errors_are_typed(kube: Kube, kubesi
     with pytest.raises(errors.Invalid) as invalid:
         await kube.create(resources.CONFIG_MAP, configmap("Not_A_DNS_Name"))
     assert invalid.value.causes, "422 carries field causes"
-    assert len(kubesim.control.recorded(verb="create", resource="configmaps")) == 3, "no retries of 409/422"
+    assert len(kubesim.control.recorded(verb="create", resource="configmaps")) == 3, (
+        "no retries of 409/422"
+    )
 
 
 async def test_transient_failures_are_retried_until_the_call_succeeds(
@@ -241,14 +265,18 @@ async def test_transient_failures_are_retried_until_the_call_succeeds(
     assert all(0 < d <= 5.0 for d in sleeps.delays)
 
 
-async def test_429_waits_exactly_retry_after(kube: Kube, kubesim: KubeSim, sleeps: RecordingSleep) -> None:
+async def test_429_waits_exactly_retry_after(
+    kube: Kube, kubesim: KubeSim, sleeps: RecordingSleep
+) -> None:
     kubesim.control.inject_error(429, method="GET", path="/configmaps$", count=2, retry_after=3)
     items, _ = await kube.list(resources.CONFIG_MAP, "default")
     assert items == []
     assert sleeps.delays == [3.0, 3.0]
 
 
-async def test_connection_refused_is_transient_and_retried(sleeps: RecordingSleep, kubesim: KubeSim) -> None:
+async def test_connection_refused_is_transient_and_retried(
+    sleeps: RecordingSleep, kubesim: KubeSim
+) -> None:
     kube = await Kube.from_kubeconfig(
         str(kubesim.kubeconfig_path), retry=RetryPolicy(attempts=3, sleep=sleeps)
     )
@@ -266,14 +294,21 @@ async def test_patches_to_custom_resources_send_explicit_content_types(
 ) -> None:
     await install_mpijob_crd(kube)
     await kube.create(resources.MPIJOB, mpijob("pi"))
-    patched = await kube.patch(resources.MPIJOB, "pi", {"spec": {"slotsPerWorker": 2}}, namespace="default")
+    patched = await kube.patch(
+        resources.MPIJOB, "pi", {"spec": {"slotsPerWorker": 2}}, namespace="default"
+    )
     assert patched["spec"]["slotsPerWorker"] == 2
     status = await kube.patch_status(
-        resources.MPIJOB, "pi", {"status": {"conditions": [], "replicaStatuses": {}}}, namespace="default"
+        resources.MPIJOB,
+        "pi",
+        {"status": {"conditions": [], "replicaStatuses": {}}},
+        namespace="default",
     )
     assert status["metadata"]["generation"] == patched["metadata"]["generation"]
     with pytest.raises(ValueError, match="strategic"):
-        await kube.patch(resources.MPIJOB, "pi", {"spec": {}}, namespace="default", patch_type="strategic")
+        await kube.patch(
+            resources.MPIJOB, "pi", {"spec": {}}, namespace="default", patch_type="strategic"
+        )
     patches = kubesim.control.recorded(verb="patch", resource="mpijobs")
     assert [(r.subresource, r.content_type.split(";")[0]) for r in patches] == [
         ("", MERGE),
@@ -323,12 +358,17 @@ async def test_watch_streams_events_and_bookmarks_until_the_server_timeout(
     assert "timeoutSeconds=1" in request.query
 
 
-async def test_watch_from_a_compacted_version_yields_a_410_error_event(kube: Kube, kubesim: KubeSim) -> None:
+async def test_watch_from_a_compacted_version_yields_a_410_error_event(
+    kube: Kube, kubesim: KubeSim
+) -> None:
     _, rv = await kube.list(resources.CONFIG_MAP, "default")
     await kube.create(resources.CONFIG_MAP, configmap("x"))
     kubesim.control.compact()
     events = [
-        e async for e in kube.watch(resources.CONFIG_MAP, "default", resource_version=rv, timeout_seconds=2)
+        e
+        async for e in kube.watch(
+            resources.CONFIG_MAP, "default", resource_version=rv, timeout_seconds=2
+        )
     ]
     assert [e["type"] for e in events] == ["ERROR"]
     assert isinstance(errors.from_status_object(events[0]["object"]), errors.Gone)
@@ -343,13 +383,17 @@ async def test_kubeconfig_comes_from_the_environment_when_no_path_is_given(
     assert namespace["metadata"]["name"] == "default"
 
 
-async def release_one_at_a_time(clock: FakeClock, finished: Callable[[], int], waiting: int) -> None:
-    """Moves `clock` to each waiting request's token in turn, letting each finish before the next, so
-    every request is stamped with the fake time its token came due."""
+async def release_one_at_a_time(
+    clock: FakeClock, finished: Callable[[], int], waiting: int
+) -> None:
+    """Moves `clock` to each waiting request's token in turn, letting each finish before the next,
+    so every request is stamped with the fake time its token came due."""
     await clock.parked(sleepers=waiting)
     for done in range(finished() + 1, finished() + waiting + 1):
         clock.advance_to_next()
-        await eventually(functools.partial(count_is, finished, done), what="the request just let go")
+        await eventually(
+            functools.partial(count_is, finished, done), what="the request just let go"
+        )
 
 
 def count_is(count: Callable[[], int], expected: int) -> bool:
@@ -383,17 +427,25 @@ async def test_an_urgent_request_does_not_queue_behind_the_others(
             await kube.get(resources.NAMESPACE, "default")
             done[tag] = fake_clock.now()
 
-        queued = [asyncio.create_task(get(f"normal-{i}")) for i in range(6)]  # at 0, .25, ... 1.25 s
+        queued = [
+            asyncio.create_task(get(f"normal-{i}")) for i in range(6)
+        ]  # at 0, .25, ... 1.25 s
         await fake_clock.parked(sleepers=5)  # every reservation but the burst's waits on the clock
-        with kube.urgent():  # the clock stands still: a request queued for a token would never finish
+        with (
+            kube.urgent()
+        ):  # the clock stands still: a request queued for a token would never finish
             await asyncio.wait_for(get("urgent"), 30)
         assert done["urgent"] == 0.0, "went at once, ahead of the five reserved before it"
         later = asyncio.create_task(get("after-urgent"))
         await eventually(lambda: "normal-0" in done)
         await release_one_at_a_time(fake_clock, lambda: len(done), waiting=6)
         await asyncio.gather(*queued, later)
-    assert [done[f"normal-{i}"] for i in range(6)] == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0, 1.25])
-    assert done["after-urgent"] == pytest.approx(1.75), "the borrowed token is paid back by the next one"
+    assert [done[f"normal-{i}"] for i in range(6)] == pytest.approx(
+        [0.0, 0.25, 0.5, 0.75, 1.0, 1.25]
+    )
+    assert done["after-urgent"] == pytest.approx(1.75), (
+        "the borrowed token is paid back by the next one"
+    )
 
 
 async def test_the_limit_lifts_once_the_server_shows_priority_and_fairness(
@@ -401,7 +453,9 @@ async def test_the_limit_lifts_once_the_server_shows_priority_and_fairness(
 ) -> None:
     async with paced_kube(kubesim, fake_clock, qps=1, burst=1, limit_until_apf=True) as kube:
         assert not kube.server_has_apf
-        await kube.get(resources.NAMESPACE, "default")  # the burst's token; the answer has the headers
+        await kube.get(
+            resources.NAMESPACE, "default"
+        )  # the burst's token; the answer has the headers
         assert kube.server_has_apf
         # The fake clock never moves: a request waiting for a token would never finish.
         await asyncio.wait_for(
@@ -412,7 +466,9 @@ async def test_the_limit_lifts_once_the_server_shows_priority_and_fairness(
     assert len(kubesim.control.recorded(verb="get", resource="namespaces")) == 11
 
 
-async def test_without_priority_and_fairness_the_limit_holds(kubesim: KubeSim, fake_clock: FakeClock) -> None:
+async def test_without_priority_and_fairness_the_limit_holds(
+    kubesim: KubeSim, fake_clock: FakeClock
+) -> None:
     kubesim.control.priority_and_fairness = False
     async with paced_kube(kubesim, fake_clock, qps=1, burst=1, limit_until_apf=True) as kube:
         await kube.get(resources.NAMESPACE, "default")

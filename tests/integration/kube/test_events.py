@@ -1,4 +1,5 @@
-"""EventRecorder against kubesim: core/v1 Events, count aggregation of repeats, truncation, best effort."""
+"""EventRecorder against kubesim: core/v1 Events, count aggregation of repeats, truncation, best
+effort."""
 
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ class Clock:
 async def subject(kube: Kube) -> dict[str, Any]:
     return await kube.create(
         resources.CONFIG_MAP,
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "job", "namespace": "default"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "job", "namespace": "default"},
+        },
     )
 
 
@@ -90,7 +95,9 @@ async def test_messages_are_truncated_to_the_api_limit(kube: Kube, subject: dict
     assert event["message"].endswith("...")
 
 
-async def test_messages_are_truncated_in_bytes_not_characters(kube: Kube, subject: dict[str, Any]) -> None:
+async def test_messages_are_truncated_in_bytes_not_characters(
+    kube: Kube, subject: dict[str, Any]
+) -> None:
     recorder = EventRecorder(kube)
     recorder.record(subject, "Warning", "Long", "ü" * 1000)  # 1000 characters, 2000 bytes
     await recorder.close()

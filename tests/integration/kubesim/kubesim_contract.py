@@ -22,10 +22,11 @@ GROUP, VERSION, PLURAL = "test.kubesim.io", "v1", "widgets"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 AS_MERGE_PATCH: dict[str, Any] = {"_content_type": MERGE}
-"""`**AS_MERGE_PATCH` sends a client patch call as a merge patch (a keyword the client's annotations omit)."""
+"""`**AS_MERGE_PATCH` sends a client patch call as a merge patch (a keyword the client's annotations
+omit)."""
 
-# The object builders below are typed Any: the client accepts plain dicts, though its annotations name
-# the V1 models.
+# The object builders below are typed Any: the client accepts plain dicts, though its annotations
+# name the V1 models.
 
 
 def widget_crd() -> Any:
@@ -38,9 +39,12 @@ async def install_widget_crd(api: ApiClient) -> None:
 
     async def established() -> bool:
         crd = await ext.read_custom_resource_definition("widgets.test.kubesim.io")
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+        return any(
+            c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
+        )
 
-    # Annotated as `eventually`'s own parameter type: mypy cannot solve it from an async function alone.
+    # Annotated as `eventually`'s own parameter type: mypy cannot solve it from an async function
+    # alone.
     check: Callable[[], bool | Awaitable[bool | None] | None] = established
     # A real apiserver establishes a CRD asynchronously; only HTTP is used, so no `sim=` to wake on.
     await eventually(check, what="the widgets CRD Established")
@@ -68,7 +72,12 @@ def pod(name: str, *, grace: int | None = None, **labels: str) -> Any:
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox"}]}
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+    }
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:
@@ -78,7 +87,9 @@ def status_of(exc: ApiException) -> dict[str, Any]:
     return body
 
 
-async def create_widget(api: ApiClient, name: str, replicas: int = 1, **labels: str) -> dict[str, Any]:
+async def create_widget(
+    api: ApiClient, name: str, replicas: int = 1, **labels: str
+) -> dict[str, Any]:
     created: dict[str, Any] = await client.CustomObjectsApi(api).create_namespaced_custom_object(
         GROUP, VERSION, "default", PLURAL, widget(name, replicas, **labels)
     )
@@ -92,8 +103,16 @@ async def get_widget(api: ApiClient, name: str) -> dict[str, Any]:
     return got
 
 
-async def merge_patch_widget(api: ApiClient, name: str, body: Any, *, status: bool = False) -> dict[str, Any]:
+async def merge_patch_widget(
+    api: ApiClient, name: str, body: Any, *, status: bool = False
+) -> dict[str, Any]:
     objects = client.CustomObjectsApi(api)
-    call = objects.patch_namespaced_custom_object_status if status else objects.patch_namespaced_custom_object
-    patched: dict[str, Any] = await call(GROUP, VERSION, "default", PLURAL, name, body, **AS_MERGE_PATCH)
+    call = (
+        objects.patch_namespaced_custom_object_status
+        if status
+        else objects.patch_namespaced_custom_object
+    )
+    patched: dict[str, Any] = await call(
+        GROUP, VERSION, "default", PLURAL, name, body, **AS_MERGE_PATCH
+    )
     return patched

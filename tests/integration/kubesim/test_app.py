@@ -1,4 +1,5 @@
-"""The composition root: KubeSim runs the simulated controllers, serves their routes, stops cleanly."""
+"""The composition root: KubeSim runs the simulated controllers, serves their routes, stops
+cleanly."""
 
 from __future__ import annotations
 
@@ -16,18 +17,22 @@ from .kubesim_contract import pod
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    # Real time, as `mpi-operator sim` runs: the one place in this tier where the controllers' timers
-    # are the event loop's own.
+    # Real time, as `mpi-operator sim` runs: the one place in this tier where the controllers'
+    # timers are the event loop's own.
     return SimSettings(start_seconds=0.05, ready_seconds=0.05)
 
 
-async def test_controllers_run_inside_the_started_cluster(kube_api: ApiClient, kubesim: KubeSim) -> None:
+async def test_controllers_run_inside_the_started_cluster(
+    kube_api: ApiClient, kubesim: KubeSim
+) -> None:
     assert type(kubesim.controllers.clock) is Clock
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_pod("default", pod("p"))
     pods = kubesim.cluster.registry.by_kind("v1", "Pod")
     assert pods is not None
-    await wait_for(kubesim, lambda: kubesim.cluster.get(pods, "default", "p")["status"]["phase"] == "Running")
+    await wait_for(
+        kubesim, lambda: kubesim.cluster.get(pods, "default", "p")["status"]["phase"] == "Running"
+    )
     assert (await core.read_namespaced_pod("p", "default")).status.phase == "Running"
     assert kubesim.controllers.all
 

@@ -1,4 +1,5 @@
-"""`mpi-operator sim` as users start it: prints address and kubeconfig, serves kubectl, exits 0 on SIGTERM."""
+"""`mpi-operator sim` as users start it: prints address and kubeconfig, serves kubectl, exits 0 on
+SIGTERM."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""kubesim's test-control handle: injected faults change nothing, latency, recording, warnings, fault rate."""
+"""kubesim's test-control handle: injected faults change nothing, latency, recording, warnings,
+fault rate."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def kubesim_run_controllers() -> bool:
 
 
 @pytest.mark.parametrize("code", [500, 503, 409], ids=["500", "503", "409"])
-async def test_injected_error_changes_nothing(kube_api: ApiClient, kubesim: KubeSim, code: int) -> None:
+async def test_injected_error_changes_nothing(
+    kube_api: ApiClient, kubesim: KubeSim, code: int
+) -> None:
     core = client.CoreV1Api(kube_api)
     rule = kubesim.control.inject_error(code, method="POST", path=r"/configmaps$")
     before = kubesim.control.resource_version
@@ -52,12 +55,14 @@ async def test_injected_429_carries_retry_after(kube_api: ApiClient, kubesim: Ku
 async def test_a_rule_for_one_client_and_writes_fails_only_those(
     kube_api: ApiClient, kubesim: KubeSim
 ) -> None:
-    """`user_agent` scopes a rule to one client, `method="WRITE"` to its writes: a chaos run fails the
-    operator's requests while its own driver's go through."""
+    """`user_agent` scopes a rule to one client, `method="WRITE"` to its writes: a chaos run fails
+    the operator's requests while its own driver's go through."""
     core = client.CoreV1Api(kube_api)
     kube_api.user_agent = "chaos-driver"
     rule = kubesim.control.inject_error(503, method="WRITE", user_agent="victim/1", count=None)
-    await core.create_namespaced_config_map("default", configmap("mine"))  # another client: untouched
+    await core.create_namespaced_config_map(
+        "default", configmap("mine")
+    )  # another client: untouched
     kube_api.user_agent = "victim/1.0"
     await core.list_namespaced_config_map("default")  # a read: untouched
     with pytest.raises(ApiException) as err:
@@ -66,7 +71,9 @@ async def test_a_rule_for_one_client_and_writes_fails_only_those(
     assert rule.hits == 1
 
 
-async def test_a_rule_with_a_probability_fails_that_share(kube_api: ApiClient, kubesim: KubeSim) -> None:
+async def test_a_rule_with_a_probability_fails_that_share(
+    kube_api: ApiClient, kubesim: KubeSim
+) -> None:
     core = client.CoreV1Api(kube_api)
     rule = kubesim.control.inject_error(500, method="GET", count=None, probability=0.5)
     failed = 0
@@ -81,7 +88,9 @@ async def test_a_rule_with_a_probability_fails_that_share(kube_api: ApiClient, k
         kubesim.control.inject_error(500, probability=0.0)
 
 
-async def test_injected_latency_delays_matching_requests(kube_api: ApiClient, kubesim: KubeSim) -> None:
+async def test_injected_latency_delays_matching_requests(
+    kube_api: ApiClient, kubesim: KubeSim
+) -> None:
     kubesim.control.inject_latency(0.3, method="GET", path="/configmaps", count=1)
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -89,7 +98,9 @@ async def test_injected_latency_delays_matching_requests(kube_api: ApiClient, ku
     assert loop.time() - started >= 0.3
 
 
-async def test_requests_are_recorded_with_kubernetes_verbs(kube_api: ApiClient, kubesim: KubeSim) -> None:
+async def test_requests_are_recorded_with_kubernetes_verbs(
+    kube_api: ApiClient, kubesim: KubeSim
+) -> None:
     core = client.CoreV1Api(kube_api)
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
     await core.create_namespaced_pod("default", pod)
@@ -97,7 +108,8 @@ async def test_requests_are_recorded_with_kubernetes_verbs(kube_api: ApiClient, 
     await core.list_pod_for_all_namespaces(label_selector="a=b")
     await core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
     seen = [
-        (r.verb, r.resource, r.namespace, r.name, r.subresource, r.status) for r in kubesim.control.recorded()
+        (r.verb, r.resource, r.namespace, r.name, r.subresource, r.status)
+        for r in kubesim.control.recorded()
     ]
     assert seen == [
         ("create", "pods", "default", "", "", 201),
@@ -113,7 +125,9 @@ async def test_warnings_are_recorded(kube_api: ApiClient, kubesim: KubeSim) -> N
     job = {
         "metadata": {"name": "j"},
         "spec": {
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}
+            }
         },
     }
     await batch.create_namespaced_job("default", job)
@@ -141,20 +155,26 @@ class TestFaultRate:
     async def test_watches_are_cut_at_random(self, kubesim: KubeSim) -> None:
         url = kubesim.url + "/api/v1/namespaces/default/configmaps?watch=1"
         async with aiohttp.ClientSession() as session, session.get(url) as resp:
-            async with asyncio.timeout(15):  # lifetimes are exponential with a 1 s mean at fault rate 1.0
+            async with asyncio.timeout(
+                15
+            ):  # lifetimes are exponential with a 1 s mean at fault rate 1.0
                 body = await resp.read()
         assert resp.status == 200
         assert body == b""
 
 
-async def test_a_partition_drops_one_clients_connections_and_streams_until_healed(kubesim: KubeSim) -> None:
+async def test_a_partition_drops_one_clients_connections_and_streams_until_healed(
+    kubesim: KubeSim,
+) -> None:
     url = kubesim.url + "/api/v1/namespaces/default/configmaps"
     victim = aiohttp.ClientSession(headers={"User-Agent": "victim/1.0"})
     bystander = aiohttp.ClientSession(headers={"User-Agent": "bystander/1.0"})
     async with victim, bystander:
         async with victim.get(url + "?watch=1") as stream:
             assert stream.status == 200
-            await eventually(lambda: kubesim.control.open_watches() == 1, what="the watch to be open")
+            await eventually(
+                lambda: kubesim.control.open_watches() == 1, what="the watch to be open"
+            )
             assert kubesim.control.partition(user_agent="victim") == 1, "its open watch is cut"
             with pytest.raises(aiohttp.ClientError):  # cut, not ended: no last chunk
                 async with asyncio.timeout(10):

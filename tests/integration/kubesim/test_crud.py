@@ -1,4 +1,5 @@
-"""Contract suite, verbs: create/get/update/patch/delete semantics through kubernetes-asyncio over HTTP."""
+"""Contract suite, verbs: create/get/update/patch/delete semantics through kubernetes-asyncio over
+HTTP."""
 
 from __future__ import annotations
 
@@ -83,12 +84,16 @@ async def test_generate_name_appends_five_random_characters(kube_api: ApiClient)
     body = configmap("")
     body["metadata"] = {"generateName": "job-"}
     core = client.CoreV1Api(kube_api)
-    names = {(await core.create_namespaced_config_map("default", body)).metadata.name for _ in range(5)}
+    names = {
+        (await core.create_namespaced_config_map("default", body)).metadata.name for _ in range(5)
+    }
     assert len(names) == 5
     assert all(re.fullmatch(r"job-[a-z0-9]{5}", n) for n in names)
 
 
-async def test_update_with_stale_resource_version_is_409_and_changes_nothing(kube_api: ApiClient) -> None:
+async def test_update_with_stale_resource_version_is_409_and_changes_nothing(
+    kube_api: ApiClient,
+) -> None:
     core = client.CoreV1Api(kube_api)
     created = await core.create_namespaced_config_map("default", configmap("a"))
     await core.replace_namespaced_config_map(
@@ -144,7 +149,9 @@ async def test_uid_is_immutable(kube_api: ApiClient) -> None:
     await install_widget_crd(kube_api)
     await create_widget(kube_api, "w")
     with pytest.raises(ApiException) as err:
-        await merge_patch_widget(kube_api, "w", {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}})
+        await merge_patch_widget(
+            kube_api, "w", {"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}}
+        )
     assert err.value.status == 422
 
 
@@ -152,7 +159,10 @@ async def test_stale_resource_version_in_merge_patch_is_409(kube_api: ApiClient)
     await install_widget_crd(kube_api)
     created = await create_widget(kube_api, "w")
     await merge_patch_widget(kube_api, "w", {"spec": {"replicas": 2}})
-    stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "spec": {"replicas": 9}}
+    stale = {
+        "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
+        "spec": {"replicas": 9},
+    }
     with pytest.raises(ApiException) as err:
         await merge_patch_widget(kube_api, "w", stale)
     assert err.value.status == 409
@@ -163,12 +173,22 @@ async def test_stale_resource_version_in_merge_patch_is_409(kube_api: ApiClient)
     ("content_type", "body", "code"),
     [
         (JSON_PATCH, [{"op": "test", "path": "/spec/replicas", "value": 7}], 422),
-        (JSON_PATCH, {"spec": {"replicas": 7}}, 400),  # what kubernetes-asyncio sends for a dict by default
+        (
+            JSON_PATCH,
+            {"spec": {"replicas": 7}},
+            400,
+        ),  # what kubernetes-asyncio sends for a dict by default
         ("application/strategic-merge-patch+json", {"spec": {"replicas": 7}}, 415),
     ],
-    ids=["json-patch-failed-test-op", "json-patch-not-a-list", "strategic-merge-on-custom-resource"],
+    ids=[
+        "json-patch-failed-test-op",
+        "json-patch-not-a-list",
+        "strategic-merge-on-custom-resource",
+    ],
 )
-async def test_refused_patches(kube_api: ApiClient, content_type: str, body: object, code: int) -> None:
+async def test_refused_patches(
+    kube_api: ApiClient, content_type: str, body: object, code: int
+) -> None:
     await install_widget_crd(kube_api)
     await create_widget(kube_api, "w")
     with pytest.raises(ApiException) as err:
@@ -197,10 +217,24 @@ async def test_server_side_apply_creates_then_updates(kube_api: ApiClient) -> No
     objects = client.CustomObjectsApi(kube_api)
     apply = "application/apply-patch+yaml"
     _, first, _ = await objects.patch_namespaced_custom_object_with_http_info(
-        GROUP, VERSION, "default", PLURAL, "w", widget("w", 2), field_manager="t", _content_type=apply
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        "w",
+        widget("w", 2),
+        field_manager="t",
+        _content_type=apply,
     )
     _, second, _ = await objects.patch_namespaced_custom_object_with_http_info(
-        GROUP, VERSION, "default", PLURAL, "w", widget("w", 5), field_manager="t", _content_type=apply
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        "w",
+        widget("w", 5),
+        field_manager="t",
+        _content_type=apply,
     )
     assert (first, second) == (201, 200)
     assert (await get_widget(kube_api, "w"))["spec"]["replicas"] == 5
@@ -234,8 +268,12 @@ async def test_list_pages_are_a_consistent_snapshot(kube_api: ApiClient) -> None
     first = await core.list_namespaced_config_map("default", limit=2)
     await core.create_namespaced_config_map("default", configmap("cm25"))  # lands between pages
     await core.delete_namespaced_config_map("cm4", "default")
-    second = await core.list_namespaced_config_map("default", limit=2, _continue=first.metadata._continue)
-    third = await core.list_namespaced_config_map("default", limit=2, _continue=second.metadata._continue)
+    second = await core.list_namespaced_config_map(
+        "default", limit=2, _continue=first.metadata._continue
+    )
+    third = await core.list_namespaced_config_map(
+        "default", limit=2, _continue=second.metadata._continue
+    )
     names = [cm.metadata.name for page in (first, second, third) for cm in page.items]
     assert names == ["cm0", "cm1", "cm2", "cm3", "cm4"]
     assert first.metadata.remaining_item_count == 3
@@ -272,7 +310,9 @@ async def test_invalid_create_is_422_with_causes_and_stores_nothing(kube_api: Ap
     assert (err.value.status, body["reason"]) == (422, "Invalid")
     assert [c["field"] for c in body["details"]["causes"]] == ["spec.replicas"]
     objects = client.CustomObjectsApi(kube_api)
-    assert (await objects.list_namespaced_custom_object(GROUP, VERSION, "default", PLURAL))["items"] == []
+    assert (await objects.list_namespaced_custom_object(GROUP, VERSION, "default", PLURAL))[
+        "items"
+    ] == []
 
 
 @pytest.mark.parametrize("status", [False, True], ids=["main", "status"])
@@ -308,8 +348,12 @@ async def test_lease_takeover_race_has_one_winner(kube_api: ApiClient) -> None:
     assert (await leases.read_namespaced_lease("leader", "default")).spec.holder_identity == "b"
 
 
-async def test_put_without_content_type_is_read_as_json(kubesim: KubeSim, kube_api: ApiClient) -> None:
-    created = await client.CoreV1Api(kube_api).create_namespaced_config_map("default", configmap("a"))
+async def test_put_without_content_type_is_read_as_json(
+    kubesim: KubeSim, kube_api: ApiClient
+) -> None:
+    created = await client.CoreV1Api(kube_api).create_namespaced_config_map(
+        "default", configmap("a")
+    )
     body = {
         "metadata": {"name": "a", "resourceVersion": created.metadata.resource_version},
         "data": {"k": "2"},
@@ -317,7 +361,9 @@ async def test_put_without_content_type_is_read_as_json(kubesim: KubeSim, kube_a
     url = kubesim.url + "/api/v1/namespaces/default/configmaps/a"
     async with (
         aiohttp.ClientSession() as session,
-        session.put(url, data=json.dumps(body).encode(), skip_auto_headers=["Content-Type"]) as resp,
+        session.put(
+            url, data=json.dumps(body).encode(), skip_auto_headers=["Content-Type"]
+        ) as resp,
     ):
         assert "Content-Type" not in resp.request_info.headers
         assert resp.status == 200

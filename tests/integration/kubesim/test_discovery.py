@@ -1,4 +1,5 @@
-"""Contract suite, discovery and representations: /version, /api(s), OpenAPI stub, Tables, content types."""
+"""Contract suite, discovery and representations: /version, /api(s), OpenAPI stub, Tables, content
+types."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ def kubesim_run_controllers() -> bool:
 
 
 async def _get(url: str, accept: str = "application/json") -> tuple[int, str, Any]:
-    async with aiohttp.ClientSession() as session, session.get(url, headers={"Accept": accept}) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, headers={"Accept": accept}) as resp,
+    ):
         return resp.status, resp.headers.get("Content-Type", ""), await resp.json(content_type=None)
 
 
@@ -85,7 +89,9 @@ async def test_openapi_v3_lists_every_group_version_and_v2_is_absent(
 ) -> None:
     await install_widget_crd(kube_api)
     _, _, root = await _get(kubesim.url + "/openapi/v3")
-    status, _, doc = await _get(kubesim.url + root["paths"][f"apis/{GROUP}/v1"]["serverRelativeURL"])
+    status, _, doc = await _get(
+        kubesim.url + root["paths"][f"apis/{GROUP}/v1"]["serverRelativeURL"]
+    )
     missing, content_type, _ = await _get(kubesim.url + "/openapi/v2")
     patch = doc["paths"][f"/apis/{GROUP}/v1/namespaces/{{namespace}}/widgets/{{name}}"]["patch"]
     assert {"api/v1", "apis/batch/v1", "apis/coordination.k8s.io/v1"} <= set(root["paths"])
@@ -94,7 +100,9 @@ async def test_openapi_v3_lists_every_group_version_and_v2_is_absent(
     assert (missing, content_type) == (404, "application/json")
 
 
-async def test_table_uses_printer_columns_and_humanised_age(kubesim: KubeSim, kube_api: ApiClient) -> None:
+async def test_table_uses_printer_columns_and_humanised_age(
+    kubesim: KubeSim, kube_api: ApiClient
+) -> None:
     await install_widget_crd(kube_api)
     await create_widget(kube_api, "w", replicas=3)
     ready = {"type": "Ready", "status": "True"}
@@ -110,7 +118,8 @@ async def test_table_uses_printer_columns_and_humanised_age(kubesim: KubeSim, ku
 
 async def test_pod_table_has_ready_status_restarts(kubesim: KubeSim, kube_api: ApiClient) -> None:
     await client.CoreV1Api(kube_api).create_namespaced_pod(
-        "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+        "default",
+        {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
     )
     _, _, tbl = await _get(kubesim.url + "/api/v1/namespaces/default/pods/p", TABLE)
     assert [c["name"] for c in tbl["columnDefinitions"] if c["priority"] == 0] == [
@@ -144,8 +153,12 @@ async def test_metadata_only_lists_and_gets(kubesim: KubeSim, kube_api: ApiClien
         "default", {"metadata": {"name": "cm", "labels": {"a": "b"}}, "data": {"secret": "x"}}
     )
     base = kubesim.url + "/api/v1/namespaces/default/configmaps"
-    _, _, listed = await _get(base, "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io")
-    _, _, one = await _get(base + "/cm", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io")
+    _, _, listed = await _get(
+        base, "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+    )
+    _, _, one = await _get(
+        base + "/cm", "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+    )
     assert listed["kind"] == "PartialObjectMetadataList"
     assert listed["metadata"]["resourceVersion"]
     assert [i["metadata"]["labels"] for i in listed["items"]] == [{"a": "b"}]

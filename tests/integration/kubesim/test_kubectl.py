@@ -1,4 +1,5 @@
-"""The real kubectl 1.32 against kubesim: apply, get, patch, scale, label selectors, wait, delete, watch."""
+"""The real kubectl 1.32 against kubesim: apply, get, patch, scale, label selectors, wait, delete,
+watch."""
 
 from __future__ import annotations
 
@@ -75,8 +76,12 @@ async def test_apply_get_and_yaml(kubectl: Kubectl, kubesim: KubeSim) -> None:
 
 async def test_patch_merge_json_and_strategic(kubectl: Kubectl, kube_api: ApiClient) -> None:
     await _setup_widget(kubectl)
-    merged = await _ok(kubectl, "patch", "widget", "w1", "--type=merge", "-p", '{"spec":{"color":"red"}}')
-    unchanged = await _ok(kubectl, "patch", "widget", "w1", "--type=merge", "-p", '{"spec":{"color":"red"}}')
+    merged = await _ok(
+        kubectl, "patch", "widget", "w1", "--type=merge", "-p", '{"spec":{"color":"red"}}'
+    )
+    unchanged = await _ok(
+        kubectl, "patch", "widget", "w1", "--type=merge", "-p", '{"spec":{"color":"red"}}'
+    )
     ops = json.dumps([{"op": "replace", "path": "/spec/replicas", "value": 7}])
     await _ok(kubectl, "patch", "widget", "w1", "--type=json", "-p", ops)
     rc, _, err = await kubectl("patch", "widget", "w1", "-p", '{"spec":{"color":"green"}}')
@@ -94,7 +99,11 @@ async def test_scale(kubectl: Kubectl, kube_api: ApiClient, kubesim: KubeSim) ->
     ).strip() == "widget.test.kubesim.io/w1 scaled"
     await _ok(kubectl, "scale", "widget", "w1", "--current-replicas=5", "--replicas=3")
     assert (await get_widget(kube_api, "w1"))["spec"]["replicas"] == 3
-    assert [r.method for r in kubesim.control.recorded(subresource="scale")] == ["PATCH", "GET", "PUT"]
+    assert [r.method for r in kubesim.control.recorded(subresource="scale")] == [
+        "PATCH",
+        "GET",
+        "PUT",
+    ]
 
 
 async def test_create_pods_and_select_by_label(kubectl: Kubectl) -> None:
@@ -113,7 +122,9 @@ async def test_wait_for_condition_set_through_the_api(
     kubectl: Kubectl, kube_api: ApiClient, kubesim: KubeSim
 ) -> None:
     await _setup_widget(kubectl)
-    waiter = asyncio.create_task(kubectl("wait", "--for=condition=Ready", "widget/w1", "--timeout=20s"))
+    waiter = asyncio.create_task(
+        kubectl("wait", "--for=condition=Ready", "widget/w1", "--timeout=20s")
+    )
     # Set the condition once kubectl watches for it, so that it is the watch that sees it.
     await eventually(
         lambda: kubesim.control.recorded(verb="watch", resource="widgets"), what="kubectl's watch"
@@ -125,7 +136,9 @@ async def test_wait_for_condition_set_through_the_api(
     assert out.strip() == "widget.test.kubesim.io/w1 condition met"
 
 
-async def test_delete_waits_for_finalizers(kubectl: Kubectl, kube_api: ApiClient, kubesim: KubeSim) -> None:
+async def test_delete_waits_for_finalizers(
+    kubectl: Kubectl, kube_api: ApiClient, kubesim: KubeSim
+) -> None:
     await _setup_widget(kubectl)
     await merge_patch_widget(kube_api, "w1", {"metadata": {"finalizers": ["test.kubesim.io/hold"]}})
     deleter = asyncio.create_task(kubectl("delete", "widget", "w1", "--timeout=20s"))
@@ -145,7 +158,9 @@ async def test_delete_waits_for_finalizers(kubectl: Kubectl, kube_api: ApiClient
 async def test_server_side_apply_upserts(kubectl: Kubectl, kube_api: ApiClient) -> None:
     assert "created" in await _ok(kubectl, "apply", "-f", str(CRD_PATH))
     first = await _ok(kubectl, "apply", "--server-side", "-f", "-", stdin=WIDGET)
-    second = await _ok(kubectl, "apply", "--server-side", "-f", "-", stdin=WIDGET.replace("blue", "red"))
+    second = await _ok(
+        kubectl, "apply", "--server-side", "-f", "-", stdin=WIDGET.replace("blue", "red")
+    )
     assert first.strip() == second.strip() == "widget.test.kubesim.io/w1 serverside-applied"
     assert (await get_widget(kube_api, "w1"))["spec"]["color"] == "red"
 
@@ -166,7 +181,9 @@ async def test_get_watch_prints_table_rows_for_changes(
     assert [r[:2] for r in rows[1:]] == [["w1", "2"], ["w1", "4"]]
 
 
-async def test_create_priorityclass_and_a_pod_of_that_class(kubectl: Kubectl, kubesim: KubeSim) -> None:
+async def test_create_priorityclass_and_a_pod_of_that_class(
+    kubectl: Kubectl, kubesim: KubeSim
+) -> None:
     created = await _ok(
         kubectl, "create", "priorityclass", "high", "--value=1000", "--preemption-policy=Never"
     )

@@ -123,7 +123,9 @@ async def test_background_deletion_is_immediate(kube_api: ApiClient) -> None:
     assert (await core.list_namespaced_config_map("default")).items == []
 
 
-async def test_deleting_a_namespace_makes_it_terminating_and_refuses_new_objects(kube_api: ApiClient) -> None:
+async def test_deleting_a_namespace_makes_it_terminating_and_refuses_new_objects(
+    kube_api: ApiClient,
+) -> None:
     core = client.CoreV1Api(kube_api)
     await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="team")))
     await core.create_namespaced_config_map("team", configmap("kept"))

@@ -1,4 +1,5 @@
-"""Contract suite, list filtering: every label-selector operator and the field selectors, over HTTP."""
+"""Contract suite, list filtering: every label-selector operator and the field selectors, over
+HTTP."""
 
 from __future__ import annotations
 
@@ -36,9 +37,21 @@ LABELS = {
         ("env,tier=db", ["b"]),
         ("", ["a", "b", "c", "d"]),
     ],
-    ids=["equals", "double-equals", "not-equals", "in", "notin", "exists", "not-exists", "and", "empty"],
+    ids=[
+        "equals",
+        "double-equals",
+        "not-equals",
+        "in",
+        "notin",
+        "exists",
+        "not-exists",
+        "and",
+        "empty",
+    ],
 )
-async def test_label_selector_operators(kube_api: ApiClient, selector: str, expected: list[str]) -> None:
+async def test_label_selector_operators(
+    kube_api: ApiClient, selector: str, expected: list[str]
+) -> None:
     core = client.CoreV1Api(kube_api)
     for name, labels in LABELS.items():
         await core.create_namespaced_config_map("default", configmap(name, **labels))
@@ -46,10 +59,14 @@ async def test_label_selector_operators(kube_api: ApiClient, selector: str, expe
     assert [cm.metadata.name for cm in listed.items] == expected
 
 
-@pytest.mark.parametrize("selector", ["env in (a", "=x", "env=a b"], ids=["unclosed", "no-key", "space"])
+@pytest.mark.parametrize(
+    "selector", ["env in (a", "=x", "env=a b"], ids=["unclosed", "no-key", "space"]
+)
 async def test_malformed_label_selector_is_400(kube_api: ApiClient, selector: str) -> None:
     with pytest.raises(ApiException) as err:
-        await client.CoreV1Api(kube_api).list_namespaced_config_map("default", label_selector=selector)
+        await client.CoreV1Api(kube_api).list_namespaced_config_map(
+            "default", label_selector=selector
+        )
     assert (err.value.status, status_of(err.value)["reason"]) == (400, "BadRequest")
 
 
@@ -60,7 +77,9 @@ async def test_field_selectors_on_name_and_namespace(kube_api: ApiClient) -> Non
     await core.create_namespaced_config_map("other", configmap("a"))
     await core.create_namespaced_config_map("other", configmap("b"))
     by_name = await core.list_config_map_for_all_namespaces(field_selector="metadata.name=a")
-    by_ns = await core.list_config_map_for_all_namespaces(field_selector="metadata.namespace!=default")
+    by_ns = await core.list_config_map_for_all_namespaces(
+        field_selector="metadata.namespace!=default"
+    )
     assert sorted((cm.metadata.namespace, cm.metadata.name) for cm in by_name.items) == [
         ("default", "a"),
         ("other", "a"),
@@ -82,7 +101,9 @@ async def test_pod_field_selectors_on_phase_and_node(kube_api: ApiClient) -> Non
 
 async def test_unknown_field_selector_is_400(kube_api: ApiClient) -> None:
     with pytest.raises(ApiException) as err:
-        await client.CoreV1Api(kube_api).list_namespaced_config_map("default", field_selector="data.k=v")
+        await client.CoreV1Api(kube_api).list_namespaced_config_map(
+            "default", field_selector="data.k=v"
+        )
     assert err.value.status == 400
 
 

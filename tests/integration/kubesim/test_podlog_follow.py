@@ -1,5 +1,5 @@
-"""`GET pods/{name}/log?follow=true` of a timer-runtime pod, on the fake clock: the stream stays open
-while the container runs and ends with how the run ended, as a kubelet's stream ends when the
+"""`GET pods/{name}/log?follow=true` of a timer-runtime pod, on the fake clock: the stream stays
+open while the container runs and ends with how the run ended, as a kubelet's stream ends when the
 container does; a follow of a pod whose run is over answers at once."""
 
 from __future__ import annotations
@@ -31,11 +31,16 @@ def pod(name: str, run_seconds: int, exit_code: int) -> dict[str, object]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "example/main:1"}]},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "example/main:1"}],
+        },
     }
 
 
-async def started(sim: KubeSim, clock: FakeClock, name: str, run_seconds: int, exit_code: int) -> None:
+async def started(
+    sim: KubeSim, clock: FakeClock, name: str, run_seconds: int, exit_code: int
+) -> None:
     pods = sim.cluster.registry.by_kind("v1", "Pod")
     assert pods is not None
     sim.cluster.create(pods, "default", pod(name, run_seconds, exit_code))
@@ -71,9 +76,11 @@ async def test_follow_of_an_ended_run_answers_at_once(
     assert text.splitlines()[-1].startswith("[kubesim] exited with code 0 (Completed) at "), text
 
 
-async def _body_after_the_run(response: aiohttp.ClientResponse, clock: FakeClock, run: float) -> str:
-    """The whole body, read after the container's run ended: a followed log includes the end, a plain
-    one was complete when the request was answered."""
+async def _body_after_the_run(
+    response: aiohttp.ClientResponse, clock: FakeClock, run: float
+) -> str:
+    """The whole body, read after the container's run ended: a followed log includes the end, a
+    plain one was complete when the request was answered."""
     await clock.advance(run)
     return (await asyncio.wait_for(response.read(), 30)).decode()
 

@@ -27,13 +27,19 @@ async def test_answers_carry_the_flow_schema_and_priority_level(
     async with sim_http.get("/api/v1/namespaces/nope") as missing:
         assert missing.status == 404
         assert apf_headers(missing) == found, "errors are classified too, into the same flow"
-    async with sim_http.get("/api/v1/pods", params={"watch": "true", "timeoutSeconds": "1"}) as watch:
+    async with sim_http.get(
+        "/api/v1/pods", params={"watch": "true", "timeoutSeconds": "1"}
+    ) as watch:
         assert watch.status == 200
-        assert apf_headers(watch) == found, "a watch stream's headers are sent before its first event"
+        assert apf_headers(watch) == found, (
+            "a watch stream's headers are sent before its first event"
+        )
 
 
 @pytest.mark.kubesim_control
-async def test_a_429_under_load_says_when_to_come_back(sim: KubeSim, sim_http: aiohttp.ClientSession) -> None:
+async def test_a_429_under_load_says_when_to_come_back(
+    sim: KubeSim, sim_http: aiohttp.ClientSession
+) -> None:
     sim.control.inject_error(429, method="GET", path="/namespaces/default$", retry_after=7)
     async with sim_http.get("/api/v1/namespaces/default") as throttled:
         assert throttled.status == 429

@@ -1,4 +1,5 @@
-"""Contract suite, subresources and kinds: /status, /scale, pods (binding, grace, eviction), jobs, CRDs."""
+"""Contract suite, subresources and kinds: /status, /scale, pods (binding, grace, eviction), jobs,
+CRDs."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ async def test_main_endpoint_ignores_status_and_status_endpoint_writes_only_stat
 ) -> None:
     await install_widget_crd(kube_api)
     await create_widget(kube_api, "w")
-    via_main = await merge_patch_widget(kube_api, "w", {"status": {"replicas": 5}, "spec": {"color": "red"}})
+    via_main = await merge_patch_widget(
+        kube_api, "w", {"status": {"replicas": 5}, "spec": {"color": "red"}}
+    )
     via_status = await merge_patch_widget(
         kube_api, "w", {"status": {"replicas": 2}, "spec": {"color": "green"}}, status=True
     )
@@ -60,7 +63,9 @@ async def test_create_drops_status_when_the_status_subresource_is_on(kube_api: A
 async def test_scale_subresource_maps_replica_paths(kube_api: ApiClient) -> None:
     await install_widget_crd(kube_api)
     await create_widget(kube_api, "w", replicas=3)
-    await merge_patch_widget(kube_api, "w", {"status": {"replicas": 2, "selector": "app=w"}}, status=True)
+    await merge_patch_widget(
+        kube_api, "w", {"status": {"replicas": 2, "selector": "app=w"}}, status=True
+    )
     scale = await client.CustomObjectsApi(kube_api).get_namespaced_custom_object_scale(
         GROUP, VERSION, "default", PLURAL, "w"
     )
@@ -84,7 +89,9 @@ async def test_scale_patch_and_put_change_spec_replicas(kube_api: ApiClient) -> 
     )
     scale = await objects.get_namespaced_custom_object_scale(GROUP, VERSION, "default", PLURAL, "w")
     scale["spec"]["replicas"] = 6
-    await objects.replace_namespaced_custom_object_scale(GROUP, VERSION, "default", PLURAL, "w", scale)
+    await objects.replace_namespaced_custom_object_scale(
+        GROUP, VERSION, "default", PLURAL, "w", scale
+    )
     widget = await get_widget(kube_api, "w")
     assert widget["spec"]["replicas"] == 6
     assert widget["metadata"]["generation"] == 3
@@ -98,19 +105,25 @@ async def test_scale_put_with_stale_resource_version_is_409(kube_api: ApiClient)
     await merge_patch_widget(kube_api, "w", {"spec": {"replicas": 2}})
     scale["spec"]["replicas"] = 8
     with pytest.raises(ApiException) as err:
-        await objects.replace_namespaced_custom_object_scale(GROUP, VERSION, "default", PLURAL, "w", scale)
+        await objects.replace_namespaced_custom_object_scale(
+            GROUP, VERSION, "default", PLURAL, "w", scale
+        )
     assert err.value.status == 409
     assert (await get_widget(kube_api, "w"))["spec"]["replicas"] == 2
 
 
-async def test_new_pods_are_bound_and_pending(kube_api: ApiClient, kubesim_settings: object) -> None:
+async def test_new_pods_are_bound_and_pending(
+    kube_api: ApiClient, kubesim_settings: object
+) -> None:
     core = client.CoreV1Api(kube_api)
     created = await core.create_namespaced_pod("default", pod("p"))
     assert created.spec.node_name
     assert created.status.phase == "Pending"
 
 
-async def test_pod_status_is_written_through_the_status_subresource_only(kube_api: ApiClient) -> None:
+async def test_pod_status_is_written_through_the_status_subresource_only(
+    kube_api: ApiClient,
+) -> None:
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_pod("default", pod("p"))
     await core.patch_namespaced_pod("p", "default", {"status": {"phase": "Running"}})
@@ -159,7 +172,10 @@ async def test_job_delete_without_policy_orphans_pods_with_a_warning(kube_api: A
         "metadata": {"name": "j"},
         "spec": {
             "template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                }
             }
         },
     }
@@ -172,7 +188,9 @@ async def test_job_delete_without_policy_orphans_pods_with_a_warning(kube_api: A
 
 async def test_crd_is_established_and_discoverable_at_once(kube_api: ApiClient) -> None:
     await install_widget_crd(kube_api)
-    crd = await client.ApiextensionsV1Api(kube_api).read_custom_resource_definition("widgets.test.kubesim.io")
+    crd = await client.ApiextensionsV1Api(kube_api).read_custom_resource_definition(
+        "widgets.test.kubesim.io"
+    )
     resources = await client.CustomObjectsApi(kube_api).get_api_resources(GROUP, VERSION)
     assert {c.type for c in crd.status.conditions} >= {"Established", "NamesAccepted"}
     assert {r.name for r in resources.resources} == {"widgets", "widgets/status", "widgets/scale"}
@@ -181,7 +199,9 @@ async def test_crd_is_established_and_discoverable_at_once(kube_api: ApiClient) 
 async def test_crd_delete_removes_its_objects(kube_api: ApiClient) -> None:
     await install_widget_crd(kube_api)
     await create_widget(kube_api, "w")
-    await client.ApiextensionsV1Api(kube_api).delete_custom_resource_definition("widgets.test.kubesim.io")
+    await client.ApiextensionsV1Api(kube_api).delete_custom_resource_definition(
+        "widgets.test.kubesim.io"
+    )
     with pytest.raises(ApiException) as err:
         await get_widget(kube_api, "w")
     assert err.value.status == 404

@@ -1,4 +1,5 @@
-"""Contract suite, watch: initial state, replay, 410, bookmarks, timeouts, selector transitions, drops."""
+"""Contract suite, watch: initial state, replay, 410, bookmarks, timeouts, selector transitions,
+drops."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ async def _events(core: client.CoreV1Api, count: int, **kwargs: Any) -> list[tup
     """The first `count` events of a config map watch as (type, name, resourceVersion)."""
     seen: list[tuple[str, str, str]] = []
     async with watch.Watch() as w:
-        async for event in w.stream(core.list_namespaced_config_map, "default", timeout_seconds=5, **kwargs):
+        async for event in w.stream(
+            core.list_namespaced_config_map, "default", timeout_seconds=5, **kwargs
+        ):
             meta = event["raw_object"]["metadata"]
             seen.append((event["type"], meta.get("name", ""), meta.get("resourceVersion", "")))
             if len(seen) == count:
@@ -41,7 +44,9 @@ async def _events(core: client.CoreV1Api, count: int, **kwargs: Any) -> list[tup
     return seen
 
 
-async def _raw_lines(url: str, path: str, *, limit: int, stop_after: float = 5.0) -> list[dict[str, Any]]:
+async def _raw_lines(
+    url: str, path: str, *, limit: int, stop_after: float = 5.0
+) -> list[dict[str, Any]]:
     """Up to `limit` watch lines read straight off the HTTP stream."""
     lines: list[dict[str, Any]] = []
     async with aiohttp.ClientSession() as session, session.get(url + path) as resp:
@@ -91,7 +96,9 @@ async def test_live_events_follow_the_initial_state(kube_api: ApiClient) -> None
 
 
 @pytest.mark.kubesim_control
-async def test_compacted_resource_version_is_410_expired(kube_api: ApiClient, kubesim: KubeSim) -> None:
+async def test_compacted_resource_version_is_410_expired(
+    kube_api: ApiClient, kubesim: KubeSim
+) -> None:
     core = client.CoreV1Api(kube_api)
     first = await core.create_namespaced_config_map("default", configmap("a"))
     await core.create_namespaced_config_map("default", configmap("b"))
@@ -143,9 +150,13 @@ async def test_timeout_seconds_ends_the_stream(kubesim: KubeSim) -> None:
     assert 0.9 <= loop.time() - started < 5
 
 
-@pytest.mark.parametrize("flag", ["1", "t", "T", "TRUE", "true", "True"], ids=lambda f: f"watch={f}")
+@pytest.mark.parametrize(
+    "flag", ["1", "t", "T", "TRUE", "true", "True"], ids=lambda f: f"watch={f}"
+)
 async def test_watch_flag_is_parsed_like_go_parse_bool(kubesim: KubeSim, flag: str) -> None:
-    lines = await _raw_lines(kubesim.url, f"/api/v1/namespaces?watch={flag}&resourceVersion=0", limit=1)
+    lines = await _raw_lines(
+        kubesim.url, f"/api/v1/namespaces?watch={flag}&resourceVersion=0", limit=1
+    )
     assert lines[0]["type"] == "ADDED"
 
 
@@ -168,10 +179,14 @@ async def test_label_selector_transitions_add_and_delete(
     core = client.CoreV1Api(kube_api)
     created = await core.create_namespaced_config_map("default", configmap("a", tier="cold"))
     task = asyncio.create_task(
-        _events(core, 2, resource_version=created.metadata.resource_version, label_selector="tier=hot")
+        _events(
+            core, 2, resource_version=created.metadata.resource_version, label_selector="tier=hot"
+        )
     )
     await open_watches(1)
-    heated = await core.patch_namespaced_config_map("a", "default", {"metadata": {"labels": {"tier": "hot"}}})
+    heated = await core.patch_namespaced_config_map(
+        "a", "default", {"metadata": {"labels": {"tier": "hot"}}}
+    )
     cooled = await core.patch_namespaced_config_map(
         "a", "default", {"metadata": {"labels": {"tier": "cold"}}}
     )
@@ -183,14 +198,18 @@ async def test_label_selector_transitions_add_and_delete(
 
 
 @pytest.mark.kubesim_control
-async def test_field_selector_filters_watch_by_name(kube_api: ApiClient, open_watches: OpenWatches) -> None:
+async def test_field_selector_filters_watch_by_name(
+    kube_api: ApiClient, open_watches: OpenWatches
+) -> None:
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_config_map("default", configmap("a"))
     await core.create_namespaced_config_map("default", configmap("b"))
     events = await _events(core, 1, resource_version="0", field_selector="metadata.name=b")
     # The first watch must be gone, or it could be the one counted as open below.
     await open_watches(0)
-    task = asyncio.create_task(_events(core, 1, resource_version="0", field_selector="metadata.name=c"))
+    task = asyncio.create_task(
+        _events(core, 1, resource_version="0", field_selector="metadata.name=c")
+    )
     await open_watches(1)
     await core.patch_namespaced_config_map("b", "default", {"data": {"k": "x"}})
     await core.create_namespaced_config_map("default", configmap("c"))
@@ -205,7 +224,9 @@ async def test_noop_write_emits_no_event(kube_api: ApiClient, open_watches: Open
     task = asyncio.create_task(_events(core, 1, resource_version=created.metadata.resource_version))
     await open_watches(1)
     await core.patch_namespaced_config_map("a", "default", {"data": {"k": "v"}}, **AS_MERGE_PATCH)
-    await core.patch_namespaced_config_map("a", "default", {"data": {"k": "changed"}}, **AS_MERGE_PATCH)
+    await core.patch_namespaced_config_map(
+        "a", "default", {"data": {"k": "changed"}}, **AS_MERGE_PATCH
+    )
     events = await asyncio.wait_for(task, 5)
     assert [(t, n) for t, n, _ in events] == [("MODIFIED", "a")]
     assert int(events[0][2]) == int(created.metadata.resource_version) + 1
@@ -214,7 +235,9 @@ async def test_noop_write_emits_no_event(kube_api: ApiClient, open_watches: Open
 @pytest.mark.kubesim_control
 async def test_drop_watches_ends_open_streams(kubesim: KubeSim, open_watches: OpenWatches) -> None:
     async def read_all() -> list[dict[str, Any]]:
-        return await _raw_lines(kubesim.url, "/api/v1/namespaces/default/configmaps?watch=1", limit=99)
+        return await _raw_lines(
+            kubesim.url, "/api/v1/namespaces/default/configmaps?watch=1", limit=99
+        )
 
     task = asyncio.create_task(read_all())
     await open_watches(1)
@@ -235,7 +258,9 @@ async def test_in_process_watch_iterator(kubesim: KubeSim) -> None:
     assert kubesim.control.open_watches() == 0
 
 
-@pytest.mark.parametrize("flag", ["0", "f", "F", "FALSE", "false", "False"], ids=lambda f: f"watch={f}")
+@pytest.mark.parametrize(
+    "flag", ["0", "f", "F", "FALSE", "false", "False"], ids=lambda f: f"watch={f}"
+)
 async def test_a_false_watch_flag_is_a_list(kubesim: KubeSim, flag: str) -> None:
     async with (
         aiohttp.ClientSession() as session,

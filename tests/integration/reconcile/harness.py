@@ -1,10 +1,10 @@
 """Shared helpers of the reconciler conformance suite (a helper module, not a test module).
 
 The real `Manager` (no leader election) with the real reconciler against the `kubesim` fixture over
-HTTP, driven by a test client with its own user agent (so the operator's requests can be told apart in
-kubesim's request record), MPIJob manifests, and waits that fail saying what was awaited and what was
-seen last. The fixtures (`kube`, `operator`) are in tests/conftest.py, this tier's `kubesim_settings` in
-its conftest.py.
+HTTP, driven by a test client with its own user agent (so the operator's requests can be told apart
+in kubesim's request record), MPIJob manifests, and waits that fail saying what was awaited and what
+was seen last. The fixtures (`kube`, `operator`) are in tests/conftest.py, this tier's
+`kubesim_settings` in its conftest.py.
 """
 
 from __future__ import annotations
@@ -29,16 +29,19 @@ CRD = operator_testing.CRD
 NS = "default"
 IMAGE = "mpioperator/mpi-pi:openmpi"
 OPERATOR_AGENT = DEFAULT_USER_AGENT
-"""The operator's requests carry this user agent; the test client's carry `operator_testing.TEST_AGENT`."""
+"""The operator's requests carry this user agent; the test client's carry
+`operator_testing.TEST_AGENT`."""
 WITHIN = 30.0
-"""The ceiling of this suite's waits: what a broken run waits before failing, not a speed requirement."""
+"""The ceiling of this suite's waits: what a broken run waits before failing, not a speed
+requirement."""
 
 FAST_PODS = {"kubesim/start-seconds": "0.1", "kubesim/ready-seconds": "0.1"}
 
 
 @contextlib.asynccontextmanager
 async def running_operator(kubesim: KubeSim, **overrides: Any) -> AsyncIterator[manager.Manager]:
-    """A started Manager with the MPIJob reconciler (`overrides`: Settings fields); stopped on exit."""
+    """A started Manager with the MPIJob reconciler (`overrides`: Settings fields); stopped on
+    exit."""
     settings = operator_testing.quick_settings(kubesim, **overrides)
     async with operator_testing.running_operator(settings) as mgr:
         yield mgr
@@ -74,8 +77,14 @@ def mpijob(
         "spec": {
             "launcherCreationPolicy": "AtStartup",
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template(launcher_annotations, launcher_container)},
-                "Worker": {"replicas": workers, "template": template(worker_annotations, worker_container)},
+                "Launcher": {
+                    "replicas": 1,
+                    "template": template(launcher_annotations, launcher_container),
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "template": template(worker_annotations, worker_container),
+                },
             },
             **copy.deepcopy(spec),
         },
@@ -95,7 +104,9 @@ def condition_true(job: dict[str, Any], kind: str) -> bool:
     return conditions(job).get(kind, {}).get("status") == "True"
 
 
-async def wait_condition(kube: Kube, name: str, kind: str, within: float = WITHIN) -> dict[str, Any]:
+async def wait_condition(
+    kube: Kube, name: str, kind: str, within: float = WITHIN
+) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
         job = await get_job(kube, name)
         return job if condition_true(job, kind) else None
@@ -105,7 +116,9 @@ async def wait_condition(kube: Kube, name: str, kind: str, within: float = WITHI
 
 async def list_names(kube: Kube, resource: Resource, selector: str | None = None) -> list[str]:
     items, _ = await kube.list(resource, NS, label_selector=selector)
-    return sorted(i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp"))
+    return sorted(
+        i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp")
+    )
 
 
 async def pods_of(kube: Kube, name: str, role: str) -> list[dict[str, Any]]:
@@ -129,9 +142,12 @@ async def wait_event(kube: Kube, name: str, reason: str, within: float = WITHIN)
     return await eventually(check, within=within, what=f"an event {reason} on {name}")
 
 
-def store_past_admission(kubesim: KubeSim, name: str, change: Callable[[dict[str, Any]], None]) -> None:
-    """Rewrites the stored MPIJob `name` behind the API server's back (as an old CRD without a rule, or a
-    direct etcd write, would leave it): `change` edits a copy, which is committed as a MODIFIED event."""
+def store_past_admission(
+    kubesim: KubeSim, name: str, change: Callable[[dict[str, Any]], None]
+) -> None:
+    """Rewrites the stored MPIJob `name` behind the API server's back (as an old CRD without a rule,
+    or a direct etcd write, would leave it): `change` edits a copy, which is committed as a MODIFIED
+    event."""
     cluster = kubesim.cluster
     rt = cluster.registry.by_plural("kubeflow.org", "v2beta1", "mpijobs")
     assert rt is not None
@@ -143,7 +159,9 @@ def store_past_admission(kubesim: KubeSim, name: str, change: Callable[[dict[str
 
 
 def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
-    return next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+    return next(
+        (r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None
+    )
 
 
 def operator_writes(kubesim: KubeSim) -> list[str]:
@@ -177,10 +195,10 @@ _pokes = itertools.count()
 async def settle(kube: Kube, mgr: manager.Manager, name: str) -> None:
     """Returns once `mgr` has reconciled MPIJob `name` as it is now and has nothing left to do.
 
-    Instead of waiting "long enough" for the operator to finish, this makes it look at the job once more
-    (an annotation change, which the operator owns nothing of), waits until its informer has seen that
-    change (its event handlers run in the same step as the cache update, so the job is queued by then),
-    and then until the operator is idle (`idle`)."""
+    Instead of waiting "long enough" for the operator to finish, this makes it look at the job once
+    more (an annotation change, which the operator owns nothing of), waits until its informer has
+    seen that change (its event handlers run in the same step as the cache update, so the job is
+    queued by then), and then until the operator is idle (`idle`)."""
     before = reconciles(mgr)
     patch = {"metadata": {"annotations": {"test.mpi-operator/poke": str(next(_pokes))}}}
     poked = await kube.patch(resources.MPIJOB, name, patch, namespace=NS)
@@ -192,12 +210,14 @@ async def settle(kube: Kube, mgr: manager.Manager, name: str) -> None:
         assert int(cached["metadata"]["resourceVersion"]) >= int(version), "the poke not seen yet"
         return reconciles(mgr) > before and idle(mgr)
 
-    await eventually(seen_and_idle, within=WITHIN, what=f"the operator to reconcile {name} and go idle")
+    await eventually(
+        seen_and_idle, within=WITHIN, what=f"the operator to reconcile {name} and go idle"
+    )
 
 
 async def quiet(kubesim: KubeSim, kube: Kube, mgr: manager.Manager, name: str) -> list[str]:
-    """The operator's writes while it settles (`settle`) MPIJob `name` once more, starting from an idle
-    operator: what a converged job's reconcile writes, which should be nothing."""
+    """The operator's writes while it settles (`settle`) MPIJob `name` once more, starting from an
+    idle operator: what a converged job's reconcile writes, which should be nothing."""
     await settle(kube, mgr, name)
     kubesim.control.clear_requests()
     await settle(kube, mgr, name)

@@ -1,6 +1,7 @@
 """The one write path: the `Applier` sends a plan's actions to kubesim in phase order, and what each
-answer means (a Patch of a gone object is skipped, a conflict stops the plan and says in which phase,
-a deleted uid is not deleted twice), checked from the cluster's side and from kubesim's request record."""
+answer means (a Patch of a gone object is skipped, a conflict stops the plan and says in which
+phase, a deleted uid is not deleted twice), checked from the cluster's side and from kubesim's
+request record."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ JOB = MPIJob.model_validate(
         "metadata": {"name": "pi", "namespace": NS, "uid": "job-uid"},
         "spec": {
             "mpiReplicaSpecs": {
-                "Launcher": {"template": {"spec": {"containers": [{"name": "l", "image": "busybox"}]}}},
+                "Launcher": {
+                    "template": {"spec": {"containers": [{"name": "l", "image": "busybox"}]}}
+                },
                 "Worker": {
                     "replicas": 1,
                     "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}},
@@ -54,7 +57,9 @@ def ref(kind: str, name: str, api_version: str = "v1") -> ObjectRef:
 
 
 def applier(
-    kube: Kube, deleted: DeletedRecently | None = None, is_current: Callable[[], bool] = lambda: True
+    kube: Kube,
+    deleted: DeletedRecently | None = None,
+    is_current: Callable[[], bool] = lambda: True,
 ) -> Applier:
     reported: list[tuple[str, str, str]] = []
     return Applier(
@@ -75,13 +80,23 @@ def writes(kubesim: KubeSim) -> list[str]:
     ]
 
 
-async def test_a_patch_of_a_gone_object_is_skipped_and_the_plan_goes_on(kube: Kube, kubesim: KubeSim) -> None:
+async def test_a_patch_of_a_gone_object_is_skipped_and_the_plan_goes_on(
+    kube: Kube, kubesim: KubeSim
+) -> None:
     await kube.create(resources.POD, pod("pi-worker-0"))
     plan = Plan(
         actions=(
-            Patch(ref("Pod", "pi-worker-9"), {"metadata": {"annotations": {"a": "1"}}}, Phase.DRAIN, "gone"),
             Patch(
-                ref("Pod", "pi-worker-0"), {"metadata": {"annotations": {"a": "1"}}}, Phase.ANNOUNCE, "here"
+                ref("Pod", "pi-worker-9"),
+                {"metadata": {"annotations": {"a": "1"}}},
+                Phase.DRAIN,
+                "gone",
+            ),
+            Patch(
+                ref("Pod", "pi-worker-0"),
+                {"metadata": {"annotations": {"a": "1"}}},
+                Phase.ANNOUNCE,
+                "here",
             ),
             Patch(
                 ref("Job", "pi-launcher", "batch/v1"),
@@ -111,7 +126,9 @@ async def test_a_written_patch_hands_back_its_events(kube: Kube) -> None:
         "kind": "Job",
         "metadata": {"name": "pi-launcher", "namespace": NS},
         "spec": {
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "l", "image": "x"}]}}
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "l", "image": "x"}]}
+            }
         },
     }
     await kube.create(resources.JOB, job)
@@ -128,15 +145,27 @@ async def test_a_written_patch_hands_back_its_events(kube: Kube) -> None:
 
 
 async def test_a_conflict_stops_the_plan_in_its_phase(kube: Kube, kubesim: KubeSim) -> None:
-    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pi-config", "namespace": NS}}
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "pi-config", "namespace": NS},
+    }
     await kube.create(resources.CONFIG_MAP, foreign)
     victim = await kube.create(resources.POD, pod("pi-worker-1"))
     plan = Plan(
         actions=(
-            Patch(ref("Pod", "pi-worker-1"), {"metadata": {"annotations": {"d": "1"}}}, Phase.DRAIN, "drain"),
+            Patch(
+                ref("Pod", "pi-worker-1"),
+                {"metadata": {"annotations": {"d": "1"}}},
+                Phase.DRAIN,
+                "drain",
+            ),
             Create.of({**foreign, "data": {"hostfile": ""}}, Phase.DISCOVERY),
             Delete(
-                ref("Pod", "pi-worker-1"), victim["metadata"]["uid"], phase=Phase.RELEASE, why="scaled in"
+                ref("Pod", "pi-worker-1"),
+                victim["metadata"]["uid"],
+                phase=Phase.RELEASE,
+                why="scaled in",
             ),
         )
     )
@@ -165,7 +194,9 @@ async def test_a_deleted_uid_is_not_deleted_twice(kube: Kube, kubesim: KubeSim) 
 
 
 def creates(count: int) -> Plan:
-    return Plan(actions=tuple(Create.of(pod(f"pi-worker-{i}"), Phase.WORKLOAD) for i in range(count)))
+    return Plan(
+        actions=tuple(Create.of(pod(f"pi-worker-{i}"), Phase.WORKLOAD) for i in range(count))
+    )
 
 
 def pod_posts(kubesim: KubeSim) -> list[int | None]:
@@ -173,7 +204,8 @@ def pod_posts(kubesim: KubeSim) -> list[int | None]:
 
 
 class Batches:
-    """`is_current` that counts the batches (it is asked before each) and can act before the n-th."""
+    """`is_current` that counts the batches (it is asked before each) and can act before the
+    n-th."""
 
     def __init__(
         self, before: dict[int, Callable[[], object]] | None = None, gone_after: int = 10**6

@@ -1,10 +1,10 @@
-"""A job with more workers than one sync creates (`planning.WORKER_WINDOW`): its first sync writes the
-`Created` condition with the first window, so the user sees a reaction at once, and each later window
-is a sync of its own, queued behind the other jobs. The windows create every worker exactly once (the
-pods a sync created count as observed until the pod cache shows them, so a requeued sync that runs
-before the watch delivers them creates nothing twice), the launcher Job comes after the last worker, as
-upstream's order has it, and the converged job writes nothing. Before, one sync created every worker
-and wrote no status until they all existed.
+"""A job with more workers than one sync creates (`planning.WORKER_WINDOW`): its first sync writes
+the `Created` condition with the first window, so the user sees a reaction at once, and each later
+window is a sync of its own, queued behind the other jobs. The windows create every worker exactly
+once (the pods a sync created count as observed until the pod cache shows them, so a requeued sync
+that runs before the watch delivers them creates nothing twice), the launcher Job comes after the
+last worker, as upstream's order has it, and the converged job writes nothing. Before, one sync
+created every worker and wrote no status until they all existed.
 
 A big job deleted while its windows are being created gets no child more than 1 s after the deletion
 (the issue's bound, measured by kubesim's clock of commits)."""
@@ -60,7 +60,8 @@ class Timeline:
 def pod_creates(kubesim: KubeSim) -> list[int | None]:
     """The HTTP status of each pod create the operator sent."""
     return [
-        r.status for r in kubesim.control.recorded(verb="create", resource="pods", user_agent=OPERATOR_AGENT)
+        r.status
+        for r in kubesim.control.recorded(verb="create", resource="pods", user_agent=OPERATOR_AGENT)
     ]
 
 
@@ -69,8 +70,9 @@ async def test_a_big_job_is_created_window_by_window_and_says_so_first(
 ) -> None:
     timeline = Timeline()
     kubesim.cluster.add_listener(timeline)
-    # The operator's pod watch goes blind for a while (its next list and watch are slow), so the windows
-    # after the first are planned before the cache has shown the pods the earlier ones created.
+    # The operator's pod watch goes blind for a while (its next list and watch are slow), so the
+    # windows after the first are planned before the cache has shown the pods the earlier ones
+    # created.
     await eventually(lambda: kubesim.control.open_watches() > 0, what="the operator's watches")
     kubesim.control.inject_latency(1.0, method="GET", path="/pods$", count=2)
     kubesim.control.drop_watches()
@@ -78,10 +80,12 @@ async def test_a_big_job_is_created_window_by_window_and_says_so_first(
     await wait_condition(kube, "big", "Running", within=120)
 
     last_worker = timeline.position("Pod", f"big-worker-{WORKERS - 1}")
-    assert timeline.condition["Created"] <= timeline.position("Pod", f"big-worker-{WORKER_WINDOW}"), (
-        "the Created condition was not written with the first window"
+    assert timeline.condition["Created"] <= timeline.position(
+        "Pod", f"big-worker-{WORKER_WINDOW}"
+    ), "the Created condition was not written with the first window"
+    assert timeline.position("Job", "big-launcher") > last_worker, (
+        "the launcher came before the last worker"
     )
-    assert timeline.position("Job", "big-launcher") > last_worker, "the launcher came before the last worker"
     assert pod_creates(kubesim).count(201) == WORKERS, "a worker was created twice, or not at all"
     assert 409 not in pod_creates(kubesim), "a requeued window created in-flight workers again"
 
@@ -101,7 +105,9 @@ async def test_a_deleted_big_job_gets_no_child_more_than_1s_after_its_deletion(
     kubesim.cluster.add_listener(timeline)
     # Each pod create takes a while, so the job is still being created when it goes.
     kubesim.control.inject_latency(0.02, method="POST", path="/pods$")
-    body = mpijob("big", workers=MAX_WORKER_REPLICAS, worker_annotations={"kubesim/start-seconds": "3600"})
+    body = mpijob(
+        "big", workers=MAX_WORKER_REPLICAS, worker_annotations={"kubesim/start-seconds": "3600"}
+    )
     await kube.create(resources.MPIJOB, body, namespace=NS)
     await eventually(
         lambda: sum(1 for _, kind, _ in timeline.created if kind == "Pod") > 2 * WORKER_WINDOW,
@@ -110,11 +116,19 @@ async def test_a_deleted_big_job_gets_no_child_more_than_1s_after_its_deletion(
         what="a few windows of workers",
     )
     await kube.delete(resources.MPIJOB, "big", namespace=NS)
-    await eventually(lambda: idle(operator), within=60, what="the operator done with the deleted job")
+    await eventually(
+        lambda: idle(operator), within=60, what="the operator done with the deleted job"
+    )
     deleted = timeline.deleted["big"]
-    late = [(round(at - deleted, 3), name) for at, kind, name in timeline.created if at - deleted >= LATE]
+    late = [
+        (round(at - deleted, 3), name)
+        for at, kind, name in timeline.created
+        if at - deleted >= LATE
+    ]
     assert late == [], f"children created more than {LATE} s after the deletion: {late}"
     created = sum(1 for _, kind, _ in timeline.created if kind == "Pod")
-    assert created < MAX_WORKER_REPLICAS, "every worker was created: the deletion came too late to test"
+    assert created < MAX_WORKER_REPLICAS, (
+        "every worker was created: the deletion came too late to test"
+    )
     last = max(at for at, _, _ in timeline.created) - deleted
     print(f"{created} workers created, the last child {last:.3f} s after the deletion")

@@ -1,8 +1,9 @@
-"""Bounds that say why (issue 13): the CRD refuses more workers than the ceiling where it can; the operator
-refuses the rest (the v1alpha1 `gpus` split, objects that got past admission, its own lower
-`--max-workers-per-job`) with the `Invalid` condition and a `ValidationError` event naming the field and
-the limit; and children the API would refuse for their size or labels make the job Invalid before any
-write, instead of a retry loop. Before these bounds, `Worker.replicas: 2147483647` froze the operator."""
+"""Bounds that say why (issue 13): the CRD refuses more workers than the ceiling where it can; the
+operator refuses the rest (the v1alpha1 `gpus` split, objects that got past admission, its own lower
+`--max-workers-per-job`) with the `Invalid` condition and a `ValidationError` event naming the field
+and the limit; and children the API would refuse for their size or labels make the job Invalid
+before any write, instead of a retry loop. Before these bounds, `Worker.replicas: 2147483647` froze
+the operator."""
 
 from __future__ import annotations
 
@@ -39,13 +40,20 @@ V1ALPHA1 = dataclasses.replace(resources.MPIJOB, version="v1alpha1")
 
 async def children(kube: Kube) -> list[str]:
     names: list[str] = []
-    for resource in (resources.SERVICE, resources.CONFIG_MAP, resources.SECRET, resources.POD, resources.JOB):
+    for resource in (
+        resources.SERVICE,
+        resources.CONFIG_MAP,
+        resources.SECRET,
+        resources.POD,
+        resources.JOB,
+    ):
         names += await list_names(kube, resource)
     return names
 
 
 def child_writes(kubesim: KubeSim) -> list[str]:
-    """The operator's writes other than to an MPIJob's status and to Events (there should be none)."""
+    """The operator's writes other than to an MPIJob's status and to Events (there should be
+    none)."""
     return [
         w
         for w in operator_writes(kubesim)
@@ -62,15 +70,21 @@ async def invalid_message(kube: Kube, name: str) -> str:
     return str(condition["message"])
 
 
-async def test_the_crd_refuses_more_workers_than_the_ceiling_and_takes_the_ceiling(kube: Kube) -> None:
+async def test_the_crd_refuses_more_workers_than_the_ceiling_and_takes_the_ceiling(
+    kube: Kube,
+) -> None:
     with pytest.raises(errors.Invalid) as caught:
         await kube.create(resources.MPIJOB, mpijob("huge", workers=INT32_MAX))
     assert "spec.mpiReplicaSpecs.Worker.replicas" in caught.value.message
     assert f"less than or equal to {MAX_WORKER_REPLICAS}" in caught.value.message
     with pytest.raises(errors.Invalid, match=f"less than or equal to {MAX_WORKER_REPLICAS}"):
-        await kube.create(resources.MPIJOB, mpijob("elastic", elasticPolicy={"maxReplicas": INT32_MAX}))
+        await kube.create(
+            resources.MPIJOB, mpijob("elastic", elasticPolicy={"maxReplicas": INT32_MAX})
+        )
 
-    await kube.create(resources.MPIJOB, mpijob("ceiling", workers=MAX_WORKER_REPLICAS))  # no operator here
+    await kube.create(
+        resources.MPIJOB, mpijob("ceiling", workers=MAX_WORKER_REPLICAS)
+    )  # no operator here
     with pytest.raises(errors.Invalid, match=f"less than or equal to {MAX_WORKER_REPLICAS}"):
         await kube.patch(
             resources.MPIJOB,
@@ -99,7 +113,10 @@ async def test_v1alpha1_gpus_2_31_is_refused_by_the_operator_naming_the_limit(
     # The API server cannot refuse it: the split depends on the template's GPUs and --gpus-per-node.
     await kube.create(V1ALPHA1, v1alpha1_job("tf", INT32_MAX))
     message = await invalid_message(kube, "tf")
-    assert f"spec.gpus: Invalid value: {INT32_MAX}: {INT32_MAX} workers of 1 nvidia.com/gpu: " in message
+    assert (
+        f"spec.gpus: Invalid value: {INT32_MAX}: {INT32_MAX} workers of 1 nvidia.com/gpu: "
+        in message
+    )
     assert CEILING_WORDS in message
     assert await children(kube) == []
     assert child_writes(kubesim) == []
@@ -117,8 +134,8 @@ async def test_2_31_workers_past_admission_are_refused_and_the_operator_keeps_se
     store_past_admission(kubesim, "huge", huge)
 
     async with running_operator(kubesim):
-        # kubesim, like an API server without CRD validation ratcheting, refuses any status write on an
-        # object its schema refuses, so the event carries what the Invalid condition would.
+        # kubesim, like an API server without CRD validation ratcheting, refuses any status write on
+        # an object its schema refuses, so the event carries what the Invalid condition would.
         event = await wait_event(kube, "huge", "ValidationError")
         assert event["type"] == "Warning"
         words = f"spec.mpiReplicaSpecs.Worker.replicas: Invalid value: {INT32_MAX}: {CEILING_WORDS}"
@@ -130,12 +147,15 @@ async def test_2_31_workers_past_admission_are_refused_and_the_operator_keeps_se
     assert [w for w in child_writes(kubesim) if "huge" in w] == []
 
 
-async def test_the_operator_limit_lowers_the_ceiling_and_a_fix_recovers(kubesim: KubeSim, kube: Kube) -> None:
+async def test_the_operator_limit_lowers_the_ceiling_and_a_fix_recovers(
+    kubesim: KubeSim, kube: Kube
+) -> None:
     async with running_operator(kubesim, max_workers_per_job=2) as mgr:
         await kube.create(resources.MPIJOB, mpijob("three", workers=3))
         message = await invalid_message(kube, "three")
         assert (
-            "spec.mpiReplicaSpecs.Worker.replicas: Invalid value: 3: must be no more than 2 workers, the "
+            "spec.mpiReplicaSpecs.Worker.replicas: Invalid value: 3: must be no more than 2 "
+            "workers, the "
             "most this operator allows per MPIJob (--max-workers-per-job)" in message
         )
         assert await children(kube) == []
@@ -176,7 +196,11 @@ OVERSIZED = {
 
 @pytest.mark.parametrize(("overrides", "words"), OVERSIZED.values(), ids=list(OVERSIZED))
 async def test_children_the_api_would_refuse_make_the_job_invalid_without_a_write(
-    kubesim: KubeSim, kube: Kube, operator: Manager, overrides: dict[str, Any], words: tuple[str, ...]
+    kubesim: KubeSim,
+    kube: Kube,
+    operator: Manager,
+    overrides: dict[str, Any],
+    words: tuple[str, ...],
 ) -> None:
     await kube.create(resources.MPIJOB, mpijob("pi", **overrides))
     message = await invalid_message(kube, "pi")
@@ -197,7 +221,8 @@ async def test_a_worker_label_value_too_long_makes_the_job_invalid(
     await kube.create(resources.MPIJOB, body)
     message = await invalid_message(kube, "pi")
     assert (
-        'metadata.labels[team]: value "tttttttttttttttttttttttttttttttttttttttt..." is 64 characters, more '
+        'metadata.labels[team]: value "tttttttttttttttttttttttttttttttttttttttt..." is 64 '
+        "characters, more "
         "than the 63 a label value may have (from spec.mpiReplicaSpecs.Worker.template)" in message
     )
     assert await children(kube) == []
@@ -206,12 +231,18 @@ async def test_a_worker_label_value_too_long_makes_the_job_invalid(
 
 
 def reconciles_with(mgr: Manager, result: str) -> float:
-    return mgr.metrics.registry.get_sample_value("mpi_operator_reconcile_total", {"result": result}) or 0.0
+    return (
+        mgr.metrics.registry.get_sample_value("mpi_operator_reconcile_total", {"result": result})
+        or 0.0
+    )
 
 
-async def test_host_names_longer_than_a_dns_name_make_the_job_invalid(kubesim: KubeSim, kube: Kube) -> None:
-    # With this --cluster-domain, `pi-worker-1.pi.default.svc.<domain>` is 270 characters: the hostfile
-    # cannot list it, and before this check every sync failed building it, with no condition and no event.
+async def test_host_names_longer_than_a_dns_name_make_the_job_invalid(
+    kubesim: KubeSim, kube: Kube
+) -> None:
+    # With this --cluster-domain, `pi-worker-1.pi.default.svc.<domain>` is 270 characters: the
+    # hostfile cannot list it, and before this check every sync failed building it, with no
+    # condition and no event.
     domain = ".".join(["d" * 60] * 4)
     async with running_operator(kubesim, cluster_domain=domain):
         await kube.create(resources.MPIJOB, mpijob("pi", workers=2))

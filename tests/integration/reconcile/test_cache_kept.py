@@ -1,6 +1,7 @@
-"""The operator's caches hold what `cache.transforms` keeps, for objects that arrived by list and by watch
-alike: pods without their containers and volumes (the bulk of a pod, never read back), every kind without
-managedFields, and everything the reconcile reads still there (the rest of this tier proves that)."""
+"""The operator's caches hold what `cache.transforms` keeps, for objects that arrived by list and by
+watch alike: pods without their containers and volumes (the bulk of a pod, never read back), every
+kind without managedFields, and everything the reconcile reads still there (the rest of this tier
+proves that)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""Objects with the job's child names that it does not control are never adopted or overwritten; the job
-reports each with upstream's `ErrResourceExists` Warning and retries with backoff, and recovers once the
-object is gone (upstream `TestConfigMapNotControlledByUs`, `TestWorkerServiceNotControlledByUs`,
-`TestSecretNotControlledByUs`, `TestWorkerNotControlledByUs`, `TestLauncherNotControlledByUs`).
+"""Objects with the job's child names that it does not control are never adopted or overwritten; the
+job reports each with upstream's `ErrResourceExists` Warning and retries with backoff, and recovers
+once the object is gone (upstream `TestConfigMapNotControlledByUs`,
+`TestWorkerServiceNotControlledByUs`, `TestSecretNotControlledByUs`, `TestWorkerNotControlledByUs`,
+`TestLauncherNotControlledByUs`).
 
 Both ways a stranger can hide: carrying the operator's watch label (cached, so the plan sees it) and
-carrying no label at all (invisible to the label-filtered informers: found behind the create's 409)."""
+carrying no label at all (invisible to the label-filtered informers: found behind the create's
+409)."""
 
 from __future__ import annotations
 
@@ -67,7 +69,9 @@ async def test_foreign_child_is_reported_never_adopted_and_the_job_recovers(
     now = await kube.get(resource, name, NS)
     writes = [
         r.verb
-        for r in kubesim.control.recorded(resource=resource.plural, name=name, user_agent=OPERATOR_AGENT)
+        for r in kubesim.control.recorded(
+            resource=resource.plural, name=name, user_agent=OPERATOR_AGENT
+        )
         if r.verb not in ("get", "list", "watch")
     ]
     assert writes == [], f"the operator wrote to the stranger: {writes}"

@@ -1,7 +1,7 @@
-"""A new MPIJob through the API: every child created in upstream's order with upstream's names, labels,
-owner references, mounts and env, accepted by kubesim's admission with no warnings, plus the Created
-status and event (upstream `TestAllResourcesCreated/{OpenMPI,Intel,MPICH}`, `TestMPIJobSuccess` first
-half, `TestNewLauncherAndWorker`, `TestNewConfigMap` through the API)."""
+"""A new MPIJob through the API: every child created in upstream's order with upstream's names,
+labels, owner references, mounts and env, accepted by kubesim's admission with no warnings, plus the
+Created status and event (upstream `TestAllResourcesCreated/{OpenMPI,Intel,MPICH}`,
+`TestMPIJobSuccess` first half, `TestNewLauncherAndWorker`, `TestNewConfigMap` through the API)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,10 @@ async def test_all_resources_created_in_upstream_order(
 ) -> None:
     # Workers never start, so the first sync's objects stay as created.
     body = mpijob(
-        "pi", workers=5, mpiImplementation=impl, worker_annotations={"kubesim/start-seconds": "3600"}
+        "pi",
+        workers=5,
+        mpiImplementation=impl,
+        worker_annotations={"kubesim/start-seconds": "3600"},
     )
     created = await kube.create(resources.MPIJOB, body)
 
@@ -44,7 +47,8 @@ async def test_all_resources_created_in_upstream_order(
     ]
     assert creates == ["services", "configmaps", "secrets", *["pods"] * 5, "jobs"]
     workers = [f"pi-worker-{i}" for i in range(5)]
-    # The selectors of v1alpha2 recipes, of v1 recipes, and of the Kubeflow training SDK's get_job_pods.
+    # The selectors of v1alpha2 recipes, of v1 recipes, and of the Kubeflow training SDK's
+    # get_job_pods.
     for selector in (
         "mpi_job_name=pi,mpi_role_type=worker",
         "mpi-job-name=pi,mpi-job-role=worker",

@@ -1,22 +1,22 @@
-"""Fair queues (issue 13): one job's size or failures cannot hold up another job's first reaction, nor
-the event loop. A sync of a job at the worker ceiling builds and creates one window of its workers
-(`planning.window`), writes its status and goes to the back of the queue; before, one sync built,
-planned and created all 1,000 workers, holding a reconcile worker all along (a small job behind two
-such jobs waited 9-18 s for its first write; on 8e85b2e, at its default 20 QPS, 99 s). Failing jobs
-(`FAILING`) are retried, and before, each retry built all of its workers.
+"""Fair queues (issue 13): one job's size or failures cannot hold up another job's first reaction,
+nor the event loop. A sync of a job at the worker ceiling builds and creates one window of its
+workers (`planning.window`), writes its status and goes to the back of the queue; before, one sync
+built, planned and created all 1,000 workers, holding a reconcile worker all along (a small job
+behind two such jobs waited 9-18 s for its first write; on 8e85b2e, at its default 20 QPS, 99 s).
+Failing jobs (`FAILING`) are retried, and before, each retry built all of its workers.
 
 These bounds are the issue's, and the only timed ones of this tier besides the deletion bound of
 test_big_job.py. They hold with margin on a loaded 2-core machine: a small job's first write comes
-after 0.1-0.9 s, and the loop's longest step is about 0.2 s of CPU (much of it kubesim's, which shares
-the loop). The stall is measured in the loop thread's CPU time, because on a machine whose cores other
-processes take, the wall-clock delay says more about them than about the loop.
+after 0.1-0.9 s, and the loop's longest step is about 0.2 s of CPU (much of it kubesim's, which
+shares the loop). The stall is measured in the loop thread's CPU time, because on a machine whose
+cores other processes take, the wall-clock delay says more about them than about the loop.
 
-The stall test proves the loop never stalls for 1 s while jobs at the ceiling are created beside a job
-of 100,000 workers that got past admission (as under an old CRD without the ceiling): validation refuses
-it before anything is built. Jobs at the ceiling alone would not prove it: on 8e85b2e (before the
-ceiling and the windows) the longest step beside them was 0.998 s of CPU, just within the bound, but
-each sync of the 100,000-worker job held the loop for 4.9-9.2 s of CPU (two runs), and it was retried:
-the issue's freeze, at a size that ends."""
+The stall test proves the loop never stalls for 1 s while jobs at the ceiling are created beside a
+job of 100,000 workers that got past admission (as under an old CRD without the ceiling): validation
+refuses it before anything is built. Jobs at the ceiling alone would not prove it: on 8e85b2e
+(before the ceiling and the windows) the longest step beside them was 0.998 s of CPU, just within
+the bound, but each sync of the 100,000-worker job held the loop for 4.9-9.2 s of CPU (two runs),
+and it was retried: the issue's freeze, at a size that ends."""
 
 from __future__ import annotations
 
@@ -56,20 +56,23 @@ BUSY = Settings.workers
 """As many big jobs as the operator has reconcile workers (default flags): before, each held one."""
 PENDING = {"kubesim/start-seconds": "3600"}
 """Workers that stay Pending: these tests are about creating them, not running them."""
-TRAINING_WORKER = container(env=[{"name": f"TRAINING_SETTING_{i}", "value": "v" * 100} for i in range(40)])
+TRAINING_WORKER = container(
+    env=[{"name": f"TRAINING_SETTING_{i}", "value": "v" * 100} for i in range(40)]
+)
 """A worker container of a realistic size (a training job's settings in its environment, ~5 KB)."""
 HUGE = 100_000
-"""The workers of a job stored past admission (as an old CRD without the ceiling let it in): refused by
-validation before anything is built. On 8e85b2e every sync of it built and planned them all in one step
-of the loop (4.9-9.2 s of CPU), and was retried."""
+"""The workers of a job stored past admission (as an old CRD without the ceiling let it in): refused
+by validation before anything is built. On 8e85b2e every sync of it built and planned them all in
+one step of the loop (4.9-9.2 s of CPU), and was retried."""
 FAILING = (10, 30)
-"""Jobs at the ceiling whose pod creates are all refused: the issue's ten, and thirty, the count that
-fails on 8e85b2e. That code already stopped a sync at its first refused create, so beside ten such
-jobs its small job's first write came after 1.4 s, within the bound; what it lacked was a bounded build
-(each failing sync built all 1,000 workers, about 0.15 s of CPU), and beside thirty it took 4.5-8.6 s
-(two runs)."""
+"""Jobs at the ceiling whose pod creates are all refused: the issue's ten, and thirty, the count
+that fails on 8e85b2e. That code already stopped a sync at its first refused create, so beside ten
+such jobs its small job's first write came after 1.4 s, within the bound; what it lacked was a
+bounded build (each failing sync built all 1,000 workers, about 0.15 s of CPU), and beside thirty it
+took 4.5-8.6 s (two runs)."""
 QUOTA_NS = "quota"
-"""The namespace of the failing jobs: every pod create in it is refused, as by an exhausted quota."""
+"""The namespace of the failing jobs: every pod create in it is refused, as by an exhausted
+quota."""
 QUOTA_EXCEEDED = (
     'pods "x" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=0, limited: pods=0'
 )
@@ -132,7 +135,10 @@ async def big_jobs(kube: Kube, count: int, namespace: str = NS) -> list[str]:
     names = [f"big-{i}" for i in range(count)]
     for name in names:
         body = mpijob(
-            name, workers=MAX_WORKER_REPLICAS, worker_annotations=PENDING, worker_container=TRAINING_WORKER
+            name,
+            workers=MAX_WORKER_REPLICAS,
+            worker_annotations=PENDING,
+            worker_container=TRAINING_WORKER,
         )
         body["metadata"]["namespace"] = namespace
         await kube.create(resources.MPIJOB, body, namespace=namespace)
@@ -143,7 +149,9 @@ async def first_reaction(kubesim: KubeSim, kube: Kube, name: str) -> float:
     """Submits a 2-worker MPIJob `name`; the seconds until the operator's first write for it."""
     started = time.monotonic()
     await kube.create(resources.MPIJOB, mpijob(name, workers=2), namespace=NS)
-    await eventually(lambda: wrote_for(kubesim, name), sim=kubesim, within=120, what=f"a write for {name}")
+    await eventually(
+        lambda: wrote_for(kubesim, name), sim=kubesim, within=120, what=f"a write for {name}"
+    )
     return time.monotonic() - started
 
 
@@ -177,7 +185,10 @@ async def test_a_small_job_beside_failing_jobs_gets_its_first_write_within_2s(
         names = await big_jobs(kube, failing, QUOTA_NS)
         # The small job comes once they are failing and being retried, not while they are still new.
         await eventually(
-            lambda: refusal.hits >= 2 * len(names), sim=kubesim, within=120, what="the failing jobs' retries"
+            lambda: refusal.hits >= 2 * len(names),
+            sim=kubesim,
+            within=120,
+            what="the failing jobs' retries",
         )
         took = await first_reaction(kubesim, kube, "small")
         print(f"first reaction beside {failing} failing jobs: {took:.3f} s")
@@ -187,7 +198,9 @@ async def test_a_small_job_beside_failing_jobs_gets_its_first_write_within_2s(
 
 async def huge_job_past_admission(kubesim: KubeSim, kube: Kube) -> None:
     """MPIJob `huge` with `HUGE` workers, stored behind the API server's back (see `HUGE`)."""
-    await kube.create(resources.MPIJOB, mpijob("huge", workers=1, worker_annotations=PENDING), namespace=NS)
+    await kube.create(
+        resources.MPIJOB, mpijob("huge", workers=1, worker_annotations=PENDING), namespace=NS
+    )
 
     def huge(job: dict[str, Any]) -> None:
         job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = HUGE
@@ -202,7 +215,9 @@ async def test_the_loop_never_stalls_and_healthz_answers_while_jobs_at_the_ceili
 
     async def health(mgr: Manager, session: aiohttp.ClientSession) -> None:
         while True:
-            async with session.get(f"{mgr.server.url}/healthz", timeout=aiohttp.ClientTimeout(total=10)) as r:
+            async with session.get(
+                f"{mgr.server.url}/healthz", timeout=aiohttp.ClientTimeout(total=10)
+            ) as r:
                 answers.append(r.status)
             await asyncio.sleep(0.1)
 
@@ -221,7 +236,9 @@ async def test_the_loop_never_stalls_and_healthz_answers_while_jobs_at_the_ceili
             done = all(has_worker(kubesim, name, MAX_WORKER_REPLICAS - 1) for name in names)
             return done or lag.worst_cpu >= LOOP_STALL
 
-        await eventually(done_or_stalled, sim=kubesim, within=300, what="every worker of the big jobs")
+        await eventually(
+            done_or_stalled, sim=kubesim, within=300, what="every worker of the big jobs"
+        )
         poller.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await poller
@@ -229,10 +246,14 @@ async def test_the_loop_never_stalls_and_healthz_answers_while_jobs_at_the_ceili
             f"loop lag max {lag.worst_cpu:.3f} s of CPU ({lag.worst_wall:.3f} s wall), "
             f"/healthz answered {len(answers)} times"
         )
-        assert lag.worst_cpu < LOOP_STALL, f"the event loop stalled for {lag.worst_cpu:.2f} s of CPU"
+        assert lag.worst_cpu < LOOP_STALL, (
+            f"the event loop stalled for {lag.worst_cpu:.2f} s of CPU"
+        )
         # kubesim refuses a status write on an object its schema refuses: the event says it.
         event = await wait_event(kube, "huge", "ValidationError")
-        refusal = f"replicas: Invalid value: {HUGE}: must be no more than {MAX_WORKER_REPLICAS} workers"
+        refusal = (
+            f"replicas: Invalid value: {HUGE}: must be no more than {MAX_WORKER_REPLICAS} workers"
+        )
         assert refusal in event["message"]
     assert answers, "/healthz never answered"
     assert set(answers) == {200}, answers

@@ -43,7 +43,9 @@ async def test_failed_resume_does_not_poison_the_cache(
     await kube.create(resources.MPIJOB, mpijob("pi", runPolicy={"suspend": True}))
     await wait_condition(kube, "pi", "Suspended")
     rule = kubesim.control.inject_error(503, method="PUT", path=r"/jobs/pi-launcher$", count=None)
-    await kube.patch(resources.MPIJOB, "pi", {"spec": {"runPolicy": {"suspend": False}}}, namespace=NS)
+    await kube.patch(
+        resources.MPIJOB, "pi", {"spec": {"runPolicy": {"suspend": False}}}, namespace=NS
+    )
 
     async def failed_twice() -> bool:
         return rule.hits >= 2

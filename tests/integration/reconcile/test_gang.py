@@ -1,7 +1,8 @@
 """Gang scheduling through the API (upstream integration `TestMPIJobWithSchedulerPlugins`,
-`TestMPIJobWithVolcanoScheduler`): with `--gang-scheduling` the PodGroup is created before the workers,
-the pods name the gang scheduler and their group, and schedulingPolicy changes reach the PodGroup.
-The PodGroup CRDs are minimal stand-ins (free-form spec), as the operator only writes them."""
+`TestMPIJobWithVolcanoScheduler`): with `--gang-scheduling` the PodGroup is created before the
+workers, the pods name the gang scheduler and their group, and schedulingPolicy changes reach the
+PodGroup. The PodGroup CRDs are minimal stand-ins (free-form spec), as the operator only writes
+them."""
 
 from __future__ import annotations
 
@@ -54,7 +55,9 @@ def pod_group_crd(resource: Resource) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("gang", list(GANGS))
-async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: Kube, gang: str) -> None:
+async def test_pod_group_created_first_and_kept_in_sync(
+    kubesim: KubeSim, kube: Kube, gang: str
+) -> None:
     resource, scheduler = GANGS[gang]
     await kube.create(CRD, pod_group_crd(resource))
 
@@ -80,7 +83,10 @@ async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: 
         assert group["spec"]["minMember"] == 3
 
         async def two_workers() -> bool:
-            return len(await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker")) == 2
+            return (
+                len(await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker"))
+                == 2
+            )
 
         await eventually(two_workers, what="two workers")
         # In the request record, once both exist: the PodGroup was created before any pod.
@@ -100,13 +106,17 @@ async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: 
             assert group["spec"]["scheduleTimeoutSeconds"] == 900
 
         change = {
-            "spec": {"runPolicy": {"schedulingPolicy": {"scheduleTimeoutSeconds": 10, "minAvailable": 2}}}
+            "spec": {
+                "runPolicy": {"schedulingPolicy": {"scheduleTimeoutSeconds": 10, "minAvailable": 2}}
+            }
         }
         await kube.patch(resources.MPIJOB, "pi", change, namespace=NS)
 
         async def updated() -> bool:
             spec = (await kube.get(resource, "pi", NS))["spec"]
-            return spec["minMember"] == 2 and (gang == "volcano" or spec["scheduleTimeoutSeconds"] == 10)
+            return spec["minMember"] == 2 and (
+                gang == "volcano" or spec["scheduleTimeoutSeconds"] == 10
+            )
 
         await eventually(updated, what="the schedulingPolicy change on the PodGroup")
 
@@ -115,14 +125,18 @@ async def test_pod_group_created_first_and_kept_in_sync(kubesim: KubeSim, kube: 
 async def test_pod_group_min_resources_follow_the_priority_classes_kubesim_serves(
     kubesim: KubeSim, kube: Kube, with_class: bool
 ) -> None:
-    """Upstream `calculatePGMinResources`: with minAvailable below the pod count, the replica type of
-    lower priority gives way. The workers' PriorityClass (value read from the API) outranks the launcher,
-    so all 3 workers count and the launcher is cut to 1; without the class both are priority 0 and the
-    workers give way instead."""
+    """Upstream `calculatePGMinResources`: with minAvailable below the pod count, the replica type
+    of lower priority gives way. The workers' PriorityClass (value read from the API) outranks the
+    launcher, so all 3 workers count and the launcher is cut to 1; without the class both are
+    priority 0 and the workers give way instead."""
     resource, _ = GANGS["volcano"]
     await kube.create(CRD, pod_group_crd(resource))
     if with_class:
-        high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}}
+        high = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+        }
         await kube.create(handlers.PRIORITY_CLASS, {**high, "value": 1000})
 
     async def served() -> bool:

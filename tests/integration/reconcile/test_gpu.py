@@ -20,7 +20,10 @@ from .harness import NS, list_names, mpijob, pods_of
 GPU_WORKER = {
     "name": "main",
     "image": "horovod:gpu",
-    "resources": {"limits": {"nvidia.com/gpu": "2", "example.com/fpga": "1"}, "requests": {"cpu": "4"}},
+    "resources": {
+        "limits": {"nvidia.com/gpu": "2", "example.com/fpga": "1"},
+        "requests": {"cpu": "4"},
+    },
 }
 
 
@@ -50,7 +53,9 @@ async def test_gpu_limits_reach_workers_and_slots_follow_them(
     for pod in workers:
         got = pod["spec"]["containers"][0]["resources"]
         assert got["limits"] == GPU_WORKER["resources"]["limits"]
-        assert got["requests"]["cpu"] == "4"  # the API server copies extended-resource limits to requests
+        assert (
+            got["requests"]["cpu"] == "4"
+        )  # the API server copies extended-resource limits to requests
 
     config = await kube.get(resources.CONFIG_MAP, "pi-config", NS)
     assert config["data"]["hostfile"] == "".join(
@@ -67,13 +72,19 @@ async def test_gpu_limits_reach_workers_and_slots_follow_them(
 
 async def test_launcher_as_worker_keeps_gpus_visible(kube: Kube, operator: Manager) -> None:
     body = mpijob(
-        "pi", workers=1, worker_container=GPU_WORKER, launcher_container=GPU_WORKER, runLauncherAsWorker=True
+        "pi",
+        workers=1,
+        worker_container=GPU_WORKER,
+        launcher_container=GPU_WORKER,
+        runLauncherAsWorker=True,
     )
     await kube.create(resources.MPIJOB, body)
     job = await launcher_job(kube)
     env = env_of(job["spec"]["template"]["spec"]["containers"][0])
     assert "NVIDIA_VISIBLE_DEVICES" not in env
-    assert job["spec"]["template"]["metadata"]["labels"]["training.kubeflow.org/replica-index"] == "0"
+    assert (
+        job["spec"]["template"]["metadata"]["labels"]["training.kubeflow.org/replica-index"] == "0"
+    )
     config = await kube.get(resources.CONFIG_MAP, "pi-config", NS)
     assert config["data"]["hostfile"].splitlines() == [
         "pi-launcher slots=2",
@@ -83,4 +94,6 @@ async def test_launcher_as_worker_keeps_gpus_visible(kube: Kube, operator: Manag
     assert worker["metadata"]["labels"]["training.kubeflow.org/replica-index"] == "1"
     service = await kube.get(resources.SERVICE, "pi", NS)
     assert service["spec"]["publishNotReadyAddresses"] is True
-    assert await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker") == ["pi-worker-0"]
+    assert await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker") == [
+        "pi-worker-0"
+    ]

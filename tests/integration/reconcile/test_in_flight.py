@@ -1,14 +1,15 @@
-"""Worker pods the operator created that its pod cache never showed (`reconcile.expectations`): found by
-`bench/chaos.py --ci` under load, where a job stayed without workers after a resume.
+"""Worker pods the operator created that its pod cache never showed (`reconcile.expectations`):
+found by `bench/chaos.py --ci` under load, where a job stayed without workers after a resume.
 
-While the pod watch is down, a created pod counts as observed until the cache shows it. A pod created
-and gone again before the watch came back is never shown, so its expectation used to stand for its
-whole TTL, hiding the missing worker from every sync, and when it expired no sync followed unless some
-other event came. Now the operator's own delete ends the expectation at once, and a sync that still
-counts on one asks to run again when it expires.
+While the pod watch is down, a created pod counts as observed until the cache shows it. A pod
+created and gone again before the watch came back is never shown, so its expectation used to stand
+for its whole TTL, hiding the missing worker from every sync, and when it expired no sync followed
+unless some other event came. Now the operator's own delete ends the expectation at once, and a sync
+that still counts on one asks to run again when it expires.
 
-The pod watch is blinded by refusing the operator's pod LISTs and WATCHes (its creates still pass), and
-brought back through a compaction, so the watch relists and the store never holds the vanished pods.
+The pod watch is blinded by refusing the operator's pod LISTs and WATCHes (its creates still pass),
+and brought back through a compaction, so the watch relists and the store never holds the vanished
+pods.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ an expectation ran out (the operator's clock flows with real time in these tests
 
 
 def blind_pod_watch(kubesim: KubeSim) -> None:
-    kubesim.control.inject_error(503, method="GET", path="/pods$", count=None, user_agent=OPERATOR_AGENT)
+    kubesim.control.inject_error(
+        503, method="GET", path="/pods$", count=None, user_agent=OPERATOR_AGENT
+    )
     kubesim.control.drop_watches()
 
 
@@ -43,7 +46,8 @@ def restore_pod_watch(kubesim: KubeSim) -> None:
 
 
 def pod_lists(kubesim: KubeSim) -> int:
-    """The operator's pod LISTs that succeeded (a relist after the compaction is the last of them)."""
+    """The operator's pod LISTs that succeeded (a relist after the compaction is the last of
+    them)."""
     return sum(
         1
         for r in kubesim.control.recorded(verb="list", resource="pods", user_agent=OPERATOR_AGENT)
@@ -63,7 +67,8 @@ async def suspend(kube: Kube, name: str, value: bool) -> None:
 
 @contextlib.asynccontextmanager
 async def stepped_operator(kubesim: KubeSim) -> AsyncIterator[tuple[SteppedClock, Manager]]:
-    """The operator on a `SteppedClock` (so a test can move past the expectations' TTL), and that clock."""
+    """The operator on a `SteppedClock` (so a test can move past the expectations' TTL), and that
+    clock."""
     clock = SteppedClock()
     async with running_operator(quick_settings(kubesim), clock=clock, now=clock.utc_now) as mgr:
         yield clock, mgr
@@ -106,7 +111,7 @@ async def test_workers_deleted_by_a_suspend_before_the_cache_saw_them_come_back_
         await has_workers(kube, BOTH, "both workers created again on resume", within=SOON)
 
 
-async def test_a_worker_that_vanished_before_the_cache_saw_it_is_created_when_its_expectation_expires(
+async def test_a_worker_gone_before_the_cache_saw_it_is_created_when_its_expectation_expires(
     kubesim: KubeSim, kube: Kube
 ) -> None:
     async with stepped_operator(kubesim) as (clock, mgr):
@@ -119,7 +124,9 @@ async def test_a_worker_that_vanished_before_the_cache_saw_it_is_created_when_it
         # although no event about the job comes.
         assert await worker_names(kube, "pi") == ["pi-worker-1"]
         clock.advance(TTL)
-        await has_workers(kube, BOTH, "worker-0 created again once its expectation expired", within=SOON)
+        await has_workers(
+            kube, BOTH, "worker-0 created again once its expectation expired", within=SOON
+        )
 
 
 async def test_a_job_whose_only_worker_vanished_unseen_gets_it_again_when_its_expectation_expires(

@@ -1,8 +1,9 @@
-"""Bad input (upstream `TestDoNothingWithInvalidMPIJob`, plus what upstream lacks): an invalid MPIJob
-creates nothing and explains itself field by field in an `Invalid` condition and a `ValidationError`
-Warning (once, not on every sync); fixing the spec recovers. Junk the CRD schema would refuse (stored
-behind the API's back) never crashes the operator, which keeps reconciling other jobs. A typo in a pod
-template does not stop the job but becomes a Warning event naming the field."""
+"""Bad input (upstream `TestDoNothingWithInvalidMPIJob`, plus what upstream lacks): an invalid
+MPIJob creates nothing and explains itself field by field in an `Invalid` condition and a
+`ValidationError` Warning (once, not on every sync); fixing the spec recovers. Junk the CRD schema
+would refuse (stored behind the API's back) never crashes the operator, which keeps reconciling
+other jobs. A typo in a pod template does not stop the job but becomes a Warning event naming the
+field."""
 
 from __future__ import annotations
 
@@ -32,7 +33,13 @@ from .harness import (
 
 async def all_children(kube: Kube) -> list[str]:
     names = []
-    for resource in (resources.SERVICE, resources.CONFIG_MAP, resources.SECRET, resources.POD, resources.JOB):
+    for resource in (
+        resources.SERVICE,
+        resources.CONFIG_MAP,
+        resources.SECRET,
+        resources.POD,
+        resources.JOB,
+    ):
         names += await list_names(kube, resource)
     return names
 
@@ -42,7 +49,9 @@ async def test_invalid_job_creates_nothing_explains_itself_and_recovers_when_fix
 ) -> None:
     body = mpijob("pi")
     # Accepted by the CRD schema (pod templates are free-form) but not a runnable MPIJob.
-    body["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"] = [{"name": "main"}]
+    body["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"] = [
+        {"name": "main"}
+    ]
     body["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = []
     await kube.create(resources.MPIJOB, body)
 
@@ -51,14 +60,18 @@ async def test_invalid_job_creates_nothing_explains_itself_and_recovers_when_fix
     assert cond["reason"] == "ValidationError"
     assert cond["message"].startswith("Found validation errors: [")
     assert (
-        "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].image: Required value" in cond["message"]
+        "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].image: Required value"
+        in cond["message"]
     )
     assert "spec.mpiReplicaSpecs.Worker.template.spec.containers: Required value" in cond["message"]
-    assert [c["type"] for c in job["status"]["conditions"]] == ["Invalid"]  # `kubectl get mpij` shows it
+    assert [c["type"] for c in job["status"]["conditions"]] == [
+        "Invalid"
+    ]  # `kubectl get mpij` shows it
     event = await wait_event(kube, "pi", "ValidationError")
     assert (event["type"], event["message"]) == ("Warning", cond["message"])
 
-    # Nothing created, and further syncs (an unrelated update) repeat neither the event nor the write.
+    # Nothing created, and further syncs (an unrelated update) repeat neither the event nor the
+    # write.
     await settle(kube, operator, "pi")
     kubesim.control.clear_requests()
     await kube.patch(resources.MPIJOB, "pi", {"metadata": {"labels": {"x": "y"}}}, namespace=NS)
@@ -72,8 +85,12 @@ async def test_invalid_job_creates_nothing_explains_itself_and_recovers_when_fix
     fix = {
         "spec": {
             "mpiReplicaSpecs": {
-                "Launcher": {"template": {"spec": {"containers": [{"name": "main", "image": "mpi:1"}]}}},
-                "Worker": {"template": {"spec": {"containers": [{"name": "main", "image": "mpi:1"}]}}},
+                "Launcher": {
+                    "template": {"spec": {"containers": [{"name": "main", "image": "mpi:1"}]}}
+                },
+                "Worker": {
+                    "template": {"spec": {"containers": [{"name": "main", "image": "mpi:1"}]}}
+                },
             }
         }
     }
@@ -84,11 +101,14 @@ async def test_invalid_job_creates_nothing_explains_itself_and_recovers_when_fix
     assert job["status"]["observedGeneration"] == 2
 
 
-async def test_junk_objects_never_crash_the_operator(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:
+async def test_junk_objects_never_crash_the_operator(
+    kubesim: KubeSim, kube: Kube, operator: Manager
+) -> None:
     await kube.create(resources.MPIJOB, mpijob("junk", workers=1))
     await wait_condition(kube, "junk", "Running")
 
-    # `spec: 5` and a status of the wrong type, written past admission (the CRD schema refuses them).
+    # `spec: 5` and a status of the wrong type, written past admission (the CRD schema refuses
+    # them).
     def junk(job: dict[str, Any]) -> None:
         job["spec"] = 5
         job["status"] = ["not", "a", "status"]
@@ -121,7 +141,10 @@ async def test_pod_template_typo_is_reported_and_the_job_still_runs(
     assert all("resources.request" in w for w in warnings), warnings
 
     async def one_event() -> bool:
-        return len([e for e in await events_for(kube, "pi") if e["reason"] == "PodTemplateWarning"]) == 1
+        return (
+            len([e for e in await events_for(kube, "pi") if e["reason"] == "PodTemplateWarning"])
+            == 1
+        )
 
     await eventually(one_event, what="a single PodTemplateWarning event (both workers aggregated)")
     job = await get_job(kube, "pi")

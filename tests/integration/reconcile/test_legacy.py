@@ -1,6 +1,7 @@
 """Legacy manifests (kubeflow.org/v1 and v1alpha1, stored through the CRD's superset schema) are
 reconciled like their canonical form, with one `LegacyFieldsMapped` event per generation naming the
-canonical fields; v1alpha1 `gpus: 16` with `--gpus-per-node 8` becomes 2 workers with 8 GPUs each."""
+canonical fields; v1alpha1 `gpus: 16` with `--gpus-per-node 8` becomes 2 workers with 8 GPUs
+each."""
 
 from __future__ import annotations
 
@@ -73,13 +74,17 @@ async def test_v1alpha1_gpus_split_by_gpus_per_node(kubesim: KubeSim, kube: Kube
         # WaitForWorkersReady (our default): the launcher follows once both workers are Ready.
         job = await eventually(launcher, what="the launcher Job")
         assert job["spec"]["backoffLimit"] == 2
-        assert await list_names(kube, resources.POD, f"mpi_job_name={name},mpi_role_type=worker") == [
+        assert await list_names(
+            kube, resources.POD, f"mpi_job_name={name},mpi_role_type=worker"
+        ) == [
             f"{name}-worker-0",
             f"{name}-worker-1",
         ]
 
 
-async def test_v1_job_runs_like_canonical_with_one_event_per_generation(kubesim: KubeSim, kube: Kube) -> None:
+async def test_v1_job_runs_like_canonical_with_one_event_per_generation(
+    kubesim: KubeSim, kube: Kube
+) -> None:
     body = manifest("v1-horovod-elastic.yaml")
     for role in ("Launcher", "Worker"):
         body["spec"]["mpiReplicaSpecs"][role]["template"]["metadata"] = {"annotations": FAST}

@@ -1,7 +1,7 @@
-"""Whole life cycles with kubesim's kubelet and Job controller, as upstream's integration and e2e tests
-drive them (`TestMPIJobSuccess`, `TestMPIJobWaitWorkers`, `TestMPIJobFailure`, e2e "malformed command"
-and "root": Failed and Succeeded), asserting our wire formats: conditions, reasons, messages, replica
-statuses, completionTime, events, and cleanPodPolicy applied after the finish."""
+"""Whole life cycles with kubesim's kubelet and Job controller, as upstream's integration and e2e
+tests drive them (`TestMPIJobSuccess`, `TestMPIJobWaitWorkers`, `TestMPIJobFailure`, e2e "malformed
+command" and "root": Failed and Succeeded), asserting our wire formats: conditions, reasons,
+messages, replica statuses, completionTime, events, and cleanPodPolicy applied after the finish."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ from .harness import (
 )
 
 
-async def test_success_wait_for_workers_then_run_then_clean_up(kube: Kube, operator: Manager) -> None:
+async def test_success_wait_for_workers_then_run_then_clean_up(
+    kube: Kube, operator: Manager
+) -> None:
     body = mpijob(
         "pi",
         worker_annotations={"kubesim/ready-seconds": "0.6"},
@@ -82,9 +84,13 @@ async def test_success_wait_for_workers_then_run_then_clean_up(kube: Kube, opera
     assert len(await pods_of(kube, "pi", "launcher")) == 1
 
 
-async def test_wait_for_workers_ready_holds_the_launcher_back(kube: Kube, operator: Manager) -> None:
+async def test_wait_for_workers_ready_holds_the_launcher_back(
+    kube: Kube, operator: Manager
+) -> None:
     body = mpijob(
-        "pi", worker_annotations={"kubesim/ready": "false"}, launcherCreationPolicy="WaitForWorkersReady"
+        "pi",
+        worker_annotations={"kubesim/ready": "false"},
+        launcherCreationPolicy="WaitForWorkersReady",
     )
     await kube.create(resources.MPIJOB, body)
 
@@ -115,7 +121,11 @@ async def test_failing_launcher_retries_then_fails_with_upstream_reason(
     body = mpijob(
         "pi",
         launcher_annotations={"kubesim/run-seconds": "0.2", "kubesim/exit-code": "1"},
-        launcher_container={"name": "main", "image": "mpioperator/mpi-pi:openmpi", "command": ["mpirun"]},
+        launcher_container={
+            "name": "main",
+            "image": "mpioperator/mpi-pi:openmpi",
+            "command": ["mpirun"],
+        },
         runPolicy={"backoffLimit": 1, "cleanPodPolicy": "All"},
     )
     body["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = "Never"
@@ -135,7 +145,8 @@ async def test_failing_launcher_retries_then_fails_with_upstream_reason(
     launcher_job = await kube.get(resources.JOB, "pi-launcher", NS)
     job_failed = next(c for c in launcher_job["status"]["conditions"] if c["type"] == "Failed")
     assert job_failed["reason"] == "BackoffLimitExceeded"
-    # Upstream appends the newest failed launcher pod's reason and message after BackoffLimitExceeded.
+    # Upstream appends the newest failed launcher pod's reason and message after
+    # BackoffLimitExceeded.
     newest = max(
         (p for p in await pods_of(kube, "pi", "launcher") if p["status"]["phase"] == "Failed"),
         key=lambda p: p["metadata"]["creationTimestamp"],

@@ -1,4 +1,5 @@
-"""Upstream's TestDoNothingWithInvalidKey and TestDoNothingWithNonexistentMPIJob, through the manager.
+"""Upstream's TestDoNothingWithInvalidKey and TestDoNothingWithNonexistentMPIJob, through the
+manager.
 
 A malformed key or the key of a job that does not exist is reconciled as a no-op: no API writes, no
 error (so no requeue), and the operator keeps serving other jobs.
@@ -16,7 +17,9 @@ from .harness import idle, mpijob, operator_writes, reconciles, wait_condition
 
 
 def _errors(mgr: Manager) -> float:
-    value = mgr.metrics.registry.get_sample_value("mpi_operator_reconcile_total", {"result": "error"})
+    value = mgr.metrics.registry.get_sample_value(
+        "mpi_operator_reconcile_total", {"result": "error"}
+    )
     return value or 0.0
 
 

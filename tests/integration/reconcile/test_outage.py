@@ -1,10 +1,10 @@
-"""An API outage for the operator alone (kubesim's `Control.partition` on its user agent; the test's own
-client keeps working): a job created during a 20 s outage is acted on within 3 s of healing.
+"""An API outage for the operator alone (kubesim's `Control.partition` on its user agent; the test's
+own client keeps working): a job created during a 20 s outage is acted on within 3 s of healing.
 
-The operator runs on a `FakeClock`. The outage's 20 s pass as fake time, moved on only while every watch
-waits out its backoff, so the backoffs grow as in a real outage. After healing, only the recovery prober
-sleeps on the clock until it sees the server (the watches' backoffs are timers), then the watches' short
-spread: `sleepers=1` is what parked means there.
+The operator runs on a `FakeClock`. The outage's 20 s pass as fake time, moved on only while every
+watch waits out its backoff, so the backoffs grow as in a real outage. After healing, only the
+recovery prober sleeps on the clock until it sees the server (the watches' backoffs are timers),
+then the watches' short spread: `sleepers=1` is what parked means there.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ NOTICED_WITHIN = 2.0
 
 
 async def outage(clock: FakeClock, seconds: float, watching: int) -> None:
-    """Moves the operator's time `seconds` on, deadline by deadline, each time only once every watch waits
-    on a timer again (its backoff): each one fails as often as in a real outage this long, so backoffs
-    grow as they would (moving on while some are still being refused would keep theirs short)."""
+    """Moves the operator's time `seconds` on, deadline by deadline, each time only once every watch
+    waits on a timer again (its backoff): each one fails as often as in a real outage this long, so
+    backoffs grow as they would (moving on while some are still being refused would keep theirs
+    short)."""
     end = clock.now() + seconds
     while True:
         await clock.parked(sleepers=0, timers=watching)
@@ -43,13 +44,19 @@ async def test_a_job_created_during_an_outage_is_acted_on_within_3s_of_healing(
     clock = FakeClock()
     async with running_operator(quick_settings(kubesim), clock=clock) as operator:
         watching = len(operator.informers)
-        await eventually(lambda: kubesim.control.open_watches() >= watching, what="the operator's watches")
-        assert kubesim.control.partition(user_agent=OPERATOR_AGENT) == watching, "its watches are cut"
+        await eventually(
+            lambda: kubesim.control.open_watches() >= watching, what="the operator's watches"
+        )
+        assert kubesim.control.partition(user_agent=OPERATOR_AGENT) == watching, (
+            "its watches are cut"
+        )
         await outage(clock, OUTAGE / 2, watching)
         await kube.create(resources.MPIJOB, mpijob("during", workers=1), namespace=NS)
         await outage(clock, OUTAGE / 2, watching)
         refused = [r for r in kubesim.control.recorded(user_agent=OPERATOR_AGENT) if r.refused]
-        assert any(r.verb == "watch" for r in refused), "the operator tried to watch again, and was refused"
+        assert any(r.verb == "watch" for r in refused), (
+            "the operator tried to watch again, and was refused"
+        )
         kubesim.control.heal()
         healed = clock.now()
 
@@ -60,11 +67,16 @@ async def test_a_job_created_during_an_outage_is_acted_on_within_3s_of_healing(
                 return False
             return True
 
-        # Every watch back within 2 s: on a backoff alone, one of them at least would still be asleep.
+        # Every watch back within 2 s: on a backoff alone, one of them at least would still be
+        # asleep.
         await clock.run_until(
-            eventually(lambda: kubesim.control.open_watches() >= watching, what="every watch to resume"),
+            eventually(
+                lambda: kubesim.control.open_watches() >= watching, what="every watch to resume"
+            ),
             sleepers=1,
         )
         assert clock.now() - healed <= NOTICED_WITHIN
-        await clock.run_until(eventually(config_map, sim=kubesim, what="the job's ConfigMap"), sleepers=1)
+        await clock.run_until(
+            eventually(config_map, sim=kubesim, what="the job's ConfigMap"), sleepers=1
+        )
         assert clock.now() - healed <= ACTED_WITHIN

@@ -1,9 +1,10 @@
 """Pod specs through the API, all admitted without warnings (upstream `TestNewLauncherAndWorker/
-{defaults,overrides}`, e2e hostNetwork, non-root and custom cluster-domain variants): the worker's default
-sshd command or the user's own, user env before the operator's, hostNetwork -> ClusterFirstWithHostNet,
-a non-root sshAuthMountPath with owner-only keys, `--cluster-domain` in hostnames and DNS search,
-upstream's `SetPodTemplateRestartPolicy` Warning when a template sets its own restartPolicy, and the
-ssh readiness probe only on a port the spec names (else none, and one `SSHPortUnknown` Warning)."""
+{defaults,overrides}`, e2e hostNetwork, non-root and custom cluster-domain variants): the worker's
+default sshd command or the user's own, user env before the operator's, hostNetwork ->
+ClusterFirstWithHostNet, a non-root sshAuthMountPath with owner-only keys, `--cluster-domain` in
+hostnames and DNS search, upstream's `SetPodTemplateRestartPolicy` Warning when a template sets its
+own restartPolicy, and the ssh readiness probe only on a port the spec names (else none, and one
+`SSHPortUnknown` Warning)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,9 @@ async def test_default_worker_command_is_sshd(kube: Kube, operator: Manager) -> 
     assert pod["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
 
 
-async def test_non_root_ssh_keys_are_owner_only(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:
+async def test_non_root_ssh_keys_are_owner_only(
+    kubesim: KubeSim, kube: Kube, operator: Manager
+) -> None:
     security = {"runAsUser": 1000, "runAsGroup": 1000}
     worker = container(securityContext=security)
     body = mpijob("pi", workers=1, worker_container=worker, sshAuthMountPath="/home/mpiuser/.ssh")
@@ -74,7 +77,9 @@ async def test_non_root_ssh_keys_are_owner_only(kubesim: KubeSim, kube: Kube, op
     pod = await kube.get(resources.POD, "pi-worker-0", NS)
     assert [c["name"] for c in pod["spec"]["initContainers"]] == ["ssh-auth-setup"]
     mount = next(
-        m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["mountPath"] == "/home/mpiuser/.ssh"
+        m
+        for m in pod["spec"]["containers"][0]["volumeMounts"]
+        if m["mountPath"] == "/home/mpiuser/.ssh"
     )
     assert mount["subPath"] == "ssh"
     assert not any(m["name"] == "ssh-auth" for m in pod["spec"]["containers"][0]["volumeMounts"])
@@ -96,13 +101,18 @@ async def test_cluster_domain_reaches_hostfile_and_dns_search(kubesim: KubeSim, 
         assert "pi.default.svc.corp.example" in pod["spec"]["dnsConfig"]["searches"]
 
 
-async def test_template_restart_policy_is_overridden_with_a_warning(kube: Kube, operator: Manager) -> None:
+async def test_template_restart_policy_is_overridden_with_a_warning(
+    kube: Kube, operator: Manager
+) -> None:
     body = mpijob("pi", workers=1)
     body["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["restartPolicy"] = "Never"
     await kube.create(resources.MPIJOB, body)
     event = await wait_event(kube, "pi", "SetPodTemplateRestartPolicy")
     assert event["type"] == "Warning"
-    assert event["message"] == "Restart policy in pod template overridden by restart policy in replica spec"
+    assert (
+        event["message"]
+        == "Restart policy in pod template overridden by restart policy in replica spec"
+    )
     job = await launcher_job(kube)
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
 
@@ -110,8 +120,8 @@ async def test_template_restart_policy_is_overridden_with_a_warning(kube: Kube, 
 async def test_worker_ssh_port_unknown_gets_no_probe_and_one_warning(
     kubesim: KubeSim, kube: Kube, operator: Manager
 ) -> None:
-    """Upstream's pi.yaml: sshd reads its port from its own config file. No probe on a guessed 22 (the
-    job would never get its launcher), one Warning that says how to declare the port."""
+    """Upstream's pi.yaml: sshd reads its port from its own config file. No probe on a guessed 22
+    (the job would never get its launcher), one Warning that says how to declare the port."""
     worker = container(command=["/usr/sbin/sshd"], args=["-De", "-f", "/home/mpiuser/.sshd_config"])
     body = mpijob("pi", worker_container=worker, launcherCreationPolicy="WaitForWorkersReady")
     await kube.create(resources.MPIJOB, body)
@@ -123,7 +133,9 @@ async def test_worker_ssh_port_unknown_gets_no_probe_and_one_warning(
         pod = await kube.get(resources.POD, f"pi-worker-{index}", NS)
         assert "readinessProbe" not in pod["spec"]["containers"][0]
     await wait_condition(kube, "pi", "Running")
-    await settle(kube, operator, "pi")  # later syncs (pods turning Ready, a poke) must not repeat it
+    await settle(
+        kube, operator, "pi"
+    )  # later syncs (pods turning Ready, a poke) must not repeat it
     events = [e for e in await events_for(kube, "pi") if e["reason"] == "SSHPortUnknown"]
     assert len(events) == 1
     assert int(events[0].get("count") or 1) == 1

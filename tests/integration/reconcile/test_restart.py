@@ -1,7 +1,7 @@
 """Restarting the operator (stop the Manager, start a new one) loses nothing and duplicates nothing:
-all state lives in the API and child names are deterministic. A converged job gets no writes at all from
-the new process; a job whose launcher could not be created (upstream's `launcher pod created failed`
-Warning) is finished by the successor, which creates only what is missing."""
+all state lives in the API and child names are deterministic. A converged job gets no writes at all
+from the new process; a job whose launcher could not be created (upstream's `launcher pod created
+failed` Warning) is finished by the successor, which creates only what is missing."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ async def test_restart_of_a_converged_job_writes_nothing(kubesim: KubeSim, kube:
 
         async def reconciled() -> bool:
             return (
-                registry.get_sample_value("mpi_operator_reconcile_total", {"result": "success"}) or 0
+                registry.get_sample_value("mpi_operator_reconcile_total", {"result": "success"})
+                or 0
             ) >= 1
 
         await eventually(reconciled, what="the new operator's first reconcile")
@@ -67,9 +68,15 @@ async def test_restart_of_a_converged_job_writes_nothing(kubesim: KubeSim, kube:
     assert (await kube.get(resources.MPIJOB, "pi", "default"))["status"] == status
 
 
-async def test_restart_completes_a_half_created_job_without_duplicates(kubesim: KubeSim, kube: Kube) -> None:
+async def test_restart_completes_a_half_created_job_without_duplicates(
+    kubesim: KubeSim, kube: Kube
+) -> None:
     rule = kubesim.control.inject_error(
-        403, method="POST", path=r"/apis/batch/v1/namespaces/default/jobs$", count=None, message="quota"
+        403,
+        method="POST",
+        path=r"/apis/batch/v1/namespaces/default/jobs$",
+        count=None,
+        message="quota",
     )
     await kube.create(resources.MPIJOB, mpijob("pi"))
     async with running_operator(kubesim):
@@ -131,11 +138,13 @@ async def test_children_of_an_older_version_without_the_watch_label_are_relabell
         async def relabelled_and_updated() -> bool:
             cm = await kube.get(resources.CONFIG_MAP, "pi-config", "default")
             labels = cm["metadata"]["labels"]
-            return labels.get("training.kubeflow.org/operator-name") == "mpi-operator" and "stale" not in str(
-                cm["data"]
-            )
+            return labels.get(
+                "training.kubeflow.org/operator-name"
+            ) == "mpi-operator" and "stale" not in str(cm["data"])
 
-        await eventually(relabelled_and_updated, what="the old ConfigMap labelled, then kept up to date")
+        await eventually(
+            relabelled_and_updated, what="the old ConfigMap labelled, then kept up to date"
+        )
         assert await list_names(kube, resources.CONFIG_MAP) == ["pi-config"]
 
         async def converged() -> bool:

@@ -1,6 +1,7 @@
-"""Upstream's simple scaling of Worker.replicas (static jobs): scale up creates the missing indices and
-grows the hostfile, scale down deletes every pod at or above the new count; through a spec patch and
-through the scale subresource (`kubectl scale`, an autoscaler), which reads back the worker selector."""
+"""Upstream's simple scaling of Worker.replicas (static jobs): scale up creates the missing indices
+and grows the hostfile, scale down deletes every pod at or above the new count; through a spec patch
+and through the scale subresource (`kubectl scale`, an autoscaler), which reads back the worker
+selector."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ async def scale(kube: Kube, replicas: int, via: str) -> None:
         await kube.patch(resources.MPIJOB, "pi", patch, namespace=NS)
     else:
         await kube.patch(
-            resources.MPIJOB, "pi", {"spec": {"replicas": replicas}}, namespace=NS, subresource="scale"
+            resources.MPIJOB,
+            "pi",
+            {"spec": {"replicas": replicas}},
+            namespace=NS,
+            subresource="scale",
         )
 
 

@@ -1,6 +1,7 @@
-"""Status details through the API (upstream `TestLauncherActiveWorkerNotReady`, `TestMPIJobFailure`, its
-failure handling and run policies): counts per replica type, eviction, failed workers, a launcher
-Job deleted behind the operator's back, activeDeadlineSeconds, and the job metrics counted once."""
+"""Status details through the API (upstream `TestLauncherActiveWorkerNotReady`, `TestMPIJobFailure`,
+its failure handling and run policies): counts per replica type, eviction, failed workers, a
+launcher Job deleted behind the operator's back, activeDeadlineSeconds, and the job metrics counted
+once."""
 
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ async def wait_status(kube: Kube, what: str, check: Any, limit: float = 10.0) ->
 
 
 async def test_launcher_active_while_workers_pending(kube: Kube, operator: Manager) -> None:
-    await kube.create(resources.MPIJOB, mpijob("pi", worker_annotations={"kubesim/start-seconds": "3600"}))
+    await kube.create(
+        resources.MPIJOB, mpijob("pi", worker_annotations={"kubesim/start-seconds": "3600"})
+    )
     job = await wait_status(
         kube, "Launcher.active == 1", lambda j: replica_status(j, "Launcher") == {"active": 1}
     )
@@ -59,7 +62,9 @@ async def test_evicted_worker_fails_the_job_without_completing_it(
     assert (await wait_event(kube, "pi", "MPIJobEvicted"))["type"] == "Warning"
 
 
-async def test_failed_worker_is_counted_not_replaced(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:
+async def test_failed_worker_is_counted_not_replaced(
+    kubesim: KubeSim, kube: Kube, operator: Manager
+) -> None:
     await kube.create(resources.MPIJOB, mpijob("pi"))
     await wait_condition(kube, "pi", "Running")
     kubesim.controllers.kubelet.kill(NS, "pi-worker-0", exit_code=1)
@@ -88,7 +93,9 @@ async def test_launcher_job_deleted_externally_is_recreated(kube: Kube, operator
     assert await list_names(kube, resources.JOB) == ["pi-launcher"]
 
 
-async def test_active_deadline_fails_the_job_with_the_job_reason(kube: Kube, operator: Manager) -> None:
+async def test_active_deadline_fails_the_job_with_the_job_reason(
+    kube: Kube, operator: Manager
+) -> None:
     policy = {"activeDeadlineSeconds": 1, "ttlSecondsAfterFinished": 600, "backoffLimit": 3}
     await kube.create(resources.MPIJOB, mpijob("pi", runPolicy=policy))
     job = await wait_condition(kube, "pi", "Failed")
@@ -97,7 +104,11 @@ async def test_active_deadline_fails_the_job_with_the_job_reason(kube: Kube, ope
     launcher = await kube.get(resources.JOB, "pi-launcher", NS)
     # runPolicy reaches the launcher Job, whose controller enforces it.
     spec = launcher["spec"]
-    assert (spec["activeDeadlineSeconds"], spec["ttlSecondsAfterFinished"], spec["backoffLimit"]) == (
+    assert (
+        spec["activeDeadlineSeconds"],
+        spec["ttlSecondsAfterFinished"],
+        spec["backoffLimit"],
+    ) == (
         1,
         600,
         3,
@@ -119,5 +130,8 @@ async def test_job_metrics_count_transitions_once(kube: Kube, operator: Manager)
     await eventually(counted, what="one success counted")
     assert registry.get_sample_value("mpi_operator_jobs_created_total") == 1
     assert (
-        registry.get_sample_value("mpi_operator_job_info", {"launcher": "pi-launcher", "namespace": NS}) == 1
+        registry.get_sample_value(
+            "mpi_operator_job_info", {"launcher": "pi-launcher", "namespace": NS}
+        )
+        == 1
     )

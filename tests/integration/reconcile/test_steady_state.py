@@ -1,7 +1,7 @@
-"""A converged job's reconcile makes ZERO writes (docs/architecture.md#decisions-and-why), asserted from
-kubesim's request record filtered by the operator's user agent, while reconciles demonstrably run
-(MPIJob and pod updates that change nothing the operator owns) until the operator is idle again; running
-and finished jobs alike."""
+"""A converged job's reconcile makes ZERO writes (docs/architecture.md#decisions-and-why), asserted
+from kubesim's request record filtered by the operator's user agent, while reconciles demonstrably
+run (MPIJob and pod updates that change nothing the operator owns) until the operator is idle again;
+running and finished jobs alike."""
 
 from __future__ import annotations
 
@@ -11,17 +11,29 @@ from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
 
-from .harness import NS, get_job, list_names, mpijob, operator_writes, reconciles, settle, wait_condition
+from .harness import (
+    NS,
+    get_job,
+    list_names,
+    mpijob,
+    operator_writes,
+    reconciles,
+    settle,
+    wait_condition,
+)
 
 
 async def touch(kube: Kube, i: int) -> None:
-    """Updates the job and a worker without changing anything the operator owns (each means a reconcile)."""
+    """Updates the job and a worker without changing anything the operator owns (each means a
+    reconcile)."""
     patch = {"metadata": {"annotations": {"touched": str(i)}}}
     await kube.patch(resources.MPIJOB, "pi", patch, namespace=NS)
     await kube.patch(resources.POD, "pi-worker-0", patch, namespace=NS)
 
 
-async def test_running_job_reconciles_without_writes(kubesim: KubeSim, kube: Kube, operator: Manager) -> None:
+async def test_running_job_reconciles_without_writes(
+    kubesim: KubeSim, kube: Kube, operator: Manager
+) -> None:
     await kube.create(resources.MPIJOB, mpijob("pi"))
     await wait_condition(kube, "pi", "Running")
 
@@ -48,7 +60,9 @@ async def test_finished_job_reconciles_without_writes(
     kubesim: KubeSim, kube: Kube, operator: Manager
 ) -> None:
     body = mpijob(
-        "pi", launcher_annotations={"kubesim/run-seconds": "0.3"}, runPolicy={"cleanPodPolicy": "All"}
+        "pi",
+        launcher_annotations={"kubesim/run-seconds": "0.3"},
+        runPolicy={"cleanPodPolicy": "All"},
     )
     await kube.create(resources.MPIJOB, body)
     await wait_condition(kube, "pi", "Succeeded")

@@ -1,6 +1,7 @@
-"""runPolicy.suspend through the API (upstream `TestCreateSuspendedMPIJob`, `TestSuspendedRunningMPIJob`,
-`TestResumeMPIJob`, `TestResumeMPIJobWithExistingLauncher`, integration
-`TestMPIJobResumingAndSuspending`, e2e "suspended on creation, then resume -> Succeeded")."""
+"""runPolicy.suspend through the API (upstream `TestCreateSuspendedMPIJob`,
+`TestSuspendedRunningMPIJob`, `TestResumeMPIJob`, `TestResumeMPIJobWithExistingLauncher`,
+integration `TestMPIJobResumingAndSuspending`, e2e "suspended on creation, then resume ->
+Succeeded")."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from .harness import (
 WORKERS = "mpi_job_name=pi,mpi_role_type=worker"
 
 
-async def set_suspend(kube: Kube, value: bool, launcher_template: dict[str, Any] | None = None) -> None:
+async def set_suspend(
+    kube: Kube, value: bool, launcher_template: dict[str, Any] | None = None
+) -> None:
     patch: dict[str, Any] = {"spec": {"runPolicy": {"suspend": value}}}
     if launcher_template is not None:
         patch["spec"]["mpiReplicaSpecs"] = {"Launcher": {"template": launcher_template}}
@@ -33,10 +36,13 @@ async def set_suspend(kube: Kube, value: bool, launcher_template: dict[str, Any]
 
 
 async def test_suspend_resume_life_cycle(kube: Kube, operator: Manager) -> None:
-    body = mpijob("pi", launcher_annotations={"kubesim/run-seconds": "1.0"}, runPolicy={"suspend": True})
+    body = mpijob(
+        "pi", launcher_annotations={"kubesim/run-seconds": "1.0"}, runPolicy={"suspend": True}
+    )
     await kube.create(resources.MPIJOB, body)
 
-    # Created suspended: Service, ConfigMap, Secret and a suspended launcher Job; no workers, no startTime.
+    # Created suspended: Service, ConfigMap, Secret and a suspended launcher Job; no workers, no
+    # startTime.
     job = await wait_condition(kube, "pi", "Suspended")
     conds = conditions(job)
     assert [c["type"] for c in job["status"]["conditions"]] == ["Created", "Suspended", "Running"]
@@ -44,7 +50,11 @@ async def test_suspend_resume_life_cycle(kube: Kube, operator: Manager) -> None:
         "MPIJobSuspended",
         "MPIJob suspended",
     )
-    assert (conds["Running"]["status"], conds["Running"]["reason"], conds["Running"]["message"]) == (
+    assert (
+        conds["Running"]["status"],
+        conds["Running"]["reason"],
+        conds["Running"]["message"],
+    ) == (
         "False",
         "MPIJobSuspended",
         "MPIJob default/pi is suspended.",
@@ -93,7 +103,9 @@ async def test_suspend_resume_life_cycle(kube: Kube, operator: Manager) -> None:
 
     async def suspended_again() -> dict[str, Any] | None:
         job = await get_job(kube, "pi")
-        return job if condition_true(job, "Suspended") and not condition_true(job, "Running") else None
+        return (
+            job if condition_true(job, "Suspended") and not condition_true(job, "Running") else None
+        )
 
     job = await eventually(suspended_again, what="Suspended=True and Running=False")
     await eventually(lambda: workers(0), what="the workers to be deleted on suspend")

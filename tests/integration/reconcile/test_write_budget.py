@@ -28,7 +28,9 @@ BUDGET = 15
 """12 creates + the Created status + one status and one ConfigMap write once the pods are up."""
 
 
-async def test_a_static_job_reaches_running_within_the_write_budget(kubesim: KubeSim, kube: Kube) -> None:
+async def test_a_static_job_reaches_running_within_the_write_budget(
+    kubesim: KubeSim, kube: Kube
+) -> None:
     async with running_operator(kubesim, progress_batch_seconds=3600.0) as operator:
         kubesim.control.clear_requests()
         await kube.create(resources.MPIJOB, mpijob("pi", workers=WORKERS))
@@ -36,7 +38,9 @@ async def test_a_static_job_reaches_running_within_the_write_budget(kubesim: Kub
 
         async def workers_ready() -> bool:
             status = (await get_job(kube, "pi"))["status"]["replicaStatuses"]
-            return status["Worker"].get("ready") == WORKERS and status["Launcher"].get("active") == 1
+            return (
+                status["Worker"].get("ready") == WORKERS and status["Launcher"].get("active") == 1
+            )
 
         await eventually(workers_ready, what=f"Worker.ready == {WORKERS}, Launcher.active == 1")
 
@@ -52,13 +56,15 @@ async def test_a_static_job_reaches_running_within_the_write_budget(kubesim: Kub
         assert len(objects) <= BUDGET, f"{len(objects)} object writes (budget {BUDGET}):\n{listing}"
         kinds = Counter(w.split("/")[0] for w in objects)
         assert kinds["create pods"] == WORKERS, listing
-        assert kinds["create jobs"] == kinds["create services"] == kinds["create secrets"] == 1, listing
+        assert kinds["create jobs"] == kinds["create services"] == kinds["create secrets"] == 1, (
+            listing
+        )
         assert kinds["create configmaps"] == 1, listing
 
 
 async def test_without_batching_every_pod_event_is_written(kubesim: KubeSim, kube: Kube) -> None:
-    # The budget test's counterpart: with progress_batch_seconds=0 the operator writes as upstream does,
-    # so the count above is the batching's doing (and the budget test can fail).
+    # The budget test's counterpart: with progress_batch_seconds=0 the operator writes as upstream
+    # does, so the count above is the batching's doing (and the budget test can fail).
     async with running_operator(kubesim, progress_batch_seconds=0.0) as operator:
         kubesim.control.clear_requests()
         await kube.create(resources.MPIJOB, mpijob("pi", workers=WORKERS))

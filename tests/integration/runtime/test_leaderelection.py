@@ -1,8 +1,8 @@
 """Leader election over real HTTP against kubesim: one leader at a time, fast hand-over on release,
 takeover within the lease duration after a crash, optimistic concurrency, and faults on the Lease.
 
-Time is a `FakeClock` (the lease, renew deadline and retry period are client-go's defaults), so every
-hand-over, takeover and loss is asserted at the exact fake time the algorithm implies."""
+Time is a `FakeClock` (the lease, renew deadline and retry period are client-go's defaults), so
+every hand-over, takeover and loss is asserted at the exact fake time the algorithm implies."""
 
 from __future__ import annotations
 
@@ -28,10 +28,16 @@ RETRY_PERIOD = 2.0
 
 
 class Candidate:
-    """One elector on the fake clock plus a log of its callbacks, each with the fake time it ran at."""
+    """One elector on the fake clock plus a log of its callbacks, each with the fake time it ran
+    at."""
 
     def __init__(
-        self, kube: Kube, identity: str, clock: FakeClock, wall: Callable[[], datetime], jitter: float
+        self,
+        kube: Kube,
+        identity: str,
+        clock: FakeClock,
+        wall: Callable[[], datetime],
+        jitter: float,
     ) -> None:
         self.events: list[tuple[str, float]] = []
         self.jitter = jitter
@@ -107,7 +113,11 @@ def test_config_rejects_inconsistent_durations() -> None:
 
 
 async def test_one_leads_the_other_waits_then_takes_over_at_once_on_release(
-    kube: Kube, kubesim: KubeSim, fake_clock: FakeClock, fake_wall: Callable[[], datetime], spawn: Spawn
+    kube: Kube,
+    kubesim: KubeSim,
+    fake_clock: FakeClock,
+    fake_wall: Callable[[], datetime],
+    spawn: Spawn,
 ) -> None:
     a, b = spawn("a"), spawn("b")
     await a.elector.acquire()
@@ -117,7 +127,9 @@ async def test_one_leads_the_other_waits_then_takes_over_at_once_on_release(
     assert spec["leaseDurationSeconds"] == 15
     kubesim.control.clear_requests()
     async with running(a.elector.renew()), running(b.elector.acquire()) as waiting:
-        await fake_clock.run_for(2 * LEASE_DURATION, sleepers=2)  # a keeps renewing, so b never gets it
+        await fake_clock.run_for(
+            2 * LEASE_DURATION, sleepers=2
+        )  # a keeps renewing, so b never gets it
         assert not waiting.done()
         assert not b.elector.is_leader
         assert b.elector.observed_holder == "a"
@@ -168,11 +180,15 @@ async def test_leader_that_loses_the_lease_to_another_holder_stops_leading(
     a = spawn("a")
     await a.elector.acquire()
     lease = await kube.get(resources.LEASE, LEASE, NS)
-    stolen = {**lease, "spec": {**lease["spec"], "holderIdentity": "thief", "leaseDurationSeconds": 30}}
+    stolen = {
+        **lease,
+        "spec": {**lease["spec"], "holderIdentity": "thief", "leaseDurationSeconds": 30},
+    }
     await kube.replace(resources.LEASE, stolen)
     await fake_clock.run_until(a.elector.renew())  # returns only when leadership is lost
     assert not a.elector.is_leader
-    # The first renewal (one retry period in) finds the thief; it keeps trying until the renew deadline.
+    # The first renewal (one retry period in) finds the thief; it keeps trying until the renew
+    # deadline.
     assert a.events == [("started", 0.0), ("stopped", RETRY_PERIOD + RENEW_DEADLINE)]
     assert not await a.elector.release()  # not ours any more: never overwrite the thief
     assert (await lease_spec(kube))["holderIdentity"] == "thief"
@@ -185,8 +201,11 @@ async def test_conflicting_write_between_read_and_update_is_retried_next_period(
     await a.elector.acquire()
     kubesim.control.clear_requests()
     rule = kubesim.control.inject_error(409, method="PUT", path=f"/leases/{LEASE}$", count=2)
-    # A benign concurrent writer: the leader's next read sees a new resourceVersion and keeps the lease.
-    await kube.patch(resources.LEASE, LEASE, {"metadata": {"annotations": {"x": "y"}}}, namespace=NS)
+    # A benign concurrent writer: the leader's next read sees a new resourceVersion and keeps the
+    # lease.
+    await kube.patch(
+        resources.LEASE, LEASE, {"metadata": {"annotations": {"x": "y"}}}, namespace=NS
+    )
     async with running(a.elector.renew()):
         await fake_clock.run_for(6 * RETRY_PERIOD)
         assert a.elector.is_leader
@@ -214,7 +233,15 @@ async def test_server_errors_on_the_lease(
             assert not renewing.done()
             assert a.elector.is_leader
             updates = kubesim.control.recorded(verb="update", resource="leases")
-            assert [r.status for r in updates] == [500, 500, 200, 200, 200, 200, 200]  # every 2 s to 14 s
+            assert [r.status for r in updates] == [
+                500,
+                500,
+                200,
+                200,
+                200,
+                200,
+                200,
+            ]  # every 2 s to 14 s
         else:
             await fake_clock.run_until(renewing)
             assert not a.elector.is_leader
@@ -249,4 +276,8 @@ async def test_release_with_a_stale_cached_lease_rereads_it_once(
     updates = kubesim.control.recorded(verb="update", resource="leases")
     assert [r.status for r in updates] == [409, 200]
     spec = await lease_spec(kube)
-    assert (spec["holderIdentity"], spec["leaseDurationSeconds"], spec["leaseTransitions"]) == ("", 1, 0)
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"], spec["leaseTransitions"]) == (
+        "",
+        1,
+        0,
+    )

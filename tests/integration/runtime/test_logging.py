@@ -1,5 +1,6 @@
-"""Every log line emitted during a reconcile names its job, in both formats, whichever logger wrote it
-(the worker's own failure lines and tasks started by the reconcile included); lines outside do not."""
+"""Every log line emitted during a reconcile names its job, in both formats, whichever logger wrote
+it (the worker's own failure lines and tasks started by the reconcile included); lines outside do
+not."""
 
 from __future__ import annotations
 
@@ -37,8 +38,12 @@ class ChattyReconciler:
     """Logs through several loggers, from a child task too, and fails in both ways on some keys."""
 
     async def reconcile(self, key: str) -> Result:
-        logging.getLogger("mpi_operator.reconcile.reconciler").info("planning", extra={"creates": 2})
-        await asyncio.create_task(self._child())  # suspends this reconcile: the key must survive that
+        logging.getLogger("mpi_operator.reconcile.reconciler").info(
+            "planning", extra={"creates": 2}
+        )
+        await asyncio.create_task(
+            self._child()
+        )  # suspends this reconcile: the key must survive that
         logging.getLogger("kubernetes_asyncio.client").warning("slow answer")
         if key.endswith("2"):
             raise RuntimeError("apply failed")
@@ -57,17 +62,23 @@ async def reconcile_all(log_format: oplog.LogFormat, stream: io.StringIO) -> lis
     for key in KEYS:
         queue.add(key)
     tasks = [
-        asyncio.create_task(loops.worker(queue, ChattyReconciler(), metrics=Metrics())) for _ in range(2)
+        asyncio.create_task(loops.worker(queue, ChattyReconciler(), metrics=Metrics()))
+        for _ in range(2)
     ]
-    # Keys already queued are still handed out after the shutdown; the workers return once all are done.
+    # Keys already queued are still handed out after the shutdown; the workers return once all are
+    # done.
     await queue.shut_down_with_drain()
     await asyncio.gather(*tasks)
     logging.getLogger("mpi_operator.runtime.manager").info("after")
     return stream.getvalue().splitlines()
 
 
-async def test_json_lines_name_the_key_of_the_reconcile_that_wrote_them(stream: io.StringIO) -> None:
-    entries = [json.loads(line) for line in await reconcile_all("json", stream) if line.startswith("{")]
+async def test_json_lines_name_the_key_of_the_reconcile_that_wrote_them(
+    stream: io.StringIO,
+) -> None:
+    entries = [
+        json.loads(line) for line in await reconcile_all("json", stream) if line.startswith("{")
+    ]
     assert entries[0]["msg"] == "before any reconcile"
     assert entries[0]["key"] is None
     assert entries[-1]["key"] is None
@@ -88,7 +99,9 @@ async def test_json_lines_name_the_key_of_the_reconcile_that_wrote_them(stream: 
     assert planning["ts"].endswith("Z")
 
 
-async def test_text_lines_name_the_key_of_the_reconcile_that_wrote_them(stream: io.StringIO) -> None:
+async def test_text_lines_name_the_key_of_the_reconcile_that_wrote_them(
+    stream: io.StringIO,
+) -> None:
     lines = await reconcile_all("text", stream)
     records = [line for line in lines if line[:4].isdigit()]  # drop traceback continuation lines
     assert "[" not in records[0]

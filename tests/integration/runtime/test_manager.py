@@ -1,9 +1,11 @@
-"""The manager against kubesim over HTTP with a recording reconciler: cache sync then keys (MPIJobs, owned
-children, launcher pods via their Job), one reconcile per key at a time, error backoff, PermanentError,
-requeue_after, graceful and forced shutdown, leader election, and /healthz, /readyz, /metrics.
+"""The manager against kubesim over HTTP with a recording reconciler: cache sync then keys (MPIJobs,
+owned children, launcher pods via their Job), one reconcile per key at a time, error backoff,
+PermanentError, requeue_after, graceful and forced shutdown, leader election, and /healthz, /readyz,
+/metrics.
 
-The manager runs on a `FakeClock`: backoffs, requeues, grace periods and lease timing are asserted in
-exact fake seconds, and "nothing more happens" is shown by moving fake time far ahead, not by waiting."""
+The manager runs on a `FakeClock`: backoffs, requeues, grace periods and lease timing are asserted
+in exact fake seconds, and "nothing more happens" is shown by moving fake time far ahead, not by
+waiting."""
 
 from __future__ import annotations
 
@@ -77,7 +79,9 @@ def controller_ref(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def pod_body(name: str, owner: dict[str, Any] | None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def pod_body(
+    name: str, owner: dict[str, Any] | None, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NS, "labels": labels or OWNED}
     if owner is not None:
         meta["ownerReferences"] = [controller_ref(owner)]
@@ -90,8 +94,8 @@ def pod_body(name: str, owner: dict[str, Any] | None, labels: dict[str, str] | N
 
 
 class RecordingReconciler:
-    """Records calls (with the manager's clock time), checks that no key is reconciled twice at once,
-    holds every reconcile while `gate` is closed, and misbehaves on demand."""
+    """Records calls (with the manager's clock time), checks that no key is reconciled twice at
+    once, holds every reconcile while `gate` is closed, and misbehaves on demand."""
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
@@ -160,19 +164,27 @@ def new_manager(
     def build(rec: RecordingReconciler, **overrides: Any) -> manager.Manager:
         options = {k: overrides.pop(k) for k in ("shutdown_grace", "identity") if k in overrides}
         return manager.Manager(
-            settings_for(kubesim, **overrides), rec.factory, clock=fake_clock, now=fake_wall, **options
+            settings_for(kubesim, **overrides),
+            rec.factory,
+            clock=fake_clock,
+            now=fake_wall,
+            **options,
         )
 
     return build
 
 
 @contextlib.asynccontextmanager
-async def running(mgr: manager.Manager, *, wait_started: bool = True) -> AsyncIterator[asyncio.Task[None]]:
+async def running(
+    mgr: manager.Manager, *, wait_started: bool = True
+) -> AsyncIterator[asyncio.Task[None]]:
     task = asyncio.create_task(mgr.run())
     try:
         if wait_started:
             started = asyncio.create_task(mgr.started.wait())
-            done, _ = await asyncio.wait({task, started}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {task, started}, timeout=30, return_when=asyncio.FIRST_COMPLETED
+            )
             started.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await started
@@ -224,7 +236,10 @@ async def test_keys_for_mpijobs_and_owned_children_arrive_after_cache_sync(
                 "spec": {
                     "template": {
                         "metadata": {"labels": OWNED},
-                        "spec": {"restartPolicy": "Never", "containers": [{"name": "l", "image": "x"}]},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "l", "image": "x"}],
+                        },
                     }
                 },
             },
@@ -236,7 +251,9 @@ async def test_keys_for_mpijobs_and_owned_children_arrive_after_cache_sync(
         # Not ours: unlabelled (never even cached), or labelled but without an MPIJob controller.
         await kube.create(resources.POD, pod_body("stranger", job, labels={"app": "x"}))
         await kube.create(resources.POD, pod_body("orphan", None))
-        await kube.create(resources.POD, pod_body("before-worker-0", before))  # a real one, as a fence
+        await kube.create(
+            resources.POD, pod_body("before-worker-0", before)
+        )  # a real one, as a fence
         await eventually(lambda: rec.called_keys().count("default/before") == 2)
         assert rec.called_keys().count("default/pi") == 4
         assert rec.deps.stores.pods.get("default/stranger") is None
@@ -266,10 +283,13 @@ async def test_one_key_is_never_reconciled_concurrently(
         await eventually(all_patches_seen)
         assert len(mgr.queue) == 0, "a key being reconciled is not queued for a second worker"
         rec.gate.set()
-        await eventually(lambda: len(rec.finished) == 6 and not mgr.queue.processing and len(mgr.queue) == 0)
+        await eventually(
+            lambda: len(rec.finished) == 6 and not mgr.queue.processing and len(mgr.queue) == 0
+        )
     assert rec.overlaps == []
     assert rec.max_parallel == 3  # different keys do run in parallel
-    # The 24 events that arrived while a key was in flight collapsed into one more reconcile per key.
+    # The 24 events that arrived while a key was in flight collapsed into one more reconcile per
+    # key.
     assert sorted(rec.called_keys()) == sorted(["default/a", "default/b", "default/c"] * 2)
 
 
@@ -284,7 +304,9 @@ async def test_errors_requeue_with_growing_backoff_until_success(
         await kube.create(resources.MPIJOB, mpijob_body("flaky"))
         for failures in range(1, 4):
             await eventually(functools.partial(calls_made, rec, failures))
-            await fake_clock.step(sleepers=0, timers=1)  # the key's retry timer: nothing else runs then
+            await fake_clock.step(
+                sleepers=0, timers=1
+            )  # the key's retry timer: nothing else runs then
         await eventually(lambda: rec.finished == ["default/flaky"])
         await eventually(lambda: not mgr.queue.processing)
         times = [t for k, t in rec.calls if k == "default/flaky"]
@@ -318,7 +340,9 @@ async def test_permanent_error_is_not_requeued_until_the_next_event(
         fake_clock.advance(3600.0)  # an hour later, still nothing queued
         assert len(mgr.queue) == 0
         assert rec.called_keys() == ["default/bad"]
-        await kube.patch(resources.MPIJOB, "bad", {"metadata": {"labels": {"fixed": "yes"}}}, namespace=NS)
+        await kube.patch(
+            resources.MPIJOB, "bad", {"metadata": {"labels": {"fixed": "yes"}}}, namespace=NS
+        )
         await eventually(lambda: rec.finished == ["default/bad"])
 
 
@@ -371,7 +395,9 @@ async def test_stop_drains_in_flight_reconciles_within_the_grace_period(
             assert not task.done()
             if advance_past_grace:
                 fake_clock.advance(grace - 1.0)
-                assert fake_clock.sleepers == 1, "a second before the grace period ends, still draining"
+                assert fake_clock.sleepers == 1, (
+                    "a second before the grace period ends, still draining"
+                )
                 fake_clock.advance(1.0)
             else:
                 rec.gate.set()  # the in-flight reconcile finishes within the grace period
@@ -382,7 +408,9 @@ async def test_stop_drains_in_flight_reconciles_within_the_grace_period(
 
 
 @pytest.mark.usefixtures("crd")
-async def test_sigterm_stops_run_gracefully(kubesim: KubeSim, kube: Kube, fake_clock: FakeClock) -> None:
+async def test_sigterm_stops_run_gracefully(
+    kubesim: KubeSim, kube: Kube, fake_clock: FakeClock
+) -> None:
     rec = RecordingReconciler()
     await kube.create(resources.MPIJOB, mpijob_body("pi"))
     task = asyncio.create_task(manager.run(settings_for(kubesim), rec.factory, clock=fake_clock))
@@ -396,7 +424,11 @@ async def test_sigterm_stops_run_gracefully(kubesim: KubeSim, kube: Kube, fake_c
 @pytest.mark.parametrize(
     ("install", "overrides", "message"),
     [
-        (False, {}, r"the MPIJob CRD \(mpijobs\.kubeflow\.org, kubeflow\.org/v2beta1\) is not installed"),
+        (
+            False,
+            {},
+            r"the MPIJob CRD \(mpijobs\.kubeflow\.org, kubeflow\.org/v2beta1\) is not installed",
+        ),
         (True, {"gang_scheduling": "volcano"}, r"needs the podgroups\.scheduling\.volcano\.sh CRD"),
     ],
     ids=["no-mpijob-crd", "gang-scheduling-without-podgroup-crd"],
@@ -424,21 +456,25 @@ async def test_namespace_scoping_watches_only_the_given_namespaces(
 ) -> None:
     for name in ("team-a", "team-b"):
         await kube.create(
-            resources.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            resources.NAMESPACE,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
         )
     rec = RecordingReconciler()
     mgr = new_manager(rec, namespaces=("team-a", "team-b"))
     async with running(mgr):
         for namespace in ("default", "team-b", "team-a"):
             await kube.create(
-                resources.MPIJOB, {**mpijob_body("pi"), "metadata": {"name": "pi", "namespace": namespace}}
+                resources.MPIJOB,
+                {**mpijob_body("pi"), "metadata": {"name": "pi", "namespace": namespace}},
             )
         await eventually(lambda: sorted(rec.called_keys()) == ["team-a/pi", "team-b/pi"])
         assert mgr.informers["mpijobs"].store.get("default/pi") is None
-    # Nothing outside the two namespaces was ever listed or watched, so default/pi could not reach the
-    # operator however long it ran (no need to wait and see that it does not).
+    # Nothing outside the two namespaces was ever listed or watched, so default/pi could not reach
+    # the operator however long it ran (no need to wait and see that it does not).
     for verb in ("list", "watch"):
-        requests = kubesim.control.recorded(verb=verb, resource="mpijobs", user_agent="mpi-operator")
+        requests = kubesim.control.recorded(
+            verb=verb, resource="mpijobs", user_agent="mpi-operator"
+        )
         assert {r.namespace for r in requests} == {"team-a", "team-b"}, verb
     assert rec.called_keys().count("default/pi") == 0
 
@@ -454,7 +490,8 @@ async def test_readyz_waits_for_cache_sync(
         # The preflight LIST of secrets and the informer's are retried on the clock: let it run.
         await fake_clock.run_until(eventually(lambda: mgr.readiness.unsynced() == ["secrets"]))
         assert await http_get(mgr, "/healthz") == (200, "ok\n")
-        # The secrets LIST waits for its next retry on the clock: time stands still, it stays unsynced.
+        # The secrets LIST waits for its next retry on the clock: time stands still, it stays
+        # unsynced.
         await fake_clock.parked()
         status, text = await http_get(mgr, "/readyz")
         assert (status, text) == (503, "not ready: informer caches not synced: secrets\n")
@@ -487,7 +524,9 @@ async def test_leader_election_gates_workers_readiness_and_is_leader(
         assert "mpi_operator_is_leader 0.0" in (await http_get(mgr, "/metrics"))[1]
         assert rec.calls == []  # a standby keeps its caches warm but reconciles nothing
         assert len(mgr.queue) == 1  # ... and its queue already knows what to do
-        await kube.replace(resources.LEASE, {**lease, "spec": {**lease["spec"], "holderIdentity": ""}})
+        await kube.replace(
+            resources.LEASE, {**lease, "spec": {**lease["spec"], "holderIdentity": ""}}
+        )
         await fake_clock.run_until(mgr.started.wait())
         assert RETRY_PERIOD <= fake_clock.now() <= RETRY_PERIOD * (1 + leaderelection.JITTER_FACTOR)
         await eventually(lambda: rec.called_keys() == ["default/pi"])
@@ -499,7 +538,9 @@ async def test_leader_election_gates_workers_readiness_and_is_leader(
     assert got["spec"]["holderIdentity"] == ""  # released on shutdown
     assert got["spec"]["leaseTransitions"] == 1
     events, _ = await kube.list(resources.EVENT, NS)
-    assert any(e["reason"] == "LeaderElection" and e["message"] == "me became leader" for e in events)
+    assert any(
+        e["reason"] == "LeaderElection" and e["message"] == "me became leader" for e in events
+    )
 
 
 @pytest.mark.usefixtures("crd")
@@ -515,7 +556,9 @@ async def test_losing_the_lease_is_fatal_and_stops_workers_at_once(
         await kube.create(resources.MPIJOB, mpijob_body("pi"))
         await eventually(lambda: rec.active == {"default/pi"})
         kubesim.control.inject_error(500, method="PUT", path="/leases/mpi-operator$", count=None)
-        with pytest.raises(leaderelection.LeadershipLost, match="lost the lease default/mpi-operator"):
+        with pytest.raises(
+            leaderelection.LeadershipLost, match="lost the lease default/mpi-operator"
+        ):
             await fake_clock.run_until(task)
     finally:
         task.cancel()

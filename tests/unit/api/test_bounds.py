@@ -1,7 +1,8 @@
-"""The worker ceiling: every way to a worker count (Worker.replicas, elasticPolicy, horovodrun's flags, the
-v1alpha1 `replicas` / `gpus` / `processingUnits` split, the gang size) is held to the limit in force, the
-API's ceiling or the operator's lower `--max-workers-per-job`, and the error names the field and the
-limit. Before the ceiling, `Worker.replicas: 2147483647` validated and froze the operator."""
+"""The worker ceiling: every way to a worker count (Worker.replicas, elasticPolicy, horovodrun's
+flags, the v1alpha1 `replicas` / `gpus` / `processingUnits` split, the gang size) is held to the
+limit in force, the API's ceiling or the operator's lower `--max-workers-per-job`, and the error
+names the field and the limit. Before the ceiling, `Worker.replicas: 2147483647` validated and froze
+the operator."""
 
 from __future__ import annotations
 
@@ -72,7 +73,11 @@ def errors_of(obj: dict[str, Any], **options: Any) -> dict[str, str]:
 
 # name -> (manifest, options, {path: the message's words}); an empty dict means valid.
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
-    "replicas 2^31-1": (job(INT32_MAX), {}, {f"{W}.replicas": f"Invalid value: {INT32_MAX}: {THE_CEILING}"}),
+    "replicas 2^31-1": (
+        job(INT32_MAX),
+        {},
+        {f"{W}.replicas": f"Invalid value: {INT32_MAX}: {THE_CEILING}"},
+    ),
     "replicas at the ceiling": (job(CEILING), {}, {}),
     "replicas one over the ceiling": (
         job(CEILING + 1),
@@ -84,7 +89,8 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
         job(101),
         {"max_workers": 100},
         {
-            f"{W}.replicas": "Invalid value: 101: must be no more than 100 workers, the most this operator "
+            f"{W}.replicas": "Invalid value: 101: must be no more than 100 workers, the most this "
+            "operator "
             "allows per MPIJob (--max-workers-per-job)"
         },
     ),
@@ -103,16 +109,16 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
         job(2, launcher_command=horovodrun("--min-np", "5000")),
         {},
         {
-            f"{L}.template.spec.containers[0]": 'Invalid value: "--min-np 5000": 5000 workers of 1 slot: '
-            + THE_CEILING
+            f"{L}.template.spec.containers[0]": 'Invalid value: "--min-np 5000": 5000 workers of 1 '
+            "slot: " + THE_CEILING
         },
     ),
     "horovodrun -np over the ceiling, 4 slots": (
         job(2, launcher_command=horovodrun("-np", "8000"), slotsPerWorker=4),
         {},
         {
-            f"{L}.template.spec.containers[0]": 'Invalid value: "-np 8000": 2000 workers of 4 slots: '
-            + THE_CEILING
+            f"{L}.template.spec.containers[0]": 'Invalid value: "-np 8000": 2000 workers of 4 '
+            "slots: " + THE_CEILING
         },
     ),
     "horovodrun --max-np over the ceiling": (
@@ -129,7 +135,8 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
         job(2, runPolicy={"schedulingPolicy": {"minAvailable": CEILING + 2}}),
         {},
         {
-            "spec.runPolicy.schedulingPolicy.minAvailable": "Invalid value: 1002: must be no more than "
+            "spec.runPolicy.schedulingPolicy.minAvailable": "Invalid value: 1002: must be no more "
+            "than "
             "1001 pods (1000 workers and the launcher), the most an MPIJob may have"
         },
     ),
@@ -141,9 +148,16 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
     "v1alpha1 gpus 2^31-1": (
         v1alpha1(gpus=INT32_MAX),
         {},
-        {"spec.gpus": f"Invalid value: {INT32_MAX}: {INT32_MAX} workers of 1 nvidia.com/gpu: {THE_CEILING}"},
+        {
+            "spec.gpus": f"Invalid value: {INT32_MAX}: {INT32_MAX} workers of 1 nvidia.com/gpu: "
+            f"{THE_CEILING}"
+        },
     ),
-    "v1alpha1 gpus at the ceiling, --gpus-per-node 8": (v1alpha1(gpus=8 * CEILING), {"gpus_per_node": 8}, {}),
+    "v1alpha1 gpus at the ceiling, --gpus-per-node 8": (
+        v1alpha1(gpus=8 * CEILING),
+        {"gpus_per_node": 8},
+        {},
+    ),
     "v1alpha1 gpus over the ceiling, gpusPerNode 8": (
         v1alpha1(gpus=8 * (CEILING + 1), gpusPerNode=8),
         {},
@@ -157,7 +171,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
     "v1alpha1 gpus over the operator's limit": (
         v1alpha1(gpus=11),
         {"max_workers": 10},
-        {"spec.gpus": "Invalid value: 11: 11 workers of 1 nvidia.com/gpu: must be no more than 10 workers"},
+        {
+            "spec.gpus": "Invalid value: 11: 11 workers of 1 nvidia.com/gpu: must be no more than "
+            "10 workers"
+        },
     ),
     "v1alpha1 processingUnits 2^31-1": (
         v1alpha1(processingUnits=INT32_MAX, processingResourceType="cpu"),
@@ -169,8 +186,8 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
         {},
         {"spec.replicas": f"Invalid value: {INT32_MAX}: {THE_CEILING}"},
     ),
-    # Copied to Go int32/int64 fields of the launcher Job and the PodGroup, which the API would refuse on
-    # every retry: refused up front, naming the field and the limit.
+    # Copied to Go int32/int64 fields of the launcher Job and the PodGroup, which the API would
+    # refuse on every retry: refused up front, naming the field and the limit.
     "runPolicy int32 fields at their limit": (
         job(2, runPolicy={"backoffLimit": INT32_MAX, "ttlSecondsAfterFinished": INT32_MAX}),
         {},
@@ -205,7 +222,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
 }
 
 
-LONG_DOMAIN = ".".join(["d" * 60] * 4)  # 243 characters: a valid DNS name, too long to end host names
+LONG_DOMAIN = ".".join(
+    ["d" * 60] * 4
+)  # 243 characters: a valid DNS name, too long to end host names
 
 
 def named(name: str, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -213,8 +232,8 @@ def named(name: str, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-# Host names are `<worker>.<job>.<namespace>.svc[.<domain>]`: a DNS name of at most 253 characters, or
-# the hostfile cannot list them and every sync would fail building it.
+# Host names are `<worker>.<job>.<namespace>.svc[.<domain>]`: a DNS name of at most 253 characters,
+# or the hostfile cannot list them and every sync would fail building it.
 CASES |= {
     "host names within 253 with the cluster domain": (
         named("pi", "default", job(2)),
@@ -225,8 +244,10 @@ CASES |= {
         named("pi", "default", job(2)),
         {"cluster_domain": LONG_DOMAIN},
         {
-            "metadata.name": f'Invalid value: "pi": the workers\' host names (<worker>.pi.<namespace>.svc.'
-            f"{LONG_DOMAIN}) would be up to 270 characters, more than the 253 of a DNS name: use a shorter "
+            "metadata.name": 'Invalid value: "pi": the workers\' host names '
+            "(<worker>.pi.<namespace>.svc."
+            f"{LONG_DOMAIN}) would be up to 270 characters, more than the 253 of a DNS name: use a "
+            "shorter "
             "job name or namespace"
         },
     ),
@@ -262,7 +283,9 @@ def test_normalize_alone_refuses_a_v1alpha1_split_over_the_limit() -> None:
 
 
 @given(workers=st.integers(1, INT32_MAX), limit=st.integers(1, CEILING))
-def test_a_job_validates_exactly_when_its_workers_are_within_the_limit(workers: int, limit: int) -> None:
+def test_a_job_validates_exactly_when_its_workers_are_within_the_limit(
+    workers: int, limit: int
+) -> None:
     found = errors_of(job(workers), max_workers=limit)
     if workers <= limit:
         assert found == {}
@@ -271,7 +294,9 @@ def test_a_job_validates_exactly_when_its_workers_are_within_the_limit(workers: 
         assert f"must be no more than {limit} workers" in found[f"{W}.replicas"]
 
 
-@pytest.mark.parametrize(("requested", "expected"), [(None, CEILING), (1, 1), (CEILING, CEILING), (250, 250)])
+@pytest.mark.parametrize(
+    ("requested", "expected"), [(None, CEILING), (1, 1), (CEILING, CEILING), (250, 250)]
+)
 def test_worker_limit_may_only_lower_the_ceiling(requested: int | None, expected: int) -> None:
     assert worker_limit(requested) == expected
 

@@ -1,5 +1,5 @@
-"""The generated MPIJob CRD: drift from the models, apiextensions validity, and its contract (versions,
-subresources, printer columns, CEL rules; docs/api-reference.md)."""
+"""The generated MPIJob CRD: drift from the models, apiextensions validity, and its contract
+(versions, subresources, printer columns, CEL rules; docs/api-reference.md)."""
 
 from __future__ import annotations
 
@@ -84,8 +84,8 @@ def test_versions_share_one_schema_and_only_v2beta1_is_stored(generated: dict[st
     assert [name for name, v in versions.items() if v["storage"]] == ["v2beta1"]
     assert all(v["served"] for v in versions.values())
     assert not versions["v2beta1"].get("deprecated", False)
-    # v1 ranks above v2beta1, so `kubectl get mpij` reads through it: marked deprecated, it would warn
-    # on every plain get (docs/migration.md, "Quiet kubectl").
+    # v1 ranks above v2beta1, so `kubectl get mpij` reads through it: marked deprecated, it would
+    # warn on every plain get (docs/migration.md, "Quiet kubectl").
     assert not versions["v1"].get("deprecated", False)
     for name in ("v1alpha2", "v1alpha1"):
         assert versions[name]["deprecated"] is True
@@ -135,7 +135,9 @@ def test_schema_is_structural(generated: dict[str, Any]) -> None:
             assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
             continue
         assert "anyOf" not in node, path
-        assert node.get("type") in {"object", "array", "string", "integer", "number", "boolean"}, path
+        assert node.get("type") in {"object", "array", "string", "integer", "number", "boolean"}, (
+            path
+        )
         if "properties" in node:
             assert "additionalProperties" not in node, path
         if node.get("x-kubernetes-preserve-unknown-fields"):
@@ -145,7 +147,10 @@ def test_schema_is_structural(generated: dict[str, Any]) -> None:
 def test_pod_templates_are_embedded_and_preserved(generated: dict[str, Any]) -> None:
     schema = generated["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     paths = dict(_walk(schema))
-    for path in (".spec.mpiReplicaSpecs.Launcher.template", ".spec.mpiReplicaSpecs.Worker.template"):
+    for path in (
+        ".spec.mpiReplicaSpecs.Launcher.template",
+        ".spec.mpiReplicaSpecs.Worker.template",
+    ):
         assert paths[path]["x-kubernetes-preserve-unknown-fields"] is True
         assert paths[path]["x-kubernetes-embedded-resource"] is True
         assert paths[path]["type"] == "object"
@@ -167,8 +172,8 @@ def test_every_field_is_described(generated: dict[str, Any]) -> None:
 def test_legacy_fields_are_kept_by_the_superset_schema(generated: dict[str, Any]) -> None:
     spec = generated["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     for legacy in ("cleanPodPolicy", "mainContainer", "mpiDistribution", "gpus", "gpusPerNode",
-                   "processingUnits", "processingResourceType", "replicas", "template", "backoffLimit",
-                   "activeDeadlineSeconds"):  # fmt: skip
+                   "processingUnits", "processingResourceType", "replicas", "template",
+                   "backoffLimit", "activeDeadlineSeconds"):  # fmt: skip
         assert legacy in spec["properties"], legacy
         assert "Deprecated" in spec["properties"][legacy]["description"]
     # A v1alpha1 manifest has no mpiReplicaSpecs, so the schema cannot require it (a CEL rule does).
@@ -177,10 +182,14 @@ def test_legacy_fields_are_kept_by_the_superset_schema(generated: dict[str, Any]
 
 def test_defaults_are_only_those_without_meaning_when_unset(generated: dict[str, Any]) -> None:
     schema = generated["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    defaulted = {path.lstrip("."): node["default"] for path, node in _walk(schema) if "default" in node}
+    defaulted = {
+        path.lstrip("."): node["default"] for path, node in _walk(schema) if "default" in node
+    }
     assert "spec.slotsPerWorker" not in defaulted  # unset means "the GPUs per worker"
     assert "spec.mpiImplementation" not in defaulted  # a legacy mpiDistribution must win
-    assert "spec.runPolicy.cleanPodPolicy" not in defaulted  # a legacy top-level cleanPodPolicy must win
+    assert (
+        "spec.runPolicy.cleanPodPolicy" not in defaulted
+    )  # a legacy top-level cleanPodPolicy must win
     assert "spec.mpiReplicaSpecs.Worker.replicas" not in defaulted
     assert defaulted["spec.launcherCreationPolicy"] == c.LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY
     assert defaulted["spec.mpiReplicaSpecs.Launcher.replicas"] == 1
@@ -197,6 +206,8 @@ def test_cel_rules_cover_the_admission_invariants(generated: dict[str, Any]) -> 
     } <= spec_messages
     elastic = spec["properties"]["elasticPolicy"]["x-kubernetes-validations"]
     assert [r["message"] for r in elastic] == ["minReplicas must be <= maxReplicas"]
-    launcher = spec["properties"]["mpiReplicaSpecs"]["properties"]["Launcher"]["properties"]["replicas"]
+    launcher = spec["properties"]["mpiReplicaSpecs"]["properties"]["Launcher"]["properties"][
+        "replicas"
+    ]
     assert (launcher["minimum"], launcher["maximum"]) == (1, 1)
     assert "metadata.name" in schema["x-kubernetes-validations"][0]["message"]

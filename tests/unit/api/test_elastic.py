@@ -34,7 +34,10 @@ from mpi_operator.api.elastic import (
             ],
             HorovodrunArgs(np=2, min_np=1, max_np=3, host_discovery_script="/d.sh"),
         ),
-        (["/usr/local/bin/horovodrun", "--num-proc=4", "--max-np=8"], HorovodrunArgs(np=4, max_np=8)),
+        (
+            ["/usr/local/bin/horovodrun", "--num-proc=4", "--max-np=8"],
+            HorovodrunArgs(np=4, max_np=8),
+        ),
         (["horovodrun", "--min-np", "x", "-np"], HorovodrunArgs()),
     ],
     ids=["no-horovodrun", "flags", "equals-and-path", "junk"],
@@ -69,14 +72,36 @@ DISCOVERY = ["--host-discovery-script", "/etc/mpi/discover_hosts.sh"]
     ("launcher", "slots", "bounds"),
     [
         (
-            {"command": ["horovodrun", "-np", "2", "--min-np", "1", "--max-np", "3", *DISCOVERY, "python"]},
+            {
+                "command": [
+                    "horovodrun",
+                    "-np",
+                    "2",
+                    "--min-np",
+                    "1",
+                    "--max-np",
+                    "3",
+                    *DISCOVERY,
+                    "python",
+                ]
+            },
             1,
             (1, 3),
         ),
-        ({"command": ["horovodrun"], "args": ["--min-np", "4", "--max-np", "16", *DISCOVERY]}, 4, (1, 4)),
+        (
+            {"command": ["horovodrun"], "args": ["--min-np", "4", "--max-np", "16", *DISCOVERY]},
+            4,
+            (1, 4),
+        ),
         ({"command": ["horovodrun", "--min-np", "6", "--max-np", "16", *DISCOVERY]}, 4, (2, 4)),
         (
-            {"command": ["sh", "-c", "cd /w && horovodrun -np 4 --host-discovery-script /d.sh python t.py"]},
+            {
+                "command": [
+                    "sh",
+                    "-c",
+                    "cd /w && horovodrun -np 4 --host-discovery-script /d.sh python t.py",
+                ]
+            },
             2,
             (2, 2),
         ),
@@ -84,7 +109,9 @@ DISCOVERY = ["--host-discovery-script", "/etc/mpi/discover_hosts.sh"]
     ],
     ids=["v1-example", "slots-4", "min-rounds-up", "shell-script", "not-elastic"],
 )
-def test_infer_elastic_policy(launcher: dict[str, Any], slots: int, bounds: tuple[int, int] | None) -> None:
+def test_infer_elastic_policy(
+    launcher: dict[str, Any], slots: int, bounds: tuple[int, int] | None
+) -> None:
     policy = infer_elastic_policy(_job(launcher, slots=slots))
     assert (None if policy is None else (policy.min_replicas, policy.max_replicas)) == bounds
 

@@ -1,4 +1,5 @@
-"""Legacy (v1, v1alpha2, v1alpha1) manifests map onto canonical v2beta1, with notes naming each mapping."""
+"""Legacy (v1, v1alpha2, v1alpha1) manifests map onto canonical v2beta1, with notes naming each
+mapping."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ def test_v1alpha2_intel_with_main_container() -> None:
         "spec.mpiDistribution: IntelMPI -> spec.mpiImplementation: Intel",
         "spec.mainContainer: mpi -> spec.mpiReplicaSpecs.Launcher.template.spec.containers[0] "
         "(moved from index 1)",
-        "spec.mainContainer: mpi -> spec.mpiReplicaSpecs.Worker.template.spec.containers[0] (already first)",
+        "spec.mainContainer: mpi -> spec.mpiReplicaSpecs.Worker.template.spec.containers[0] "
+        "(already first)",
     ]
     assert result.warnings == []
 
@@ -76,7 +78,10 @@ def test_v1alpha1_gpus_split_into_workers() -> None:
     assert (worker_container["command"], worker_container["args"]) == (["/usr/sbin/sshd"], ["-De"])
     launcher_container = launcher["template"]["spec"]["containers"][0]
     assert "resources" not in launcher_container
-    assert launcher_container["command"] == original["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert (
+        launcher_container["command"]
+        == original["spec"]["template"]["spec"]["containers"][0]["command"]
+    )
     assert launcher["replicas"] == 1
     assert spec["slotsPerWorker"] == 8
     assert spec["runPolicy"]["backoffLimit"] == 2
@@ -117,13 +122,19 @@ SPLITS: dict[str, tuple[dict[str, Any], int, tuple[int, str, int]]] = {
         8,
         (2, "cpu", 4),
     ),
-    "gpu processing units use the flag": (_v1alpha1(processingUnits=16), 8, (2, "nvidia.com/gpu", 8)),
+    "gpu processing units use the flag": (
+        _v1alpha1(processingUnits=16),
+        8,
+        (2, "nvidia.com/gpu", 8),
+    ),
     "plain replicas": (_v1alpha1(replicas=3), 8, (3, "", 0)),
 }
 
 
 @pytest.mark.parametrize(("obj", "flag", "want"), SPLITS.values(), ids=list(SPLITS))
-def test_v1alpha1_processing_units(obj: dict[str, Any], flag: int, want: tuple[int, str, int]) -> None:
+def test_v1alpha1_processing_units(
+    obj: dict[str, Any], flag: int, want: tuple[int, str, int]
+) -> None:
     workers, resource, per_worker = want
     spec = to_canonical_dict(parse_and_validate(obj, gpus_per_node=flag).job)["spec"]
     worker = spec["mpiReplicaSpecs"]["Worker"]
@@ -144,7 +155,10 @@ def test_v1alpha1_processing_units(obj: dict[str, Any], flag: int, want: tuple[i
             _v1alpha1(gpus=12, gpusPerNode=8),
             ["spec.gpus: must be a multiple of the 8 nvidia.com/gpu per worker"],
         ),
-        (_v1alpha1(gpus=8, processingUnits=8), ["spec.processingUnits: cannot be combined with spec.gpus"]),
+        (
+            _v1alpha1(gpus=8, processingUnits=8),
+            ["spec.processingUnits: cannot be combined with spec.gpus"],
+        ),
         (
             _v1alpha1(),
             ["spec.replicas: Required value: set spec.replicas, spec.gpus or spec.processingUnits"],
@@ -201,11 +215,16 @@ def _v1(**spec: Any) -> dict[str, Any]:
 
 def test_run_policy_wins_over_legacy_top_level_fields() -> None:
     result = parse_and_validate(
-        _v1(cleanPodPolicy="All", backoffLimit=3, runPolicy={"cleanPodPolicy": "Running", "backoffLimit": 3})
+        _v1(
+            cleanPodPolicy="All",
+            backoffLimit=3,
+            runPolicy={"cleanPodPolicy": "Running", "backoffLimit": 3},
+        )
     )
     assert result.job.spec.run_policy.clean_pod_policy == "Running"
     assert result.warnings == [
-        "spec.cleanPodPolicy: 'All' is ignored: spec.runPolicy.cleanPodPolicy ('Running') takes precedence"
+        "spec.cleanPodPolicy: 'All' is ignored: spec.runPolicy.cleanPodPolicy ('Running') takes "
+        "precedence"
     ]
     assert result.job.spec.run_policy.backoff_limit == 3
 
@@ -214,7 +233,8 @@ def test_mpi_implementation_wins_over_mpi_distribution() -> None:
     result = parse_and_validate(_v1(mpiDistribution="MPICH", mpiImplementation="Intel"))
     assert result.job.spec.mpi_implementation == "Intel"
     assert result.warnings == [
-        "spec.mpiDistribution: 'MPICH' is ignored: spec.mpiImplementation ('Intel') takes precedence"
+        "spec.mpiDistribution: 'MPICH' is ignored: spec.mpiImplementation ('Intel') takes "
+        "precedence"
     ]
 
 
@@ -229,7 +249,10 @@ def test_mpi_implementation_wins_over_mpi_distribution() -> None:
     ],
 )
 def test_mpi_distribution_values(distribution: str, implementation: str) -> None:
-    assert parse_and_validate(_v1(mpiDistribution=distribution)).job.spec.mpi_implementation == implementation
+    assert (
+        parse_and_validate(_v1(mpiDistribution=distribution)).job.spec.mpi_implementation
+        == implementation
+    )
 
 
 def test_unknown_main_container_is_a_warning() -> None:
@@ -255,7 +278,9 @@ def test_launcher_on_master_adds_toleration_and_affinity() -> None:
 
 def test_legacy_fields_are_mapped_whatever_the_api_version() -> None:
     # The API server hands the operator every object as v2beta1 (conversion None): fields decide.
-    obj = _v1(cleanPodPolicy="All", activeDeadlineSeconds=600) | {"apiVersion": "kubeflow.org/v2beta1"}
+    obj = _v1(cleanPodPolicy="All", activeDeadlineSeconds=600) | {
+        "apiVersion": "kubeflow.org/v2beta1"
+    }
     result = parse_and_validate(obj)
     assert result.job.spec.run_policy.clean_pod_policy == "All"
     assert result.job.spec.run_policy.active_deadline_seconds == 600
@@ -270,12 +295,15 @@ def test_legacy_errors_are_reported_at_the_legacy_path() -> None:
         parse_and_validate(_v1(backoffLimit=-1, cleanPodPolicy="Never"))
     assert [str(e) for e in caught.value.errors] == [
         "spec.backoffLimit: must be >= 0",
-        'spec.cleanPodPolicy: Unsupported value: "Never": supported values: "All", "Running", "None"',
+        'spec.cleanPodPolicy: Unsupported value: "Never": supported values: "All", "Running", '
+        '"None"',
     ]
 
 
 def test_legacy_status_fields_are_dropped() -> None:
-    result = parse_and_validate(_v1() | {"status": {"launcherStatus": "Active", "workerReplicas": 2}})
+    result = parse_and_validate(
+        _v1() | {"status": {"launcherStatus": "Active", "workerReplicas": 2}}
+    )
     assert result.job.status is not None
     assert "spec" not in str(result.warnings)
     assert "status.launcherStatus -> status.replicaStatuses (dropped: status is rewritten)" in [

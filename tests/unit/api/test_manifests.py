@@ -1,4 +1,5 @@
-"""`mpi-operator validate`: the real command on real files (output lines, exit codes), plus edge cases."""
+"""`mpi-operator validate`: the real command on real files (output lines, exit codes), plus edge
+cases."""
 
 from __future__ import annotations
 
@@ -78,21 +79,25 @@ def test_unreadable_file_exits_2_and_others_are_still_checked(tmp_path: Path) ->
 
 
 def test_max_workers_per_job_judges_as_the_operator_would() -> None:
-    # v2beta1-elastic-gpu.yaml: 4 workers, elastic 2..8. At --max-workers-per-job 4 the bound maxReplicas 8
-    # is over the operator's limit, as `run --max-workers-per-job 4` would report in its Invalid condition.
+    # v2beta1-elastic-gpu.yaml: 4 workers, elastic 2..8. At --max-workers-per-job 4 the bound
+    # maxReplicas 8 is over the operator's limit, as `run --max-workers-per-job 4` would report in
+    # its Invalid condition.
     path = MANIFESTS / "valid" / "v2beta1-elastic-gpu.yaml"
     assert _run(str(path), "--max-workers-per-job", "8").returncode == EXIT_OK
     run = _run(str(path), "--max-workers-per-job", "4")
     assert run.returncode == EXIT_INVALID, run.stdout
     assert (
-        f"{path}[0]: spec.elasticPolicy.maxReplicas: Invalid value: 8: must be no more than 4 workers, "
+        f"{path}[0]: spec.elasticPolicy.maxReplicas: Invalid value: 8: must be no more than 4 "
+        "workers, "
         "the most this operator allows per MPIJob (--max-workers-per-job)"
     ) in run.stdout.splitlines()
 
 
 @pytest.mark.parametrize("value", ["0", "1001", "many"])
 def test_max_workers_per_job_may_only_lower_the_ceiling(value: str) -> None:
-    run = _run(str(MANIFESTS / "valid" / "v2beta1-elastic-gpu.yaml"), "--max-workers-per-job", value)
+    run = _run(
+        str(MANIFESTS / "valid" / "v2beta1-elastic-gpu.yaml"), "--max-workers-per-job", value
+    )
     assert run.returncode == 2
     assert "argument --max-workers-per-job:" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
@@ -110,14 +115,22 @@ def test_malformed_yaml_from_stdin_reports_line_and_column() -> None:
     ("text", "status", "lines"),
     [
         ("", EXIT_OK, ["f.yaml: note: no MPIJob found"]),
-        ("- a\n- b\n", EXIT_INVALID, ["f.yaml[0]: <root>: must be an object (a Kubernetes manifest)"]),
+        (
+            "- a\n- b\n",
+            EXIT_INVALID,
+            ["f.yaml[0]: <root>: must be an object (a Kubernetes manifest)"],
+        ),
         (
             "apiVersion: training.kubedl.io/v1alpha1\nkind: MPIJob\n",
             EXIT_OK,
-            ["f.yaml[0]: note: skipped MPIJob (not a kubeflow.org MPIJob)", "f.yaml: note: no MPIJob found"],
+            [
+                "f.yaml[0]: note: skipped MPIJob (not a kubeflow.org MPIJob)",
+                "f.yaml: note: no MPIJob found",
+            ],
         ),
         (
-            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: kubeflow.org/v2beta1\n  kind: MPIJob\n"
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: kubeflow.org/v2beta1\n  kind: "
+            "MPIJob\n"
             "  metadata: {name: x}\n  spec: {mpiReplicaSpecs: {}}\n",
             EXIT_INVALID,
             ["f.yaml[0].items[0]: spec.mpiReplicaSpecs.Launcher: Required value"],
@@ -128,13 +141,21 @@ def test_malformed_yaml_from_stdin_reports_line_and_column() -> None:
             ["f.yaml[0]: spec: Required value", "f.yaml[1]: invalid YAML: line 6, column 1: "],
         ),
         (
-            "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: x}\nspec:\n  mpiReplicaSpecs:\n"
+            "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: x}\nspec:\n  "
+            "mpiReplicaSpecs:\n"
             "    Launcher:\n      template: {spec: {containers: [{name: l, image: i}]}}\n",
             EXIT_OK,
             ['f.yaml[0]: OK MPIJob "x" (kubeflow.org/v2beta1, 0 workers)'],
         ),
     ],
-    ids=["empty", "not-an-object", "other-group", "list-kind", "yaml-error-after-a-job", "launcher-only"],
+    ids=[
+        "empty",
+        "not-an-object",
+        "other-group",
+        "list-kind",
+        "yaml-error-after-a-job",
+        "launcher-only",
+    ],
 )
 def test_validate_text(text: str, status: int, lines: list[str]) -> None:
     out = io.StringIO()

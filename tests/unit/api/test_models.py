@@ -1,4 +1,5 @@
-"""The canonical models: defaults (mirroring upstream default_test), immutability, the CRD-facing schema."""
+"""The canonical models: defaults (mirroring upstream default_test), immutability, the CRD-facing
+schema."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def _spec_after_defaults(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-# Differences from upstream's SetDefaults_MPIJob, both on purpose (docs/architecture.md#decisions-and-why):
+# Differences from upstream's SetDefaults_MPIJob, both on purpose
+# (docs/architecture.md#decisions-and-why):
 # - launcherCreationPolicy defaults to WaitForWorkersReady (upstream: AtStartup);
 # - slotsPerWorker stays unset in the object (upstream writes 1); its effective value,
 #   defaults.slots_per_worker(), is 1, or the GPUs each worker requests.
@@ -33,7 +35,8 @@ BASE_DEFAULTS: dict[str, Any] = {
     "runPolicy": {"cleanPodPolicy": "None", "suspend": False},
     "sshAuthMountPath": "/root/.ssh",
     "mpiImplementation": "OpenMPI",
-    # Upstream defaults to AtStartup; ours waits for Ready workers, so mpirun never meets a mute one.
+    # Upstream defaults to AtStartup; ours waits for Ready workers, so mpirun never meets a mute
+    # one.
     "launcherCreationPolicy": "WaitForWorkersReady",
 }
 UPSTREAM_SLOTS = 1
@@ -63,12 +66,14 @@ DEFAULT_CASES: dict[str, tuple[dict[str, Any], dict[str, Any], int]] = {
     ),
     "base defaults overridden (intel)": (
         OVERRIDDEN | {"mpiImplementation": "Intel", "mpiReplicaSpecs": {"Launcher": {}}},
-        OVERRIDDEN | {"mpiImplementation": "Intel", "mpiReplicaSpecs": {"Launcher": LAUNCHER_DEFAULTS}},
+        OVERRIDDEN
+        | {"mpiImplementation": "Intel", "mpiReplicaSpecs": {"Launcher": LAUNCHER_DEFAULTS}},
         10,
     ),
     "base defaults overridden (mpich)": (
         OVERRIDDEN | {"mpiImplementation": "MPICH", "mpiReplicaSpecs": {"Launcher": {}}},
-        OVERRIDDEN | {"mpiImplementation": "MPICH", "mpiReplicaSpecs": {"Launcher": LAUNCHER_DEFAULTS}},
+        OVERRIDDEN
+        | {"mpiImplementation": "MPICH", "mpiReplicaSpecs": {"Launcher": LAUNCHER_DEFAULTS}},
         10,
     ),
     "launcher defaults": (
@@ -78,7 +83,8 @@ DEFAULT_CASES: dict[str, tuple[dict[str, Any], dict[str, Any], int]] = {
     ),
     "worker defaults": (
         {"mpiReplicaSpecs": {"Launcher": {}, "Worker": {}}},
-        BASE_DEFAULTS | {"mpiReplicaSpecs": {"Launcher": LAUNCHER_DEFAULTS, "Worker": WORKER_DEFAULTS}},
+        BASE_DEFAULTS
+        | {"mpiReplicaSpecs": {"Launcher": LAUNCHER_DEFAULTS, "Worker": WORKER_DEFAULTS}},
         UPSTREAM_SLOTS,
     ),
     # ours: slots follow the GPUs each worker requests when slotsPerWorker is unset
@@ -136,9 +142,9 @@ def test_set_defaults(spec: dict[str, Any], want: dict[str, Any], slots: int) ->
 
 def test_wait_for_workers_ready_is_our_only_default_that_differs_from_upstream() -> None:
     assert c.DEFAULT_LAUNCHER_CREATION_POLICY == "WaitForWorkersReady"
-    assert _spec_after_defaults({"mpiReplicaSpecs": {"Launcher": {}}})["launcherCreationPolicy"] == (
-        "WaitForWorkersReady"
-    )
+    assert _spec_after_defaults({"mpiReplicaSpecs": {"Launcher": {}}})[
+        "launcherCreationPolicy"
+    ] == ("WaitForWorkersReady")
     explicit = {"launcherCreationPolicy": "AtStartup", "mpiReplicaSpecs": {"Launcher": {}}}
     assert _spec_after_defaults(explicit)["launcherCreationPolicy"] == "AtStartup"
 
@@ -157,13 +163,19 @@ def test_wait_for_workers_ready_is_our_only_default_that_differs_from_upstream()
     ids=["nvidia-limit", "amd-request", "limit-and-request", "no-gpu", "fractional", "junk"],
 )
 def test_pod_gpus(resources: Any, gpus: int) -> None:
-    template = {"spec": {"containers": [{"name": "a", "resources": resources}, {"name": "sidecar"}]}}
+    template = {
+        "spec": {"containers": [{"name": "a", "resources": resources}, {"name": "sidecar"}]}
+    }
     assert pod_gpus(template) == gpus
 
 
 def test_explicit_slots_win_over_gpus_even_zero() -> None:
-    gpus = {"template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 8}}}]}}}
-    job = _job({"slotsPerWorker": 0, "mpiReplicaSpecs": {"Launcher": {}, "Worker": gpus | {"replicas": 1}}})
+    gpus = {
+        "template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 8}}}]}}
+    }
+    job = _job(
+        {"slotsPerWorker": 0, "mpiReplicaSpecs": {"Launcher": {}, "Worker": gpus | {"replicas": 1}}}
+    )
     assert job.spec.slots_per_worker == 0
     assert slots_per_worker(job.spec) == 0
     unset = _job({"mpiReplicaSpecs": {"Launcher": {}, "Worker": gpus | {"replicas": 1}}})
@@ -180,22 +192,26 @@ def test_models_are_frozen() -> None:
 
 
 def test_python_callers_may_use_field_names() -> None:
-    job = MPIJob.model_validate({"spec": {"mpi_replica_specs": {"Launcher": {}}, "slots_per_worker": 2}})
+    job = MPIJob.model_validate(
+        {"spec": {"mpi_replica_specs": {"Launcher": {}}, "slots_per_worker": 2}}
+    )
     assert job.spec.slots_per_worker == 2
     assert job.launcher.replicas == 1
     assert job.worker is None
 
 
-# ---- the JSON schema the CRD is generated from ----------------------------------------------------
+# ---- the JSON schema the CRD is generated from
+# ----------------------------------------------------
 
 SCHEMA = MPIJob.model_json_schema(by_alias=True)
 SERVED_SCHEMA = ServedMPIJob.model_json_schema(by_alias=True)
-# Everything a structural CRD schema may hold, plus what pydantic adds ($defs/$ref to inline, titles).
+# Everything a structural CRD schema may hold, plus what pydantic adds ($defs/$ref to inline,
+# titles).
 ALLOWED_KEYWORDS = {
-    "$defs", "$ref", "type", "properties", "required", "description", "title", "default", "enum", "items",
-    "minimum", "maximum", "minLength", "format", "pattern", "additionalProperties", "anyOf",
-    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource", "x-kubernetes-int-or-string",
-    "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
+    "$defs", "$ref", "type", "properties", "required", "description", "title", "default", "enum",
+    "items", "minimum", "maximum", "minLength", "format", "pattern", "additionalProperties",
+    "anyOf", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource",
+    "x-kubernetes-int-or-string", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
 }  # fmt: skip
 
 
@@ -261,7 +277,11 @@ def test_schema_carries_enums_bounds_and_defaults() -> None:
     assert run_policy["cleanPodPolicy"]["enum"] == ["All", "Running", "None"]
     assert run_policy["managedBy"]["enum"] == [c.CONTROLLER_NAME, c.MULTIKUEUE_CONTROLLER_NAME]
     launcher_replicas = defs["LauncherReplicaSpec"]["properties"]["replicas"]
-    assert (launcher_replicas["minimum"], launcher_replicas["maximum"], launcher_replicas["default"]) == (
+    assert (
+        launcher_replicas["minimum"],
+        launcher_replicas["maximum"],
+        launcher_replicas["default"],
+    ) == (
         1,
         1,
         1,
@@ -285,9 +305,10 @@ def test_schema_carries_enums_bounds_and_defaults() -> None:
 def test_served_schema_is_a_superset_for_legacy_versions() -> None:
     spec = SERVED_SCHEMA["$defs"]["ServedMPIJobSpec"]
     assert "required" not in spec  # v1alpha1 manifests have no mpiReplicaSpecs
-    legacy = {"gpus", "gpusPerNode", "processingUnits", "processingUnitsPerNode", "processingResourceType",
-              "replicas", "template", "launcherOnMaster", "backoffLimit", "activeDeadlineSeconds",
-              "cleanPodPolicy", "mainContainer", "mpiDistribution"}  # fmt: skip
+    legacy = {"gpus", "gpusPerNode", "processingUnits", "processingUnitsPerNode",
+              "processingResourceType", "replicas", "template", "launcherOnMaster", "backoffLimit",
+              "activeDeadlineSeconds", "cleanPodPolicy", "mainContainer",
+              "mpiDistribution"}  # fmt: skip
     canonical = set(SCHEMA["$defs"]["MPIJobSpec"]["properties"])
     assert set(spec["properties"]) == legacy | canonical
     assert all(spec["properties"][name]["description"].startswith("Deprecated") for name in legacy)

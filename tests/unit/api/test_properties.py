@@ -13,7 +13,13 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mpi_operator.api import InvalidMPIJob, normalize, parse_and_validate, to_canonical_dict, validate
+from mpi_operator.api import (
+    InvalidMPIJob,
+    normalize,
+    parse_and_validate,
+    to_canonical_dict,
+    validate,
+)
 from mpi_operator.api import constants as c
 from mpi_operator.api.validation import FieldError
 
@@ -25,24 +31,29 @@ _KEY = r'\[(?:\d+|"(?:[^"\\]|\\.)*"|[^\]"]+)\]'
 PATH = re.compile(rf"^(?:<root>|(?:{_NAME}|{_KEY})(?:\.{_NAME}|{_KEY})*): \S", re.DOTALL)
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats() | st.text(max_size=12)
+scalars = (
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats() | st.text(max_size=12)
+)
 json_values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 FIELD_NAMES = [
-    "apiVersion", "kind", "metadata", "name", "spec", "status", "mpiReplicaSpecs", "Launcher", "Worker",
-    "replicas", "template", "containers", "restartPolicy", "runPolicy", "cleanPodPolicy", "elasticPolicy",
-    "minReplicas", "maxReplicas", "slotsPerWorker", "gpus", "gpusPerNode", "processingUnits", "mainContainer",
-    "mpiDistribution", "launcherOnMaster", "conditions", "replicaStatuses", "schedulingPolicy",
-    "minResources",
+    "apiVersion", "kind", "metadata", "name", "spec", "status", "mpiReplicaSpecs", "Launcher",
+    "Worker", "replicas", "template", "containers", "restartPolicy", "runPolicy", "cleanPodPolicy",
+    "elasticPolicy", "minReplicas", "maxReplicas", "slotsPerWorker", "gpus", "gpusPerNode",
+    "processingUnits", "mainContainer", "mpiDistribution", "launcherOnMaster", "conditions",
+    "replicaStatuses", "schedulingPolicy", "minResources",
 ]  # fmt: skip
 # Objects shaped like manifests (known keys, random values) reach deeper than random dictionaries.
 manifest_like = st.recursive(
     scalars | st.sampled_from([*c.SERVED_API_VERSIONS, "MPIJob", "Never", "OnFailure", "All"]),
     lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(FIELD_NAMES), inner, max_size=5)
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(FIELD_NAMES), inner, max_size=5)
     ),
     max_leaves=30,
 )
@@ -111,7 +122,8 @@ def test_normalize_raises_only_invalid_mpijob_on_mutated_manifests(obj: Any) -> 
     _normalize_or_errors(obj)
 
 
-# ---- canonical objects within valid ranges ---------------------------------------------------------
+# ---- canonical objects within valid ranges
+# ---------------------------------------------------------
 
 names = st.from_regex(r"[a-z]([-a-z0-9]{0,18}[a-z0-9])?", fullmatch=True)
 times = st.datetimes(datetime(1971, 1, 1), datetime(2099, 1, 1), timezones=st.just(UTC)).map(
@@ -119,8 +131,13 @@ times = st.datetimes(datetime(1971, 1, 1), datetime(2099, 1, 1), timezones=st.ju
 )
 # Pod template content is kept as is: any JSON without nulls (the API server prunes them).
 template_values = st.recursive(
-    st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 containers = st.lists(
@@ -136,7 +153,9 @@ templates = st.builds(
     st.dictionaries(
         st.sampled_from(["nodeSelector", "tolerations", "hostNetwork"]), template_values, max_size=2
     ),
-    st.dictionaries(st.sampled_from(["labels", "annotations"]), st.dictionaries(names, st.text(max_size=8))),
+    st.dictionaries(
+        st.sampled_from(["labels", "annotations"]), st.dictionaries(names, st.text(max_size=8))
+    ),
 )
 
 
@@ -169,7 +188,9 @@ run_policies = st.builds(
 )
 replica_statuses = st.builds(
     lambda counts, optional: counts | optional,
-    st.fixed_dictionaries({k: st.integers(0, 100) for k in ("active", "succeeded", "failed", "ready")}),
+    st.fixed_dictionaries(
+        {k: st.integers(0, 100) for k in ("active", "succeeded", "failed", "ready")}
+    ),
     _optional(selector=st.text(max_size=10), labelSelector=st.just({"matchLabels": {"a": "b"}})),
 )
 statuses = st.builds(
@@ -198,7 +219,10 @@ statuses = st.builds(
         }
     ),
     _optional(
-        startTime=times, completionTime=times, lastReconcileTime=times, observedGeneration=non_negative
+        startTime=times,
+        completionTime=times,
+        lastReconcileTime=times,
+        observedGeneration=non_negative,
     ),
 )
 
@@ -258,7 +282,12 @@ def test_normalize_is_the_identity_on_canonical_jobs(obj: dict[str, Any]) -> Non
 
 def _drop_defaults(obj: dict[str, Any], draw: st.DrawFn) -> dict[str, Any]:
     spec = obj["spec"]
-    for key in ("runLauncherAsWorker", "sshAuthMountPath", "launcherCreationPolicy", "mpiImplementation"):
+    for key in (
+        "runLauncherAsWorker",
+        "sshAuthMountPath",
+        "launcherCreationPolicy",
+        "mpiImplementation",
+    ):
         if draw(st.booleans()):
             spec.pop(key)
     for rtype in ("Launcher", "Worker"):
@@ -269,7 +298,9 @@ def _drop_defaults(obj: dict[str, Any], draw: st.DrawFn) -> dict[str, Any]:
 
 def _is_subset(small: Any, big: Any) -> bool:
     if isinstance(small, dict):
-        return isinstance(big, dict) and all(k in big and _is_subset(v, big[k]) for k, v in small.items())
+        return isinstance(big, dict) and all(
+            k in big and _is_subset(v, big[k]) for k, v in small.items()
+        )
     return bool(small == big)
 
 

@@ -1,5 +1,5 @@
-"""Validation rejects every invalid manifest with exact field paths, all problems at once (upstream's
-validation tests, and more)."""
+"""Validation rejects every invalid manifest with exact field paths, all problems at once
+(upstream's validation tests, and more)."""
 
 from __future__ import annotations
 
@@ -140,8 +140,10 @@ INLINE: dict[str, tuple[Any, dict[str, str]]] = {
             }
         ),
         {
-            f"{L}.restartPolicy": 'Unsupported value: "Always": supported values: "Never", "OnFailure"',
-            f"{W}.restartPolicy": 'Unsupported value: "Invalid": supported values: "Never", "OnFailure"',
+            f"{L}.restartPolicy": 'Unsupported value: "Always": supported values: "Never", '
+            '"OnFailure"',
+            f"{W}.restartPolicy": 'Unsupported value: "Invalid": supported values: "Never", '
+            '"OnFailure"',
             f"{L}.replicas": "must be 1",
             f"{W}.replicas": "must be >= 1",
             f"{L}.template.spec.containers[0].name": "Required value",
@@ -174,16 +176,21 @@ INLINE: dict[str, tuple[Any, dict[str, str]]] = {
         ),
         {f"{L}.replicas": "must be an integer, got boolean true"},
     ),
-    "float slots": (_job(slotsPerWorker=1.5), {"spec.slotsPerWorker": "must be an integer, got number 1.5"}),
+    "float slots": (
+        _job(slotsPerWorker=1.5),
+        {"spec.slotsPerWorker": "must be an integer, got number 1.5"},
+    ),
     "suspend string": (
         _job(runPolicy={"suspend": "true"}),
         {"spec.runPolicy.suspend": 'must be a boolean, got string "true"'},
     ),
     "condition without type": (
-        _job() | {"status": {"conditions": [{"status": "True"}, {"type": "Running", "status": "Maybe"}]}},
+        _job()
+        | {"status": {"conditions": [{"status": "True"}, {"type": "Running", "status": "Maybe"}]}},
         {
             "status.conditions[0].type": "Required value",
-            "status.conditions[1].status": 'Unsupported value: "Maybe": supported values: "True", "False"',
+            "status.conditions[1].status": 'Unsupported value: "Maybe": supported values: "True", '
+            '"False"',
         },
     ),
     "bad timestamp": (
@@ -258,7 +265,9 @@ def test_snake_case_names_are_not_accepted_from_manifests() -> None:
     # populate_by_name is for Python callers; the API server would prune these keys.
     result = normalize(_job(slots_per_worker=4))
     assert result.job.spec.slots_per_worker is None
-    assert result.warnings == ["spec.slots_per_worker: unknown field, will be dropped by the API server"]
+    assert result.warnings == [
+        "spec.slots_per_worker: unknown field, will be dropped by the API server"
+    ]
 
 
 def test_validate_rechecks_jobs_built_without_validation() -> None:

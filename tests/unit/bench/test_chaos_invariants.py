@@ -1,6 +1,6 @@
-"""The chaos run's invariant checker (`bench/chaoslib/invariants.py`) sees each violation it counts: fed a
-bad event sequence, the one counter goes up; fed the good twin of that sequence, every counter stays 0.
-So a chaos run that prints zeros printed them from a checker that can fail."""
+"""The chaos run's invariant checker (`bench/chaoslib/invariants.py`) sees each violation it counts:
+fed a bad event sequence, the one counter goes up; fed the good twin of that sequence, every counter
+stays 0. So a chaos run that prints zeros printed them from a checker that can fail."""
 
 from __future__ import annotations
 
@@ -12,8 +12,13 @@ from chaoslib.invariants import VIOLATIONS, Checker, converged, visible_at
 Obj = dict[str, Any]
 
 
-def job(uid: str = "j1", *, workers: int = 2, conditions: tuple[str, ...] = ("Running",), **spec: Any) -> Obj:
-    status: Obj = {"observedGeneration": 1, "conditions": [{"type": c, "status": "True"} for c in conditions]}
+def job(
+    uid: str = "j1", *, workers: int = 2, conditions: tuple[str, ...] = ("Running",), **spec: Any
+) -> Obj:
+    status: Obj = {
+        "observedGeneration": 1,
+        "conditions": [{"type": c, "status": "True"} for c in conditions],
+    }
     if {"Succeeded", "Failed"} & set(conditions):
         status["completionTime"] = "2026-01-01T00:00:00Z"
     return {
@@ -23,7 +28,9 @@ def job(uid: str = "j1", *, workers: int = 2, conditions: tuple[str, ...] = ("Ru
     }
 
 
-def pod(uid: str, index: int, *, owner: str = "j1", phase: str = "Running", terminating: bool = False) -> Obj:
+def pod(
+    uid: str, index: int, *, owner: str = "j1", phase: str = "Running", terminating: bool = False
+) -> Obj:
     meta: Obj = {
         "name": f"a-worker-{uid}",
         "uid": uid,
@@ -36,7 +43,10 @@ def pod(uid: str, index: int, *, owner: str = "j1", phase: str = "Running", term
     }
     if terminating:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": meta, "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "metadata": meta,
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
 
 
 Event = tuple[str, str, Obj, float, bool]
@@ -131,11 +141,16 @@ def test_a_bad_sequence_raises_its_counter_and_its_good_twin_none(case: str) -> 
     assert all(clean.counts[name] == 0 for name in VIOLATIONS)
 
 
-def test_operator_deletes_do_not_count_when_the_job_is_not_running_or_someone_else_deleted() -> None:
+def test_operator_deletes_do_not_count_when_the_job_is_not_running_or_someone_else_deleted() -> (
+    None
+):
     suspended = job(runPolicy={"suspend": True})
     for events in (
         [("ADDED", "MPIJob", suspended, 0, False), ("ADDED", "Pod", pod("p", 0), 1, False)],
-        [("ADDED", "MPIJob", job(conditions=()), 0, False), ("ADDED", "Pod", pod("p", 0), 1, False)],
+        [
+            ("ADDED", "MPIJob", job(conditions=()), 0, False),
+            ("ADDED", "Pod", pod("p", 0), 1, False),
+        ],
     ):
         checker = feed([*events, ("MODIFIED", "Pod", pod("p", 0, terminating=True), 2, True)])
         assert checker.violations == 0, checker.details
@@ -150,8 +165,8 @@ def test_operator_deletes_do_not_count_when_the_job_is_not_running_or_someone_el
 
 
 def test_a_late_child_counts_from_when_the_deletion_could_be_seen() -> None:
-    """The leader's MPIJob informer waited to retry a failed WATCH from 0.5 s to 3 s: a deletion at 1 s
-    is visible at 3 s, so a child at 3.5 s is within the grace, one at 4.5 s is not."""
+    """The leader's MPIJob informer waited to retry a failed WATCH from 0.5 s to 3 s: a deletion at
+    1 s is visible at 3 s, so a child at 3.5 s is within the grace, one at 4.5 s is not."""
     checker = Checker(grace=1.0, known_at=lambda deleted: 3.0 if 0.5 <= deleted <= 3.0 else deleted)
     for event, kind, obj, now, _ in [
         ("ADDED", "MPIJob", job(), 0, False),
@@ -201,7 +216,9 @@ def test_a_change_is_visible_after_the_retry_waits_covering_it(
     assert visible_at(changed, waits, retry=0.5) == seen
 
 
-def test_an_eviction_failure_without_completion_time_may_give_way_to_the_launchers_outcome() -> None:
+def test_an_eviction_failure_without_completion_time_may_give_way_to_the_launchers_outcome() -> (
+    None
+):
     evicted = job(conditions=("Failed",))
     del evicted["status"]["completionTime"]
     checker = feed(
@@ -215,7 +232,9 @@ def test_an_eviction_failure_without_completion_time_may_give_way_to_the_launche
 
 def test_orphans_are_children_whose_owner_is_gone() -> None:
     checker = Checker()
-    checker.orphans([("Pod", pod("p1", 0, owner="gone")), ("Pod", pod("p2", 0, owner="j1"))], {"j1"}, 9.0)
+    checker.orphans(
+        [("Pod", pod("p1", 0, owner="gone")), ("Pod", pod("p2", 0, owner="j1"))], {"j1"}, 9.0
+    )
     assert checker.counts["children_without_owner"] == 1
     assert "outlived gone" in checker.details[0]
 
@@ -239,7 +258,8 @@ def test_orphans_are_children_whose_owner_is_gone() -> None:
             job(workers=1, elasticPolicy={"maxReplicas": 3}),
             [pod("p0", 0)],
             [pod("l", 0)],
-            "status.elastic {'desired': None, 'ready': None, 'discovered': None, 'draining': None}, "
+            "status.elastic {'desired': None, 'ready': None, 'discovered': None, 'draining': "
+            "None}, "
             "want 1 desired, ready and discovered",
         ),
     ],

@@ -1,4 +1,5 @@
-"""Informer = reflector + store + handlers, against an in-memory ListerWatcher (the protocol's test double).
+"""Informer = reflector + store + handlers, against an in-memory ListerWatcher (the protocol's test
+double).
 
 `MemoryApi` is not a Kubernetes mock: it implements only the reflector's `ListerWatcher` protocol
 (list with a resourceVersion, watch with history replay, compaction -> 410, dropped streams), so the
@@ -42,7 +43,9 @@ class MemoryApi:
         self.list_failures = 0
         self.list_calls: list[tuple[str | None, str | None]] = []
         self.watch_calls: list[tuple[str | None, str | None, str]] = []
-        self._watchers: list[tuple[str | None, str | None, asyncio.Queue[tuple[str, Obj] | None]]] = []
+        self._watchers: list[
+            tuple[str | None, str | None, asyncio.Queue[tuple[str, Obj] | None]]
+        ] = []
         self._open = asyncio.Event()
         self._open.set()
 
@@ -61,7 +64,9 @@ class MemoryApi:
                 queue.put_nowait((kind, o))
 
     def create(self, name: str, namespace: str = "ns", **labels: str) -> None:
-        self._commit("ADDED", {"metadata": {"name": name, "namespace": namespace, "labels": labels}})
+        self._commit(
+            "ADDED", {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
+        )
 
     def modify(self, key: str, **data: str) -> None:
         o = copy.deepcopy(self.objects[key])
@@ -84,7 +89,8 @@ class MemoryApi:
             queue.put_nowait(None)
 
     def hold_watches(self) -> None:
-        """New watch requests wait until `release_watches()`: lets a test change things in between."""
+        """New watch requests wait until `release_watches()`: lets a test change things in
+        between."""
         self._open.clear()
 
     def release_watches(self) -> None:
@@ -92,13 +98,21 @@ class MemoryApi:
 
     # --- the ListerWatcher protocol ------------------------------------------------------------
     async def list(
-        self, namespace: str | None, label_selector: str | None, *, transform: Transform | None = None
+        self,
+        namespace: str | None,
+        label_selector: str | None,
+        *,
+        transform: Transform | None = None,
     ) -> tuple[list[Obj], str]:
         self.list_calls.append((namespace, label_selector))
         if self.list_failures:
             self.list_failures -= 1
             raise errors.TransientError("connection refused")
-        items = [copy.deepcopy(o) for o in self.objects.values() if _matches(o, namespace, label_selector)]
+        items = [
+            copy.deepcopy(o)
+            for o in self.objects.values()
+            if _matches(o, namespace, label_selector)
+        ]
         return [transform(o) for o in items] if transform else items, str(self.rv)
 
     async def watch(
@@ -177,7 +191,9 @@ class Running:
         self.informer = Informer(api, clock=self.clock, **kwargs)
         self.recorder = Recorder()
         self.informer.add_event_handler(
-            on_add=self.recorder.on_add, on_update=self.recorder.on_update, on_delete=self.recorder.on_delete
+            on_add=self.recorder.on_add,
+            on_update=self.recorder.on_update,
+            on_delete=self.recorder.on_delete,
         )
         self.task: asyncio.Task[Any] | None = None
         self._stack = AsyncExitStack()
@@ -199,7 +215,8 @@ class Running:
         return sorted(self.informer.store.list_keys())
 
     def in_step(self) -> bool:
-        """Store equal to the server's objects, resourceVersions included (cluster-wide, no selector)."""
+        """Store equal to the server's objects, resourceVersions included (cluster-wide, no
+        selector)."""
         mine = {object_key(o): o["metadata"]["resourceVersion"] for o in self.informer.store.list()}
         theirs = {k: o["metadata"]["resourceVersion"] for k, o in self.api.objects.items()}
         return mine == theirs
@@ -230,8 +247,12 @@ async def test_transform_shapes_what_lists_and_watch_events_store_and_hand_on() 
         await eventually(lambda: len(run.recorder.calls) == 3)
         stored = {object_key(o): o for o in run.informer.store.list()}
         assert stored == {
-            "ns/listed": {"metadata": {"name": "listed", "namespace": "ns", "resourceVersion": "3"}},
-            "ns/watched": {"metadata": {"name": "watched", "namespace": "ns", "resourceVersion": "2"}},
+            "ns/listed": {
+                "metadata": {"name": "listed", "namespace": "ns", "resourceVersion": "3"}
+            },
+            "ns/watched": {
+                "metadata": {"name": "watched", "namespace": "ns", "resourceVersion": "2"}
+            },
         }
         assert seen == [stored["ns/listed"]], "handlers get what the store keeps"
         assert api.list_calls == [(None, None)]
@@ -244,7 +265,11 @@ async def test_watch_events_reach_store_and_handlers_in_order() -> None:
         api.modify("ns/a", x="1")
         api.remove("ns/a")
         await eventually(lambda: len(run.recorder.calls) == 3)
-        assert run.recorder.take() == [("add", "ns/a"), ("update", "ns/a", "1", "2"), ("delete", "ns/a")]
+        assert run.recorder.take() == [
+            ("add", "ns/a"),
+            ("update", "ns/a", "1", "2"),
+            ("delete", "ns/a"),
+        ]
         assert run.keys() == []
         assert run.informer.reflectors[0].last_sync_resource_version == "3"
 
@@ -322,7 +347,8 @@ async def test_failed_lists_are_retried_with_backoff() -> None:
     async with Running(api) as run:
         assert len(api.list_calls) == 3
         assert run.keys() == ["ns/a"]
-        # Two waits of 0.8 s and 1.6 s, each stretched by up to half again (jitter), on the fake clock.
+        # Two waits of 0.8 s and 1.6 s, each stretched by up to half again (jitter), on the fake
+        # clock.
         assert 0.8 + 1.6 <= run.clock.now() <= 1.5 * (0.8 + 1.6)
 
 
@@ -339,7 +365,9 @@ async def test_same_resource_version_updates_are_dropped_on_relist() -> None:
         api.compact()
         api.release_watches()
         await eventually(lambda: run.informer.reflectors[0].lists == 2)
-        assert run.recorder.take() == [], "a relist that found nothing new must not look like updates"
+        assert run.recorder.take() == [], (
+            "a relist that found nothing new must not look like updates"
+        )
         assert run.keys() == ["ns/a"]
 
 
@@ -373,7 +401,9 @@ async def test_label_selector_is_passed_to_list_and_watch() -> None:
         assert all(selector == "app=x" for _, selector, _ in api.watch_calls)
 
 
-async def test_a_failing_handler_is_logged_and_the_others_still_run(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_handler_is_logged_and_the_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     api = MemoryApi()
     informer = Informer(api, clock=FakeClock(), name="things")
     seen: list[str] = []
@@ -406,7 +436,11 @@ class EmptyStreams:
         self.watches = 0
 
     async def list(
-        self, namespace: str | None, label_selector: str | None, *, transform: Transform | None = None
+        self,
+        namespace: str | None,
+        label_selector: str | None,
+        *,
+        transform: Transform | None = None,
     ) -> tuple[list[Obj], str]:
         self.lists += 1
         if self.failures:
@@ -464,7 +498,9 @@ async def test_failures_back_off_exponentially_instead_of_hot_looping(
         lists, watches, waits = [], [], []
         start = clock.now()
         for _ in range(4):
-            await clock.parked()  # the reflector waits on the clock: nothing more happens until it moves
+            await (
+                clock.parked()
+            )  # the reflector waits on the clock: nothing more happens until it moves
             lists.append(api.lists)
             watches.append(api.watches)
             waits.append(clock.advance_to_next() - start)

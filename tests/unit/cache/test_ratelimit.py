@@ -1,5 +1,5 @@
-"""Rate limiters (per-item exponential, token bucket, max-of), the shared TokenBucket, and FakeClock with
-its drivers and the clock-measured `flowcontrol.timeout`."""
+"""Rate limiters (per-item exponential, token bucket, max-of), the shared TokenBucket, and FakeClock
+with its drivers and the clock-measured `flowcontrol.timeout`."""
 
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def test_an_urgent_reservation_goes_at_once_on_credit() -> None:
     assert bucket.reserve(urgent=True) == 0, "not queued behind the reservation outstanding"
     assert bucket.reserve() == pytest.approx(1.5), "the next one waits for the borrowed token too"
     clock.advance(10)
-    assert bucket.tokens() == 1, "the average rate holds: the debt is paid off, the burst is not exceeded"
+    assert bucket.tokens() == 1, (
+        "the average rate holds: the debt is paid off, the burst is not exceeded"
+    )
 
 
 def test_max_of_takes_the_longest_delay_and_forgets_everywhere() -> None:
@@ -185,7 +187,9 @@ async def test_fake_clock_run_until_moves_time_exactly_as_far_as_the_code_waits(
     assert clock.now() == 4.5
 
 
-async def test_fake_clock_run_for_steps_through_every_deadline_and_stops_with_the_code_parked() -> None:
+async def test_fake_clock_run_for_steps_through_every_deadline_and_stops_with_the_code_parked() -> (
+    None
+):
     clock = FakeClock()
     ticks: list[tuple[str, float]] = []
 
@@ -235,7 +239,9 @@ async def test_timeout_on_a_fake_clock_expires_only_when_the_clock_gets_there() 
     clock.advance(1.0)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(task, 30)
-    async with flowcontrol.timeout(clock, 10.0):  # a block that finishes in time leaves no timer behind
+    async with flowcontrol.timeout(
+        clock, 10.0
+    ):  # a block that finishes in time leaves no timer behind
         pass
     assert clock.pending_timers == 0
 

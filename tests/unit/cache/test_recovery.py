@@ -1,9 +1,11 @@
-"""Recovery after an outage: reflectors that lost the API server resume about a second after it is back,
-not after a backoff that grew while it was away, with one probe loop however many of them wait.
+"""Recovery after an outage: reflectors that lost the API server resume about a second after it is
+back, not after a backoff that grew while it was away, with one probe loop however many of them
+wait.
 
-On a `FakeClock`, against the in-memory `MemoryApi` behind a link that can go down (requests and open
-streams then fail as a lost connection does: `TransientError`). While the reflectors wait, only the
-prober sleeps on the clock (their backoffs are timers), so `sleepers=1` is what parked means here.
+On a `FakeClock`, against the in-memory `MemoryApi` behind a link that can go down (requests and
+open streams then fail as a lost connection does: `TransientError`). While the reflectors wait, only
+the prober sleeps on the clock (their backoffs are timers), so `sleepers=1` is what parked means
+here.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ OUTAGE = 20.0
 
 
 class Sink:
-    """A `ReflectorStore` that keeps nothing: the second test looks only at what the reflector sends."""
+    """A `ReflectorStore` that keeps nothing: the second test looks only at what the reflector
+    sends."""
 
     def replace(self, items: list[dict[str, Any]], resource_version: str) -> None: ...
 
@@ -59,7 +62,11 @@ class Link:
         self.down = False
 
     async def list(
-        self, namespace: str | None, label_selector: str | None, *, transform: Transform | None = None
+        self,
+        namespace: str | None,
+        label_selector: str | None,
+        *,
+        transform: Transform | None = None,
     ) -> tuple[list[Any], str]:
         if self.down:
             raise self.failure
@@ -109,11 +116,14 @@ async def test_reflectors_resume_within_a_probe_interval_after_the_server_is_bac
         keys = {f"{ns}/during" for ns in NAMESPACES}
         await clock.run_until(
             eventually(
-                lambda: keys <= set(informer.store.list_keys()), what="the changes made during the outage"
+                lambda: keys <= set(informer.store.list_keys()),
+                what="the changes made during the outage",
             ),
             sleepers=1,
         )
-        assert clock.now() - healed <= PROBE_INTERVAL + SPREAD, "resumed a probe and a spread after healing"
+        assert clock.now() - healed <= PROBE_INTERVAL + SPREAD, (
+            "resumed a probe and a spread after healing"
+        )
         resumed = [t for t in link.watch_times if t > healed]
         assert len(set(resumed)) == len(NAMESPACES), f"one watch each, spread apart: {resumed}"
         assert not prober.probing, "probing stopped with the outage"
@@ -138,7 +148,9 @@ async def test_an_error_answer_keeps_the_plain_backoff_and_probes_nothing() -> N
     task = asyncio.create_task(reflector.run())
     try:
         await clock.run_until(eventually(lambda: reflector.watches == 1, what="the first watch"))
-        link.cut(errors.ServerError(503, "ServiceUnavailable"))  # the server is there: it asks for less
+        link.cut(
+            errors.ServerError(503, "ServiceUnavailable")
+        )  # the server is there: it asks for less
         await clock.parked(sleepers=1)  # the reflector's backoff, a plain sleep
         assert not prober.probing
         assert link.probe_times == []

@@ -45,7 +45,9 @@ def obj(
     ],
     ids=["namespaced", "cluster-scoped", "empty-namespace"],
 )
-def test_object_key_is_meta_namespace_key(o: dict[str, Any], key: str, split: tuple[str | None, str]) -> None:
+def test_object_key_is_meta_namespace_key(
+    o: dict[str, Any], key: str, split: tuple[str | None, str]
+) -> None:
     assert object_key(o) == key
     assert split_key(key) == split
 
@@ -59,7 +61,9 @@ def test_object_key_is_meta_namespace_key(o: dict[str, Any], key: str, split: tu
     ],
     ids=["no-owner", "owner-not-controller", "controller-among-owners"],
 )
-def test_controller_uid_is_the_controller_owner_only(refs: list[dict[str, Any]], uid: str | None) -> None:
+def test_controller_uid_is_the_controller_owner_only(
+    refs: list[dict[str, Any]], uid: str | None
+) -> None:
     assert controller_uid({"metadata": {"ownerReferences": refs}}) == uid
 
 

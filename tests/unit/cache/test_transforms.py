@@ -1,5 +1,5 @@
-"""What the informers keep of each object (`cache.transforms`), table-driven: for every resource, the
-paths its transform strips and the paths it must keep because some reader reads them; plus the
+"""What the informers keep of each object (`cache.transforms`), table-driven: for every resource,
+the paths its transform strips and the paths it must keep because some reader reads them; plus the
 properties every transform has (the input is never mutated, repeated strings are shared)."""
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ def pod() -> dict[str, Any]:
             "reason": "Evicted",
             "message": "low on memory",
             "startTime": "2026-01-01T00:00:01Z",
-            "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ],
             "podIP": "10.0.0.1",
             "hostIP": "192.168.0.1",
             "qosClass": "BestEffort",
@@ -68,7 +71,12 @@ def job() -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "pi-launcher", "namespace": "default", "managedFields": MANAGED, "labels": {}},
+        "metadata": {
+            "name": "pi-launcher",
+            "namespace": "default",
+            "managedFields": MANAGED,
+            "labels": {},
+        },
         "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}},
         "status": {"active": 1},
     }
@@ -125,11 +133,17 @@ POD_STRIPPED = [
     "status.containerStatuses.0.imageID",
     "status.containerStatuses.0.containerID",
 ]
-JOB_KEPT = ["metadata.name", "metadata.labels", "spec.template.spec.containers.0.image", "status.active"]
+JOB_KEPT = [
+    "metadata.name",
+    "metadata.labels",
+    "spec.template.spec.containers.0.image",
+    "status.active",
+]
 JOB_STRIPPED = ["metadata.managedFields"]
 
 UPDATED_KINDS = ("jobs", "configmaps", "secrets", "services")
-"""Kinds the operator may PUT from its cache: only managedFields may go (the same shape serves all four)."""
+"""Kinds the operator may PUT from its cache: only managedFields may go (the same shape serves all
+four)."""
 CASES = [
     *[("pods", pod, p, True) for p in POD_KEPT],
     *[("pods", pod, p, False) for p in POD_STRIPPED],
@@ -138,7 +152,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("plural", "make", "dotted", "kept"), CASES, ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize(
+    ("plural", "make", "dotted", "kept"), CASES, ids=lambda v: getattr(v, "__name__", v)
+)
 def test_transform_keeps_what_is_read_and_strips_the_rest(
     plural: str, make: Any, dotted: str, kept: bool
 ) -> None:
@@ -161,13 +177,18 @@ def test_transform_never_mutates_its_input(plural: str) -> None:
 def test_repeated_strings_are_shared_between_objects() -> None:
     key, value = "training.kubeflow.org/job-role", "worker"
     # Built apart, as the JSON decoder builds them: equal strings, distinct objects.
-    fresh_key, fresh_value = "".join(["training.kubeflow.org/", "job-role"]), "".join(["wor", "ker"])
+    fresh_key, fresh_value = (
+        "".join(["training.kubeflow.org/", "job-role"]),
+        "".join(["wor", "ker"]),
+    )
     assert (fresh_key, fresh_value) == (key, value)
     assert fresh_key is not key
     a, b = pod(), pod()
     a["metadata"]["labels"] = {key: value}
     b["metadata"]["labels"] = {fresh_key: fresh_value}
-    (ka, va), (kb, vb) = (next(iter(transforms.pod(o)["metadata"]["labels"].items())) for o in (a, b))
+    (ka, va), (kb, vb) = (
+        next(iter(transforms.pod(o)["metadata"]["labels"].items())) for o in (a, b)
+    )
     assert ka is kb
     assert va is vb
 
@@ -175,7 +196,12 @@ def test_repeated_strings_are_shared_between_objects() -> None:
 def test_owner_references_are_shared_between_a_jobs_pods() -> None:
     a, b = pod(), pod()
     b["metadata"]["ownerReferences"] = [
-        {"kind": "".join(["MPI", "Job"]), "name": "pi", "uid": "".join(["j", "1"]), "controller": True}
+        {
+            "kind": "".join(["MPI", "Job"]),
+            "name": "pi",
+            "uid": "".join(["j", "1"]),
+            "controller": True,
+        }
     ]
     ra, rb = (transforms.pod(o)["metadata"]["ownerReferences"][0] for o in (a, b))
     assert ra == rb

@@ -211,7 +211,8 @@ async def test_shut_down_with_drain_waits_for_in_flight_keys() -> None:
     queue.add("a")
     key = await queue.get()
     drain = asyncio.create_task(queue.shut_down_with_drain())
-    # Shutting down is its first step; had it not waited for the key in flight, it would be done then.
+    # Shutting down is its first step; had it not waited for the key in flight, it would be done
+    # then.
     await eventually(lambda: queue.shutting_down)
     assert not drain.done(), "drain returned while a key was still being processed"
     queue.done(key)

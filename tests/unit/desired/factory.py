@@ -1,4 +1,5 @@
-"""Builds MPIJobs and observed pods for the desired-state tests (a test helper, not a test module)."""
+"""Builds MPIJobs and observed pods for the desired-state tests (a test helper, not a test
+module)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def worker_pod(
     terminating: bool = False,
     owner_uid: str | None = None,
 ) -> dict[str, Any]:
-    """An observed worker pod as the API server would return it (only the fields discovery reads)."""
+    """An observed worker pod as the API server would return it (only the fields discovery
+    reads)."""
     metadata: dict[str, Any] = {
         "name": f"{job.name}-worker-{index}",
         "namespace": job.namespace,

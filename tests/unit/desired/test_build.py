@@ -1,4 +1,5 @@
-"""desired.build: the whole desired state, valid for Kubernetes' own schemas, never touching its inputs."""
+"""desired.build: the whole desired state, valid for Kubernetes' own schemas, never touching its
+inputs."""
 
 from __future__ import annotations
 
@@ -25,7 +26,13 @@ KUBERNETES_VERSION = "1.32.0"
 
 RICH_MAIN = container(
     "trainer",
-    command=["horovodrun", "--host-discovery-script", "/etc/mpi/discover_hosts.sh", "python", "train.py"],
+    command=[
+        "horovodrun",
+        "--host-discovery-script",
+        "/etc/mpi/discover_hosts.sh",
+        "python",
+        "train.py",
+    ],
     env=[{"name": "EPOCHS", "value": "3"}],
     ports=[{"name": "ssh", "containerPort": 2222}],
     resources={"limits": {"nvidia.com/gpu": 2, "cpu": "4", "memory": "8Gi"}},
@@ -57,7 +64,11 @@ CASES: dict[str, tuple[dict[str, Any], Settings]] = {
             "worker_template": RICH_TEMPLATE,
             "launcher_template": RICH_TEMPLATE,
             "runLauncherAsWorker": True,
-            "runPolicy": {"ttlSecondsAfterFinished": 60, "activeDeadlineSeconds": 3600, "backoffLimit": 2},
+            "runPolicy": {
+                "ttlSecondsAfterFinished": 60,
+                "activeDeadlineSeconds": 3600,
+                "backoffLimit": 2,
+            },
         },
         Settings(cluster_domain="cluster.local"),
     ),
@@ -78,7 +89,13 @@ def _state(case: str) -> tuple[MPIJob, desired.DesiredState]:
 
 def _built_in_objects(state: desired.DesiredState) -> list[dict[str, Any]]:
     assert state.secret is not None
-    return [state.service, state.config_map, state.secret, state.launcher_job, *state.workers.values()]
+    return [
+        state.service,
+        state.config_map,
+        state.secret,
+        state.launcher_job,
+        *state.workers.values(),
+    ]
 
 
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
@@ -90,7 +107,8 @@ def test_every_object_is_valid_for_the_api_server(case: str) -> None:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
         except kubernetes_validate.ValidationError as error:
             pytest.fail(
-                f"{obj['kind']} {obj['metadata']['name']}: {error.message} at {list(error.absolute_path)}"
+                f"{obj['kind']} {obj['metadata']['name']}: {error.message} at "
+                f"{list(error.absolute_path)}"
             )
         json.dumps(obj)  # plain JSON data only
 
@@ -123,7 +141,10 @@ def test_suspended_job_wants_no_workers_and_no_pod_group() -> None:
 
 @pytest.mark.parametrize(
     ("case", "api_version"),
-    [("volcano", "scheduling.volcano.sh/v1beta1"), ("scheduler-plugins", "scheduling.x-k8s.io/v1alpha1")],
+    [
+        ("volcano", "scheduling.volcano.sh/v1beta1"),
+        ("scheduler-plugins", "scheduling.x-k8s.io/v1alpha1"),
+    ],
     ids=["volcano", "scheduler-plugins"],
 )
 def test_gang_scheduling_builds_a_pod_group(case: str, api_version: str) -> None:
@@ -170,7 +191,9 @@ JOB_SPECS = st.fixed_dictionaries(
         "sshAuthMountPath": st.sampled_from(["/root/.ssh", "/home/mpiuser/.ssh"]),
         "worker_template": st.sampled_from([template(), RICH_TEMPLATE]),
         "launcher_template": st.sampled_from([template(), RICH_TEMPLATE]),
-        "runPolicy": st.sampled_from([{}, {"suspend": True}, {"schedulingPolicy": {"minAvailable": 1}}]),
+        "runPolicy": st.sampled_from(
+            [{}, {"suspend": True}, {"schedulingPolicy": {"minAvailable": 1}}]
+        ),
     }
 )
 

@@ -35,7 +35,8 @@ from .factory import JOB_UID, container, make_job, template, worker_pod
             {"mpiImplementation": "OpenMPI", "slotsPerWorker": 2, "runLauncherAsWorker": True},
             2,
             "",
-            "pi-launcher slots=2\npi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n",
+            "pi-launcher slots=2\npi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc "
+            "slots=2\n",
         ),
         ({"mpiImplementation": "OpenMPI"}, 0, "", ""),
         (
@@ -202,7 +203,10 @@ def _script(
     ],
 )
 def test_discover_hosts(
-    job_kwargs: dict[str, Any], pods: list[tuple[int, dict[str, Any]]], cluster_domain: str, expected: str
+    job_kwargs: dict[str, Any],
+    pods: list[tuple[int, dict[str, Any]]],
+    cluster_domain: str,
+    expected: str,
 ) -> None:
     assert _script(job_kwargs, pods, cluster_domain) == expected
 
@@ -214,15 +218,20 @@ def test_pods_of_other_jobs_and_roles_are_ignored() -> None:
     launcher["metadata"]["labels"]["training.kubeflow.org/job-role"] = "launcher"
     no_labels = worker_pod(job, 0)
     del no_labels["metadata"]["labels"]
-    assert config.discoverable_workers(job, [other, launcher, no_labels, {}, {"metadata": None}]) == []
+    assert (
+        config.discoverable_workers(job, [other, launcher, no_labels, {}, {"metadata": None}]) == []
+    )
 
 
 def test_explicit_discovered_hosts_override_the_pods() -> None:
     job = make_job("pi", workers=2)
-    cm = config.build_config_map(job, [worker_pod(job, 0)], discovered=[("pi-worker-1.pi.default.svc", 2)])
+    cm = config.build_config_map(
+        job, [worker_pod(job, 0)], discovered=[("pi-worker-1.pi.default.svc", 2)]
+    )
     assert cm["data"]["discover_hosts.sh"] == "#!/bin/sh\necho pi-worker-1.pi.default.svc:2\n"
     assert (
-        cm["data"]["hostfile"] == "pi-worker-0.pi.default.svc slots=1\npi-worker-1.pi.default.svc slots=1\n"
+        cm["data"]["hostfile"]
+        == "pi-worker-0.pi.default.svc slots=1\npi-worker-1.pi.default.svc slots=1\n"
     )
 
 

@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 
-from mpi_operator.desired.launcher import build_launcher_job, hides_gpus, template_sets_restart_policy
+from mpi_operator.desired.launcher import (
+    build_launcher_job,
+    hides_gpus,
+    template_sets_restart_policy,
+)
 
 from .factory import JOB_UID, container, make_job, template
 
@@ -102,7 +106,11 @@ def test_defaults() -> None:
                     "volumes": [
                         {
                             "name": "ssh-auth",
-                            "secret": {"secretName": "foo-ssh", "items": SSH_ITEMS, "defaultMode": 0o600},
+                            "secret": {
+                                "secretName": "foo-ssh",
+                                "items": SSH_ITEMS,
+                                "defaultMode": 0o600,
+                            },
                         },
                         CONFIG_VOLUME,
                     ],
@@ -138,7 +146,9 @@ def test_defaults() -> None:
     ],
     ids=["openmpi", "intel", "mpich"],
 )
-def test_env_order_per_implementation(implementation: str, slots: int, mpi_env: list[dict[str, str]]) -> None:
+def test_env_order_per_implementation(
+    implementation: str, slots: int, mpi_env: list[dict[str, str]]
+) -> None:
     user = {"name": "FOO", "value": "bar"}
     job = make_job(
         launcher_template=template(container(env=[user])),
@@ -162,9 +172,17 @@ def _gpus(name: str, amount: int) -> dict[str, Any]:
         (_gpus("example.com/fpga", 1), False, True),
         (template(), True, False),
     ],
-    ids=["cpu-launcher", "nvidia-launcher", "amd-launcher", "other-extended-resource", "launcher-as-worker"],
+    ids=[
+        "cpu-launcher",
+        "nvidia-launcher",
+        "amd-launcher",
+        "other-extended-resource",
+        "launcher-as-worker",
+    ],
 )
-def test_nvidia_variables(launcher_template: dict[str, Any], launcher_as_worker: bool, blanked: bool) -> None:
+def test_nvidia_variables(
+    launcher_template: dict[str, Any], launcher_as_worker: bool, blanked: bool
+) -> None:
     job = make_job(launcher_template=launcher_template, runLauncherAsWorker=launcher_as_worker)
     main = build_launcher_job(job)["spec"]["template"]["spec"]["containers"][0]
     names = [e["name"] for e in main["env"]]
@@ -235,7 +253,12 @@ def test_overrides_host_network_user_volumes_non_root() -> None:
     # Like the workers, the launcher resolves the job's short host names (its own included).
     assert spec["dnsConfig"] == {"searches": ["foo.default.svc.cluster.local"]}
     assert spec["restartPolicy"] == "Never"
-    assert [v["name"] for v in spec["volumes"]] == ["foo-vol", "ssh-auth", "ssh-auth-home", "mpi-job-config"]
+    assert [v["name"] for v in spec["volumes"]] == [
+        "foo-vol",
+        "ssh-auth",
+        "ssh-auth-home",
+        "mpi-job-config",
+    ]
     assert spec["containers"][0]["volumeMounts"] == [
         {"name": "foo-vol", "mountPath": "/mnt/foo"},
         {"name": "ssh-auth-home", "mountPath": "/home/mpiuser/.ssh", "subPath": "ssh"},
@@ -269,7 +292,9 @@ def test_gang_markers(gang: Any, metadata_key: str, marker: dict[str, str]) -> N
 
 
 def test_inputs_untouched() -> None:
-    tmpl = template(container(env=[{"name": "A", "value": "1"}]), volumes=[{"name": "v", "emptyDir": {}}])
+    tmpl = template(
+        container(env=[{"name": "A", "value": "1"}]), volumes=[{"name": "v", "emptyDir": {}}]
+    )
     job = make_job(launcher_template=tmpl, sshAuthMountPath="/home/u/.ssh")
     before = copy.deepcopy(job.model_dump(by_alias=True))
     first = build_launcher_job(job)

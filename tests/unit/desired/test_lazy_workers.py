@@ -1,5 +1,5 @@
-"""`desired.workers.LazyWorkers`: the pods `build_worker` builds one by one, built only when read, and
-a plan for a job whose workers all exist reads none of them (the planner finds them by name)."""
+"""`desired.workers.LazyWorkers`: the pods `build_worker` builds one by one, built only when read,
+and a plan for a job whose workers all exist reads none of them (the planner finds them by name)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def test_a_window_of_lazy_workers_is_the_built_window(indices: list[int]) -> Non
 
 
 def test_membership_builds_nothing() -> None:
-    # The planner asks `index in desired.workers` for every index; Mapping's own `in` would build the pod.
+    # The planner asks `index in desired.workers` for every index; Mapping's own `in` would build
+    # the pod.
     lazy = worker_builder.LazyWorkers(make_job(workers=40), indices=range(32))
     assert 31 in lazy
     assert 32 not in lazy

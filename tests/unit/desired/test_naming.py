@@ -33,7 +33,16 @@ def test_child_names() -> None:
         ("pie-worker-1", None),
         ("pi-worker-1-2", None),
     ],
-    ids=["zero", "ten", "leading-zero", "no-index", "not-a-number", "launcher", "other-job", "nested"],
+    ids=[
+        "zero",
+        "ten",
+        "leading-zero",
+        "no-index",
+        "not-a-number",
+        "launcher",
+        "other-job",
+        "nested",
+    ],
 )
 def test_worker_index(pod_name: str, index: int | None) -> None:
     assert naming.worker_index(make_job("pi"), pod_name) == index
@@ -61,7 +70,9 @@ def test_owner_reference_is_a_controller_ref() -> None:
     ids=["ours", "not-controller", "foreign", "none"],
 )
 def test_is_controlled_by(refs: list[dict[str, object]], controlled: bool) -> None:
-    assert naming.is_controlled_by({"metadata": {"ownerReferences": refs}}, make_job()) is controlled
+    assert (
+        naming.is_controlled_by({"metadata": {"ownerReferences": refs}}, make_job()) is controlled
+    )
 
 
 def test_pod_labels_include_the_earlier_controllers_and_the_sdks() -> None:

@@ -1,4 +1,5 @@
-"""desired.podgroup: Volcano and scheduler-plugins PodGroups, minMember and minResources as upstream."""
+"""desired.podgroup: Volcano and scheduler-plugins PodGroups, minMember and minResources as
+upstream."""
 
 from __future__ import annotations
 
@@ -27,20 +28,33 @@ def _tmpl(pc: str | None = None, *requests: dict[str, str]) -> dict[str, Any]:
     return template(*containers, **extra)
 
 
-def _job(launcher: dict[str, Any], worker: dict[str, Any] | None, workers: int | None, **spec: Any) -> Any:
-    return make_job("test", "ns", workers=workers, launcher_template=launcher, worker_template=worker, **spec)
+def _job(
+    launcher: dict[str, Any], worker: dict[str, Any] | None, workers: int | None, **spec: Any
+) -> Any:
+    return make_job(
+        "test", "ns", workers=workers, launcher_template=launcher, worker_template=worker, **spec
+    )
 
 
 @pytest.mark.parametrize(
     ("job_args", "min_member", "priority_classes", "expected"),
     [
         (
-            (_tmpl(None, {"cpu": "2", "memory": "1Gi"}), _tmpl(None, {"cpu": "10", "memory": "32Gi"}), 2),
+            (
+                _tmpl(None, {"cpu": "2", "memory": "1Gi"}),
+                _tmpl(None, {"cpu": "10", "memory": "32Gi"}),
+                2,
+            ),
             3,
             {},
             {"cpu": "22", "memory": "65Gi"},
         ),
-        ((_tmpl(None, {"cpu": "2", "memory": "1Gi"}), None, None), 1, {}, {"cpu": "2", "memory": "1Gi"}),
+        (
+            (_tmpl(None, {"cpu": "2", "memory": "1Gi"}), None, None),
+            1,
+            {},
+            {"cpu": "2", "memory": "1Gi"},
+        ),
         (
             (
                 _tmpl(None, {"cpu": "2", "memory": "1Gi"}),
@@ -190,7 +204,11 @@ ALL_FIELDS = {
             {},
             {
                 "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "spec": {"minMember": 3, "scheduleTimeoutSeconds": 0, "minResources": {"cpu": "21"}},
+                "spec": {
+                    "minMember": 3,
+                    "scheduleTimeoutSeconds": 0,
+                    "minResources": {"cpu": "21"},
+                },
             },
         ),
     ],
@@ -235,7 +253,11 @@ def test_launcher_only_job_without_resources() -> None:
     ("gang", "name", "expected"),
     [
         ("volcano", podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME, "volcano"),
-        ("scheduler-plugins", podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME, "scheduler-plugins-scheduler"),
+        (
+            "scheduler-plugins",
+            podgroup.DEFAULT_SCHEDULER_PLUGINS_NAME,
+            "scheduler-plugins-scheduler",
+        ),
         ("scheduler-plugins", "my-coscheduler", "my-coscheduler"),
     ],
     ids=["volcano", "scheduler-plugins-default", "scheduler-plugins-configured"],

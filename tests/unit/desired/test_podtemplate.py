@@ -1,4 +1,5 @@
-"""desired.podtemplate's copy of a template: equal to `copy.deepcopy`, sharing no dict or list with it."""
+"""desired.podtemplate's copy of a template: equal to `copy.deepcopy`, sharing no dict or list with
+it."""
 
 from __future__ import annotations
 

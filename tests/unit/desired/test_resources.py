@@ -1,5 +1,5 @@
-"""api.quantities and api.defaults: quantities in Go's canonical form, GPUs per pod and the slots derived
-from them."""
+"""api.quantities and api.defaults: quantities in Go's canonical form, GPUs per pod and the slots
+derived from them."""
 
 from __future__ import annotations
 
@@ -74,7 +74,9 @@ def test_sum_keeps_the_first_non_zero_format(first: str, second: str, total: str
     ],
     ids=["requests", "limits-only", "requests-win-limit-only-names-kept", "empty"],
 )
-def test_add_resources(requirements: dict[str, Any], replicas: int, expected: dict[str, str]) -> None:
+def test_add_resources(
+    requirements: dict[str, Any], replicas: int, expected: dict[str, str]
+) -> None:
     start: quantities.ResourceList = {}
     total = quantities.add_resources(start, requirements, replicas)
     assert quantities.render_resource_list(total) == expected
@@ -93,7 +95,14 @@ def _gpu(section: str, name: str, amount: Any) -> dict[str, Any]:
         ([_gpu("limits", "gpu.intel.com/i915", 1)], 1),
         ([_gpu("limits", "example.com/gpu", 3)], 3),
         ([_gpu("requests", "nvidia.com/gpu", 2)], 2),
-        ([container(resources={"requests": {"nvidia.com/gpu": 2}, "limits": {"nvidia.com/gpu": 2}})], 2),
+        (
+            [
+                container(
+                    resources={"requests": {"nvidia.com/gpu": 2}, "limits": {"nvidia.com/gpu": 2}}
+                )
+            ],
+            2,
+        ),
         ([_gpu("limits", "nvidia.com/gpu", 1), _gpu("limits", "nvidia.com/gpu", 2)], 3),
         ([_gpu("limits", "nvidia.com/gpu", 1), _gpu("limits", "amd.com/gpu", 1)], 2),
         ([_gpu("limits", "example.com/fpga", 2), _gpu("limits", "cpu", 8)], 0),

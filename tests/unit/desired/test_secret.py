@@ -8,7 +8,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from mpi_operator.desired.secret import SSHKeyPair, build_secret, generate_ssh_keys, has_expected_keys
+from mpi_operator.desired.secret import (
+    SSHKeyPair,
+    build_secret,
+    generate_ssh_keys,
+    has_expected_keys,
+)
 
 from .factory import make_job
 
@@ -61,5 +66,7 @@ def test_secret_encodes_the_given_keys() -> None:
     ],
     ids=["ours", "missing-key", "extra-key", "no-data"],
 )
-def test_has_expected_keys_compares_the_key_set_only(data: dict[str, str] | None, expected: bool) -> None:
+def test_has_expected_keys_compares_the_key_set_only(
+    data: dict[str, str] | None, expected: bool
+) -> None:
     assert has_expected_keys({"data": data}) is expected

@@ -1,8 +1,10 @@
-"""desired.sshd: the port a worker's sshd listens on, read from its pod spec, or None (never a guess).
+"""desired.sshd: the port a worker's sshd listens on, read from its pod spec, or None (never a
+guess).
 
 Tables for the command-line forms and where sshd is found in the argv; properties (hypothesis) for
-totality, the named port's precedence and shell quoting; and, where an OpenSSH sshd is installed, sshd
-itself (`sshd -T` prints the addresses it would listen on) as the oracle for generated command lines.
+totality, the named port's precedence and shell quoting; and, where an OpenSSH sshd is installed,
+sshd itself (`sshd -T` prints the addresses it would listen on) as the oracle for generated command
+lines.
 """
 
 from __future__ import annotations
@@ -97,7 +99,10 @@ ARGS = {
     "listen-address-rdomain": (["-D", "-o", "ListenAddress 0.0.0.0:3333 rdomain vrf0"], 3333),
     "listen-address-without-port": (["-D", "-p", "2222", "-o", "ListenAddress 0.0.0.0"], 2222),
     "listen-address-bare-ipv6": (["-D", "-p", "2222", "-o", "ListenAddress ::"], 2222),
-    "listen-address-bracketed-without-port": (["-D", "-p", "2222", "-o", "ListenAddress [::1]"], 2222),
+    "listen-address-bracketed-without-port": (
+        ["-D", "-p", "2222", "-o", "ListenAddress [::1]"],
+        2222,
+    ),
     "listen-address-only-without-port": (["-D", "-o", "ListenAddress 0.0.0.0"], None),
     # what sshd refuses, or what we cannot read, is unknown
     "p-not-a-number": (["-D", "-p", "abc"], None),
@@ -115,8 +120,14 @@ ARGS = {
     "o-port-bad-then-p": (["-D", "-o", "Port=x", "-p", "2222"], None),
     "listen-address-bad-port": (["-D", "-o", "ListenAddress 0.0.0.0:x", "-p", "2222"], None),
     "listen-address-empty-port": (["-D", "-o", "ListenAddress 0.0.0.0:", "-p", "2222"], None),
-    "listen-address-bad-rdomain": (["-D", "-o", "ListenAddress 0.0.0.0:3333 vrf0 x", "-p", "2222"], None),
-    "listen-address-unclosed-bracket": (["-D", "-o", "ListenAddress [::1:3333", "-p", "2222"], None),
+    "listen-address-bad-rdomain": (
+        ["-D", "-o", "ListenAddress 0.0.0.0:3333 vrf0 x", "-p", "2222"],
+        None,
+    ),
+    "listen-address-unclosed-bracket": (
+        ["-D", "-o", "ListenAddress [::1:3333", "-p", "2222"],
+        None,
+    ),
     "unknown-option": (["-D", "-X", "-p", "2222"], None),
     "long-option": (["-D", "--port", "2222"], None),
     "after-double-dash": (["-D", "--", "-p", "2222"], None),
@@ -134,7 +145,10 @@ ARGV = {
     "relative-path": (["./sbin/sshd", "-D"], ["-D"]),
     "behind-tini": (["tini", "--", SSHD, "-D", "-p", "2222"], ["-D", "-p", "2222"]),
     "behind-an-entrypoint": (["/entrypoint.sh", SSHD, "-D"], ["-D"]),
-    "first-sshd-wins": ([SSHD, "-D", "-p", "1", SSHD, "-p", "2"], ["-D", "-p", "1", SSHD, "-p", "2"]),
+    "first-sshd-wins": (
+        [SSHD, "-D", "-p", "1", SSHD, "-p", "2"],
+        ["-D", "-p", "1", SSHD, "-p", "2"],
+    ),
     "no-sshd": (["/entrypoint.sh", "--port", "2222"], None),
     "sshd-like-names": (["/usr/sbin/sshd.sh", "sshd-session", "my-sshd", "-p", "2222"], None),
     "empty": ([], None),
@@ -154,9 +168,15 @@ ARGV = {
         ["sh", "-c", f"{SSHD} -D -p 2222 & python train.py -p 5"],
         ["-D", "-p", "2222"],
     ),
-    "sh-c-redirection": (["sh", "-c", f"{SSHD} -De -p 2222 2>/var/log/sshd"], ["-De", "-p", "2222", "2"]),
+    "sh-c-redirection": (
+        ["sh", "-c", f"{SSHD} -De -p 2222 2>/var/log/sshd"],
+        ["-De", "-p", "2222", "2"],
+    ),
     "sh-c-quoted-option": (["sh", "-c", f"{SSHD} -D -o 'Port 2222'"], ["-D", "-o", "Port 2222"]),
-    "sh-c-assignment-and-nohup": (["sh", "-c", f"LANG=C nohup {SSHD} -D -p 2222"], ["-D", "-p", "2222"]),
+    "sh-c-assignment-and-nohup": (
+        ["sh", "-c", f"LANG=C nohup {SSHD} -D -p 2222"],
+        ["-D", "-p", "2222"],
+    ),
     "sh-c-comment": (
         ["sh", "-c", f"mkdir -p /run/sshd # then sshd -p 1\n{SSHD} -D -p 2222"],
         ["-D", "-p", "2222"],
@@ -190,7 +210,10 @@ CONTAINERS = {
     "operator-default-command": ({"command": [SSHD, "-De"]}, None),
     "args-only-image-entrypoint-unknown": ({"args": ["-p", "2222"]}, None),
     "command-and-args": ({"command": [SSHD], "args": ["-De", "-p", "2222"]}, 2222),
-    "named-port": ({"command": [SSHD, "-De"], "ports": [{"name": "ssh", "containerPort": 2222}]}, 2222),
+    "named-port": (
+        {"command": [SSHD, "-De"], "ports": [{"name": "ssh", "containerPort": 2222}]},
+        2222,
+    ),
     "named-port-wins-over-command": (
         {"command": [SSHD, "-p", "3333"], "ports": [{"name": "ssh", "containerPort": 2222}]},
         2222,
@@ -233,10 +256,13 @@ def test_named_ssh_port(ports: Any, port: int | None) -> None:
     assert named_ssh_port({"ports": ports}) == port
 
 
-# --- properties ------------------------------------------------------------------------------------
+# --- properties
+# ------------------------------------------------------------------------------------
 
 words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
-sshd_like = st.sampled_from(["-p", "-o", "-D", "-De", "-p2222", "Port=2222", "sshd", SSHD, "sh", "-c", "--"])
+sshd_like = st.sampled_from(
+    ["-p", "-o", "-D", "-De", "-p2222", "Port=2222", "sshd", SSHD, "sh", "-c", "--"]
+)
 argvs = st.lists(words | sshd_like, max_size=10)
 
 
@@ -256,8 +282,8 @@ def test_the_named_port_always_wins(argv: list[str], port: int) -> None:
 
 @dataclass(frozen=True)
 class Invocation:
-    """A generated sshd command line and the port it must yield, computed by a model independent of the
-    parser: the first ListenAddress with a port, else the first -p, else the first -o Port."""
+    """A generated sshd command line and the port it must yield, computed by a model independent of
+    the parser: the first ListenAddress with a port, else the first -p, else the first -o Port."""
 
     arguments: tuple[str, ...]
     port: int | None
@@ -281,22 +307,32 @@ def invocations(draw: st.DrawFn) -> Invocation:
         elif kind == "p":
             port = draw(ports)
             flag.append(port)
-            arguments.extend(draw(st.sampled_from([[f"-{cluster}p", str(port)], [f"-{cluster}p{port}"]])))
+            arguments.extend(
+                draw(st.sampled_from([[f"-{cluster}p", str(port)], [f"-{cluster}p{port}"]]))
+            )
         elif kind == "port":
             port = draw(ports)
             config.append(port)
             keyword = "".join(draw(st.sampled_from([ch.lower(), ch.upper()])) for ch in "port")
-            value = draw(st.sampled_from([f"{keyword}={port}", f"{keyword} {port}", f"{keyword} = {port}"]))
+            value = draw(
+                st.sampled_from([f"{keyword}={port}", f"{keyword} {port}", f"{keyword} = {port}"])
+            )
             arguments.extend(draw(st.sampled_from([["-o", value], [f"-o{value}"]])))
         elif kind == "listen":
             port = draw(ports)
             listen.append(port)
-            address = draw(st.sampled_from([f"0.0.0.0:{port}", f"[::]:{port}", f"127.0.0.1:{port}"]))
+            address = draw(
+                st.sampled_from([f"0.0.0.0:{port}", f"[::]:{port}", f"127.0.0.1:{port}"])
+            )
             arguments.extend(["-o", f"ListenAddress {address}"])
         elif kind == "listen-any":
-            arguments.extend(["-o", f"ListenAddress={draw(st.sampled_from(['0.0.0.0', '::', '[::]']))}"])
+            arguments.extend(
+                ["-o", f"ListenAddress={draw(st.sampled_from(['0.0.0.0', '::', '[::]']))}"]
+            )
         else:
-            arguments.extend(["-o", draw(st.sampled_from(["StrictModes=no", "LogLevel ERROR", "UseDNS no"]))])
+            arguments.extend(
+                ["-o", draw(st.sampled_from(["StrictModes=no", "LogLevel ERROR", "UseDNS no"]))]
+            )
     return Invocation(tuple(arguments), (listen or flag or config or [None])[0])
 
 
@@ -335,7 +371,8 @@ def test_one_bad_port_makes_it_unknown(invocation: Invocation, bad: str) -> None
     assert sshd_port([*invocation.arguments, "-p", bad]) is None
 
 
-# --- sshd itself as the oracle ---------------------------------------------------------------------
+# --- sshd itself as the oracle
+# ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -350,8 +387,12 @@ NOBODY = ("--reuid=65534", "--regid=65534", "--clear-groups")
 
 @pytest.fixture(scope="module")
 def real_sshd() -> Iterator[RealSshd]:
-    """sshd -T as an unprivileged user (as root, sshd insists on its privilege separation directory)."""
-    sshd, keygen = shutil.which("sshd") or (SSHD if Path(SSHD).exists() else None), shutil.which("ssh-keygen")
+    """sshd -T as an unprivileged user (as root, sshd insists on its privilege separation
+    directory)."""
+    sshd, keygen = (
+        shutil.which("sshd") or (SSHD if Path(SSHD).exists() else None),
+        shutil.which("ssh-keygen"),
+    )
     if sshd is None or keygen is None:
         pytest.skip("no OpenSSH sshd / ssh-keygen installed")
     prefix: tuple[str, ...] = ()
@@ -365,7 +406,9 @@ def real_sshd() -> Iterator[RealSshd]:
         root.chmod(0o777)
         key = root / "host_key"
         subprocess.run(
-            [*prefix, keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30
+            [*prefix, keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+            check=True,
+            timeout=30,
         )
         config = root / "sshd_config"
         config.write_text("Port 1022\n")  # a port from the file: one the parser can never know
@@ -384,7 +427,9 @@ def _listening_ports(real: RealSshd, arguments: tuple[str, ...]) -> set[int] | N
     if done.returncode != 0:
         return None
     return {
-        int(line.rsplit(":", 1)[1]) for line in done.stdout.splitlines() if line.startswith("listenaddress ")
+        int(line.rsplit(":", 1)[1])
+        for line in done.stdout.splitlines()
+        if line.startswith("listenaddress ")
     }
 
 
@@ -401,9 +446,11 @@ def test_sshd_listens_on_the_port_found(real_sshd: RealSshd, invocation: Invocat
 
 
 @pytest.mark.parametrize(("arguments", "port"), list(ARGS.values()), ids=list(ARGS))
-def test_the_table_agrees_with_sshd(real_sshd: RealSshd, arguments: list[str], port: int | None) -> None:
-    """Every port the table expects is one sshd listens on, for the same arguments (less what depends on
-    the pod: another config file, a stray operand, a routing domain that must exist)."""
+def test_the_table_agrees_with_sshd(
+    real_sshd: RealSshd, arguments: list[str], port: int | None
+) -> None:
+    """Every port the table expects is one sshd listens on, for the same arguments (less what
+    depends on the pod: another config file, a stray operand, a routing domain that must exist)."""
     if port is None or "-f" in arguments or any("rdomain" in a for a in arguments):
         return
     listening = _listening_ports(real_sshd, tuple(a for a in arguments if a != "stray"))

@@ -1,5 +1,5 @@
-"""desired.workers: worker pods, exactly as upstream's newWorker plus the ssh readiness probe on a port the
-spec names (none, and `ssh_port_unknown`, when it names none)."""
+"""desired.workers: worker pods, exactly as upstream's newWorker plus the ssh readiness probe on a
+port the spec names (none, and `ssh_port_unknown`, when it names none)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def test_defaults() -> None:
                     "image": "img",
                     "command": ["/usr/sbin/sshd", "-De"],
                     "env": [{"name": "K_MPI_JOB_ROLE", "value": "worker"}],
-                    # no readinessProbe: sshd's port is in its config file, which the operator cannot read
+                    # no readinessProbe: sshd's port is in its config file, which the operator
+                    # cannot read
                     "volumeMounts": [{"name": "ssh-auth", "mountPath": "/root/.ssh"}],
                 }
             ],
@@ -110,14 +111,20 @@ def test_overrides_non_root_host_network_custom_command() -> None:
     assert spec["dnsConfig"] == {"searches": ["foo.bar.svc.corp.example"]}
     worker = spec["containers"][0]
     assert worker["command"] == ["/entrypoint.sh"]
-    assert worker["env"] == [{"name": "FOO", "value": "bar"}, {"name": "K_MPI_JOB_ROLE", "value": "worker"}]
+    assert worker["env"] == [
+        {"name": "FOO", "value": "bar"},
+        {"name": "K_MPI_JOB_ROLE", "value": "worker"},
+    ]
     assert worker["readinessProbe"] == {"tcpSocket": {"port": 2222}, "periodSeconds": 2}
     assert worker["resources"] == {"limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1}}
     assert worker["volumeMounts"] == [
         {"name": "ssh-auth-home", "mountPath": "/home/mpiuser/.ssh", "subPath": "ssh"}
     ]
     assert spec["volumes"] == [
-        {"name": "ssh-auth", "secret": {"secretName": "foo-ssh", "items": SSH_ITEMS, "defaultMode": 0o444}},
+        {
+            "name": "ssh-auth",
+            "secret": {"secretName": "foo-ssh", "items": SSH_ITEMS, "defaultMode": 0o444},
+        },
         {"name": "ssh-auth-home", "emptyDir": {"medium": "Memory"}},
     ]
     [setup] = spec["initContainers"]
@@ -177,13 +184,19 @@ PROBES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "other-named-port": ({"ports": [{"name": "metrics", "containerPort": 9090}]}, None),
     "named-ssh-port": ({"ports": [{"name": "ssh", "containerPort": 2222}]}, _probe(2222)),
     "named-ssh-port-22": ({"ports": [{"name": "ssh", "containerPort": 22}]}, _probe(22)),
-    "user-probe-kept": ({"readinessProbe": {"exec": {"command": ["true"]}}}, {"exec": {"command": ["true"]}}),
+    "user-probe-kept": (
+        {"readinessProbe": {"exec": {"command": ["true"]}}},
+        {"exec": {"command": ["true"]}},
+    ),
     "user-probe-kept-without-port": (
         {"command": [SSHD, "-De"], "readinessProbe": {"tcpSocket": {"port": 2022}}},
         {"tcpSocket": {"port": 2022}},
     ),
     # upstream's examples/v2beta1/pi/pi.yaml: sshd on 2222 from its own config file
-    "upstream-pi-yaml": ({"command": [SSHD], "args": ["-De", "-f", "/home/mpiuser/.sshd_config"]}, None),
+    "upstream-pi-yaml": (
+        {"command": [SSHD], "args": ["-De", "-f", "/home/mpiuser/.sshd_config"]},
+        None,
+    ),
     "upstream-pi-yaml-with-named-port": (
         {
             "command": [SSHD],
@@ -217,7 +230,8 @@ def test_readiness_probe(fields: dict[str, Any], probe: dict[str, Any] | None) -
 
 
 def test_probe_port_follows_the_command_as_the_pod_runs_it() -> None:
-    """The default command is applied before the port is read; a user's command is read as written."""
+    """The default command is applied before the port is read; a user's command is read as
+    written."""
     job = make_job(worker_template=template(container(command=[SSHD, "-De", "-p", "2222"])))
     assert build_worker(job, 0)["spec"]["containers"][0]["readinessProbe"] == _probe(2222)
     job = make_job(worker_template=template(container(args=[SSHD, "-p", "2222"])))
@@ -244,12 +258,20 @@ def test_only_containers_0_counts() -> None:
     [
         ({}, ["/usr/sbin/sshd", "-De"], None),
         ({"args": ["-f", "/home/u/.sshd_config"]}, None, ["-f", "/home/u/.sshd_config"]),
-        ({"command": ["/usr/sbin/sshd", "-De", "-p", "2222"]}, ["/usr/sbin/sshd", "-De", "-p", "2222"], None),
+        (
+            {"command": ["/usr/sbin/sshd", "-De", "-p", "2222"]},
+            ["/usr/sbin/sshd", "-De", "-p", "2222"],
+            None,
+        ),
     ],
     ids=["default-sshd", "args-only-kept", "command-kept"],
 )
-def test_command_default(fields: dict[str, Any], command: list[str] | None, args: list[str] | None) -> None:
-    worker = build_worker(make_job(worker_template=template(container(**fields))), 0)["spec"]["containers"][0]
+def test_command_default(
+    fields: dict[str, Any], command: list[str] | None, args: list[str] | None
+) -> None:
+    worker = build_worker(make_job(worker_template=template(container(**fields))), 0)["spec"][
+        "containers"
+    ][0]
     assert worker.get("command") == command
     assert worker.get("args") == args
 
@@ -257,12 +279,19 @@ def test_command_default(fields: dict[str, Any], command: list[str] | None, args
 def test_template_values_are_kept_and_overlaid() -> None:
     tmpl = {
         "metadata": {
-            "labels": {"training.kubeflow.org/job-role": "spoofed", "mpi_job_name": "spoofed", "app": "x"},
+            "labels": {
+                "training.kubeflow.org/job-role": "spoofed",
+                "mpi_job_name": "spoofed",
+                "app": "x",
+            },
             "annotations": {"a": "b"},
         },
         "spec": {
             "containers": [container(), container("sidecar")],
-            "dnsConfig": {"searches": ["corp.example"], "options": [{"name": "ndots", "value": "2"}]},
+            "dnsConfig": {
+                "searches": ["corp.example"],
+                "options": [{"name": "ndots", "value": "2"}],
+            },
             "restartPolicy": "Always",
             "volumes": [{"name": "data", "emptyDir": {}}],
             "priorityClassName": "high",
@@ -294,7 +323,12 @@ def test_restart_policy_comes_from_the_replica_spec() -> None:
     ("gang", "scheduler", "labels", "annotations"),
     [
         ("volcano", "volcano", {}, {"scheduling.k8s.io/group-name": "pi"}),
-        ("scheduler-plugins", "scheduler-plugins-scheduler", {"scheduling.x-k8s.io/pod-group": "pi"}, {}),
+        (
+            "scheduler-plugins",
+            "scheduler-plugins-scheduler",
+            {"scheduling.x-k8s.io/pod-group": "pi"},
+            {},
+        ),
     ],
     ids=["volcano", "scheduler-plugins"],
 )
@@ -309,12 +343,18 @@ def test_gang_scheduling_decoration(
 
 
 def test_build_workers_by_index_and_inputs_untouched() -> None:
-    tmpl = template(container(env=[{"name": "A", "value": "1"}], resources={"limits": {"amd.com/gpu": 2}}))
+    tmpl = template(
+        container(env=[{"name": "A", "value": "1"}], resources={"limits": {"amd.com/gpu": 2}})
+    )
     job = make_job("pi", workers=3, worker_template=tmpl, sshAuthMountPath="/home/u/.ssh")
     before = copy.deepcopy(job.model_dump(by_alias=True))
     workers = build_workers(job)
     assert sorted(workers) == [0, 1, 2]
-    assert [w["metadata"]["name"] for w in workers.values()] == ["pi-worker-0", "pi-worker-1", "pi-worker-2"]
+    assert [w["metadata"]["name"] for w in workers.values()] == [
+        "pi-worker-0",
+        "pi-worker-1",
+        "pi-worker-2",
+    ]
     assert job.model_dump(by_alias=True) == before
     workers[0]["spec"]["containers"][0]["env"].append({"name": "B"})
     assert workers[1]["spec"]["containers"][0]["env"] == [

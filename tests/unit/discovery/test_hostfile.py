@@ -50,7 +50,9 @@ def test_unknown_implementation_is_refused() -> None:
     ],
     ids=["mixed-formats", "extra-openmpi-fields"],
 )
-def test_parse_hostfile_tolerates_hand_written_files(text: str, hosts: list[tuple[str, int]]) -> None:
+def test_parse_hostfile_tolerates_hand_written_files(
+    text: str, hosts: list[tuple[str, int]]
+) -> None:
     assert hostfile.parse_hostfile(text) == hosts
 
 
@@ -138,7 +140,12 @@ def test_parse_discover_hosts_refuses_foreign_scripts(script: str) -> None:
 
 @pytest.mark.parametrize(
     ("stdout", "error"),
-    [("a\n", "host:slots"), ("a:\n", "host:slots"), ("a:1:2\n", "host:slots"), ("A:1\n", "DNS-1123")],
+    [
+        ("a\n", "host:slots"),
+        ("a:\n", "host:slots"),
+        ("a:1:2\n", "host:slots"),
+        ("A:1\n", "DNS-1123"),
+    ],
     ids=["bare-host", "empty-slots", "two-colons", "upper-case"],
 )
 def test_parse_discovery_output_is_strict(stdout: str, error: str) -> None:
@@ -162,8 +169,14 @@ def test_hostfile_round_trips(hosts: list[tuple[str, int]], implementation: str)
 
 
 def test_rendered_script_prints_exactly_the_discovery_output() -> None:
-    hosts = [("pi-launcher.pi.default.svc", 2), ("pi-worker-0.pi.default.svc", 1), ("w-10.x.y.svc", 0)]
+    hosts = [
+        ("pi-launcher.pi.default.svc", 2),
+        ("pi-worker-0.pi.default.svc", 1),
+        ("w-10.x.y.svc", 0),
+    ]
     script = hostfile.render_discover_hosts(hosts)
-    result = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, check=True, timeout=10)
+    result = subprocess.run(
+        ["/bin/sh", "-c", script], capture_output=True, text=True, check=True, timeout=10
+    )
     assert result.stdout == hostfile.render_discovery_output(hosts)
     assert result.stderr == ""

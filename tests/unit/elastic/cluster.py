@@ -1,10 +1,11 @@
 """A tiny in-memory cluster for elastic step sequences (a test helper, not a test module).
 
-It keeps worker pods and the ConfigMap as plain JSON, runs `elastic_step` with the state read back from
-the ConfigMap (`published_state`), and applies the decision the way `decision.py` says the reconciler
-must: drain patches, the ConfigMap (script + state annotation), deletions, then the missing worker pods
-built by the real desired builder with the hostname of their incarnation. A fresh `ElasticCluster`
-over the same objects is an operator restart: nothing is carried over but the objects.
+It keeps worker pods and the ConfigMap as plain JSON, runs `elastic_step` with the state read back
+from the ConfigMap (`published_state`), and applies the decision the way `decision.py` says the
+reconciler must: drain patches, the ConfigMap (script + state annotation), deletions, then the
+missing worker pods built by the real desired builder with the hostname of their incarnation. A
+fresh `ElasticCluster` over the same objects is an operator restart: nothing is carried over but the
+objects.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ class ElasticCluster:
         self.job = with_replicas(self.job, replicas)
 
     def suspend(self, suspend: bool = True) -> None:
-        """`runPolicy.suspend`; the planner's deletion of a suspended job's workers is `terminate`/`gone`."""
+        """`runPolicy.suspend`; the planner's deletion of a suspended job's workers is
+        `terminate`/`gone`."""
         self.job = with_suspend(self.job, suspend)
 
     def pod(self, index: int) -> dict[str, Any]:
@@ -118,7 +120,9 @@ class ElasticCluster:
                     "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
                 }
 
-    def fail(self, index: int, *, exit_code: int = 137, reason: str = "Error", evicted: bool = False) -> None:
+    def fail(
+        self, index: int, *, exit_code: int = 137, reason: str = "Error", evicted: bool = False
+    ) -> None:
         status: dict[str, Any] = {
             "phase": "Failed",
             "conditions": [{"type": "Ready", "status": "False"}],
@@ -178,14 +182,20 @@ class ElasticCluster:
     def state_json(self) -> dict[str, Any]:
         assert self.config_map is not None
         return dict(
-            json.loads(self.config_map["metadata"]["annotations"]["mpi-operator.kubeflow.org/elastic-state"])
+            json.loads(
+                self.config_map["metadata"]["annotations"][
+                    "mpi-operator.kubeflow.org/elastic-state"
+                ]
+            )
         )
 
     # --- the operator ----------------------------------------------------------------------------
 
     def step(self, *, create: bool = True) -> ElasticDecision:
         published = published_state(self.job, self.config_map)
-        decision = elastic_step(self.job, copy.deepcopy(list(self.pods.values())), published, now=self.now)
+        decision = elastic_step(
+            self.job, copy.deepcopy(list(self.pods.values())), published, now=self.now
+        )
         self.apply(decision, create=create)
         self.decisions.append(decision)
         return decision
@@ -229,5 +239,8 @@ class ElasticCluster:
                 **incarnation_annotations(incarnation),
             }
             pod["metadata"]["uid"] = f"uid-{name}-{incarnation}-{len(self.deleted)}"
-            pod["status"] = {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}
+            pod["status"] = {
+                "phase": "Pending",
+                "conditions": [{"type": "Ready", "status": "False"}],
+            }
             self.pods[name] = pod

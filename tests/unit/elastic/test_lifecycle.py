@@ -1,6 +1,7 @@
-"""The elastic step around a job's life: out-of-bounds replicas reported once per value (also across a
-restart), a suspended job that lists no host and reports its pods as they are, a resume that starts
-afresh, and the launcher Job stopped (its deadline lowered) after a below-minReplicas failure."""
+"""The elastic step around a job's life: out-of-bounds replicas reported once per value (also across
+a restart), a suspended job that lists no host and reports its pods as they are, a resume that
+starts afresh, and the launcher Job stopped (its deadline lowered) after a below-minReplicas
+failure."""
 
 from __future__ import annotations
 
@@ -143,7 +144,9 @@ def test_resume_starts_from_an_empty_host_list_without_counting_replacements() -
         "hvd-worker-1-r1",
         "hvd-worker-2",
     ]
-    cluster.tick(3600)  # image pulls after the resume: the below-min clock waits for minReplicas again
+    cluster.tick(
+        3600
+    )  # image pulls after the resume: the below-min clock waits for minReplicas again
     assert cluster.step().fail is None
     cluster.set_ready()
     decision = cluster.step()
@@ -162,7 +165,8 @@ def mpijob(*conditions: tuple[str, str]) -> MPIJob:
     raw = elastic_job(2).model_dump(by_alias=True, exclude_none=True, mode="json")
     raw["status"] = {
         "conditions": [
-            {"type": kind, "status": "True", "reason": reason, "message": "m"} for kind, reason in conditions
+            {"type": kind, "status": "True", "reason": reason, "message": "m"}
+            for kind, reason in conditions
         ]
     }
     return MPIJob.model_validate(raw)
@@ -191,7 +195,13 @@ def launcher(
     spec: dict[str, Any] = {"backoffLimit": 6}
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec, "status": status}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": spec,
+        "status": status,
+    }
 
 
 FAILED_BELOW_MIN = mpijob(("Created", "MPIJobCreated"), ("Failed", "BelowMinReplicas"))
@@ -227,14 +237,18 @@ def test_launcher_stop_after_below_min_failure(
 
 
 @given(active_us=st.integers(0, 10**12), later_us=st.integers(0, 10**12))
-def test_launcher_stop_writes_once_and_its_deadline_has_passed(active_us: int, later_us: int) -> None:
+def test_launcher_stop_writes_once_and_its_deadline_has_passed(
+    active_us: int, later_us: int
+) -> None:
     active = timedelta(microseconds=active_us)
     observed = launcher(started=T0.strftime("%Y-%m-%dT%H:%M:%SZ"))
     stop = launcher_stop(FAILED_BELOW_MIN, observed, now=T0 + active)
     assert stop is not None
     deadline = stop.patch["spec"]["activeDeadlineSeconds"]
     assert deadline >= 1
-    assert deadline <= max(active.total_seconds(), 1.0), "the Job controller must find the deadline passed"
+    assert deadline <= max(active.total_seconds(), 1.0), (
+        "the Job controller must find the deadline passed"
+    )
     observed["spec"]["activeDeadlineSeconds"] = deadline
     later = T0 + active + timedelta(microseconds=later_us)
     assert launcher_stop(FAILED_BELOW_MIN, observed, now=later) is None

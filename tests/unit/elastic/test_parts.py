@@ -1,4 +1,5 @@
-"""The elastic building blocks: host identity, the stored state, pacing rules, the launcher's bounds."""
+"""The elastic building blocks: host identity, the stored state, pacing rules, the launcher's
+bounds."""
 
 from __future__ import annotations
 
@@ -57,11 +58,15 @@ def test_long_job_names_keep_distinct_dns_labels() -> None:
 
 
 @given(index=st.integers(0, 500), incarnation=st.integers(0, 10_000))
-def test_pod_incarnation_reads_back_from_hostname_or_annotation(index: int, incarnation: int) -> None:
+def test_pod_incarnation_reads_back_from_hostname_or_annotation(
+    index: int, incarnation: int
+) -> None:
     job = elastic_job(2)
     hostname = worker_hostname(job, index, incarnation)
     assert pod_incarnation(job, index, {"spec": {"hostname": hostname}}) == incarnation
-    annotated = {"metadata": {"annotations": {"mpi-operator.kubeflow.org/incarnation": str(incarnation)}}}
+    annotated = {
+        "metadata": {"annotations": {"mpi-operator.kubeflow.org/incarnation": str(incarnation)}}
+    }
     assert pod_incarnation(job, index, annotated) == incarnation
 
 
@@ -77,9 +82,9 @@ failures = st.builds(
 )
 states = st.builds(
     PublishedState,
-    members=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 9)), unique_by=lambda m: m[0]).map(
-        lambda ms: tuple(sorted(ms))
-    ),
+    members=st.lists(
+        st.tuples(st.integers(0, 50), st.integers(0, 9)), unique_by=lambda m: m[0]
+    ).map(lambda ms: tuple(sorted(ms))),
     changed_at=st.none() | st.floats(0, 2e9, allow_nan=False),
     incarnations=st.dictionaries(st.integers(0, 50), st.integers(1, 9)),
     replacements=st.integers(0, 100),
@@ -98,7 +103,11 @@ def test_state_round_trips_through_the_configmap_annotation(state: PublishedStat
 
 @pytest.mark.parametrize(
     "config_map",
-    [None, {}, {"metadata": {"annotations": {"mpi-operator.kubeflow.org/elastic-state": "{not json"}}}],
+    [
+        None,
+        {},
+        {"metadata": {"annotations": {"mpi-operator.kubeflow.org/elastic-state": "{not json"}}},
+    ],
     ids=["absent", "no-annotation", "junk"],
 )
 def test_unreadable_state_is_none(config_map: dict[str, Any] | None) -> None:
@@ -113,7 +122,15 @@ ALIVE = {(0, 0), (1, 0), (2, 0), (3, 0)}
     [
         (None, [(0, 0)], ALIVE, None, 0, [(0, 0)], Change.INITIAL),
         ([(0, 0), (1, 0)], [(0, 0), (1, 0), (2, 0)], ALIVE, 0, 4, [(0, 0), (1, 0)], Change.NONE),
-        ([(0, 0), (1, 0)], [(0, 0), (1, 0), (2, 0), (3, 0)], ALIVE, 0, 5, sorted(ALIVE), Change.ADDED),
+        (
+            [(0, 0), (1, 0)],
+            [(0, 0), (1, 0), (2, 0), (3, 0)],
+            ALIVE,
+            0,
+            5,
+            sorted(ALIVE),
+            Change.ADDED,
+        ),
         ([(0, 0), (1, 0), (2, 0)], [(0, 0)], ALIVE - {(1, 0)}, 0, 1, [(0, 0), (2, 0)], Change.LOST),
         ([(0, 0), (1, 0), (2, 0)], [(0, 0)], ALIVE, 0, 5, [(0, 0), (1, 0)], Change.REMOVED),
         ([(0, 0), (2, 0)], [(0, 0), (1, 0)], ALIVE, 0, 5, [(0, 0), (1, 0), (2, 0)], Change.ADDED),
@@ -147,7 +164,9 @@ def test_pacing(
 
 def horovod_job(command: str, **spec: Any) -> MPIJob:
     launcher = {
-        "template": {"spec": {"containers": [{"name": "l", "image": "i", "command": ["sh", "-c", command]}]}}
+        "template": {
+            "spec": {"containers": [{"name": "l", "image": "i", "command": ["sh", "-c", command]}]}
+        }
     }
     worker = {"replicas": 2, "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}
     return MPIJob.model_validate(
@@ -180,7 +199,8 @@ def test_launcher_env_carries_effective_bounds(
         job = horovod_job("true", elasticPolicy={"minReplicas": 1, "maxReplicas": 3}, **spec)
     else:
         job = horovod_job(
-            "horovodrun -np 2 --min-np 1 --max-np 3 --host-discovery-script /etc/mpi/discover_hosts.sh "
+            "horovodrun -np 2 --min-np 1 --max-np 3 --host-discovery-script "
+            "/etc/mpi/discover_hosts.sh "
             "python t.py",
             **spec,
         )

@@ -19,7 +19,8 @@ MIN, MAX, SETTLE = 2, 5, 5
 ops = st.one_of(
     st.tuples(st.just("scale"), st.integers(MIN, MAX)),
     st.tuples(
-        st.sampled_from(["ready", "unready", "fail", "evict", "terminate", "gone"]), st.integers(0, MAX - 1)
+        st.sampled_from(["ready", "unready", "fail", "evict", "terminate", "gone"]),
+        st.integers(0, MAX - 1),
     ),
     st.tuples(st.just("tick"), st.sampled_from([0, 1, 2, 5, 10, 31])),
 )
@@ -55,7 +56,9 @@ def draining(pod: dict[str, Any]) -> bool:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=st.lists(ops, min_size=1, max_size=40), start=st.integers(MIN, MAX))
 def test_elastic_invariants(history: list[tuple[str, int]], start: int) -> None:
-    cluster = ElasticCluster(elastic_job(start, min_replicas=MIN, max_replicas=MAX, settle=SETTLE, grace=30))
+    cluster = ElasticCluster(
+        elastic_job(start, min_replicas=MIN, max_replicas=MAX, settle=SETTLE, grace=30)
+    )
     cluster.step()
     last_change: float | None = None
     for op, arg in history:
@@ -65,7 +68,9 @@ def test_elastic_invariants(history: list[tuple[str, int]], start: int) -> None:
         old = set(cluster.listed())
         published = published_state(cluster.job, cluster.config_map)
         # deterministic: the same objects and time give the same decision
-        assert elastic_step(cluster.job, list(before.values()), published, now=cluster.now) == elastic_step(
+        assert elastic_step(
+            cluster.job, list(before.values()), published, now=cluster.now
+        ) == elastic_step(
             cluster.job, copy.deepcopy(list(before.values())), published, now=cluster.now
         )
         decision = cluster.step()
@@ -86,7 +91,9 @@ def test_elastic_invariants(history: list[tuple[str, int]], start: int) -> None:
         if new > old and old:
             assert last_change is None or now - last_change >= SETTLE
         removed_usable = [
-            h for h in old - new if any(p["spec"]["hostname"] == h and usable(p) for p in before.values())
+            h
+            for h in old - new
+            if any(p["spec"]["hostname"] == h and usable(p) for p in before.values())
         ]
         if removed_usable:
             assert len(new) >= MIN, "graceful removal below minReplicas"

@@ -1,4 +1,5 @@
-"""An operator restarted mid-sequence continues from the API objects alone, including partial applies."""
+"""An operator restarted mid-sequence continues from the API objects alone, including partial
+applies."""
 
 from __future__ import annotations
 
@@ -84,7 +85,10 @@ def test_crash_after_drain_patch_before_configmap_keeps_grace() -> None:
     cluster.scale(2)
     before = copy.deepcopy(cluster.config_map)
     decision = elastic_step(
-        cluster.job, list(cluster.pods.values()), published_state(cluster.job, before), now=cluster.now
+        cluster.job,
+        list(cluster.pods.values()),
+        published_state(cluster.job, before),
+        now=cluster.now,
     )
     assert [p.name for p in decision.drain] == ["hvd-worker-2"]
     cluster.apply(
@@ -98,8 +102,8 @@ def test_crash_after_drain_patch_before_configmap_keeps_grace() -> None:
 
 
 def test_crash_after_configmap_before_replacement_delete_counts_once() -> None:
-    """The bumped incarnation is written with the script before the failed pod is deleted; a crash in
-    between re-finds the old pod as superseded and does not count it twice."""
+    """The bumped incarnation is written with the script before the failed pod is deleted; a crash
+    in between re-finds the old pod as superseded and does not count it twice."""
     cluster = ElasticCluster(elastic_job(2))
     cluster.step()
     cluster.set_ready()
@@ -130,7 +134,8 @@ def test_configmap_without_state_recovers_listed_workers_from_the_script() -> No
 
 
 def test_stale_drain_stamp_on_a_wanted_listed_worker_is_removed_without_delisting() -> None:
-    """A scale-in stamped a pod, the operator died before the ConfigMap, and the job was scaled back."""
+    """A scale-in stamped a pod, the operator died before the ConfigMap, and the job was scaled
+    back."""
     cluster = ElasticCluster(elastic_job(3))
     cluster.step()
     cluster.set_ready()

@@ -1,4 +1,5 @@
-"""Elastic step sequences over time: what discover_hosts.sh lists, which pods drain, die and come back.
+"""Elastic step sequences over time: what discover_hosts.sh lists, which pods drain, die and come
+back.
 
 Each case is a script of actions on `ElasticCluster` and expectations after each operator step; the
 state is read back from the ConfigMap at every step, exactly as a reconciler would.
@@ -64,7 +65,12 @@ CASES: dict[str, tuple[dict[str, Any], list[Do]]] = {
             Do(scale(3), listed=[W + "0", W + "1"], pods=[W + "0", W + "1", W + "2"]),
             Do(ready(2), listed=[W + "0", W + "1"]),  # settling after the previous change
             Do(tick(5), listed=[W + "0", W + "1", W + "2"]),
-            Do(both(tick(5), scale(1)), listed=[W + "0"], draining=[1, 2], pods=[W + "0", W + "1", W + "2"]),
+            Do(
+                both(tick(5), scale(1)),
+                listed=[W + "0"],
+                draining=[1, 2],
+                pods=[W + "0", W + "1", W + "2"],
+            ),
             Do(tick(29), listed=[W + "0"], draining=[1, 2], pods=[W + "0", W + "1", W + "2"]),
             Do(tick(1), listed=[W + "0"], draining=[], pods=[W + "0"]),
             Do(scale(3), listed=[W + "0"], pods=[W + "0", W + "1-r1", W + "2-r1"]),
@@ -87,14 +93,20 @@ CASES: dict[str, tuple[dict[str, Any], list[Do]]] = {
         [
             Do(nothing, listed=[]),
             Do(ready(), listed=[W + "0", W + "1", W + "2"]),
-            # worker-1 dies while the job is scaled to 2: it leaves at once (not a graceful removal) ...
+            # worker-1 dies while the job is scaled to 2: it leaves at once (not a graceful removal)
+            # ...
             Do(
                 both(tick(5), scale(2), lambda c: c.fail(1)),
                 listed=[W + "0", W + "2"],
                 pods=[W + "0", W + "1-r1", W + "2"],
             ),
             # ... but worker-2 may not leave gracefully: that would take Horovod below --min-np
-            Do(tick(60), listed=[W + "0", W + "2"], draining=[], pods=[W + "0", W + "1-r1", W + "2"]),
+            Do(
+                tick(60),
+                listed=[W + "0", W + "2"],
+                draining=[],
+                pods=[W + "0", W + "1-r1", W + "2"],
+            ),
             Do(ready(1), listed=[W + "0", W + "1-r1", W + "2"]),
             Do(tick(5), listed=[W + "0", W + "1-r1"], draining=[2]),
             Do(tick(30), listed=[W + "0", W + "1-r1"], draining=[], pods=[W + "0", W + "1-r1"]),
@@ -124,7 +136,9 @@ CASES: dict[str, tuple[dict[str, Any], list[Do]]] = {
             Do(ready(1), listed=[W + "0"]),
             Do(tick(5), listed=[W + "0", W + "1-r1"]),
             Do(
-                both(tick(5), lambda c: c.fail(1, evicted=True)), listed=[W + "0"], pods=[W + "0", W + "1-r2"]
+                both(tick(5), lambda c: c.fail(1, evicted=True)),
+                listed=[W + "0"],
+                pods=[W + "0", W + "1-r2"],
             ),
             Do(both(ready(1), tick(5)), listed=[W + "0", W + "1-r2"]),
         ],
@@ -221,7 +235,9 @@ def test_below_min_timeout(max_replacements: int, elapsed: int, fails: bool) -> 
     first = cluster.step()
     assert first.fail is None
     if max_replacements == 0:
-        assert [e.reason for e in first.events if e.reason == "BelowMinReplicas"] == ["BelowMinReplicas"]
+        assert [e.reason for e in first.events if e.reason == "BelowMinReplicas"] == [
+            "BelowMinReplicas"
+        ]
         assert first.requeue_after == 60
     else:
         cluster.set_ready(1)

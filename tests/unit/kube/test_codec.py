@@ -1,5 +1,5 @@
-"""`kube.codec`: orjson where it agrees with the standard library, the standard library where it does not, so
-what the client sends and reads is what `json` made of it."""
+"""`kube.codec`: orjson where it agrees with the standard library, the standard library where it
+does not, so what the client sends and reads is what `json` made of it."""
 
 from __future__ import annotations
 
@@ -77,6 +77,6 @@ def test_what_neither_encodes_raises_type_error() -> None:
 
 
 def test_non_finite_floats_are_encoded_as_valid_json() -> None:
-    """The one deliberate difference: orjson writes NaN as null, which a server can parse (json.dumps
-    would write the bare words NaN and Infinity, which no API server accepts)."""
+    """The one deliberate difference: orjson writes NaN as null, which a server can parse
+    (json.dumps would write the bare words NaN and Infinity, which no API server accepts)."""
     assert json.loads(codec.dumps({"a": math.nan, "b": math.inf})) == {"a": None, "b": None}

@@ -1,4 +1,5 @@
-"""Typed API errors from statuses, Status bodies and ApiException; Retry-After; the retry policy's waits."""
+"""Typed API errors from statuses, Status bodies and ApiException; Retry-After; the retry policy's
+waits."""
 
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def test_status_codes_and_reasons_pick_the_class(
 
 def test_invalid_carries_its_field_causes() -> None:
     body = status(
-        422, "Invalid", causes=[{"field": "metadata.name", "reason": "FieldValueInvalid", "message": "bad"}]
+        422,
+        "Invalid",
+        causes=[{"field": "metadata.name", "reason": "FieldValueInvalid", "message": "bad"}],
     )
     err = errors.from_status(422, body)
     assert err.causes == [errors.Cause("metadata.name", "FieldValueInvalid", "bad")]
@@ -92,7 +95,9 @@ def test_api_exceptions_are_translated_and_status_zero_is_transient() -> None:
     exc = ApiException(status=409, reason="Conflict")
     exc.body = json.dumps(status(409, "AlreadyExists")).encode()
     assert isinstance(errors.from_api_exception(exc), errors.AlreadyExists)
-    assert isinstance(errors.from_api_exception(ApiException(status=0, reason="boom")), errors.TransientError)
+    assert isinstance(
+        errors.from_api_exception(ApiException(status=0, reason="boom")), errors.TransientError
+    )
 
 
 def test_non_json_error_bodies_keep_the_text_as_message() -> None:
@@ -126,7 +131,9 @@ async def test_retry_policy_waits_retry_after_clamped_and_reraises_the_last_erro
     async def always_throttled() -> None:
         nonlocal calls
         calls += 1
-        raise errors.TooManyRequests(429, "TooManyRequests", retry_after=500.0 if calls == 1 else 2.0)
+        raise errors.TooManyRequests(
+            429, "TooManyRequests", retry_after=500.0 if calls == 1 else 2.0
+        )
 
     policy = RetryPolicy(attempts=3, max_retry_after=60.0, sleep=sleep)
     with pytest.raises(errors.TooManyRequests):

@@ -1,6 +1,6 @@
-"""What `mpi-operator run` imports: none of kubesim and its dependencies, and of kubernetes_asyncio only
-the configuration, `ApiClient` and the config loaders (`kube.sdk`), not its ~850 generated API and
-model modules or its dynamic client; and code that does want the whole SDK still gets it."""
+"""What `mpi-operator run` imports: none of kubesim and its dependencies, and of kubernetes_asyncio
+only the configuration, `ApiClient` and the config loaders (`kube.sdk`), not its ~850 generated API
+and model modules or its dynamic client; and code that does want the whole SDK still gets it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""`kube.sdk.resolve_proxy_once`: the API server's proxy comes from the environment once, when the client is
-made (aiohttp would look it up in a thread on every request), with the same answer aiohttp gives:
-the proxy for the server's scheme, its credentials as a header, none for a NO_PROXY host. Nothing is
-sent anywhere: these only read what the client was configured with. And `PlainApiClient`'s own request
-path puts on the wire what kubernetes_asyncio's would."""
+"""`kube.sdk.resolve_proxy_once`: the API server's proxy comes from the environment once, when the
+client is made (aiohttp would look it up in a thread on every request), with the same answer aiohttp
+gives: the proxy for the server's scheme, its credentials as a header, none for a NO_PROXY host.
+Nothing is sent anywhere: these only read what the client was configured with. And
+`PlainApiClient`'s own request path puts on the wire what kubernetes_asyncio's would."""
 
 from __future__ import annotations
 
@@ -42,7 +42,12 @@ def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"HTTPS_PROXY": "http://127.0.0.1:3128"}, SERVER, "http://127.0.0.1:3128", None),
         ({"HTTPS_PROXY": "http://u:p@127.0.0.1:3128"}, SERVER, "http://127.0.0.1:3128", "u:p"),
         ({"HTTP_PROXY": "http://127.0.0.1:3128"}, SERVER, None, None),  # the server speaks https
-        ({"HTTP_PROXY": "http://127.0.0.1:3128"}, "http://10.96.0.1:80", "http://127.0.0.1:3128", None),
+        (
+            {"HTTP_PROXY": "http://127.0.0.1:3128"},
+            "http://10.96.0.1:80",
+            "http://127.0.0.1:3128",
+            None,
+        ),
         ({"HTTPS_PROXY": "http://127.0.0.1:3128", "NO_PROXY": "10.96.0.1"}, SERVER, None, None),
     ],
 )
@@ -61,7 +66,9 @@ async def test_the_proxy_is_resolved_once_as_aiohttp_would(
         assert rest.pool_manager.trust_env is False
         assert rest.proxy == proxy
         header = (rest.proxy_headers or {}).get("Proxy-Authorization")
-        expected = "Basic " + base64.b64encode(authorization.encode()).decode() if authorization else None
+        expected = (
+            "Basic " + base64.b64encode(authorization.encode()).decode() if authorization else None
+        )
         assert header == expected
     finally:
         await kube.close()
@@ -77,10 +84,10 @@ async def test_a_configured_proxy_is_kept(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 async def test_a_raw_call_sends_what_kubernetes_asyncio_sends() -> None:
-    """`PlainApiClient.call_api` for a raw answer skips kubernetes_asyncio's request path, not what it
-    puts on the wire: method, path and query, default and given headers, the bearer token (refreshed by
-    the config's hook before each request) and the JSON body, compared on a local HTTP server that
-    echoes what it got."""
+    """`PlainApiClient.call_api` for a raw answer skips kubernetes_asyncio's request path, not what
+    it puts on the wire: method, path and query, default and given headers, the bearer token
+    (refreshed by the config's hook before each request) and the JSON body, compared on a local HTTP
+    server that echoes what it got."""
     seen: list[dict[str, Any]] = []
 
     async def echo(request: web.Request) -> web.Response:

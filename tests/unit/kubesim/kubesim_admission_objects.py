@@ -53,7 +53,10 @@ def worker_pod(index: int = 0) -> dict[str, Any]:
                     "ports": [{"name": "ssh", "containerPort": 22}],
                     "env": [
                         {"name": "K_MPI_JOB_ROLE", "value": "worker"},
-                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {
+                            "name": "POD_NAME",
+                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                        },
                     ],
                     "resources": {"limits": {"nvidia.com/gpu": 2, "cpu": "500m", "memory": "1Gi"}},
                     "volumeMounts": [
@@ -82,7 +85,11 @@ def worker_pod(index: int = 0) -> dict[str, Any]:
                         "name": "pi-config",
                         "items": [
                             {"key": "hostfile", "path": "hostfile", "mode": 0o444},
-                            {"key": "discover_hosts.sh", "path": "discover_hosts.sh", "mode": 0o555},
+                            {
+                                "key": "discover_hosts.sh",
+                                "path": "discover_hosts.sh",
+                                "mode": 0o555,
+                            },
                         ],
                     },
                 },
@@ -99,7 +106,10 @@ def launcher_job() -> dict[str, Any]:
             "name": "pi-launcher",
             "namespace": "team-a",
             "uid": JOB_UID,
-            "labels": {"training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "launcher"},
+            "labels": {
+                "training.kubeflow.org/job-name": "pi",
+                "training.kubeflow.org/job-role": "launcher",
+            },
             "ownerReferences": [owner_ref()],
         },
         "spec": {
@@ -151,7 +161,10 @@ def headless_service() -> dict[str, Any]:
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": {"training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "worker"},
+            "selector": {
+                "training.kubeflow.org/job-name": "pi",
+                "training.kubeflow.org/job-role": "worker",
+            },
         },
     }
 
@@ -178,6 +191,8 @@ def ssh_secret() -> dict[str, Any]:
         "metadata": {"name": "pi-ssh", "namespace": "team-a", "ownerReferences": [owner_ref()]},
         "data": {
             "ssh-privatekey": "LS0tLS1CRUdJTiBPUEVOU1NIIFBSSVZBVEUgS0VZLS0tLS0K",
-            "ssh-publickey": "ZWNkc2Etc2hhMi1uaXN0cDI1NiBBQUFBRTJWalpITmhMWE5vWVRJdGJtbHpkSEF5TlRZPQ==",
+            "ssh-publickey": (
+                "ZWNkc2Etc2hhMi1uaXN0cDI1NiBBQUFBRTJWalpITmhMWE5vWVRJdGJtbHpkSEF5TlRZPQ=="
+            ),
         },
     }

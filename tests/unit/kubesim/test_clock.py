@@ -1,5 +1,5 @@
-"""The controllers' time: the real `Clock` (a time scale), `FakeClock` (moved by tests) and the `WorkQueue`
-delays that run on either."""
+"""The controllers' time: the real `Clock` (a time scale), `FakeClock` (moved by tests) and the
+`WorkQueue` delays that run on either."""
 
 from __future__ import annotations
 
@@ -41,7 +41,9 @@ def test_the_real_clock_runs_time_scale_times_slower_than_simulated_time() -> No
     wall0=st.floats(min_value=1e9, max_value=4e9),
     moments=st.lists(st.floats(min_value=0, max_value=1e6), min_size=1, max_size=20),
 )
-def test_timestamps_are_the_wall_time_at_second_precision(wall0: float, moments: list[float]) -> None:
+def test_timestamps_are_the_wall_time_at_second_precision(
+    wall0: float, moments: list[float]
+) -> None:
     # Formatted once per second and reused: every moment must still show its own second.
     clock = Clock(0.5, monotonic=Monotonic(), wall=lambda: wall0)
     for at in [*moments, *sorted(moments)]:

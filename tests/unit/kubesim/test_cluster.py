@@ -1,4 +1,5 @@
-"""kubesim.cluster in process: listeners, multi-version CRDs, generation rules, copies, pod grace."""
+"""kubesim.cluster in process: listeners, multi-version CRDs, generation rules, copies, pod
+grace."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def test_listeners_see_commits_in_order_even_when_they_write() -> None:
     cluster = Cluster()
     seen: list[tuple[str, str]] = []
 
-    def listener(kind: str, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def listener(
+        kind: str, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         seen.append((kind, obj["metadata"]["name"]))
         if obj["metadata"]["name"] == "a":
             cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": "from-listener"}})
@@ -81,7 +84,9 @@ def test_status_changes_bump_generation_without_a_status_subresource() -> None:
 
 def test_returned_objects_are_copies() -> None:
     cluster = Cluster()
-    created = cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    created = cluster.create(
+        builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}}
+    )
     created.object["data"]["k"] = "mutated"
     got = cluster.get(builtins.CONFIGMAPS, "default", "a")
     got["data"]["k"] = "mutated"
@@ -89,12 +94,16 @@ def test_returned_objects_are_copies() -> None:
 
 
 def test_a_status_write_keeps_nothing_of_the_callers_body() -> None:
-    # /status copies only the status; the stored pod must not share it (or anything else) with the body.
+    # /status copies only the status; the stored pod must not share it (or anything else) with the
+    # body.
     cluster = Cluster()
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
     cluster.create(builtins.PODS, "default", pod)
     current = cluster.get(builtins.PODS, "default", "p")
-    body = {**current, "status": {**current["status"], "phase": "Running", "hostIPs": [{"ip": "1.2.3.4"}]}}
+    body = {
+        **current,
+        "status": {**current["status"], "phase": "Running", "hostIPs": [{"ip": "1.2.3.4"}]},
+    }
     cluster.update(builtins.PODS, "default", "p", body, subresource="status")
     body["status"]["hostIPs"][0]["ip"] = "mutated"
     body["status"]["conditions"][0]["status"] = "mutated"  # a part the write left unchanged
@@ -108,8 +117,8 @@ def test_a_status_write_keeps_nothing_of_the_callers_body() -> None:
 
 
 def test_a_write_leaves_the_previous_versions_as_they_were() -> None:
-    # Versions share unchanged parts (admission does not copy them again); a watch replaying the history
-    # must still see each version as it was written.
+    # Versions share unchanged parts (admission does not copy them again); a watch replaying the
+    # history must still see each version as it was written.
     cluster = Cluster()
     cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
     cluster.patch(builtins.CONFIGMAPS, "default", "a", b'{"metadata":{"labels":{"x":"y"}}}', MERGE)
@@ -124,7 +133,9 @@ def test_listeners_get_the_stored_objects_and_results_are_copied_on_use() -> Non
     cluster = Cluster()
     seen: list[dict[str, Any]] = []
     cluster.add_listener(lambda _kind, _rt, obj, _old: seen.append(obj))
-    written = cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    written = cluster.create(
+        builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}}
+    )
     stored = cluster.store.get(builtins.CONFIGMAPS.storage_key, "default", "a")
     assert len(seen) == 1
     assert seen[0] is stored
@@ -156,7 +167,12 @@ def test_dry_run_update_changes_nothing() -> None:
     cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
     rv = cluster.store.resource_version
     written = cluster.patch(
-        builtins.CONFIGMAPS, "default", "a", b'{"data":{"k":"w"}}', MERGE, opts=WriteOptions(dry_run=True)
+        builtins.CONFIGMAPS,
+        "default",
+        "a",
+        b'{"data":{"k":"w"}}',
+        MERGE,
+        opts=WriteOptions(dry_run=True),
     )
     assert written.object["data"] == {"k": "w"}
     assert cluster.get(builtins.CONFIGMAPS, "default", "a")["data"] == {"k": "v"}
@@ -185,7 +201,12 @@ def test_finished_pods_are_deleted_without_grace() -> None:
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
     cluster.create(builtins.PODS, "default", pod)
     cluster.patch(
-        builtins.PODS, "default", "p", b'{"status":{"phase":"Succeeded"}}', MERGE, subresource="status"
+        builtins.PODS,
+        "default",
+        "p",
+        b'{"status":{"phase":"Succeeded"}}',
+        MERGE,
+        subresource="status",
     )
     assert cluster.delete_object(builtins.PODS, "default", "p").deleted
 
@@ -195,7 +216,10 @@ def test_delete_preconditions_are_checked() -> None:
     cluster.create(builtins.CONFIGMAPS, "default", {"metadata": {"name": "a"}})
     with pytest.raises(errors.StatusError) as err:
         cluster.delete(
-            builtins.CONFIGMAPS, "default", "a", options=DeleteOptions(preconditions={"uid": "nope"})
+            builtins.CONFIGMAPS,
+            "default",
+            "a",
+            options=DeleteOptions(preconditions={"uid": "nope"}),
         )
     assert err.value.code == 409
     assert cluster.get(builtins.CONFIGMAPS, "default", "a")

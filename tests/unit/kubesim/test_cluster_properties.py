@@ -1,4 +1,5 @@
-"""Properties of the in-process cluster: filtered watches rebuild filtered lists, pages rebuild lists."""
+"""Properties of the in-process cluster: filtered watches rebuild filtered lists, pages rebuild
+lists."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from kubesim.settings import SimSettings
 NAMES = ("a", "b", "c", "d")
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(NAMES), st.sampled_from(["create", "hot", "cold", "unlabel", "data", "delete"])
+        st.sampled_from(NAMES),
+        st.sampled_from(["create", "hot", "cold", "unlabel", "data", "delete"]),
     ),
     max_size=25,
 )
@@ -104,9 +106,13 @@ def test_pages_rebuild_the_list_they_started_from(
     for name, op in churn:  # writes between pages must not show up in later pages
         _apply(cluster, name, op)
     while token := pages[-1]["metadata"].get("continue"):
-        pages.append(cluster.list(builtins.CONFIGMAPS, "default", limit=limit, continue_token=token))
+        pages.append(
+            cluster.list(builtins.CONFIGMAPS, "default", limit=limit, continue_token=token)
+        )
     assert [i for p in pages for i in p["items"]] == full["items"]
-    assert {p["metadata"]["resourceVersion"] for p in pages} == {full["metadata"]["resourceVersion"]}
+    assert {p["metadata"]["resourceVersion"] for p in pages} == {
+        full["metadata"]["resourceVersion"]
+    }
 
 
 async def test_bad_selector_raises_at_once_and_expired_watch_is_an_error_event() -> None:

@@ -1,4 +1,5 @@
-"""kubesim.downward: the downward API as the kubelet resolves it for volume files and env variables."""
+"""kubesim.downward: the downward API as the kubelet resolves it for volume files and env
+variables."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from kubesim.downward import (
     volume_resource_value,
 )
 
-# --- go_quote, format_map, split_subscript ------------------------------------------------------------
+# --- go_quote, format_map, split_subscript
+# ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -66,7 +68,8 @@ def parse_map(text: str) -> dict[str, str]:
 
 
 KEYS = st.from_regex(
-    r"([a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,30}[A-Za-z0-9])?", fullmatch=True
+    r"([a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,30}[A-Za-z0-9])?",
+    fullmatch=True,
 )
 
 
@@ -111,7 +114,8 @@ def test_split_subscript(path: str, split: tuple[str, str] | None) -> None:
     assert split_subscript(path) == split
 
 
-# --- field values --------------------------------------------------------------------------------------
+# --- field values
+# --------------------------------------------------------------------------------------
 POD: dict[str, Any] = {
     "metadata": {
         "name": "web-0",
@@ -156,7 +160,8 @@ def test_object_fields(path: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("path", "message"),
     [
-        # ExtractFieldPathAsString knows metadata only: a volume cannot serve the kubelet's own fields.
+        # ExtractFieldPathAsString knows metadata only: a volume cannot serve the kubelet's own
+        # fields.
         ("spec.nodeName", "unsupported fieldPath: spec.nodeName"),
         ("status.podIP", "unsupported fieldPath: status.podIP"),
         ("spec.host", "unsupported fieldPath: spec.host"),
@@ -185,7 +190,10 @@ def test_object_field_errors(path: str, message: str) -> None:
     ],
 )
 def test_env_fields_the_kubelet_answers(path: str, expected: str) -> None:
-    assert pod_field_value(POD, path, pod_ips=["10.0.0.9", "fd00::9"], host_ips=["172.18.0.9"]) == expected
+    assert (
+        pod_field_value(POD, path, pod_ips=["10.0.0.9", "fd00::9"], host_ips=["172.18.0.9"])
+        == expected
+    )
 
 
 @pytest.mark.parametrize(
@@ -200,7 +208,9 @@ def test_env_fields_the_kubelet_answers(path: str, expected: str) -> None:
         ({}, "status.hostIPs", ""),
     ],
 )
-def test_env_ips_default_to_the_pods_status(status: dict[str, Any], path: str, expected: str) -> None:
+def test_env_ips_default_to_the_pods_status(
+    status: dict[str, Any], path: str, expected: str
+) -> None:
     assert pod_field_value({**POD, "status": status}, path) == expected
     assert pod_field_value({**POD, "status": status}, path, pod_ips=(), host_ips=()) == ""
 
@@ -229,7 +239,8 @@ def test_env_field_errors(path: str, api_version: str, message: str) -> None:
     assert str(caught.value).startswith(message)
 
 
-# --- resource values -----------------------------------------------------------------------------------
+# --- resource values
+# -----------------------------------------------------------------------------------
 MAIN = {
     "name": "main",
     "resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}, "requests": {"cpu": "250m"}},
@@ -258,13 +269,16 @@ RESOURCE_POD = {"spec": {"containers": [MAIN, SIDE], "initContainers": [SETUP]}}
         ("side", "limits.memory", "1Gi", "512", "512"),  # a zero limit reads as the node's
         ("side", "limits.cpu", None, "64", "64"),
         ("side", "requests.memory", "1Ki", "2", "2"),  # 1500 bytes, rounded up
-        # The one difference: a volume's named init container has its limits defaulted, an env var's not.
+        # The one difference: a volume's named init container has its limits defaulted, an env var's
+        # not.
         ("setup", "limits.cpu", None, "64", "0"),
         ("setup", "limits.memory", "1Gi", "512", "0"),
         ("setup", "requests.cpu", "1m", "250", "250"),
     ],
 )
-def test_resource_values(container: str, resource: str, divisor: str | None, volume: str, env: str) -> None:
+def test_resource_values(
+    container: str, resource: str, divisor: str | None, volume: str, env: str
+) -> None:
     ref: dict[str, Any] = {"containerName": container, "resource": resource}
     if divisor is not None:
         ref["divisor"] = divisor
@@ -273,7 +287,9 @@ def test_resource_values(container: str, resource: str, divisor: str | None, vol
 
 
 @pytest.mark.parametrize("started", [MAIN, SIDE, SETUP])
-def test_an_env_var_without_container_name_reads_its_own_defaulted_container(started: dict[str, Any]) -> None:
+def test_an_env_var_without_container_name_reads_its_own_defaulted_container(
+    started: dict[str, Any],
+) -> None:
     ref = {"resource": "limits.cpu"}
     expected = "2" if started is MAIN else "64"
     assert env_resource_value(ref, RESOURCE_POD, started) == expected
@@ -295,7 +311,10 @@ def test_the_node_allocatable_can_be_given() -> None:
             {"containerName": "main", "resource": "limits.nvidia.com/gpu"},
             "unsupported container resource : limits.nvidia.com/gpu",
         ),
-        ({"containerName": "main", "resource": "limits.gpu"}, "unsupported container resource : limits.gpu"),
+        (
+            {"containerName": "main", "resource": "limits.gpu"},
+            "unsupported container resource : limits.gpu",
+        ),
         ({"containerName": "main", "resource": "cpu"}, "unsupported container resource : cpu"),
         ({"containerName": "ghost", "resource": "limits.cpu"}, "container ghost not found"),
     ],
@@ -315,15 +334,27 @@ def test_a_volume_needs_a_container_name() -> None:
 @pytest.mark.parametrize("divisor", ["1", "1k", "1Ki", "1M", "1Mi", "1G", "1Gi"])
 @given(amount=st.integers(min_value=0, max_value=2**40))
 def test_memory_is_the_ceiling_of_the_exact_quotient(divisor: str, amount: int) -> None:
-    pod = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"memory": str(amount)}}}]}}
+    pod = {
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"memory": str(amount)}}}]}
+    }
     ref = {"containerName": "c", "resource": "requests.memory", "divisor": divisor}
-    units = {"1": 1, "1k": 10**3, "1Ki": 2**10, "1M": 10**6, "1Mi": 2**20, "1G": 10**9, "1Gi": 2**30}
+    units = {
+        "1": 1,
+        "1k": 10**3,
+        "1Ki": 2**10,
+        "1M": 10**6,
+        "1Mi": 2**20,
+        "1G": 10**9,
+        "1Gi": 2**30,
+    }
     assert volume_resource_value(pod, ref) == str(math.ceil(Fraction(amount, units[divisor])))
 
 
 @given(millis=st.integers(min_value=0, max_value=10**7), divisor=st.sampled_from(["1", "1m"]))
 def test_cpu_counts_millicores_rounded_up(millis: int, divisor: str) -> None:
-    pod = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": f"{millis}m"}}}]}}
+    pod = {
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": f"{millis}m"}}}]}
+    }
     ref = {"containerName": "c", "resource": "requests.cpu", "divisor": divisor}
     expected = str(millis if divisor == "1m" else math.ceil(Fraction(millis, 1000)))
     assert volume_resource_value(pod, ref) == env_resource_value(ref, pod, {}) == expected

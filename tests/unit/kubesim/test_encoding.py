@@ -1,5 +1,6 @@
-"""kubesim.encoding: the cached JSON of stored objects is byte for byte compact UTF-8 JSON (json.dumps with
-`ensure_ascii=False`), and what orjson cannot write still comes out as JSON of the same value."""
+"""kubesim.encoding: the cached JSON of stored objects is byte for byte compact UTF-8 JSON
+(json.dumps with `ensure_ascii=False`), and what orjson cannot write still comes out as JSON of the
+same value."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def test_a_version_is_encoded_once_and_an_equal_new_object_on_its_own() -> None:
 
 
 def test_what_orjson_refuses_is_written_by_the_standard_library() -> None:
-    # A custom resource's free-form field can hold any integer; a JSON body can escape a lone surrogate.
+    # A custom resource's free-form field can hold any integer; a JSON body can escape a lone
+    # surrogate.
     encoder = ObjectEncoder()
     big = {"spec": {"big": 2**70, "small": -(2**64)}, "name": "é"}
     surrogate = {"data": {"k": "\ud800"}}

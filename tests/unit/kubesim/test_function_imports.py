@@ -1,6 +1,6 @@
-"""kubesim imports at module level: an import inside a function, which import-linter's cycle and layer
-contracts cannot tell from any other, is allowed only with a reason other than dodging a cycle, named
-here and in a `# lazy: <reason>` comment on or just above the import."""
+"""kubesim imports at module level: an import inside a function, which import-linter's cycle and
+layer contracts cannot tell from any other, is allowed only with a reason other than dodging a
+cycle, named here and in a `# lazy: <reason>` comment on or just above the import."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ SIM = Path(__file__).resolve().parents[3] / "sim"
 
 ALLOWED: dict[tuple[str, str], str] = {
     ("kubesim.app", "kubesim.procrt.kubelet"): (
-        "optional-runtime: the process runtime (its 17 modules, dnslib) loads only for a cluster that runs it"
+        "optional-runtime: the process runtime (its 17 modules, dnslib) loads only for a cluster "
+        "that runs it"
     ),
 }
 """(importing module, imported module) -> why the import waits for the function to run."""
@@ -31,7 +32,8 @@ def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) 
 
 
 def function_level_imports(root: Path = SIM) -> dict[tuple[str, str], tuple[Path, int]]:
-    """Every import inside a function body of kubesim under `root`: (module, imported) -> (file, line)."""
+    """Every import inside a function body of kubesim under `root`: (module, imported) -> (file,
+    line)."""
     found: dict[tuple[str, str], tuple[Path, int]] = {}
     for path in sorted((root / "kubesim").rglob("*.py")):
         module = _module(path, root)
@@ -53,7 +55,9 @@ def test_function_level_imports_have_an_allowed_reason() -> None:
         for key, (path, line) in found.items()
         if key not in ALLOWED
     )
-    assert unexplained == [], "import these at module level (or name a reason other than a cycle here)"
+    assert unexplained == [], (
+        "import these at module level (or name a reason other than a cycle here)"
+    )
     assert set(ALLOWED) <= set(found), "an allowed lazy import is gone: drop it from ALLOWED"
 
 
@@ -62,7 +66,9 @@ def test_each_allowed_lazy_import_says_why_on_its_line() -> None:
         lines = path.read_text().splitlines()
         near = " ".join(lines[max(0, line - 3) : line])
         reason = ALLOWED[key].split(":")[0]
-        assert f"# lazy: {reason}" in near, f"{path.relative_to(SIM)}:{line}: no `# lazy: {reason}` comment"
+        assert f"# lazy: {reason}" in near, (
+            f"{path.relative_to(SIM)}:{line}: no `# lazy: {reason}` comment"
+        )
 
 
 def test_the_walk_finds_nested_and_relative_function_level_imports(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Stand-in images: the YAML form `mpi-operator sim --images FILE` reads, and how references match."""
+"""Stand-in images: the YAML form `mpi-operator sim --images FILE` reads, and how references
+match."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from kubesim.procrt import hidden_from_containers
 from kubesim.procrt.shim import CONTAINER_OWN_DIRS
 
 
-def test_a_catalog_file_gives_every_field_and_resolves_roots_against_its_folder(tmp_path: Path) -> None:
+def test_a_catalog_file_gives_every_field_and_resolves_roots_against_its_folder(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "images.yaml").write_text(
         """
 images:
@@ -52,7 +55,9 @@ images:
         ("quay.io/debian:bookworm", False),
     ],
 )
-def test_references_match_with_or_without_the_docker_hub_prefix(reference: str, found: bool) -> None:
+def test_references_match_with_or_without_the_docker_hub_prefix(
+    reference: str, found: bool
+) -> None:
     spec = ImageSpec(working_dir="/w")
     catalog = ImageCatalog({"debian:bookworm": spec})
     # A reference with no stand-in runs on the machine's own filesystem: the empty image.
@@ -78,7 +83,9 @@ def test_a_bad_catalog_is_refused_naming_the_image_and_field(
     assert fragment in str(raised.value)
 
 
-def test_mpi_operator_sim_says_what_is_wrong_with_an_images_file_and_exits_1(tmp_path: Path) -> None:
+def test_mpi_operator_sim_says_what_is_wrong_with_an_images_file_and_exits_1(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "images.yaml"
     path.write_text("images:\n  x:\n    env: [A=1]\n")
     done = subprocess.run(
@@ -109,14 +116,17 @@ ROOT = Path(__file__).resolve().parents[3]
         ("/dev/mpi", None),
     ],
 )
-def test_host_paths_that_containers_mount_afresh_are_named(path: str, hidden_by: str | None) -> None:
+def test_host_paths_that_containers_mount_afresh_are_named(
+    path: str, hidden_by: str | None
+) -> None:
     reason = hidden_from_containers(Path(path))
     if hidden_by is None:
         assert reason is None
     else:
         assert (
             reason
-            == f"{path} is under {hidden_by}, which every container of the process runtime mounts afresh"
+            == f"{path} is under {hidden_by}, which every container of the process runtime mounts "
+            "afresh"
         )
 
 

@@ -1,4 +1,5 @@
-"""Patch application by Content-Type: merge, JSON, strategic merge and simplified server-side apply."""
+"""Patch application by Content-Type: merge, JSON, strategic merge and simplified server-side
+apply."""
 
 from __future__ import annotations
 
@@ -23,7 +24,12 @@ from .kubesim_admission_objects import headless_service, owner_ref, worker_pod
 
 
 def _patch(
-    current: dict[str, Any], patch: Any, content_type: str, *, kind: str = "Pod", builtin: bool = True
+    current: dict[str, Any],
+    patch: Any,
+    content_type: str,
+    *,
+    kind: str = "Pod",
+    builtin: bool = True,
 ) -> Any:
     before = copy.deepcopy(current)
     body = patch if isinstance(patch, bytes) else json.dumps(patch).encode()
@@ -36,7 +42,11 @@ MPIJOB: dict[str, Any] = {
     "apiVersion": "kubeflow.org/v2beta1",
     "kind": "MPIJob",
     "metadata": {"name": "pi", "namespace": "team-a", "labels": {"a": "1", "b": "2"}},
-    "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": {"Worker": {"replicas": 2}}, "tags": ["x", "y"]},
+    "spec": {
+        "slotsPerWorker": 1,
+        "mpiReplicaSpecs": {"Worker": {"replicas": 2}},
+        "tags": ["x", "y"],
+    },
 }
 
 MERGE_CASES: list[tuple[str, Any, dict[str, Any]]] = [
@@ -52,7 +62,9 @@ MERGE_CASES: list[tuple[str, Any, dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize(("patch", "check"), [c[1:] for c in MERGE_CASES], ids=[c[0] for c in MERGE_CASES])
+@pytest.mark.parametrize(
+    ("patch", "check"), [c[1:] for c in MERGE_CASES], ids=[c[0] for c in MERGE_CASES]
+)
 def test_merge_patch(patch: dict[str, Any], check: dict[str, Any]) -> None:
     out = _patch(MPIJOB, patch, MERGE_PATCH, kind="MPIJob", builtin=False)
     flat = {
@@ -67,7 +79,10 @@ def test_merge_patch(patch: dict[str, Any], check: dict[str, Any]) -> None:
 
 def test_merge_patch_content_type_parameters_are_ignored() -> None:
     out = _patch(
-        MPIJOB, {"spec": {"slotsPerWorker": 4}}, "application/merge-patch+json; charset=utf-8", builtin=False
+        MPIJOB,
+        {"spec": {"slotsPerWorker": 4}},
+        "application/merge-patch+json; charset=utf-8",
+        builtin=False,
     )
     assert out["spec"]["slotsPerWorker"] == 4
 
@@ -135,12 +150,21 @@ def test_json_patch_ops() -> None:
         {"op": "move", "from": "/spec/slotsPerWorker", "path": "/spec/slots"},
     ]
     out = _patch(MPIJOB, ops, JSON_PATCH, builtin=False)
-    assert out["spec"] == {"mpiReplicaSpecs": {"Worker": {"replicas": 3}}, "tags": ["y", "w"], "slots": 1}
+    assert out["spec"] == {
+        "mpiReplicaSpecs": {"Worker": {"replicas": 3}},
+        "tags": ["y", "w"],
+        "slots": 1,
+    }
     assert out["metadata"]["labels"] == {"a": "1", "b": "2", "c": "3", "name": "pi"}
 
 
 JSON_PATCH_ERRORS: list[tuple[str, Any, int, str]] = [
-    ("object-body", {"op": "add"}, 400, "cannot unmarshal object into Go value of type jsonpatch.Patch"),
+    (
+        "object-body",
+        {"op": "add"},
+        400,
+        "cannot unmarshal object into Go value of type jsonpatch.Patch",
+    ),
     ("invalid-json", b"[{", 400, "error decoding patch"),
     ("failed-test", [{"op": "test", "path": "/spec/slotsPerWorker", "value": 9}], 422, "op 0"),
     (
@@ -159,7 +183,9 @@ JSON_PATCH_ERRORS: list[tuple[str, Any, int, str]] = [
 
 
 @pytest.mark.parametrize(
-    ("body", "code", "message"), [c[1:] for c in JSON_PATCH_ERRORS], ids=[c[0] for c in JSON_PATCH_ERRORS]
+    ("body", "code", "message"),
+    [c[1:] for c in JSON_PATCH_ERRORS],
+    ids=[c[0] for c in JSON_PATCH_ERRORS],
 )
 def test_json_patch_errors(body: Any, code: int, message: str) -> None:
     with pytest.raises(PatchError) as err:
@@ -182,7 +208,9 @@ def test_unknown_content_type_is_415_and_lists_strategic_for_builtins() -> None:
     with pytest.raises(PatchError) as err:
         _patch(worker_pod(), {}, "application/json", kind="Pod")
     assert err.value.code == 415
-    assert err.value.message.endswith("application/apply-patch+yaml, application/strategic-merge-patch+json")
+    assert err.value.message.endswith(
+        "application/apply-patch+yaml, application/strategic-merge-patch+json"
+    )
 
 
 def _container(pod: dict[str, Any], name: str = "worker") -> dict[str, Any]:
@@ -197,8 +225,13 @@ def test_strategic_merge_containers_by_name_env_by_name_mounts_by_path() -> None
                 {
                     "name": "worker",
                     "image": "horovod:0.28",
-                    "env": [{"name": "K_MPI_JOB_ROLE", "value": "w"}, {"name": "NEW", "value": "1"}],
-                    "volumeMounts": [{"name": "ssh-auth", "mountPath": "/root/.ssh", "readOnly": True}],
+                    "env": [
+                        {"name": "K_MPI_JOB_ROLE", "value": "w"},
+                        {"name": "NEW", "value": "1"},
+                    ],
+                    "volumeMounts": [
+                        {"name": "ssh-auth", "mountPath": "/root/.ssh", "readOnly": True}
+                    ],
                 },
                 {"name": "sidecar", "image": "busybox"},
             ]
@@ -208,10 +241,15 @@ def test_strategic_merge_containers_by_name_env_by_name_mounts_by_path() -> None
     worker = _container(out)
     assert worker["image"] == "horovod:0.28"
     assert worker["command"] == ["/usr/sbin/sshd", "-De"], "untouched fields survive"
-    # upstream's normalizeElementOrder: patched items in patch order, server-only ones slotted by old position
+    # upstream's normalizeElementOrder: patched items in patch order, server-only ones slotted by
+    # old position
     assert [e["name"] for e in worker["env"]] == ["K_MPI_JOB_ROLE", "NEW", "POD_NAME"]
     assert worker["env"][0]["value"] == "w"
-    assert worker["volumeMounts"][0] == {"name": "ssh-auth", "mountPath": "/root/.ssh", "readOnly": True}
+    assert worker["volumeMounts"][0] == {
+        "name": "ssh-auth",
+        "mountPath": "/root/.ssh",
+        "readOnly": True,
+    }
     assert len(worker["volumeMounts"]) == 2
     assert [c["name"] for c in out["spec"]["containers"]] == ["worker", "sidecar"]
 
@@ -254,7 +292,11 @@ SM_CASES: list[tuple[str, dict[str, Any], Any]] = [
     ),
     (
         "owner-references-by-uid",
-        {"metadata": {"ownerReferences": [{"uid": owner_ref()["uid"], "blockOwnerDeletion": False}]}},
+        {
+            "metadata": {
+                "ownerReferences": [{"uid": owner_ref()["uid"], "blockOwnerDeletion": False}]
+            }
+        },
         lambda o: (
             len(o["metadata"]["ownerReferences"]) == 1
             and o["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is False
@@ -285,7 +327,10 @@ SM_CASES: list[tuple[str, dict[str, Any], Any]] = [
                 "containers": [
                     {
                         "name": "worker",
-                        "ports": [{"containerPort": 22, "protocol": "TCP"}, {"containerPort": 8080}],
+                        "ports": [
+                            {"containerPort": 22, "protocol": "TCP"},
+                            {"containerPort": 8080},
+                        ],
                     }
                 ]
             }
@@ -310,7 +355,13 @@ SM_CASES: list[tuple[str, dict[str, Any], Any]] = [
     ),
     (
         "retain-keys",
-        {"spec": {"volumes": [{"name": "ssh-auth", "emptyDir": {}, "$retainKeys": ["name", "emptyDir"]}]}},
+        {
+            "spec": {
+                "volumes": [
+                    {"name": "ssh-auth", "emptyDir": {}, "$retainKeys": ["name", "emptyDir"]}
+                ]
+            }
+        },
         lambda o: o["spec"]["volumes"][0] == {"name": "ssh-auth", "emptyDir": {}},
     ),
     (
@@ -321,13 +372,18 @@ SM_CASES: list[tuple[str, dict[str, Any], Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("patch", "check"), [c[1:] for c in SM_CASES], ids=[c[0] for c in SM_CASES])
+@pytest.mark.parametrize(
+    ("patch", "check"), [c[1:] for c in SM_CASES], ids=[c[0] for c in SM_CASES]
+)
 def test_strategic_merge_directives(patch: dict[str, Any], check: Any) -> None:
     pod = worker_pod()
     pod["metadata"]["finalizers"] = ["a.example.com/y"]
     pod["spec"]["tolerations"] = [{"key": "a", "operator": "Exists"}]
     pod["status"] = {
-        "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}]
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "False"},
+        ]
     }
     assert check(_patch(pod, patch, STRATEGIC_MERGE_PATCH))
 
@@ -398,7 +454,9 @@ spec:
     worker = _container(out)
     assert worker["image"] == "horovod:0.28"
     assert worker["env"][0]["name"] == "K_MPI_JOB_ROLE", "fields not in the apply body are kept"
-    assert worker["ports"] == [{"name": "ssh", "containerPort": 22, "hostPort": 2222, "protocol": "TCP"}]
+    assert worker["ports"] == [
+        {"name": "ssh", "containerPort": 22, "hostPort": 2222, "protocol": "TCP"}
+    ]
 
 
 def test_apply_patch_replaces_lists_of_custom_resources_and_accepts_json() -> None:

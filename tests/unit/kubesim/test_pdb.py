@@ -1,4 +1,5 @@
-"""PodDisruptionBudget logic as functions of data (`kubesim.pdb`): selection, status, the eviction check."""
+"""PodDisruptionBudget logic as functions of data (`kubesim.pdb`): selection, status, the eviction
+check."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def test_selection(selector: dict[str, Any] | None, selected: bool) -> None:
         ({"maxUnavailable": 9}, 3, 4, (4, 0)),
     ],
 )
-def test_expected_and_desired(spec: dict[str, Any], pods: int, scale: int, expected: tuple[int, int]) -> None:
+def test_expected_and_desired(
+    spec: dict[str, Any], pods: int, scale: int, expected: tuple[int, int]
+) -> None:
     assert pdb.desired_healthy(spec, pods, scale) == expected
 
 

@@ -21,7 +21,9 @@ RUNNING = {"name": "main", "state": {"running": {"startedAt": "T1"}}, "restartCo
 RESTARTED = {
     "name": "main",
     "state": {"running": {"startedAt": "T3"}},
-    "lastState": {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": "T1", "finishedAt": "T2"}},
+    "lastState": {
+        "terminated": {"exitCode": 137, "reason": "Error", "startedAt": "T1", "finishedAt": "T2"}
+    },
     "restartCount": 1,
 }
 

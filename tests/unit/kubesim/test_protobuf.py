@@ -1,6 +1,7 @@
-"""kubesim.protobuf on bodies encoded here by hand, field by field, the way Go's generated marshallers
-write them (every non-pointer field, empty or not). The real-kubectl check is
-tests/e2e/test_kubectl_create_typed.py; this covers the refusals and the round trip of arbitrary data."""
+"""kubesim.protobuf on bodies encoded here by hand, field by field, the way Go's generated
+marshallers write them (every non-pointer field, empty or not). The real-kubectl check is
+tests/e2e/test_kubectl_create_typed.py; this covers the refusals and the round trip of arbitrary
+data."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ def entry(number: int, key: str, value: bytes | str) -> bytes:
 
 
 def meta(name: str, *extra: bytes) -> bytes:
-    # What Go writes for a fresh object: name, then the empty strings, zero numbers and empty time of the
-    # server-owned fields.
+    # What Go writes for a fresh object: name, then the empty strings, zero numbers and empty time
+    # of the server-owned fields.
     return (
         field(1, name)
         + field(2, "")
@@ -53,7 +54,11 @@ def envelope(api_version: str, kind: str, raw: bytes, encoding: str = "") -> byt
 
 
 def test_a_configmap_reads_as_its_json_form() -> None:
-    raw = field(1, meta("cfg", entry(11, "app", "pi"))) + entry(2, "a", "1") + entry(3, "bin", b"\x00\xff")
+    raw = (
+        field(1, meta("cfg", entry(11, "app", "pi")))
+        + entry(2, "a", "1")
+        + entry(3, "bin", b"\x00\xff")
+    )
     assert protobuf.decode(envelope("v1", "ConfigMap", raw)) == {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -79,18 +84,34 @@ def test_a_pointer_false_is_kept_a_plain_empty_value_is_not() -> None:
         (b'{"kind": "ConfigMap"}', "missing the k8s protobuf envelope"),
         (protobuf.MAGIC + b"\x0a\xff", "malformed Unknown"),
         (envelope("apps/v1", "Deployment", b""), "not apps/v1 Deployment; send JSON"),
-        (envelope("v1", "ConfigMap", field(1, meta("c")), encoding="gzip"), "content encoding 'gzip'"),
-        (envelope("v1", "ConfigMap", field(1, meta("c")) + field(9, "x")), "ConfigMap: field number(s) [9]"),
+        (
+            envelope("v1", "ConfigMap", field(1, meta("c")), encoding="gzip"),
+            "content encoding 'gzip'",
+        ),
+        (
+            envelope("v1", "ConfigMap", field(1, meta("c")) + field(9, "x")),
+            "ConfigMap: field number(s) [9]",
+        ),
         (
             envelope("v1", "Secret", field(1, meta("s", field(13, b"\x0a\x01x")))),
             "Secret.metadata: field number(s) [13]",
         ),
         (
-            envelope("rbac.authorization.k8s.io/v1", "Role", field(2, field(1, "get") + field(7, "x"))),
+            envelope(
+                "rbac.authorization.k8s.io/v1", "Role", field(2, field(1, "get") + field(7, "x"))
+            ),
             "Role.rules[0]: field number(s) [7]",
         ),
     ],
-    ids=["json", "truncated", "other-kind", "encoded", "unknown-field", "unknown-meta", "unknown-nested"],
+    ids=[
+        "json",
+        "truncated",
+        "other-kind",
+        "encoded",
+        "unknown-field",
+        "unknown-meta",
+        "unknown-nested",
+    ],
 )
 def test_what_cannot_be_read_completely_is_refused(body: bytes, message: str) -> None:
     with pytest.raises(protobuf.ProtobufError) as raised:

@@ -1,4 +1,5 @@
-"""resource.Quantity canonical forms and apimachinery name rules, as kubesim's admission applies them."""
+"""resource.Quantity canonical forms and apimachinery name rules, as kubesim's admission applies
+them."""
 
 from __future__ import annotations
 
@@ -85,7 +86,9 @@ NAME_RULES: list[tuple[str, Any, str, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "value", "ok"), [c[1:] for c in NAME_RULES], ids=[c[0] for c in NAME_RULES])
+@pytest.mark.parametrize(
+    ("rule", "value", "ok"), [c[1:] for c in NAME_RULES], ids=[c[0] for c in NAME_RULES]
+)
 def test_name_rules(rule: Any, value: str, ok: bool) -> None:
     assert (rule(value) == []) is ok
 
@@ -94,6 +97,7 @@ def test_regex_error_wording_matches_apimachinery() -> None:
     assert names.is_dns1123_label("A_b") == [
         "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
         "and must start and end with an alphanumeric character "
-        "(e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+        "(e.g. 'my-name',  or '123-abc', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
     ]
     assert names.mask_trailing_dash("pi-worker-") == "pi-workea"

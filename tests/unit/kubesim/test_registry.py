@@ -1,4 +1,5 @@
-"""kubesim.registry and kubesim.table: CRD registration, version priority, scale paths, printer helpers."""
+"""kubesim.registry and kubesim.table: CRD registration, version priority, scale paths, printer
+helpers."""
 
 from __future__ import annotations
 
@@ -17,7 +18,12 @@ def crd(*versions: dict[str, Any]) -> dict[str, Any]:
         "spec": {
             "group": "example.com",
             "scope": "Cluster",
-            "names": {"plural": "things", "singular": "thing", "kind": "Thing", "shortNames": ["th"]},
+            "names": {
+                "plural": "things",
+                "singular": "thing",
+                "kind": "Thing",
+                "shortNames": ["th"],
+            },
             "versions": list(versions),
         },
     }
@@ -69,7 +75,10 @@ def test_reregistering_replaces_and_unregistering_removes() -> None:
     registry.register_crd(crd({"name": "v1", "served": True, "storage": True}))
     revision = registry.revision
     registry.register_crd(
-        crd({"name": "v1", "served": True, "storage": False}, {"name": "v2", "served": True, "storage": True})
+        crd(
+            {"name": "v1", "served": True, "storage": False},
+            {"name": "v2", "served": True, "storage": True},
+        )
     )
     assert registry.groups() == {"example.com": ["v2", "v1"]}
     storage = registry.storage_type("example.com", "things")
@@ -111,7 +120,9 @@ def test_human_duration_matches_apimachinery(seconds: int, text: str) -> None:
 DOC = {
     "metadata": {"name": "x", "labels": {"a.b/c": "d"}},
     "spec": {"replicas": 2, "items": [{"n": 1}, {"n": 2}]},
-    "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Done", "status": "True"}]},
+    "status": {
+        "conditions": [{"type": "Ready", "status": "False"}, {"type": "Done", "status": "True"}]
+    },
 }
 
 

@@ -8,15 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from kubesim.control import REQUEST_LOG_ENV, Control, RecordedRequest, log_requests_from_env, observe_requests
+from kubesim.control import (
+    REQUEST_LOG_ENV,
+    Control,
+    RecordedRequest,
+    log_requests_from_env,
+    observe_requests,
+)
 from kubesim.store import Store
 
 
 # Not the operator's user agent: these requests are not the operator's, for tests/request_audit.py.
 def request(name: str, user_agent: str = "observer-test/0.1.0") -> RecordedRequest:
     return RecordedRequest(
-        method="DELETE", path=f"/api/v1/namespaces/default/pods/{name}", query="", verb="delete", group="",
-        version="v1", resource="pods", namespace="default", name=name, subresource="",
+        method="DELETE", path=f"/api/v1/namespaces/default/pods/{name}", query="", verb="delete",
+        group="", version="v1", resource="pods", namespace="default", name=name, subresource="",
         user_agent=user_agent, content_type="",
     )  # fmt: skip
 

@@ -90,7 +90,9 @@ LABEL_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("text", "message"), [c[1:] for c in LABEL_ERRORS], ids=[c[0] for c in LABEL_ERRORS])
+@pytest.mark.parametrize(
+    ("text", "message"), [c[1:] for c in LABEL_ERRORS], ids=[c[0] for c in LABEL_ERRORS]
+)
 def test_label_selector_errors(text: str, message: str) -> None:
     with pytest.raises(SelectorError) as err:
         parse_label_selector(text)
@@ -152,7 +154,8 @@ def test_generated_valid_selectors_parse_and_match_like_their_definition(
 
 @given(st.text(max_size=30))
 def test_arbitrary_text_either_parses_or_raises_selector_error(text: str) -> None:
-    """Never an IndexError or similar: bad text is always a SelectorError (a 400), good text well-formed."""
+    """Never an IndexError or similar: bad text is always a SelectorError (a 400), good text
+    well-formed."""
     try:
         selector = parse_label_selector(text)
     except SelectorError:
@@ -194,24 +197,43 @@ FIELD_CASES: list[tuple[str, str, str, dict[str, Any], bool]] = [
     ("event-reason-type", "reason=MPIJobCreated,type=Normal", "Event", EVENT, True),
     ("event-source", "source=mpi-job-controller", "Event", EVENT, True),
     ("events-k8s-io-shape", "involvedObject.name=pi,type=Warning", "Event", NEW_EVENT, True),
-    ("secret-type", "type=kubernetes.io/ssh-auth", "Secret", {"type": "kubernetes.io/ssh-auth"}, True),
+    (
+        "secret-type",
+        "type=kubernetes.io/ssh-auth",
+        "Secret",
+        {"type": "kubernetes.io/ssh-auth"},
+        True,
+    ),
     ("job-successful", "status.successful=1", "Job", {"status": {"successful": 1}}, True),
     ("job-successful-default", "status.successful=0", "Job", {"status": {}}, True),
     ("namespace-phase", "status.phase=Active", "Namespace", {"status": {"phase": "Active"}}, True),
     ("escaped-comma", r"metadata.name=a\,b", "ConfigMap", {"metadata": {"name": "a,b"}}, True),
-    ("cluster-scoped-namespace-empty", "metadata.namespace=", "Namespace", {"metadata": {"name": "x"}}, True),
+    (
+        "cluster-scoped-namespace-empty",
+        "metadata.namespace=",
+        "Namespace",
+        {"metadata": {"name": "x"}},
+        True,
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("text", "kind", "obj", "expected"), [c[1:] for c in FIELD_CASES], ids=[c[0] for c in FIELD_CASES]
+    ("text", "kind", "obj", "expected"),
+    [c[1:] for c in FIELD_CASES],
+    ids=[c[0] for c in FIELD_CASES],
 )
 def test_field_selector_matches(text: str, kind: str, obj: dict[str, Any], expected: bool) -> None:
     assert parse_field_selector(text, kind=kind).matches(obj) is expected
 
 
 FIELD_ERRORS = [
-    ("unsupported-on-kind", "status.phase=Running", "ConfigMap", "field label not supported: status.phase"),
+    (
+        "unsupported-on-kind",
+        "status.phase=Running",
+        "ConfigMap",
+        "field label not supported: status.phase",
+    ),
     ("unknown", "spec.foo=bar", "Pod", "field label not supported: spec.foo"),
     ("crd-only-metadata", "spec.replicas=1", "MPIJob", "field label not supported: spec.replicas"),
     (

@@ -1,4 +1,5 @@
-"""kubesim.store: resourceVersions, bounded history and compaction, watcher buffers, list snapshots."""
+"""kubesim.store: resourceVersions, bounded history and compaction, watcher buffers, list
+snapshots."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ def test_deleted_removes_and_objects_are_ordered_by_namespace_then_name() -> Non
     for ns, name in [("b", "x"), ("a", "y"), ("a", "x")]:
         store.commit("ADDED", KEY, obj(name, ns), None)
     store.commit("DELETED", KEY, obj("y", "a"), None)
-    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in store.objects(KEY, None)] == [
+    assert [
+        (o["metadata"]["namespace"], o["metadata"]["name"]) for o in store.objects(KEY, None)
+    ] == [
         ("a", "x"),
         ("b", "x"),
     ]

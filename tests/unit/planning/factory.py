@@ -1,9 +1,9 @@
 """Builds MPIJobs and their children *as the API server returns them* for the plan and status tests.
 
-Children start from the operator's own builders (`desired.build`), as upstream's controller tests do,
-then go through kubesim's defaulting (what the API server adds: clusterIPs, sessionAffinity, dnsPolicy,
-the Job's generated selector, ...) and get server metadata (uid, resourceVersion, creationTimestamp,
-managedFields). A test helper, not a test module.
+Children start from the operator's own builders (`desired.build`), as upstream's controller tests
+do, then go through kubesim's defaulting (what the API server adds: clusterIPs, sessionAffinity,
+dnsPolicy, the Job's generated selector, ...) and get server metadata (uid, resourceVersion,
+creationTimestamp, managedFields). A test helper, not a test module.
 """
 
 from __future__ import annotations
@@ -52,7 +52,12 @@ def make_job(
     raw: dict[str, Any] = {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": namespace, "uid": JOB_UID, "generation": generation},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": JOB_UID,
+            "generation": generation,
+        },
         "spec": {"mpiReplicaSpecs": replica_specs, **copy.deepcopy(spec)},
     }
     if status is not None:
@@ -109,7 +114,9 @@ def served(obj: Mapping[str, Any], *, drop_type_meta: bool = True) -> dict[str, 
     return out
 
 
-def pod_status(phase: str, *, ready: bool = False, reason: str = "", message: str = "") -> dict[str, Any]:
+def pod_status(
+    phase: str, *, ready: bool = False, reason: str = "", message: str = ""
+) -> dict[str, Any]:
     conditions = [{"type": "PodScheduled", "status": "True"}]
     if phase == "Running":
         conditions.append({"type": "Ready", "status": "True" if ready else "False"})
@@ -230,7 +237,9 @@ def converged(
     gang: GangScheduler | None = None,
 ) -> Observed:
     """A job whose children all exist as the operator wants them (workers Running and Ready)."""
-    replicas = job.worker.replicas if job.worker is not None and not job.spec.run_policy.suspend else 0
+    replicas = (
+        job.worker.replicas if job.worker is not None and not job.spec.run_policy.suspend else 0
+    )
     pods = list(worker_pods) if worker_pods is not None else workers(job, replicas)
     launcher = launcher if launcher is not None else launcher_job(job, gang=gang)
     first = build(job, Observed(worker_pods=pods), gang=gang)
@@ -239,13 +248,17 @@ def converged(
         config_map=served(first.config_map),
         secret=served(first.secret or {}),
         launcher_job=launcher,
-        launcher_pods=tuple(launcher_pods if launcher_pods is not None else [launcher_pod(launcher)]),
+        launcher_pods=tuple(
+            launcher_pods if launcher_pods is not None else [launcher_pod(launcher)]
+        ),
         worker_pods=tuple(pods),
         pod_group=served(first.pod_group) if first.pod_group is not None else None,
     )
 
 
-def plan_for(job: MPIJob, observed: Observed, *, gang: GangScheduler | None = None, **kwargs: Any) -> Plan:
+def plan_for(
+    job: MPIJob, observed: Observed, *, gang: GangScheduler | None = None, **kwargs: Any
+) -> Plan:
     return planning.plan(build(job, observed, gang=gang), observed, job=job, gang=gang, **kwargs)
 
 

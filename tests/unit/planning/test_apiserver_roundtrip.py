@@ -1,6 +1,6 @@
-"""Plans applied to kubesim's in-process API server (its verbs, validation and defaulting; no HTTP, no
-controllers), then planned again from what it returns: the objects are accepted, Updates carry a usable
-resourceVersion, and the next plan is empty."""
+"""Plans applied to kubesim's in-process API server (its verbs, validation and defaulting; no HTTP,
+no controllers), then planned again from what it returns: the objects are accepted, Updates carry a
+usable resourceVersion, and the next plan is empty."""
 
 from __future__ import annotations
 
@@ -37,7 +37,10 @@ def _apply(cluster: Cluster, the_plan: Plan) -> None:
         elif isinstance(action, Update):
             body = action.obj
             if action.after_previous_write:
-                body = {**body, "metadata": {**body["metadata"], "resourceVersion": written[(rt.kind, name)]}}
+                body = {
+                    **body,
+                    "metadata": {**body["metadata"], "resourceVersion": written[(rt.kind, name)]},
+                }
             out = cluster.update(rt, ns, name, body).object
             written[(rt.kind, name)] = out["metadata"]["resourceVersion"]
         elif isinstance(action, UpdateStatus):
@@ -45,13 +48,17 @@ def _apply(cluster: Cluster, the_plan: Plan) -> None:
             written[(rt.kind, name)] = out["metadata"]["resourceVersion"]
         elif isinstance(action, Delete):
             preconditions = {"uid": action.uid} if action.uid else None
-            options = DeleteOptions(propagation_policy=action.propagation_policy, preconditions=preconditions)
+            options = DeleteOptions(
+                propagation_policy=action.propagation_policy, preconditions=preconditions
+            )
             cluster.delete(rt, ns, name, options=options)
 
 
 def _observe(cluster: Cluster, job: MPIJob) -> Observed:
     def get(rt: ResourceType, name: str) -> dict[str, Any] | None:
-        found = [o for o in cluster.list(rt, job.namespace)["items"] if o["metadata"]["name"] == name]
+        found = [
+            o for o in cluster.list(rt, job.namespace)["items"] if o["metadata"]["name"] == name
+        ]
         return found[0] if found else None
 
     pods = cluster.list(builtins.PODS, job.namespace)["items"]
@@ -67,7 +74,9 @@ def _observe(cluster: Cluster, job: MPIJob) -> Observed:
 def _reconcile(cluster: Cluster, job: MPIJob) -> tuple[Plan, MPIJob]:
     observed = _observe(cluster, job)
     keys = KEYS if planning.secret_needs_keys(observed.secret) else None
-    state = desired.build(job, observed_pods=observed.worker_pods, settings=Settings(), ssh_keys=keys)
+    state = desired.build(
+        job, observed_pods=observed.worker_pods, settings=Settings(), ssh_keys=keys
+    )
     the_plan = planning.plan(state, observed, job=job)
     assert not the_plan.conflicts
     _apply(cluster, the_plan)
@@ -93,7 +102,11 @@ def _cluster() -> Cluster:
     "spec",
     [
         {"launcherCreationPolicy": "AtStartup"},
-        {"launcherCreationPolicy": "AtStartup", "mpiImplementation": "Intel", "runLauncherAsWorker": True},
+        {
+            "launcherCreationPolicy": "AtStartup",
+            "mpiImplementation": "Intel",
+            "runLauncherAsWorker": True,
+        },
         {"launcherCreationPolicy": "AtStartup", "sshAuthMountPath": "/home/mpiuser/.ssh"},
         {"runPolicy": {"suspend": True}},
     ],
@@ -111,7 +124,10 @@ def test_scale_suspend_resume_against_the_api_server() -> None:
     job = make_job(workers=2, launcherCreationPolicy="AtStartup")
     _, job = _settle(cluster, job)
     history, job = _settle(cluster, with_spec(job, workers=4))
-    assert history[0][-2:] == ["create Pod default/test-worker-2", "create Pod default/test-worker-3"]
+    assert history[0][-2:] == [
+        "create Pod default/test-worker-2",
+        "create Pod default/test-worker-3",
+    ]
     history, job = _settle(cluster, with_spec(job, workers=1))
     assert [s for s in history[0] if s.startswith("delete")] == [
         "delete Pod default/test-worker-3",

@@ -1,5 +1,5 @@
-"""Objects with our names that the job does not control: reported, never adopted or overwritten, and the
-plan stops where upstream's sync returns its error (Test*NotControlledByUs)."""
+"""Objects with our names that the job does not control: reported, never adopted or overwritten, and
+the plan stops where upstream's sync returns its error (Test*NotControlledByUs)."""
 
 from __future__ import annotations
 
@@ -52,9 +52,12 @@ def test_config_map_not_controlled_by_us() -> None:
     )
 
 
-@pytest.mark.parametrize("implementation", ["OpenMPI", "Intel"], ids=["worker-service", "launcher-service"])
+@pytest.mark.parametrize(
+    "implementation", ["OpenMPI", "Intel"], ids=["worker-service", "launcher-service"]
+)
 def test_worker_service_not_controlled_by_us(implementation: str) -> None:
-    """Also TestLauncherServiceNotControlledByUs (Intel): one Service fronts launcher and workers."""
+    """Also TestLauncherServiceNotControlledByUs (Intel): one Service fronts launcher and
+    workers."""
     job = make_job(workers=2, mpiImplementation=implementation)
     observed = converged(job)
     observed = Observed(**{**observed.__dict__, "service": _foreign(observed.service)})  # type: ignore[arg-type]
@@ -81,7 +84,10 @@ def test_foreign_secret_with_the_wrong_keys_is_still_only_a_conflict() -> None:
     secret = _foreign(served(build(job).secret))  # type: ignore[arg-type]
     secret["data"] = {"other": "eA=="}
     the_plan = plan_for(job, Observed(secret=secret))
-    assert steps(the_plan) == ["create Service default/test", "create ConfigMap default/test-config"]
+    assert steps(the_plan) == [
+        "create Service default/test",
+        "create ConfigMap default/test-config",
+    ]
     assert [str(c.ref) for c in the_plan.conflicts] == ["Secret default/test-ssh"]
 
 

@@ -1,5 +1,5 @@
-"""Zero writes at steady state: a converged job, read back with the API server's defaults, plans nothing,
-and planning is idempotent (what a plan leaves behind needs no further plan)."""
+"""Zero writes at steady state: a converged job, read back with the API server's defaults, plans
+nothing, and planning is idempotent (what a plan leaves behind needs no further plan)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,13 @@ CONVERGED = [
     pytest.param({"mpiImplementation": "MPICH", "slotsPerWorker": 4}, None, id="mpich-slots"),
     pytest.param({"runLauncherAsWorker": True}, None, id="launcher-as-worker"),
     pytest.param({"launcherCreationPolicy": "AtStartup"}, None, id="at-startup"),
-    pytest.param({"runPolicy": {"backoffLimit": 3, "ttlSecondsAfterFinished": 60}}, None, id="run-policy"),
+    pytest.param(
+        {"runPolicy": {"backoffLimit": 3, "ttlSecondsAfterFinished": 60}}, None, id="run-policy"
+    ),
     pytest.param({}, "volcano", id="volcano"),
-    pytest.param({"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}, "scheduler-plugins", id="sched"),
+    pytest.param(
+        {"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}, "scheduler-plugins", id="sched"
+    ),
 ]
 
 
@@ -122,14 +126,23 @@ def test_user_labels_on_children_are_left_alone() -> None:
             lambda o: o.service["spec"].update(publishNotReadyAddresses=True),
             "update Service default/test (spec.publishNotReadyAddresses)",
         ),
-        (lambda o: o.config_map["data"].update(extra="x"), "update ConfigMap default/test-config (data)"),
+        (
+            lambda o: o.config_map["data"].update(extra="x"),
+            "update ConfigMap default/test-config (data)",
+        ),
         (
             lambda o: o.config_map["data"].update(hostfile=""),
             "update ConfigMap default/test-config (data)",
         ),
         (lambda o: o.secret["data"].pop("ssh-publickey"), "update Secret default/test-ssh (data)"),
     ],
-    ids=["service-selector", "service-publish-not-ready", "cm-extra-key", "cm-hostfile", "secret-keys"],
+    ids=[
+        "service-selector",
+        "service-publish-not-ready",
+        "cm-extra-key",
+        "cm-hostfile",
+        "secret-keys",
+    ],
 )
 def test_owned_field_drift_is_repaired(mutate: Any, expected: str) -> None:
     job = make_job(workers=1)
@@ -140,7 +153,8 @@ def test_owned_field_drift_is_repaired(mutate: Any, expected: str) -> None:
     assert steps(the_plan) == [expected]
     action = the_plan.actions[0]
     assert isinstance(action, planning.Update)
-    # A copy of the observed object (server fields and resourceVersion kept), only our fields replaced.
+    # A copy of the observed object (server fields and resourceVersion kept), only our fields
+    # replaced.
     original = next(
         obj
         for obj in (before.service, before.config_map, before.secret)
@@ -178,7 +192,8 @@ def test_plan_never_mutates_its_inputs() -> None:
     assert desired_state == desired_snapshot
 
 
-# --- idempotence -------------------------------------------------------------------------------------
+# --- idempotence
+# -------------------------------------------------------------------------------------
 
 _CHILDREN = ("service", "config_map", "secret", "launcher_job", "pod_group")
 
@@ -201,7 +216,9 @@ def _situations(draw: st.DrawFn) -> tuple[MPIJob, Observed, GangScheduler | None
     for index in draw(st.sets(st.integers(0, 5), max_size=6)):
         phase = draw(st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]))
         pods.append(
-            worker(pods_job, index, phase, ready=draw(st.booleans()), terminating=draw(st.booleans()))
+            worker(
+                pods_job, index, phase, ready=draw(st.booleans()), terminating=draw(st.booleans())
+            )
         )
     full = converged(job, worker_pods=pods, gang=gang)
     launcher_state = draw(st.sampled_from([None, "Complete", "Failed"]))
@@ -222,7 +239,9 @@ def _situations(draw: st.DrawFn) -> tuple[MPIJob, Observed, GangScheduler | None
     )
     if draw(st.booleans()):
         finished = {
-            "conditions": [{"type": draw(st.sampled_from(["Succeeded", "Failed"])), "status": "True"}],
+            "conditions": [
+                {"type": draw(st.sampled_from(["Succeeded", "Failed"])), "status": "True"}
+            ],
             "completionTime": EARLIER,
         }
         job = with_status(job, finished)
@@ -245,7 +264,8 @@ def test_planning_is_idempotent(situation: tuple[MPIJob, Observed, GangScheduler
 
 
 def test_served_objects_round_trip() -> None:
-    """The factory's server view is what the plan compares against: sanity of the test fixture itself."""
+    """The factory's server view is what the plan compares against: sanity of the test fixture
+    itself."""
     job = make_job(workers=1)
     svc = served(build(job).service)
     assert svc["spec"]["clusterIP"] == "None"

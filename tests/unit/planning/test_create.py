@@ -1,4 +1,5 @@
-"""A fresh MPIJob: what the first syncs create, in upstream's order (TestAllResourcesCreated & co)."""
+"""A fresh MPIJob: what the first syncs create, in upstream's order (TestAllResourcesCreated &
+co)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from .factory import (
 
 @pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])
 def test_all_resources_created(implementation: str) -> None:
-    job = make_job("foo", workers=5, mpiImplementation=implementation, launcherCreationPolicy="AtStartup")
+    job = make_job(
+        "foo", workers=5, mpiImplementation=implementation, launcherCreationPolicy="AtStartup"
+    )
     the_plan, update = sync(job, Observed())
 
     assert steps(the_plan) == [
@@ -154,19 +157,30 @@ def test_pod_group_created_before_workers(gang: str) -> None:
         ("volcano", {"queue": "research"}, "spec.queue"),
         ("volcano", {"minResources": {"cpu": "3"}}, "spec.minResources"),
     ],
-    ids=["scheduler-plugins-timeout", "volcano-min-available", "volcano-queue", "volcano-min-resources"],
+    ids=[
+        "scheduler-plugins-timeout",
+        "volcano-min-available",
+        "volcano-queue",
+        "volcano-min-resources",
+    ],
 )
 def test_pod_group_spec_propagates(gang: str, change: dict[str, object], field: str) -> None:
-    """TestMPIJobWithSchedulerPlugins / TestMPIJobWithVolcanoScheduler: a policy edit updates the PG."""
+    """TestMPIJobWithSchedulerPlugins / TestMPIJobWithVolcanoScheduler: a policy edit updates the
+    PG."""
     before = make_job(workers=2, runPolicy={"schedulingPolicy": {"scheduleTimeoutSeconds": 900}})
     observed = converged(before, gang=gang)  # type: ignore[arg-type]
     assert plan_for(before, observed, gang=gang).empty  # type: ignore[arg-type]
-    after = make_job(workers=2, runPolicy={"schedulingPolicy": {"scheduleTimeoutSeconds": 900, **change}})
+    after = make_job(
+        workers=2, runPolicy={"schedulingPolicy": {"scheduleTimeoutSeconds": 900, **change}}
+    )
     the_plan = plan_for(after, observed, gang=gang)  # type: ignore[arg-type]
     assert steps(the_plan) == [f"update PodGroup default/test ({field})"]
     update = the_plan.actions[0]
     assert isinstance(update, planning.Update)
-    assert update.obj["metadata"]["resourceVersion"] == observed.pod_group["metadata"]["resourceVersion"]  # type: ignore[index]
+    assert (
+        update.obj["metadata"]["resourceVersion"]
+        == observed.pod_group["metadata"]["resourceVersion"]
+    )  # type: ignore[index]
     assert update.obj["spec"] == build(after, observed, gang=gang).pod_group["spec"]  # type: ignore[arg-type,index]
 
 
@@ -210,8 +224,11 @@ def test_status_of_first_sync_uses_the_injected_clock() -> None:
 def test_set_pod_template_restart_policy_event(
     template_policy: str | None, events: list[tuple[str, str]]
 ) -> None:
-    """Upstream warns whenever it builds the launcher template over a template-level restartPolicy."""
-    spec: dict[str, object] = {"containers": [{"name": "main", "image": "mpioperator/mpi-pi:openmpi"}]}
+    """Upstream warns whenever it builds the launcher template over a template-level
+    restartPolicy."""
+    spec: dict[str, object] = {
+        "containers": [{"name": "main", "image": "mpioperator/mpi-pi:openmpi"}]
+    }
     if template_policy:
         spec["restartPolicy"] = template_policy
     job = make_job(
@@ -245,8 +262,9 @@ SSH_PORT_UNKNOWN = ("Warning", "SSHPortUnknown")
 
 @pytest.mark.parametrize("policy", ["AtStartup", "WaitForWorkersReady"])
 def test_ssh_port_unknown_warning_comes_once_with_the_launcher(policy: str) -> None:
-    """Workers with no probe (no ssh port in their spec): one Warning, when the plan creates the launcher
-    Job, which happens once per job; never on later syncs, never while waiting for workers."""
+    """Workers with no probe (no ssh port in their spec): one Warning, when the plan creates the
+    launcher Job, which happens once per job; never on later syncs, never while waiting for
+    workers."""
     job = make_job(workers=2, launcherCreationPolicy=policy)
     first = plan_for(job, Observed())
     if policy == "WaitForWorkersReady":
@@ -269,18 +287,24 @@ def test_ssh_port_unknown_warning_comes_once_with_the_launcher(policy: str) -> N
         SSH_PORT_DECLARED,
         {
             "spec": {
-                "containers": [{"name": "main", "image": "i", "command": ["/usr/sbin/sshd", "-D", "-p2222"]}]
+                "containers": [
+                    {"name": "main", "image": "i", "command": ["/usr/sbin/sshd", "-D", "-p2222"]}
+                ]
             }
         },
         {
             "spec": {
-                "containers": [{"name": "main", "image": "i", "readinessProbe": {"exec": {"command": ["x"]}}}]
+                "containers": [
+                    {"name": "main", "image": "i", "readinessProbe": {"exec": {"command": ["x"]}}}
+                ]
             }
         },
     ],
     ids=["named-port", "port-on-the-command-line", "own-probe"],
 )
-def test_no_ssh_port_warning_when_the_workers_are_probed(worker_template: dict[str, object]) -> None:
+def test_no_ssh_port_warning_when_the_workers_are_probed(
+    worker_template: dict[str, object],
+) -> None:
     job = make_job(workers=2, launcherCreationPolicy="AtStartup", worker_template=worker_template)
     assert plan_for(job, Observed()).events == ()
 

@@ -1,5 +1,5 @@
-"""The two-phase finish: the launcher Job ends -> terminal condition + completionTime -> next sync cleans up
-per cleanPodPolicy (TestShutdownWorker, TestMPIJobSuccess, TestMPIJobFailure)."""
+"""The two-phase finish: the launcher Job ends -> terminal condition + completionTime -> next sync
+cleans up per cleanPodPolicy (TestShutdownWorker, TestMPIJobSuccess, TestMPIJobFailure)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ SUCCEEDED = {
 
 
 def test_shutdown_worker() -> None:
-    """Succeeded + completionTime, cleanPodPolicy All, 8 workers: delete worker-0..7 in index order."""
+    """Succeeded + completionTime, cleanPodPolicy All, 8 workers: delete worker-0..7 in index
+    order."""
     job = make_job(workers=8, runPolicy={"cleanPodPolicy": "All"}, status=SUCCEEDED)
     launcher = launcher_job(job, condition="Complete", completion_time=EARLIER)
     observed = converged(job, worker_pods=workers(job, 8), launcher=launcher, launcher_pods=[])
@@ -54,7 +55,12 @@ def test_shutdown_worker() -> None:
 )
 def test_clean_pod_policy(policy: str, expected: list[str]) -> None:
     job = make_job(workers=4, runPolicy={"cleanPodPolicy": policy}, status=SUCCEEDED)
-    pods = [worker(job, 0), worker(job, 1, "Succeeded"), worker(job, 2, "Failed"), worker(job, 3, "Pending")]
+    pods = [
+        worker(job, 0),
+        worker(job, 1, "Succeeded"),
+        worker(job, 2, "Failed"),
+        worker(job, 3, "Pending"),
+    ]
     launcher = launcher_job(job, condition="Complete", completion_time=EARLIER)
     observed = converged(job, worker_pods=pods, launcher=launcher, launcher_pods=[], gang="volcano")
     the_plan = plan_for(job, observed, gang="volcano")
@@ -91,10 +97,12 @@ def test_finish_does_not_delete_terminating_pods_again() -> None:
     ids=["succeeded", "failed"],
 )
 def test_two_phase_finish(condition: str, terminal: str) -> None:
-    """TestMPIJobSuccess / TestMPIJobFailure: the sync that sees the Job end only writes the status; the
-    next one (triggered by that status write) deletes the workers."""
+    """TestMPIJobSuccess / TestMPIJobFailure: the sync that sees the Job end only writes the status;
+    the next one (triggered by that status write) deletes the workers."""
     job = make_job(workers=2, runPolicy={"cleanPodPolicy": "Running"})
-    launcher = launcher_job(job, condition=condition, reason="BackoffLimitExceeded", completion_time=EARLIER)
+    launcher = launcher_job(
+        job, condition=condition, reason="BackoffLimitExceeded", completion_time=EARLIER
+    )
     observed = converged(job, worker_pods=workers(job, 2), launcher=launcher, launcher_pods=[])
 
     first, update = sync(job, observed)
@@ -116,7 +124,8 @@ def test_two_phase_finish(condition: str, terminal: str) -> None:
 
 
 def test_finished_without_completion_time_keeps_reconciling() -> None:
-    """An evicted-worker Failed has no completionTime: not the second phase, children still reconciled."""
+    """An evicted-worker Failed has no completionTime: not the second phase, children still
+    reconciled."""
     evicted = {
         "conditions": [{"type": "Failed", "status": "True", "reason": "MPIJobEvicted"}],
         "startTime": EARLIER,

@@ -1,7 +1,8 @@
-"""The size guard (`planning.limits`): every object a plan would create or replace is checked against the
-API's limits (ConfigMap / Secret data 1 MiB, annotations 256 KiB, label values 63 characters, a whole
-object 1.5 MiB) before anything is sent; and the worker ceiling keeps the ConfigMap within its limit at
-the longest names validation allows (the arithmetic of api/constants.py, MAX_WORKER_REPLICAS)."""
+"""The size guard (`planning.limits`): every object a plan would create or replace is checked
+against the API's limits (ConfigMap / Secret data 1 MiB, annotations 256 KiB, label values 63
+characters, a whole object 1.5 MiB) before anything is sent; and the worker ceiling keeps the
+ConfigMap within its limit at the longest names validation allows (the arithmetic of
+api/constants.py, MAX_WORKER_REPLICAS)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ import pytest
 from mpi_operator.api import constants as c
 from mpi_operator.api import parse_and_validate, to_canonical_dict
 from mpi_operator.desired import config, naming
-from mpi_operator.planning import Create, Delete, ObjectRef, Observed, Patch, Phase, Plan, plan_problems
+from mpi_operator.planning import (
+    Create,
+    Delete,
+    ObjectRef,
+    Observed,
+    Patch,
+    Phase,
+    Plan,
+    plan_problems,
+)
 from mpi_operator.planning.limits import (
     ANNOTATIONS_MAX_BYTES,
     DATA_MAX_BYTES,
@@ -28,7 +38,9 @@ from .factory import make_job, plan_for
 MiB = 1024 * 1024
 
 
-def obj(kind: str = "Pod", *, labels: dict[str, str] | None = None, **fields: Any) -> dict[str, Any]:
+def obj(
+    kind: str = "Pod", *, labels: dict[str, str] | None = None, **fields: Any
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "x", "namespace": "default"}
     if labels is not None:
         meta["labels"] = labels
@@ -68,7 +80,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
     "annotations at 256 KiB": (obj(annotations=annotations_of(ANNOTATIONS_MAX_BYTES)), {}),
     "annotations one byte over": (
         obj(annotations=annotations_of(ANNOTATIONS_MAX_BYTES + 1)),
-        {"metadata.annotations": "262145 bytes, more than the 262144 bytes (256 KiB) the API allows"},
+        {
+            "metadata.annotations": "262145 bytes, more than the 262144 bytes (256 KiB) the API "
+            "allows"
+        },
     ),
     "label value at 63": (obj(labels={"team": "a" * LABEL_VALUE_MAX_LENGTH}), {}),
     "label value of 64": (
@@ -89,20 +104,34 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
     ),
     "a Job's pod template annotations": (
         obj(
-            "Job", spec={"template": {"metadata": {"annotations": annotations_of(ANNOTATIONS_MAX_BYTES + 1)}}}
+            "Job",
+            spec={
+                "template": {"metadata": {"annotations": annotations_of(ANNOTATIONS_MAX_BYTES + 1)}}
+            },
         ),
         {"spec.template.metadata.annotations": "256 KiB"},
     ),
     "a whole object over 1.5 MiB": (
-        obj(spec={"containers": [{"name": "m", "env": [{"name": "E", "value": "v" * OBJECT_MAX_BYTES}]}]}),
+        obj(
+            spec={
+                "containers": [
+                    {"name": "m", "env": [{"name": "E", "value": "v" * OBJECT_MAX_BYTES}]}
+                ]
+            }
+        ),
         {"<object>": "1.5 MiB, etcd's request limit"},
     ),
-    "an ordinary pod": (obj(labels={"app": "pi", "example.com/role": "w"}, annotations={"a": "b"}), {}),
+    "an ordinary pod": (
+        obj(labels={"app": "pi", "example.com/role": "w"}, annotations={"a": "b"}),
+        {},
+    ),
 }
 
 
 @pytest.mark.parametrize(("subject", "expected"), CASES.values(), ids=list(CASES))
-def test_objects_over_an_api_limit_are_found(subject: dict[str, Any], expected: dict[str, str]) -> None:
+def test_objects_over_an_api_limit_are_found(
+    subject: dict[str, Any], expected: dict[str, str]
+) -> None:
     found = dict(object_problems(subject))
     assert set(found) == set(expected), found
     for field, words in expected.items():
@@ -118,7 +147,8 @@ def test_pods_built_from_one_template_are_reported_once_with_their_number() -> N
     job = make_job("big", workers=3, worker_template=huge)
     problems = plan_problems(plan_for(job, Observed()))
     assert [str(p) for p in problems] == [
-        "Pod default/big-worker-0 (and 2 more Pods): metadata.annotations: 262145 bytes, more than the "
+        "Pod default/big-worker-0 (and 2 more Pods): metadata.annotations: 262145 bytes, more than "
+        "the "
         "262144 bytes (256 KiB) the API allows"
     ]
 
@@ -138,16 +168,20 @@ def test_patches_and_deletes_are_not_checked() -> None:
     )
     assert plan_problems(plan) == []
     # The same content created is found.
-    assert plan_problems(Plan(actions=(Create.of(obj(annotations=huge["metadata"]["annotations"])),)))
+    assert plan_problems(
+        Plan(actions=(Create.of(obj(annotations=huge["metadata"]["annotations"])),))
+    )
 
 
-LONGEST_DOMAIN = "a" * 63 + ".test"  # makes every worker's FQDN the 253 characters a DNS name may have
+LONGEST_DOMAIN = (
+    "a" * 63 + ".test"
+)  # makes every worker's FQDN the 253 characters a DNS name may have
 
 
 def ceiling_config_map(workers: int, name_length: int) -> dict[str, Any]:
-    """The ConfigMap of a job of `workers` workers, every host line as long as it can be: the longest
-    worker host name (63), job name and namespace (63), a 253-character FQDN, 19-digit slots, and every
-    worker in discover_hosts.sh as well as in the hostfile."""
+    """The ConfigMap of a job of `workers` workers, every host line as long as it can be: the
+    longest worker host name (63), job name and namespace (63), a 253-character FQDN, 19-digit
+    slots, and every worker in discover_hosts.sh as well as in the hostfile."""
     job = make_job(
         "j" * name_length,
         "n" * c.DNS1035_LABEL_MAX_LENGTH,
@@ -177,7 +211,9 @@ def test_the_ceiling_keeps_the_config_map_within_its_limit_at_the_longest_names(
 
 def test_twice_the_ceiling_could_not_be_stored_and_the_guard_says_so() -> None:
     ceiling = 2 * c.MAX_WORKER_REPLICAS
-    config_map = ceiling_config_map(ceiling, c.DNS1035_LABEL_MAX_LENGTH - len(f"-worker-{ceiling - 1}"))
+    config_map = ceiling_config_map(
+        ceiling, c.DNS1035_LABEL_MAX_LENGTH - len(f"-worker-{ceiling - 1}")
+    )
     assert [field for field, _ in object_problems(config_map)] == ["data"]
 
 
@@ -186,7 +222,8 @@ def test_twice_the_ceiling_could_not_be_stored_and_the_guard_says_so() -> None:
     ["caf\u00e9 \u2603 \U0001f600", 'quotes " and \\ and \n', 2**70, 1.5, None, [1, {"k": True}]],
 )
 def test_an_objects_size_is_its_compact_utf8_json(value: Any) -> None:
-    """Measured as the request carries it: compact, UTF-8 (not ASCII escapes), whatever the encoder."""
+    """Measured as the request carries it: compact, UTF-8 (not ASCII escapes), whatever the
+    encoder."""
     from mpi_operator.planning.limits import _json_size
 
     big = obj(spec={"value": value})

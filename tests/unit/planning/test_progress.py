@@ -1,6 +1,7 @@
-"""A static job's progress writes (`planning.progress`, `status.progress_only`, `reconcile.progress_pacer`),
-table-driven: which status changes are progress and which must go at once, when a job's pods count as
-settled, which ConfigMap update only refreshes discover_hosts.sh, and the pacer's arithmetic."""
+"""A static job's progress writes (`planning.progress`, `status.progress_only`,
+`reconcile.progress_pacer`), table-driven: which status changes are progress and which must go at
+once, when a job's pods count as settled, which ConfigMap update only refreshes discover_hosts.sh,
+and the pacer's arithmetic."""
 
 from __future__ import annotations
 
@@ -32,10 +33,18 @@ RUNNING = {
     "lastUpdateTime": T,
 }
 STOPPED = {**RUNNING, "status": "False", "reason": "MPIJobSuspended"}
-FAILED = {"type": "Failed", "status": "True", "reason": "MPIJobFailed", "message": "m", "lastUpdateTime": T}
+FAILED = {
+    "type": "Failed",
+    "status": "True",
+    "reason": "MPIJobFailed",
+    "message": "m",
+    "lastUpdateTime": T,
+}
 
 
-def st(*conditions: dict[str, Any], worker: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def st(
+    *conditions: dict[str, Any], worker: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
     return {
         "conditions": list(conditions),
         "replicaStatuses": {"Launcher": {}, "Worker": {"selector": "s", **(worker or {})}},
@@ -58,7 +67,12 @@ PROGRESS_CASES = [
         st(CREATED, RUNNING, worker={"active": 2}),
         True,
     ),
-    ("a worker succeeded", st(CREATED, RUNNING), st(CREATED, RUNNING, worker={"succeeded": 1}), True),
+    (
+        "a worker succeeded",
+        st(CREATED, RUNNING),
+        st(CREATED, RUNNING, worker={"succeeded": 1}),
+        True,
+    ),
     ("the first status", {}, st(CREATED), False),
     ("a worker failed", st(CREATED, RUNNING), st(CREATED, RUNNING, worker={"failed": 1}), False),
     ("a failure condition", st(CREATED, RUNNING), st(CREATED, RUNNING, FAILED), False),
@@ -67,7 +81,12 @@ PROGRESS_CASES = [
     ("a completion time", st(CREATED, RUNNING), st(CREATED, RUNNING, completionTime=T), False),
     ("a new generation", st(CREATED), st(CREATED, observedGeneration=2), False),
     ("counts and a failure", st(CREATED), st(CREATED, FAILED, worker={"active": 1}), False),
-    ("nothing changed", st(CREATED, worker={"active": 1}), st(CREATED, worker={"active": 1}), False),
+    (
+        "nothing changed",
+        st(CREATED, worker={"active": 1}),
+        st(CREATED, worker={"active": 1}),
+        False,
+    ),
 ]
 
 
@@ -100,11 +119,23 @@ def test_settled_follows_the_pods() -> None:
             converged(job, worker_pods=[*workers(job, 2), worker(job, 2, terminating=True)]),
             False,
         ),
-        ("a worker failed", converged(job, worker_pods=[*workers(job, 2), worker(job, 2, "Failed")]), True),
+        (
+            "a worker failed",
+            converged(job, worker_pods=[*workers(job, 2), worker(job, 2, "Failed")]),
+            True,
+        ),
         ("no launcher pod yet", converged(job, launcher=launcher, launcher_pods=[]), False),
-        ("the launcher pending", converged(job, launcher_pods=[launcher_pod(launcher, "Pending")]), False),
+        (
+            "the launcher pending",
+            converged(job, launcher_pods=[launcher_pod(launcher, "Pending")]),
+            False,
+        ),
         ("the launcher running", converged(job, launcher=launcher, launcher_pods=[running]), True),
-        ("no launcher Job (waiting for workers)", Observed(worker_pods=tuple(workers(job, 3))), True),
+        (
+            "no launcher Job (waiting for workers)",
+            Observed(worker_pods=tuple(workers(job, 3))),
+            True,
+        ),
     ]
     for what, observed, expected in cases:
         assert progress.settled(job, observed) is expected, what
@@ -118,7 +149,9 @@ def test_a_finished_or_suspended_job_is_settled() -> None:
     suspended = suspended.model_copy(
         update={
             "spec": suspended.spec.model_copy(
-                update={"run_policy": suspended.spec.run_policy.model_copy(update={"suspend": True})}
+                update={
+                    "run_policy": suspended.spec.run_policy.model_copy(update={"suspend": True})
+                }
             )
         }
     )

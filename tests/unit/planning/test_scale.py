@@ -1,4 +1,5 @@
-"""Worker replicas changing under a running job: upstream's getOrCreateWorker, plus the fixes we make."""
+"""Worker replicas changing under a running job: upstream's getOrCreateWorker, plus the fixes we
+make."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def test_scale_down_can_leave_pacing_to_the_caller() -> None:
     """The elastic pacing deletes excess workers itself, after their grace period."""
     job = make_job(workers=4)
     observed = _observed(job, workers(job, 4))
-    the_plan = plan_for(with_spec(job, workers=2), observed, elastic=ElasticWrites(paces_scale_in=True))
+    the_plan = plan_for(
+        with_spec(job, workers=2), observed, elastic=ElasticWrites(paces_scale_in=True)
+    )
     assert the_plan.excess_workers == (3, 2)
     assert not any(isinstance(a, Delete) for a in the_plan.actions)
 
@@ -85,7 +88,8 @@ def test_terminating_worker_in_range_waits_for_its_name() -> None:
 
 
 def test_launcher_as_worker_scale_down_keeps_the_last_worker() -> None:
-    """Upstream compares the shifted replica-index label and deletes worker replicas-1; we use the name."""
+    """Upstream compares the shifted replica-index label and deletes worker replicas-1; we use the
+    name."""
     job = make_job(workers=3, runLauncherAsWorker=True)
     observed = _observed(job, workers(job, 3))
     smaller = with_spec(job, workers=2)

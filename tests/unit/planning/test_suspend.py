@@ -1,5 +1,6 @@
-"""runPolicy.suspend: created suspended, suspended while running, resumed (TestCreateSuspendedMPIJob,
-TestSuspendedRunningMPIJob, TestResumeMPIJob*, TestMPIJobResumingAndSuspending)."""
+"""runPolicy.suspend: created suspended, suspended while running, resumed
+(TestCreateSuspendedMPIJob, TestSuspendedRunningMPIJob, TestResumeMPIJob*,
+TestMPIJobResumingAndSuspending)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,12 @@ RUNNING_STATUS = {
 SUSPENDED_STATUS = {
     "conditions": [
         {"type": "Created", "status": "True", "reason": "MPIJobCreated"},
-        {"type": "Suspended", "status": "True", "reason": "MPIJobSuspended", "message": "MPIJob suspended"},
+        {
+            "type": "Suspended",
+            "status": "True",
+            "reason": "MPIJobSuspended",
+            "message": "MPIJob suspended",
+        },
         {"type": "Running", "status": "False", "reason": "MPIJobSuspended"},
     ],
     "replicaStatuses": {"Launcher": {}, "Worker": {}},
@@ -93,7 +99,10 @@ def test_suspended_running_mpi_job() -> None:
     assert isinstance(suspend, Update)
     assert suspend.obj["spec"]["suspend"] is True
     assert observed.launcher_job is not None
-    assert suspend.obj["metadata"]["resourceVersion"] == observed.launcher_job["metadata"]["resourceVersion"]
+    assert (
+        suspend.obj["metadata"]["resourceVersion"]
+        == observed.launcher_job["metadata"]["resourceVersion"]
+    )
     assert observed.launcher_job["spec"]["suspend"] is False  # the cache is not touched
     assert condition_summary(update.status) == [
         ("Created", "True", "MPIJobCreated"),
@@ -120,7 +129,8 @@ def test_suspend_deletes_pod_group_and_follows_clean_pod_policy() -> None:
 
 
 def test_resume_mpi_job() -> None:
-    """Resume with the Service missing: Service and 8 workers created, the Job resumed; startTime = now."""
+    """Resume with the Service missing: Service and 8 workers created, the Job resumed; startTime =
+    now."""
     job = make_job(workers=8, runPolicy={"suspend": True}, status=SUSPENDED_STATUS)
     suspended_launcher = launcher_job(job, suspend=True, start_time=None)
     observed = converged(job, worker_pods=[], launcher=suspended_launcher, launcher_pods=[])
@@ -143,7 +153,8 @@ def test_resume_mpi_job() -> None:
 
 
 def test_resume_mpi_job_clears_start_time() -> None:
-    """A suspended Job that had started: its status.startTime is cleared first (template immutable)."""
+    """A suspended Job that had started: its status.startTime is cleared first (template
+    immutable)."""
     job = make_job(workers=1, status=SUSPENDED_STATUS)
     launcher = launcher_job(job, suspend=True, start_time=EARLIER)
     observed = converged(job, launcher=launcher, launcher_pods=[])
@@ -165,8 +176,8 @@ def test_resume_mpi_job_clears_start_time() -> None:
 
 
 def test_resume_mpi_job_with_existing_launcher() -> None:
-    """Kueue-injected directives on the MPIJob's launcher template reach the Job on resume; labels and
-    annotations are merged (ours win), nodeSelector / tolerations / schedulingGates replaced."""
+    """Kueue-injected directives on the MPIJob's launcher template reach the Job on resume; labels
+    and annotations are merged (ours win), nodeSelector / tolerations / schedulingGates replaced."""
     job = make_job(workers=1, runPolicy={"suspend": True}, status=SUSPENDED_STATUS)
     launcher = launcher_job(job, suspend=True, start_time=None)
     template = launcher["spec"]["template"]
@@ -176,11 +187,16 @@ def test_resume_mpi_job_with_existing_launcher() -> None:
     observed = converged(job, worker_pods=[], launcher=launcher, launcher_pods=[])
 
     kueue = {
-        "metadata": {"labels": {"kueue.x-k8s.io/podset": "launcher"}, "annotations": {"kueue": "yes"}},
+        "metadata": {
+            "labels": {"kueue.x-k8s.io/podset": "launcher"},
+            "annotations": {"kueue": "yes"},
+        },
         "spec": {
             "containers": [{"name": "main", "image": "mpioperator/mpi-pi:openmpi"}],
             "nodeSelector": {"cloud.google.com/gke-nodepool": "a100"},
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
             "schedulingGates": [{"name": "kueue.x-k8s.io/topology"}],
         },
     }
@@ -194,7 +210,8 @@ def test_resume_mpi_job_with_existing_launcher() -> None:
     assert pod_template["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "a100"}
     assert pod_template["spec"]["tolerations"] == kueue["spec"]["tolerations"]
     assert pod_template["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
-    # Everything else about the Job (its generated selector, the container) is left as the server has it.
+    # Everything else about the Job (its generated selector, the container) is left as the server
+    # has it.
     assert resume.obj["spec"]["selector"] == observed.launcher_job["spec"]["selector"]  # type: ignore[index]
     assert pod_template["spec"]["containers"] == launcher["spec"]["template"]["spec"]["containers"]
 
@@ -209,8 +226,8 @@ def test_resume_removes_directives_the_job_no_longer_has() -> None:
 
 
 def test_unsuspend_launcher_update_failure_does_not_poison_cache() -> None:
-    """The planned Update is a copy: if it fails, the cached Job still says suspend=true, so the next
-    sync plans the same resume again."""
+    """The planned Update is a copy: if it fails, the cached Job still says suspend=true, so the
+    next sync plans the same resume again."""
     job = make_job(workers=1, status=SUSPENDED_STATUS)
     launcher = launcher_job(job, suspend=True, start_time=None)
     observed = converged(job, launcher=launcher, launcher_pods=[])
@@ -221,7 +238,8 @@ def test_unsuspend_launcher_update_failure_does_not_poison_cache() -> None:
 
 
 def test_suspend_resume_cycle_converges() -> None:
-    """TestMPIJobResumingAndSuspending: running -> suspend -> resume, each step settling to zero writes."""
+    """TestMPIJobResumingAndSuspending: running -> suspend -> resume, each step settling to zero
+    writes."""
     job = make_job(workers=2, status=RUNNING_STATUS)
     observed = converged(job, launcher_pods=[launcher_pod(launcher_job(job))])
     for suspend in (True, False):
@@ -236,4 +254,6 @@ def test_suspend_resume_cycle_converges() -> None:
         assert len(observed.worker_pods) == (0 if suspend else 2)
         assert observed.launcher_job is not None
         assert observed.launcher_job["spec"]["suspend"] is suspend
-    assert not any(w.get("status") for w in observed.worker_pods)  # fresh pods, not re-templated old ones
+    assert not any(
+        w.get("status") for w in observed.worker_pods
+    )  # fresh pods, not re-templated old ones

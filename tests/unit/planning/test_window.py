@@ -1,7 +1,7 @@
-"""One sync creates at most a window of missing workers (`planning.worker_window`), lowest indices first;
-the plan counts the rest in `deferred_workers` and holds the launcher back until none is left. A job that
-fits in one window is planned exactly as without one, and syncing window by window creates every worker
-exactly once."""
+"""One sync creates at most a window of missing workers (`planning.worker_window`), lowest indices
+first; the plan counts the rest in `deferred_workers` and holds the launcher back until none is
+left. A job that fits in one window is planned exactly as without one, and syncing window by window
+creates every worker exactly once."""
 
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ def windowed_plan(job: MPIJob, observed: Observed, size: int = WORKER_WINDOW) ->
 
 
 def full_plan(job: MPIJob, observed: Observed) -> Plan:
-    state = desired.build(job, observed_pods=observed.worker_pods, settings=Settings(), ssh_keys=KEYS)
+    state = desired.build(
+        job, observed_pods=observed.worker_pods, settings=Settings(), ssh_keys=KEYS
+    )
     return planning.plan(state, observed, job=job)
 
 
@@ -82,7 +84,9 @@ def test_a_window_must_be_positive() -> None:
 
 @pytest.mark.parametrize("replicas", [0, 1, 8, WORKER_WINDOW])
 @pytest.mark.parametrize("policy", ["AtStartup", "WaitForWorkersReady"])
-def test_a_job_that_fits_in_one_window_is_planned_as_without_one(replicas: int, policy: str) -> None:
+def test_a_job_that_fits_in_one_window_is_planned_as_without_one(
+    replicas: int, policy: str
+) -> None:
     job = make_job("foo", workers=replicas, launcherCreationPolicy=policy)
     for observed in (Observed(), observed_with(job, set(range(0, replicas, 2)))):
         windowed, full = windowed_plan(job, observed), full_plan(job, observed)

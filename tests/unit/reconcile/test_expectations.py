@@ -1,5 +1,5 @@
-"""One job's expectations (`reconcile.expectations.CreatedPods`): a pod the reconciler created counts
-as observed until the pod store shows that name, the job is replaced, or the TTL passes."""
+"""One job's expectations (`reconcile.expectations.CreatedPods`): a pod the reconciler created
+counts as observed until the pod store shows that name, the job is replaced, or the TTL passes."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ def nothing_cached(name: str) -> bool:
         ({"other"}, ["w-0", "w-1", "w-2"]),
     ],
 )
-def test_a_created_pod_is_pending_until_the_store_shows_its_name(cached: set[str], left: list[str]) -> None:
+def test_a_created_pod_is_pending_until_the_store_shows_its_name(
+    cached: set[str], left: list[str]
+) -> None:
     clock = FakeClock()
     expectations = expecting(clock, "w-0", "w-1", "w-2")
     assert names(expectations.pending("u1", cached.__contains__, clock.now())) == left
@@ -53,7 +55,9 @@ def test_a_replaced_job_expects_nothing_of_its_predecessor() -> None:
     clock = FakeClock()
     expectations = expecting(clock, "w-0")
     assert expectations.pending("u2", nothing_cached, clock.now()) == []
-    assert expectations.pending("u1", nothing_cached, clock.now()) == []  # dropped, not kept for the old uid
+    assert (
+        expectations.pending("u1", nothing_cached, clock.now()) == []
+    )  # dropped, not kept for the old uid
     expectations.add("u1", pod("w-0"), clock.now())
     expectations.add("u2", pod("w-1"), clock.now())
     assert names(expectations.pending("u2", nothing_cached, clock.now())) == ["w-1"]

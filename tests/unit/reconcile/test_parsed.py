@@ -1,5 +1,5 @@
-"""`reconcile.parsed.ParsedJobs`: one parse per MPIJob version (uid + resourceVersion), a new one for any
-change, invalid versions never kept, and at most `size` versions held."""
+"""`reconcile.parsed.ParsedJobs`: one parse per MPIJob version (uid + resourceVersion), a new one
+for any change, invalid versions never kept, and at most `size` versions held."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def test_one_version_is_parsed_once() -> None:
 
 
 @pytest.mark.parametrize(
-    "changed", [{"rv": "2"}, {"uid": "u2"}, {"name": "other"}], ids=["new version", "new uid", "other job"]
+    "changed",
+    [{"rv": "2"}, {"uid": "u2"}, {"name": "other"}],
+    ids=["new version", "new uid", "other job"],
 )
 def test_any_other_version_is_parsed_anew(changed: dict[str, str]) -> None:
     cache = parsed()

@@ -1,6 +1,6 @@
-"""`reconcile.recreates.MadeChildren`: which of one job's children a sync would re-create (so it reads
-its job first), per job uid; pods never count; a uid's gone mark lasts until another uid takes over
-(or the cache drops the job, and the reconciler its memory)."""
+"""`reconcile.recreates.MadeChildren`: which of one job's children a sync would re-create (so it
+reads its job first), per job uid; pods never count; a uid's gone mark lasts until another uid takes
+over (or the cache drops the job, and the reconciler its memory)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,12 @@ def ref(kind: str, name: str) -> ObjectRef:
         ([("Service", "pi")], "u1", [ref("Service", "pi")], True),
         ([("Service", "pi")], "u1", [ref("ConfigMap", "pi-config")], False),
         ([("Service", "pi")], "u2", [ref("Service", "pi")], False),  # a new job of that name
-        ([("Pod", "pi-worker-0")], "u1", [ref("Pod", "pi-worker-0")], False),  # workers come back often
+        (
+            [("Pod", "pi-worker-0")],
+            "u1",
+            [ref("Pod", "pi-worker-0")],
+            False,
+        ),  # workers come back often
         ([], "u1", [ref("Service", "pi")], False),
         (
             [("Job", "pi-launcher"), ("Secret", "pi-ssh")],
@@ -34,7 +39,9 @@ def ref(kind: str, name: str) -> ObjectRef:
         ),
     ],
 )
-def test_recreates(made: list[tuple[str, str]], uid: str, creates: list[ObjectRef], expected: bool) -> None:
+def test_recreates(
+    made: list[tuple[str, str]], uid: str, creates: list[ObjectRef], expected: bool
+) -> None:
     children = MadeChildren()
     for kind, name in made:
         children.add("u1", child(kind, name))

@@ -70,7 +70,11 @@ CASES = [
     ("podgroup", child("PodGroup", "pi", MPI_REF), "ns/pi"),
     ("launcher-job", LAUNCHER_JOB, "ns/pi"),
     ("launcher-pod-via-job", child("Pod", "pi-launcher-x7", BATCH_REF), "ns/pi"),
-    ("legacy-v1-owner", child("Pod", "p", ref("MPIJob", "kubeflow.org/v1", "pi", JOB_UID)), "ns/pi"),
+    (
+        "legacy-v1-owner",
+        child("Pod", "p", ref("MPIJob", "kubeflow.org/v1", "pi", JOB_UID)),
+        "ns/pi",
+    ),
     (
         "controller-among-several-refs",
         child("Pod", "p", ref("ConfigMap", "v1", "x", "u1", controller=None), MPI_REF),
@@ -83,9 +87,17 @@ CASES = [
         None,
     ),
     ("foreign-kind", child("Pod", "p", ref("ReplicaSet", "apps/v1", "rs", "u2")), None),
-    ("mpijob-of-other-group", child("Pod", "p", ref("MPIJob", "example.com/v1", "pi", JOB_UID)), None),
+    (
+        "mpijob-of-other-group",
+        child("Pod", "p", ref("MPIJob", "example.com/v1", "pi", JOB_UID)),
+        None,
+    ),
     ("stale-uid", child("Pod", "p", ref("MPIJob", "kubeflow.org/v2beta1", "pi", "old-uid")), None),
-    ("owner-not-cached", child("Pod", "p", ref("MPIJob", "kubeflow.org/v2beta1", "gone", "u3")), None),
+    (
+        "owner-not-cached",
+        child("Pod", "p", ref("MPIJob", "kubeflow.org/v2beta1", "gone", "u3")),
+        None,
+    ),
     ("other-namespace", child("Pod", "p", MPI_REF, namespace="elsewhere"), None),
     ("pod-of-unknown-job", child("Pod", "p", ref("Job", "batch/v1", "cron-123", "u4")), None),
     ("pod-of-stale-job", child("Pod", "p", ref("Job", "batch/v1", "pi-launcher", "old")), None),
@@ -131,13 +143,15 @@ def test_child_update_enqueues_old_and_new_owner_once_each(stores: tuple[Store, 
 def test_a_deleted_incarnations_child_going_enqueues_the_job_now_of_that_name(
     stores: tuple[Store, Store],
 ) -> None:
-    """Deleted and re-created under the same name: the old incarnation's leftover pod blocked the new
-    one's worker of that name (ErrResourceExists, retried with a backoff grown to minutes under
-    chaos); its deletion is the event that unblocks the new incarnation. Found by bench/chaos.py: 10 of
-    50 jobs re-created during the run never started."""
+    """Deleted and re-created under the same name: the old incarnation's leftover pod blocked the
+    new one's worker of that name (ErrResourceExists, retried with a backoff grown to minutes under
+    chaos); its deletion is the event that unblocks the new incarnation. Found by bench/chaos.py: 10
+    of 50 jobs re-created during the run never started."""
     mpijobs, jobs = stores
     added: list[str] = []
-    h = handlers.EventHandlers(lambda key, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs)
+    h = handlers.EventHandlers(
+        lambda key, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
+    )
     old_ref = ref("MPIJob", "kubeflow.org/v2beta1", "pi", "uid-before")
     leftover = child("Pod", "pi-worker-0", old_ref)
     h.on_child(leftover)  # its add and updates still belong to nobody
@@ -151,7 +165,9 @@ def test_a_deleted_incarnations_child_going_enqueues_the_job_now_of_that_name(
     h.on_pod_delete(child("Pod", "never-recreated-worker-0", gone))
     h.on_child_delete(child("Service", "svc", ref("Deployment", "apps/v1", "pi", "uid-d")))
     assert added == []
-    assert handlers.successor_key(child("Pod", "p", MPI_REF), mpijobs=mpijobs) is None  # same incarnation
+    assert (
+        handlers.successor_key(child("Pod", "p", MPI_REF), mpijobs=mpijobs) is None
+    )  # same incarnation
 
 
 @pytest.mark.parametrize(
@@ -160,7 +176,16 @@ def test_a_deleted_incarnations_child_going_enqueues_the_job_now_of_that_name(
         (None, ["mpijobs", "pods", "jobs", "services", "configmaps", "secrets"]),
         (
             "volcano",
-            ["mpijobs", "pods", "jobs", "services", "configmaps", "secrets", "podgroups", "priorityclasses"],
+            [
+                "mpijobs",
+                "pods",
+                "jobs",
+                "services",
+                "configmaps",
+                "secrets",
+                "podgroups",
+                "priorityclasses",
+            ],
         ),
     ],
     ids=["default", "gang-scheduling"],

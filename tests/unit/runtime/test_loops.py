@@ -1,4 +1,5 @@
-"""Workers time each reconcile on the clock they are given (the duration metric), not on the machine's."""
+"""Workers time each reconcile on the clock they are given (the duration metric), not on the
+machine's."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ async def test_process_next_observes_the_reconcile_duration_on_the_given_clock()
     clock, metrics = FakeClock(), Metrics()
     queue: WorkQueue[str] = WorkQueue(clock=clock)
     queue.add("ns/a")
-    await clock.run_until(loops.process_next(queue, SlowReconciler(clock, 2.5), metrics=metrics, clock=clock))
+    await clock.run_until(
+        loops.process_next(queue, SlowReconciler(clock, 2.5), metrics=metrics, clock=clock)
+    )
     assert metrics.registry.get_sample_value(DURATION_SUM) == 2.5
 
 

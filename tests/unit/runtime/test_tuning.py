@@ -1,7 +1,7 @@
 """`runtime.tuning`: the collector and allocator settings `mpi-operator run` applies after start-up.
 
-What they save is measured by bench/scale.py, not asserted here; these tests say what is set, that a C
-library other than glibc is left alone, and that `run` applies them."""
+What they save is measured by bench/scale.py, not asserted here; these tests say what is set, that a
+C library other than glibc is left alone, and that `run` applies them."""
 
 from __future__ import annotations
 

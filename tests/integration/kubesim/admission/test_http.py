@@ -29,7 +29,9 @@ def _pod(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-async def _post(sim: KubeSim, body: dict[str, Any], query: str = "") -> tuple[int, dict[str, Any], list[str]]:
+async def _post(
+    sim: KubeSim, body: dict[str, Any], query: str = ""
+) -> tuple[int, dict[str, Any], list[str]]:
     async with (
         aiohttp.ClientSession() as session,
         session.post(
@@ -40,7 +42,8 @@ async def _post(sim: KubeSim, body: dict[str, Any], query: str = "") -> tuple[in
     ):
         # `299 - "text"`, with the text's quotes escaped as RFC 7234 quoted-strings require.
         warnings = [
-            w.split(" ", 2)[2][1:-1].replace('\\"', '"') for w in response.headers.getall("Warning", [])
+            w.split(" ", 2)[2][1:-1].replace('\\"', '"')
+            for w in response.headers.getall("Warning", [])
         ]
         return response.status, await response.json(), warnings
 
@@ -53,7 +56,9 @@ async def _get_pod(sim: KubeSim, name: str) -> tuple[int, dict[str, Any]]:
         return response.status, await response.json()
 
 
-async def test_unknown_field_is_dropped_with_a_warning_header_and_recorded(kubesim: KubeSim) -> None:
+async def test_unknown_field_is_dropped_with_a_warning_header_and_recorded(
+    kubesim: KubeSim,
+) -> None:
     body = _pod("typo")
     body["spec"]["containers"][0]["resources"] = {"request": {"cpu": "1"}}
     status, stored, warnings = await _post(kubesim, body)
@@ -68,7 +73,9 @@ async def test_unknown_field_is_dropped_with_a_warning_header_and_recorded(kubes
     assert any("resources.request" in w for w in recorded)
 
 
-async def test_unknown_field_under_strict_is_refused_and_nothing_is_stored(kubesim: KubeSim) -> None:
+async def test_unknown_field_under_strict_is_refused_and_nothing_is_stored(
+    kubesim: KubeSim,
+) -> None:
     body = _pod("strict")
     body["spec"]["containers"][0]["resources"] = {"request": {"cpu": "1"}}
     status, answer, _ = await _post(kubesim, body, "?fieldValidation=Strict")

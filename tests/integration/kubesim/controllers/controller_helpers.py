@@ -1,4 +1,5 @@
-"""What the simulated-controller tests share besides fixtures (those are in conftest.py): type lookups."""
+"""What the simulated-controller tests share besides fixtures (those are in conftest.py): type
+lookups."""
 
 from __future__ import annotations
 

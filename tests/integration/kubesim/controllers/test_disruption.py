@@ -1,7 +1,8 @@
-"""PodDisruptionBudgets over HTTP: the disruption controller's status and the Eviction API's budget check.
+"""PodDisruptionBudgets over HTTP: the disruption controller's status and the Eviction API's budget
+check.
 
-On the fake clock (conftest.py): pods start 1 simulated second after they are created and are ready 1 s
-later, so `settle(2)` makes every pod created before it Ready.
+On the fake clock (conftest.py): pods start 1 simulated second after they are created and are ready
+1 s later, so `settle(2)` makes every pod created before it Ready.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ def create_budget(sim: KubeSim, name: str, app: str, **spec: Any) -> None:
 
 
 def budget_status(sim: KubeSim, name: str) -> dict[str, Any]:
-    status: dict[str, Any] = sim.cluster.get(rt(sim, "policy/v1", "PodDisruptionBudget"), "default", name)[
-        "status"
-    ]
+    status: dict[str, Any] = sim.cluster.get(
+        rt(sim, "policy/v1", "PodDisruptionBudget"), "default", name
+    )["status"]
     return status
 
 
@@ -76,13 +77,17 @@ def allowed_condition(status: dict[str, Any]) -> tuple[str, str]:
     return condition["status"], condition["reason"]
 
 
-async def evict(http: aiohttp.ClientSession, name: str, query: str = "") -> tuple[int, dict[str, Any]]:
+async def evict(
+    http: aiohttp.ClientSession, name: str, query: str = ""
+) -> tuple[int, dict[str, Any]]:
     body = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
         "metadata": {"name": name, "namespace": "default"},
     }
-    async with http.post(f"/api/v1/namespaces/default/pods/{name}/eviction{query}", json=body) as response:
+    async with http.post(
+        f"/api/v1/namespaces/default/pods/{name}/eviction{query}", json=body
+    ) as response:
         answer: dict[str, Any] = await response.json()
         return response.status, answer
 
@@ -122,7 +127,9 @@ async def test_percentages_and_max_unavailable_count_the_controllers_scale(sim: 
         "spec": {"containers": [{"name": "m", "image": "b"}]},
     }
     spec = {"replicas": 4, "selector": {"matchLabels": {"app": "a"}}, "template": template}
-    deployment = sim.cluster.create(deployments, "default", {"metadata": {"name": "d"}, "spec": spec}).object
+    deployment = sim.cluster.create(
+        deployments, "default", {"metadata": {"name": "d"}, "spec": spec}
+    ).object
     owner = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -135,7 +142,9 @@ async def test_percentages_and_max_unavailable_count_the_controllers_scale(sim: 
     create_budget(sim, "budget", "a", maxUnavailable="50%")
     await settle(sim, 2)
     assert counts(budget_status(sim, "budget")) == (4, 3, 2, 1)
-    sim.cluster.patch(deployments, "default", "d", b'{"spec":{"replicas":2}}', "application/merge-patch+json")
+    sim.cluster.patch(
+        deployments, "default", "d", b'{"spec":{"replicas":2}}', "application/merge-patch+json"
+    )
     await settle(sim)
     assert counts(budget_status(sim, "budget")) == (2, 3, 1, 2)
 
@@ -205,13 +214,16 @@ async def test_a_pod_under_two_budgets_cannot_be_evicted(
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
-        "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does "
+        "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource "
+        "does "
         "not support.",
         "code": 500,
     }
 
 
-async def test_a_dry_run_eviction_changes_nothing(sim: KubeSim, sim_http: aiohttp.ClientSession) -> None:
+async def test_a_dry_run_eviction_changes_nothing(
+    sim: KubeSim, sim_http: aiohttp.ClientSession
+) -> None:
     await three_ready_pods_and_budget(sim, minAvailable=2)
     before = budget_status(sim, "budget")
     code, _ = await evict(sim_http, "a-0", "?dryRun=All")
@@ -229,7 +241,9 @@ async def test_an_unreleased_disruption_stops_counting_after_the_deletion_timeou
     # As an eviction whose delete never came records it.
     stamp = current["status"]["conditions"][0]["lastTransitionTime"]
     status = {**current["status"], "disruptedPods": {"a-1": stamp}}
-    sim.cluster.update(budgets, "default", "budget", {**current, "status": status}, subresource="status")
+    sim.cluster.update(
+        budgets, "default", "budget", {**current, "status": status}, subresource="status"
+    )
     await settle(sim)
     assert budget_status(sim, "budget")["currentHealthy"] == 2
     await settle(sim, 121)

@@ -1,5 +1,6 @@
-"""The Events kubesim's kubelet, scheduler and Job controller record, read back with the real kubectl
-(`describe`, `get events`) on the fake clock: a pod's life, a crash loop, a Job, a missing volume."""
+"""The Events kubesim's kubelet, scheduler and Job controller record, read back with the real
+kubectl (`describe`, `get events`) on the fake clock: a pod's life, a crash loop, a Job, a missing
+volume."""
 
 from __future__ import annotations
 
@@ -38,7 +39,14 @@ def create(sim: KubeSim, kind: str, body: dict[str, Any]) -> dict[str, Any]:
 
 async def events_of(kubectl: Kubectl, name: str) -> list[dict[str, Any]]:
     rc, out, err = await kubectl(
-        "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={name}", "-o", "json"
+        "get",
+        "events",
+        "-n",
+        "default",
+        "--field-selector",
+        f"involvedObject.name={name}",
+        "-o",
+        "json",
     )
     assert rc == 0, err
     items: list[dict[str, Any]] = json.loads(out)["items"]
@@ -46,7 +54,9 @@ async def events_of(kubectl: Kubectl, name: str) -> list[dict[str, Any]]:
     return sorted(items, key=lambda e: int(e["metadata"]["name"].rsplit(".", 1)[1], 16))
 
 
-async def test_a_pods_life_reads_like_a_clusters(sim: KubeSim, clock: FakeClock, kubectl: Kubectl) -> None:
+async def test_a_pods_life_reads_like_a_clusters(
+    sim: KubeSim, clock: FakeClock, kubectl: Kubectl
+) -> None:
     created = create(sim, "Pod", pod("web"))
     await clock.advance(2.0)
     rc, _out, err = await kubectl("delete", "pod", "web", "--wait=false")
@@ -63,14 +73,18 @@ async def test_a_pods_life_reads_like_a_clusters(sim: KubeSim, clock: FakeClock,
         ("Killing", "kubelet", "Stopping container main"),
     ], seen
     kubelet_events = events[1:]
-    assert all(e["source"] == {"component": "kubelet", "host": "kubesim-node"} for e in kubelet_events)
+    assert all(
+        e["source"] == {"component": "kubelet", "host": "kubesim-node"} for e in kubelet_events
+    )
     assert all(e["involvedObject"]["fieldPath"] == "spec.containers{main}" for e in kubelet_events)
     assert all(e["involvedObject"]["uid"] == created["metadata"]["uid"] for e in events)
     assert events[0]["action"] == "Binding"
     assert events[0]["eventTime"]
 
 
-async def test_describe_pod_lists_the_events(sim: KubeSim, clock: FakeClock, kubectl: Kubectl) -> None:
+async def test_describe_pod_lists_the_events(
+    sim: KubeSim, clock: FakeClock, kubectl: Kubectl
+) -> None:
     create(sim, "Pod", pod("desc"))
     await clock.advance(2.0)
     rc, out, err = await kubectl("describe", "pod", "desc", "-n", "default")
@@ -90,7 +104,9 @@ async def test_describe_pod_lists_the_events(sim: KubeSim, clock: FakeClock, kub
 async def test_a_crash_loop_backs_off_and_aggregates(
     sim: KubeSim, clock: FakeClock, kubectl: Kubectl
 ) -> None:
-    created = create(sim, "Pod", pod("crash", {"kubesim/run-seconds": "1", "kubesim/exit-code": "2"}))
+    created = create(
+        sim, "Pod", pod("crash", {"kubesim/run-seconds": "1", "kubesim/exit-code": "2"})
+    )
     await clock.advance(1.0)
     for _ in range(3):
         await clock.advance(1.0)
@@ -98,11 +114,16 @@ async def test_a_crash_loop_backs_off_and_aggregates(
     back_off = events["BackOff"]
     uid = created["metadata"]["uid"]
     assert back_off["type"] == "Warning"
-    assert back_off["message"] == f"Back-off restarting failed container main in pod crash_default({uid})"
+    assert (
+        back_off["message"]
+        == f"Back-off restarting failed container main in pod crash_default({uid})"
+    )
     # One event per distinct message: each restart bumps the count of the one already written.
     assert back_off["count"] == 3, back_off
     assert events["Started"]["count"] == 4, events["Started"]
-    rc, out, err = await kubectl("get", "events", "-n", "default", "--field-selector", "reason=BackOff")
+    rc, out, err = await kubectl(
+        "get", "events", "-n", "default", "--field-selector", "reason=BackOff"
+    )
     assert rc == 0, err
     assert "Back-off restarting failed container main" in out
 
@@ -116,7 +137,10 @@ async def test_a_missing_configmap_is_a_failed_mount(
     events = {e["reason"]: e for e in await events_of(kubectl, "mount")}
     failed = events["FailedMount"]
     assert failed["type"] == "Warning"
-    assert failed["message"] == 'MountVolume.SetUp failed for volume "cfg" : configmap "absent" not found'
+    assert (
+        failed["message"]
+        == 'MountVolume.SetUp failed for volume "cfg" : configmap "absent" not found'
+    )
     assert failed["count"] >= 2
     assert "Started" not in events
 
@@ -138,12 +162,16 @@ async def test_a_jobs_events(sim: KubeSim, clock: FakeClock, kubectl: Kubectl) -
     await clock.advance(3.0)
     events = await events_of(kubectl, "once")
     reasons = [(e["reason"], e["source"]["component"]) for e in events]
-    assert reasons == [("SuccessfulCreate", "job-controller"), ("Completed", "job-controller")], reasons
+    assert reasons == [("SuccessfulCreate", "job-controller"), ("Completed", "job-controller")], (
+        reasons
+    )
     assert events[0]["message"].startswith("Created pod: once-")
     assert events[1]["message"] == "Job completed"
 
 
-async def test_a_job_past_its_backoff_limit(sim: KubeSim, clock: FakeClock, kubectl: Kubectl) -> None:
+async def test_a_job_past_its_backoff_limit(
+    sim: KubeSim, clock: FakeClock, kubectl: Kubectl
+) -> None:
     annotations = {"kubesim/run-seconds": "1", "kubesim/exit-code": "1"}
     job = {
         "apiVersion": "batch/v1",

@@ -1,7 +1,9 @@
-"""The simulated garbage collector through the real Cluster: cascades, orphaning, foreground deletion.
+"""The simulated garbage collector through the real Cluster: cascades, orphaning, foreground
+deletion.
 
-The GC acts on events, never on a period: on the fake clock (conftest.py) every cascade below completes
-in `clock.settle()`, with no simulated time passing, except where pods take their termination time.
+The GC acts on events, never on a period: on the fake clock (conftest.py) every cascade below
+completes in `clock.settle()`, with no simulated time passing, except where pods take their
+termination time.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ def configmap(sim: KubeSim, name: str, *owners: dict[str, Any]) -> dict[str, Any
     return sim.cluster.create(rt(sim, "v1", "ConfigMap"), "default", {"metadata": meta}).object
 
 
-def exists(sim: KubeSim, api_version: str, kind: str, name: str, namespace: str | None = "default") -> bool:
+def exists(
+    sim: KubeSim, api_version: str, kind: str, name: str, namespace: str | None = "default"
+) -> bool:
     try:
         sim.cluster.get(rt(sim, api_version, kind), namespace, name)
     except StatusError as err:
@@ -58,7 +62,8 @@ def exists(sim: KubeSim, api_version: str, kind: str, name: str, namespace: str 
 
 def names(sim: KubeSim, api_version: str, kind: str) -> list[str]:
     return sorted(
-        o["metadata"]["name"] for o in sim.cluster.list(rt(sim, api_version, kind), "default")["items"]
+        o["metadata"]["name"]
+        for o in sim.cluster.list(rt(sim, api_version, kind), "default")["items"]
     )
 
 
@@ -68,7 +73,12 @@ CRD = {
     "metadata": {"name": "widgets.example.com"},
     "spec": {
         "group": "example.com",
-        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+        "names": {
+            "kind": "Widget",
+            "plural": "widgets",
+            "singular": "widget",
+            "listKind": "WidgetList",
+        },
         "scope": "Namespaced",
         "versions": [
             {
@@ -76,7 +86,10 @@ CRD = {
                 "served": True,
                 "storage": True,
                 "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
                 },
             }
         ],
@@ -91,9 +104,13 @@ async def test_deleting_owner_removes_job_and_its_pods(
     sim: KubeSim, clock: FakeClock, owner_kind: str
 ) -> None:
     if owner_kind == "Widget":
-        sim.cluster.create(rt(sim, "apiextensions.k8s.io/v1", "CustomResourceDefinition"), None, CRD)
+        sim.cluster.create(
+            rt(sim, "apiextensions.k8s.io/v1", "CustomResourceDefinition"), None, CRD
+        )
         owner_rt = rt(sim, "example.com/v1", "Widget")
-        owner = sim.cluster.create(owner_rt, "default", {"metadata": {"name": "owner"}, "spec": {}}).object
+        owner = sim.cluster.create(
+            owner_rt, "default", {"metadata": {"name": "owner"}, "spec": {}}
+        ).object
     else:
         owner_rt = rt(sim, "v1", "ConfigMap")
         owner = configmap(sim, "owner")
@@ -103,7 +120,10 @@ async def test_deleting_owner_removes_job_and_its_pods(
             "parallelism": 2,
             "completions": 2,
             "template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                }
             },
         },
     }
@@ -118,7 +138,9 @@ async def test_deleting_owner_removes_job_and_its_pods(
     assert not names(sim, "v1", "Pod")
 
 
-async def test_dependents_are_collected_on_the_event_without_waiting(sim: KubeSim, clock: FakeClock) -> None:
+async def test_dependents_are_collected_on_the_event_without_waiting(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     owner = configmap(sim, "owner")
     configmap(sim, "child", ref(owner))
     grandchild_owner = sim.cluster.get(rt(sim, "v1", "ConfigMap"), "default", "child")
@@ -148,13 +170,21 @@ async def test_dependent_with_a_live_owner_only_loses_the_dangling_reference(
     assert refs() == ["alive"]
 
 
-async def test_dependent_created_with_a_missing_owner_is_collected(sim: KubeSim, clock: FakeClock) -> None:
-    configmap(sim, "child", {"apiVersion": "v1", "kind": "ConfigMap", "name": "never", "uid": "no-such-uid"})
+async def test_dependent_created_with_a_missing_owner_is_collected(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    configmap(
+        sim,
+        "child",
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "never", "uid": "no-such-uid"},
+    )
     await clock.settle()
     assert not exists(sim, "v1", "ConfigMap", "child")
 
 
-async def test_owner_with_same_name_but_other_uid_counts_as_gone(sim: KubeSim, clock: FakeClock) -> None:
+async def test_owner_with_same_name_but_other_uid_counts_as_gone(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     owner = configmap(sim, "owner")
     stale = {**ref(owner), "uid": "an-older-incarnation"}
     configmap(sim, "child", stale)
@@ -163,11 +193,16 @@ async def test_owner_with_same_name_but_other_uid_counts_as_gone(sim: KubeSim, c
     assert exists(sim, "v1", "ConfigMap", "owner")
 
 
-async def test_orphan_strips_references_and_keeps_dependents(sim: KubeSim, clock: FakeClock) -> None:
+async def test_orphan_strips_references_and_keeps_dependents(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     owner = configmap(sim, "owner")
     configmap(sim, "child", ref(owner))
     sim.cluster.delete(
-        rt(sim, "v1", "ConfigMap"), "default", "owner", options=DeleteOptions(propagation_policy="Orphan")
+        rt(sim, "v1", "ConfigMap"),
+        "default",
+        "owner",
+        options=DeleteOptions(propagation_policy="Orphan"),
     )
     await clock.settle()
     assert not exists(sim, "v1", "ConfigMap", "owner")
@@ -189,9 +224,14 @@ async def test_foreground_waits_for_blocking_dependents(sim: KubeSim, clock: Fak
         }
         sim.cluster.create(pods, "default", body)
     await clock.advance(1)
-    assert all(p["status"]["phase"] == "Running" for p in sim.cluster.list(pods, "default")["items"])
+    assert all(
+        p["status"]["phase"] == "Running" for p in sim.cluster.list(pods, "default")["items"]
+    )
     sim.cluster.delete(
-        rt(sim, "v1", "ConfigMap"), "default", "owner", options=DeleteOptions(propagation_policy="Foreground")
+        rt(sim, "v1", "ConfigMap"),
+        "default",
+        "owner",
+        options=DeleteOptions(propagation_policy="Foreground"),
     )
     deleting = sim.cluster.get(rt(sim, "v1", "ConfigMap"), "default", "owner")
     assert "foregroundDeletion" in deleting["metadata"]["finalizers"]
@@ -199,7 +239,9 @@ async def test_foreground_waits_for_blocking_dependents(sim: KubeSim, clock: Fak
     await clock.advance(29.9)
     assert exists(sim, "v1", "ConfigMap", "owner")
     assert names(sim, "v1", "Pod") == ["blocking", "free"]
-    assert all(p["metadata"].get("deletionTimestamp") for p in sim.cluster.list(pods, "default")["items"])
+    assert all(
+        p["metadata"].get("deletionTimestamp") for p in sim.cluster.list(pods, "default")["items"]
+    )
     await clock.advance(0.1)
     assert not exists(sim, "v1", "ConfigMap", "owner")
     assert not names(sim, "v1", "Pod")
@@ -210,7 +252,10 @@ async def test_foreground_cascades_recursively(sim: KubeSim, clock: FakeClock) -
     child = configmap(sim, "child", ref(owner, block=True))
     configmap(sim, "grandchild", ref(child, block=True))
     sim.cluster.delete(
-        rt(sim, "v1", "ConfigMap"), "default", "owner", options=DeleteOptions(propagation_policy="Foreground")
+        rt(sim, "v1", "ConfigMap"),
+        "default",
+        "owner",
+        options=DeleteOptions(propagation_policy="Foreground"),
     )
     await clock.settle()
     assert not exists(sim, "v1", "ConfigMap", "owner")
@@ -218,9 +263,13 @@ async def test_foreground_cascades_recursively(sim: KubeSim, clock: FakeClock) -
     assert not exists(sim, "v1", "ConfigMap", "grandchild")
 
 
-async def test_cluster_scoped_owner_cascades_to_namespaced_dependents(sim: KubeSim, clock: FakeClock) -> None:
+async def test_cluster_scoped_owner_cascades_to_namespaced_dependents(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     roles = rt(sim, "rbac.authorization.k8s.io/v1", "ClusterRole")
-    owner = sim.cluster.create(roles, None, {"metadata": {"name": "owner-role"}, "rules": []}).object
+    owner = sim.cluster.create(
+        roles, None, {"metadata": {"name": "owner-role"}, "rules": []}
+    ).object
     configmap(sim, "child", ref(owner))
     sim.cluster.delete(roles, None, "owner-role")
     await clock.settle()
@@ -233,19 +282,28 @@ async def test_dependent_finalizers_are_respected(sim: KubeSim, clock: FakeClock
     sim.cluster.create(
         cms,
         "default",
-        {"metadata": {"name": "child", "ownerReferences": [ref(owner)], "finalizers": ["test/hold"]}},
+        {
+            "metadata": {
+                "name": "child",
+                "ownerReferences": [ref(owner)],
+                "finalizers": ["test/hold"],
+            }
+        },
     )
     sim.cluster.delete(cms, "default", "owner")
     await clock.settle()
     held = sim.cluster.get(cms, "default", "child")
     assert held["metadata"].get("deletionTimestamp")
-    sim.cluster.update(cms, "default", "child", {**held, "metadata": {**held["metadata"], "finalizers": []}})
+    sim.cluster.update(
+        cms, "default", "child", {**held, "metadata": {**held["metadata"], "finalizers": []}}
+    )
     assert not exists(sim, "v1", "ConfigMap", "child")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4], ids=lambda s: f"seed-{s}")
 async def test_random_owner_graph_converges(sim: KubeSim, clock: FakeClock, seed: int) -> None:
-    """Property: an object survives iff it was not deleted and it had no owners or one owner survives."""
+    """Property: an object survives iff it was not deleted and it had no owners or one owner
+    survives."""
     rng = random.Random(seed)
     cms = rt(sim, "v1", "ConfigMap")
     owners_of: dict[int, list[int]] = {}
@@ -255,7 +313,9 @@ async def test_random_owner_graph_converges(sim: KubeSim, clock: FakeClock, seed
         created[i] = configmap(sim, f"cm-{i}", *(ref(created[o]) for o in owners_of[i]))
     deleted = set(rng.sample(range(30), k=4))
     for i in sorted(deleted):
-        sim.cluster.delete(cms, "default", f"cm-{i}", options=DeleteOptions(propagation_policy="Background"))
+        sim.cluster.delete(
+            cms, "default", f"cm-{i}", options=DeleteOptions(propagation_policy="Background")
+        )
     survivors: set[int] = set()
     for i in range(30):
         if i not in deleted and (not owners_of[i] or any(o in survivors for o in owners_of[i])):
@@ -268,7 +328,9 @@ async def test_random_owner_graph_converges(sim: KubeSim, clock: FakeClock, seed
     assert names(sim, "v1", "ConfigMap") == expected
 
 
-async def test_deleting_a_crd_collects_what_its_objects_owned(sim: KubeSim, clock: FakeClock) -> None:
+async def test_deleting_a_crd_collects_what_its_objects_owned(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     crds = rt(sim, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
     sim.cluster.create(crds, None, CRD)
     owner = sim.cluster.create(

@@ -1,7 +1,7 @@
 """The simulated batch/v1 Job controller through the real Cluster (1.32 semantics).
 
-On the fake clock (conftest.py): pods start 1 simulated second after they are created and are ready 1 s
-later; the pod-failure back-off is 10 s, doubling. Annotation values are simulated seconds.
+On the fake clock (conftest.py): pods start 1 simulated second after they are created and are ready
+1 s later; the pod-failure back-off is 10 s, doubling. Annotation values are simulated seconds.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from kubesim.settings import SimSettings
 from .controller_helpers import rt
 
 JUST = 2**-10
-"""A simulated instant: `advance(due - JUST)` checks the state right before something is due (a power
-of two, so that adding it back lands exactly on `due`)."""
+"""A simulated instant: `advance(due - JUST)` checks the state right before something is due (a
+power of two, so that adding it back lands exactly on `due`)."""
 
 
 @pytest.fixture
@@ -36,7 +36,10 @@ async def create_job(
         "spec": {
             "template": {
                 "metadata": {"labels": {"app": name}, "annotations": annotations},
-                "spec": {"restartPolicy": policy, "containers": [{"name": "main", "image": "busybox"}]},
+                "spec": {
+                    "restartPolicy": policy,
+                    "containers": [{"name": "main", "image": "busybox"}],
+                },
             },
             **spec,
         },
@@ -65,9 +68,14 @@ def finished(sim: KubeSim, name: str) -> dict[str, Any] | None:
     return j if {"Complete", "Failed"} & set(conditions(j)) else None
 
 
-async def test_failing_pods_retry_up_to_backoff_limit_then_job_fails(sim: KubeSim, clock: FakeClock) -> None:
-    await create_job(sim, "j", {"kubesim/run-seconds": "2", "kubesim/exit-code": "1"}, backoffLimit=2)
-    # Each pod fails 1 + 2 s after its creation; replacements wait 10, then 20 s: the third fails at 39.
+async def test_failing_pods_retry_up_to_backoff_limit_then_job_fails(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    await create_job(
+        sim, "j", {"kubesim/run-seconds": "2", "kubesim/exit-code": "1"}, backoffLimit=2
+    )
+    # Each pod fails 1 + 2 s after its creation; replacements wait 10, then 20 s: the third fails at
+    # 39.
     await clock.advance(39 - JUST)
     assert finished(sim, "j") is None
     await clock.advance(JUST)
@@ -85,10 +93,15 @@ async def test_failing_pods_retry_up_to_backoff_limit_then_job_fails(sim: KubeSi
     assert all(not p["metadata"].get("finalizers") for p in pods(sim))
 
 
-async def test_replacement_pods_wait_for_the_doubling_backoff(sim: KubeSim, clock: FakeClock) -> None:
-    await create_job(sim, "j", {"kubesim/run-seconds": "2", "kubesim/exit-code": "1"}, backoffLimit=5)
+async def test_replacement_pods_wait_for_the_doubling_backoff(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    await create_job(
+        sim, "j", {"kubesim/run-seconds": "2", "kubesim/exit-code": "1"}, backoffLimit=5
+    )
     created_at = [0.0]
-    # The first pod fails at 3; its replacement waits the back-off after that failure: 10 s, then 20 s.
+    # The first pod fails at 3; its replacement waits the back-off after that failure: 10 s, then 20
+    # s.
     for failed_at, backoff in ((3.0, 10.0), (3.0 + 10 + 3, 20.0)):
         await clock.advance(failed_at + backoff - JUST - clock.now())
         assert len(pods(sim)) == len(created_at)
@@ -132,12 +145,17 @@ async def test_pods_are_built_from_the_template(sim: KubeSim, clock: FakeClock) 
     assert running["status"]["startTime"]
 
 
-async def test_completions_with_parallelism_complete_the_job(sim: KubeSim, clock: FakeClock) -> None:
+async def test_completions_with_parallelism_complete_the_job(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     await create_job(sim, "j", {"kubesim/run-seconds": "3"}, completions=3, parallelism=2)
     assert job(sim, "j")["status"].get("active") == 2
     # Two pods succeed at 4; the third, created then, succeeds at 8.
     await clock.advance(4)
-    assert (job(sim, "j")["status"].get("succeeded"), job(sim, "j")["status"].get("active")) == (2, 1)
+    assert (job(sim, "j")["status"].get("succeeded"), job(sim, "j")["status"].get("active")) == (
+        2,
+        1,
+    )
     await clock.advance(4 - JUST)
     assert finished(sim, "j") is None
     await clock.advance(JUST)
@@ -151,7 +169,9 @@ async def test_completions_with_parallelism_complete_the_job(sim: KubeSim, clock
     assert len(pods(sim)) == 3
 
 
-async def test_active_deadline_fails_the_job_and_deletes_pods(sim: KubeSim, clock: FakeClock) -> None:
+async def test_active_deadline_fails_the_job_and_deletes_pods(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     await create_job(sim, "j", {}, activeDeadlineSeconds=5)
     await clock.advance(5 - JUST)
     assert "FailureTarget" not in conditions(job(sim, "j"))
@@ -162,7 +182,9 @@ async def test_active_deadline_fails_the_job_and_deletes_pods(sim: KubeSim, cloc
     failed = finished(sim, "j")
     assert failed is not None
     assert conditions(failed)["Failed"]["reason"] == "DeadlineExceeded"
-    assert conditions(failed)["Failed"]["message"] == "Job was active longer than specified deadline"
+    assert (
+        conditions(failed)["Failed"]["message"] == "Job was active longer than specified deadline"
+    )
     assert not pods(sim)
 
 
@@ -174,7 +196,9 @@ async def test_suspend_and_resume(sim: KubeSim, clock: FakeClock) -> None:
     assert "startTime" not in suspended["status"]
     assert not pods(sim)
     current = job(sim, "j")
-    sim.cluster.update(jobs, "default", "j", {**current, "spec": {**current["spec"], "suspend": False}})
+    sim.cluster.update(
+        jobs, "default", "j", {**current, "spec": {**current["spec"], "suspend": False}}
+    )
     await clock.settle()
     running = job(sim, "j")
     assert running["status"].get("active") == 1
@@ -182,7 +206,9 @@ async def test_suspend_and_resume(sim: KubeSim, clock: FakeClock) -> None:
     assert (resumed["status"], resumed["reason"]) == ("False", "JobResumed")
     assert running["status"]["startTime"]
     current = job(sim, "j")
-    sim.cluster.update(jobs, "default", "j", {**current, "spec": {**current["spec"], "suspend": True}})
+    sim.cluster.update(
+        jobs, "default", "j", {**current, "spec": {**current["spec"], "suspend": True}}
+    )
     await clock.advance(0.2)
     assert not pods(sim)
     again = job(sim, "j")
@@ -209,7 +235,8 @@ async def test_ttl_after_finished_deletes_job_and_pods(sim: KubeSim, clock: Fake
 async def test_pod_replacement_policy(
     sim: KubeSim, clock: FakeClock, policy: str, during_termination: int
 ) -> None:
-    # The old pod takes 60 simulated seconds to stop; the failure back-off before a replacement is 10.
+    # The old pod takes 60 simulated seconds to stop; the failure back-off before a replacement is
+    # 10.
     await create_job(sim, "j", {"kubesim/termination-seconds": "60"}, podReplacementPolicy=policy)
     await clock.advance(1)
     (pod,) = [p for p in pods(sim) if p["status"]["phase"] == "Running"]
@@ -229,9 +256,15 @@ async def test_pod_replacement_policy(
     assert job(sim, "j")["status"].get("failed", 0) == expected_failed
 
 
-async def test_onfailure_restarts_count_against_backoff_limit(sim: KubeSim, clock: FakeClock) -> None:
+async def test_onfailure_restarts_count_against_backoff_limit(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     await create_job(
-        sim, "j", {"kubesim/run-seconds": "2", "kubesim/exit-code": "1"}, policy="OnFailure", backoffLimit=2
+        sim,
+        "j",
+        {"kubesim/run-seconds": "2", "kubesim/exit-code": "1"},
+        policy="OnFailure",
+        backoffLimit=2,
     )
     # The container fails at 3 and 5 and is restarted in place: two restarts reach the backoffLimit.
     await clock.advance(5 - JUST)
@@ -250,7 +283,10 @@ async def test_deleting_job_in_background_removes_pods(sim: KubeSim, clock: Fake
     await create_job(sim, "j", {}, parallelism=3, completions=3)
     assert len(pods(sim)) == 3
     sim.cluster.delete(
-        rt(sim, "batch/v1", "Job"), "default", "j", options=DeleteOptions(propagation_policy="Background")
+        rt(sim, "batch/v1", "Job"),
+        "default",
+        "j",
+        options=DeleteOptions(propagation_policy="Background"),
     )
     await clock.advance(0.2)
     assert not pods(sim)
@@ -261,7 +297,10 @@ async def test_orphaned_pods_lose_the_tracking_finalizer(sim: KubeSim, clock: Fa
     await clock.advance(1)
     assert [p["status"]["phase"] for p in pods(sim)] == ["Running"]
     sim.cluster.delete(
-        rt(sim, "batch/v1", "Job"), "default", "j", options=DeleteOptions(propagation_policy="Orphan")
+        rt(sim, "batch/v1", "Job"),
+        "default",
+        "j",
+        options=DeleteOptions(propagation_policy="Orphan"),
     )
     await clock.settle()
     (pod,) = pods(sim)

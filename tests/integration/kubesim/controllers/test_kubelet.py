@@ -1,8 +1,9 @@
-"""The simulated kubelet through the real Cluster: pod phases, init containers, restarts, deletion, eviction,
-kill.
+"""The simulated kubelet through the real Cluster: pod phases, init containers, restarts, deletion,
+eviction, kill.
 
-The cluster runs on the fake clock (conftest.py): annotation values below are simulated seconds, and a test
-moves time itself, so it can check what a pod looks like just before and just after each due time.
+The cluster runs on the fake clock (conftest.py): annotation values below are simulated seconds, and
+a test moves time itself, so it can check what a pod looks like just before and just after each due
+time.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from kubesim.settings import SimSettings
 from kubesim.testing import decode_changes
 
 JUST = 2**-10
-"""A simulated instant: `advance(due - JUST)` checks the state right before something is due (a power
-of two, so that adding it back lands exactly on `due`)."""
+"""A simulated instant: `advance(due - JUST)` checks the state right before something is due (a
+power of two, so that adding it back lands exactly on `due`)."""
 
 
 @pytest.fixture
@@ -37,12 +38,14 @@ def kubesim_settings(clock: FakeClock) -> SimSettings:
 
 @pytest.fixture(autouse=True)
 def statuses_need_no_decode(sim: KubeSim) -> Iterator[None]:
-    """The kubelet's status writes skip admission's schema walk (`decoded=True`): every pod these tests
-    drive (phases, init containers, sidecars, restarts, deletion, eviction, kill) must be stored just as
-    the walk would have left it, with nothing unknown or undecodable."""
+    """The kubelet's status writes skip admission's schema walk (`decoded=True`): every pod these
+    tests drive (phases, init containers, sidecars, restarts, deletion, eviction, kill) must be
+    stored just as the walk would have left it, with nothing unknown or undecodable."""
     problems: list[str] = []
 
-    def check(event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def check(
+        event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         if rt.kind == "Pod" and event != "DELETED" and (change := decode_changes(obj, "v1", "Pod")):
             problems.append(f"{obj['metadata']['name']}: {change}")
 
@@ -60,7 +63,11 @@ async def make_pod(
     assert pods is not None
     body = {
         "metadata": {"name": name, "annotations": annotations},
-        "spec": {"restartPolicy": policy, "containers": [{"name": "main", "image": "busybox"}], **spec},
+        "spec": {
+            "restartPolicy": policy,
+            "containers": [{"name": "main", "image": "busybox"}],
+            **spec,
+        },
     }
     sim.cluster.create(pods, "default", body)
     await fake_clock(sim).settle()
@@ -90,7 +97,9 @@ def container(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def condition(pod: dict[str, Any], ctype: str) -> str | None:
-    return next((c["status"] for c in pod["status"].get("conditions", []) if c["type"] == ctype), None)
+    return next(
+        (c["status"] for c in pod["status"].get("conditions", []) if c["type"] == ctype), None
+    )
 
 
 @pytest.mark.parametrize(
@@ -154,7 +163,9 @@ async def test_ready_false_annotation_keeps_pod_unready(sim: KubeSim, clock: Fak
 
 
 async def test_onfailure_restarts_in_place_then_ready_again(sim: KubeSim, clock: FakeClock) -> None:
-    await make_pod(sim, "p", {"kubesim/run-seconds": "5", "kubesim/exit-code": "3"}, policy="OnFailure")
+    await make_pod(
+        sim, "p", {"kubesim/run-seconds": "5", "kubesim/exit-code": "3"}, policy="OnFailure"
+    )
     await clock.advance(1 + 5)
     pod = get_pod(sim, "p")
     assert container(pod)["restartCount"] == 1
@@ -188,7 +199,9 @@ async def test_deleted_pod_is_stopped_then_removed(
     await make_pod(sim, "p", {"kubesim/termination-seconds": "20"}, policy="Always")
     await clock.advance(2)
     assert condition(get_pod(sim, "p"), "Ready") == "True"
-    deleting = sim.cluster.delete(pods, "default", "p", options=DeleteOptions(grace_period_seconds=grace))
+    deleting = sim.cluster.delete(
+        pods, "default", "p", options=DeleteOptions(grace_period_seconds=grace)
+    )
     assert deleting["metadata"]["deletionTimestamp"]
     # The containers stop after min(the deletion grace (30 s by default), termination-seconds).
     await clock.advance(stops_after - JUST)
@@ -197,7 +210,9 @@ async def test_deleted_pod_is_stopped_then_removed(
     assert not sim.cluster.list(pods, "default")["items"]
 
 
-async def test_deleted_pod_with_finalizer_ends_in_terminal_phase(sim: KubeSim, clock: FakeClock) -> None:
+async def test_deleted_pod_with_finalizer_ends_in_terminal_phase(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     pods = sim.cluster.registry.by_kind("v1", "Pod")
     assert pods is not None
     await make_pod(sim, "p", {"kubesim/termination-seconds": "1"}, policy="Always")
@@ -359,7 +374,8 @@ async def test_kubelet_registers_its_ready_node(sim: KubeSim, clock: FakeClock) 
     assert pod["status"]["hostIP"] == node["status"]["addresses"][0]["address"]
 
 
-# --- init containers ---------------------------------------------------------------------------------
+# --- init containers
+# ---------------------------------------------------------------------------------
 
 
 def init_container(name: str, *, sidecar: bool = False) -> dict[str, Any]:
@@ -377,7 +393,9 @@ def init_state(pod: dict[str, Any], index: int = 0) -> str:
     return str(next(iter(pod["status"]["initContainerStatuses"][index]["state"])))
 
 
-async def test_init_containers_run_in_order_then_the_pod_gets_ready(sim: KubeSim, clock: FakeClock) -> None:
+async def test_init_containers_run_in_order_then_the_pod_gets_ready(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     await make_pod(
         sim,
         "p",
@@ -395,7 +413,8 @@ async def test_init_containers_run_in_order_then_the_pod_gets_ready(sim: KubeSim
             str(condition(pod, "Initialized")),
         )
 
-    # The sandbox takes start-seconds (5), each init container init-seconds (10), then ready-seconds (5).
+    # The sandbox takes start-seconds (5), each init container init-seconds (10), then ready-seconds
+    # (5).
     seen = [row()]
     for step in (5, 10, 10):
         await clock.advance(step)
@@ -417,8 +436,12 @@ async def test_init_containers_run_in_order_then_the_pod_gets_ready(sim: KubeSim
     assert container(pod)["state"]["running"]["startedAt"] >= second["finishedAt"]
 
 
-async def test_default_init_seconds_are_a_tenth_of_a_simulated_second(sim: KubeSim, clock: FakeClock) -> None:
-    await make_pod(sim, "p", {"kubesim/start-seconds": "0"}, initContainers=[init_container("setup")])
+async def test_default_init_seconds_are_a_tenth_of_a_simulated_second(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    await make_pod(
+        sim, "p", {"kubesim/start-seconds": "0"}, initContainers=[init_container("setup")]
+    )
     await clock.advance(0.1 - JUST)
     assert get_pod(sim, "p")["status"]["phase"] == "Pending"
     await clock.advance(JUST)
@@ -461,7 +484,9 @@ async def test_failing_init_container(
     assert condition(pod, "Initialized") == "False"
 
 
-async def test_sidecar_init_container_keeps_running_beside_the_app(sim: KubeSim, clock: FakeClock) -> None:
+async def test_sidecar_init_container_keeps_running_beside_the_app(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     await make_pod(
         sim,
         "p",
@@ -478,7 +503,9 @@ async def test_sidecar_init_container_keeps_running_beside_the_app(sim: KubeSim,
     assert printed_status(sim, pod) == "Running"
 
 
-async def test_pod_deleted_during_init_is_stopped_and_removed(sim: KubeSim, clock: FakeClock) -> None:
+async def test_pod_deleted_during_init_is_stopped_and_removed(
+    sim: KubeSim, clock: FakeClock
+) -> None:
     pods = sim.cluster.registry.by_kind("v1", "Pod")
     assert pods is not None
     await make_pod(

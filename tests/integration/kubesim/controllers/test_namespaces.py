@@ -30,7 +30,9 @@ def namespace(sim: KubeSim, name: str) -> dict[str, Any] | None:
 
 def populate(sim: KubeSim, ns: str) -> None:
     sim.cluster.create(rt(sim, "v1", "Namespace"), None, {"metadata": {"name": ns}})
-    sim.cluster.create(rt(sim, "v1", "ConfigMap"), ns, {"metadata": {"name": "cfg"}, "data": {"a": "1"}})
+    sim.cluster.create(
+        rt(sim, "v1", "ConfigMap"), ns, {"metadata": {"name": "cfg"}, "data": {"a": "1"}}
+    )
     sim.cluster.create(rt(sim, "v1", "Secret"), ns, {"metadata": {"name": "s"}})
     pod = {
         "metadata": {"name": "p", "annotations": {"kubesim/termination-seconds": "20"}},
@@ -41,7 +43,10 @@ def populate(sim: KubeSim, ns: str) -> None:
         "metadata": {"name": "j"},
         "spec": {
             "template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                }
             }
         },
     }
@@ -59,9 +64,9 @@ async def test_deleted_namespace_is_emptied_then_removed(sim: KubeSim, clock: Fa
     populate(sim, "team")
     await clock.advance(1)
     assert count(sim, "team") == 5
-    assert {p["status"]["phase"] for p in sim.cluster.list(rt(sim, "v1", "Pod"), "team")["items"]} == {
-        "Running"
-    }
+    assert {
+        p["status"]["phase"] for p in sim.cluster.list(rt(sim, "v1", "Pod"), "team")["items"]
+    } == {"Running"}
     sim.cluster.delete(rt(sim, "v1", "Namespace"), None, "team")
     terminating = namespace(sim, "team")
     assert terminating is not None
@@ -78,7 +83,9 @@ async def test_deleted_namespace_is_emptied_then_removed(sim: KubeSim, clock: Fa
 async def test_namespace_waits_for_finalized_content(sim: KubeSim, clock: FakeClock) -> None:
     sim.cluster.create(rt(sim, "v1", "Namespace"), None, {"metadata": {"name": "held"}})
     cms = rt(sim, "v1", "ConfigMap")
-    sim.cluster.create(cms, "held", {"metadata": {"name": "cfg", "finalizers": ["example.com/hold"]}})
+    sim.cluster.create(
+        cms, "held", {"metadata": {"name": "cfg", "finalizers": ["example.com/hold"]}}
+    )
     sim.cluster.delete(rt(sim, "v1", "Namespace"), None, "held")
 
     def remaining() -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Mounted ConfigMap volumes as a kubelet serves them, and the file endpoint over HTTP.
 
-The cluster runs on the fake clock (conftest.py): a periodic sync happens only when a test advances time
-past it, so "not refreshed yet" and "refreshed without waiting for a sync" are exact checks.
+The cluster runs on the fake clock (conftest.py): a periodic sync happens only when a test advances
+time past it, so "not refreshed yet" and "refreshed without waiting for a sync" are exact checks.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ async def make_pod(
     mounts: list[dict[str, Any]] | None = None,
     start: str = "0",
 ) -> None:
-    """Creates the launcher pod and lets the kubelet start it (`start` simulated seconds: 0, at once)."""
+    """Creates the launcher pod and lets the kubelet start it (`start` simulated seconds: 0, at
+    once)."""
     mounts = mounts if mounts is not None else [{"name": volume["name"], "mountPath": "/etc/mpi"}]
     body = {
         "metadata": {"name": "launcher", "annotations": {"kubesim/start-seconds": start}},
@@ -96,7 +97,9 @@ def touch_pod(sim: KubeSim, value: str) -> None:
     sim.cluster.update(pods, "default", "launcher", pod)
 
 
-async def test_file_endpoint_serves_the_mounted_file(sim: KubeSim, sim_http: aiohttp.ClientSession) -> None:
+async def test_file_endpoint_serves_the_mounted_file(
+    sim: KubeSim, sim_http: aiohttp.ClientSession
+) -> None:
     make_configmap(sim, "echo w-0:1\n")
     await make_pod(sim)
     assert seen(sim)
@@ -109,7 +112,9 @@ async def test_file_endpoint_serves_the_mounted_file(sim: KubeSim, sim_http: aio
         assert resp.headers["X-Kubesim-File-Mode"] == "0555"
         assert resp.headers["X-Kubesim-Synced-At"].endswith("Z")
         assert resp.headers["Last-Modified"].endswith("GMT")
-    async with sim_http.get("/kubesim/v1/namespaces/default/pods/launcher/files/etc/mpi/hostfile") as resp:
+    async with sim_http.get(
+        "/kubesim/v1/namespaces/default/pods/launcher/files/etc/mpi/hostfile"
+    ) as resp:
         assert resp.headers["X-Kubesim-File-Mode"] == "0444"
         assert await resp.text() == "w-0 slots=1\n"
 
@@ -150,8 +155,8 @@ async def test_configmap_change_reaches_the_pod_at_the_sync_period(
     await make_pod(sim)
     assert await served(sim_http) == "#!/bin/sh\necho w-0:1\n"
     set_hosts(sim, "echo w-0:1\necho w-1:1\n")
-    # Nothing touches the pod: the change waits for the first periodic sync, one jittered period after
-    # the pod started (at 0).
+    # Nothing touches the pod: the change waits for the first periodic sync, one jittered period
+    # after the pod started (at 0).
     await clock.advance(SYNC_SECONDS - 0.01)
     assert await served(sim_http) == "#!/bin/sh\necho w-0:1\n"
     await clock.advance(SYNC_SECONDS * SYNC_JITTER + 0.01)
@@ -169,7 +174,8 @@ async def test_pod_update_refreshes_the_view_at_once(
     assert await served(sim_http) == "#!/bin/sh\necho w-0:1\n"
     await clock.advance(1)
     set_hosts(sim, "echo w-1:1\n")
-    # What the operator does after changing discover_hosts.sh: touch an annotation on the launcher pod.
+    # What the operator does after changing discover_hosts.sh: touch an annotation on the launcher
+    # pod.
     touch = {"metadata": {"annotations": {"example.com/hosts-version": "2"}}}
     headers = {"Content-Type": "application/merge-patch+json"}
     async with sim_http.patch(
@@ -207,7 +213,12 @@ async def test_projected_sources_and_subpath(sim: KubeSim, clock: FakeClock) -> 
         "projected": {
             "defaultMode": 0o600,
             "sources": [
-                {"configMap": {"name": "job-config", "items": [{"key": "hostfile", "path": "hostfile"}]}},
+                {
+                    "configMap": {
+                        "name": "job-config",
+                        "items": [{"key": "hostfile", "path": "hostfile"}],
+                    }
+                },
                 {"secret": {"name": "ssh"}},
             ],
         },

@@ -1,8 +1,8 @@
 """The process runtime's DNS server on a real kubesim, queried over loopback UDP and TCP.
 
-Objects are written through the HTTP API (and, with the timer kubelet, by the kubelet itself); the server's
-`ClusterDNS` learns about them as a cluster listener, so an answer reflects a write as soon as it returns.
-Only 127.0.0.1 is ever queried.
+Objects are written through the HTTP API (and, with the timer kubelet, by the kubelet itself); the
+server's `ClusterDNS` learns about them as a cluster listener, so an answer reflects a write as soon
+as it returns. Only 127.0.0.1 is ever queried.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ async def served(kubesim: KubeSim) -> AsyncIterator[Served]:
 
 
 async def query(served: Served, name: str, qtype: str = "A", *, tcp: bool = False) -> DNSRecord:
-    """One query over loopback; the blocking client runs on a thread so the server keeps the loop."""
+    """One query over loopback; the blocking client runs on a thread so the server keeps the
+    loop."""
     port = served.tcp_port if tcp else served.port
     question = DNSRecord.question(name, qtype)
     raw = await asyncio.to_thread(question.send, "127.0.0.1", port, tcp, QUERY_TIMEOUT)
@@ -130,11 +131,18 @@ async def test_a_record_follows_pod_readiness(kube_api: ApiClient, served: Serve
     assert (await query(served, "workers.default.svc.cluster.local")).header.rcode == RCODE.NXDOMAIN
 
 
-async def test_cluster_ip_service_and_names_outside_the_zone(kube_api: ApiClient, served: Served) -> None:
+async def test_cluster_ip_service_and_names_outside_the_zone(
+    kube_api: ApiClient, served: Served
+) -> None:
     core = client.CoreV1Api(kube_api)
-    body: Any = {"metadata": {"name": "web"}, "spec": {"selector": {"app": "w"}, "ports": [{"port": 80}]}}
+    body: Any = {
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "w"}, "ports": [{"port": 80}]},
+    }
     created = await core.create_namespaced_service("default", body)
-    assert addresses(await query(served, "web.default.svc.cluster.local")) == [created.spec.cluster_ip]
+    assert addresses(await query(served, "web.default.svc.cluster.local")) == [
+        created.spec.cluster_ip
+    ]
     for name in ("example.com", "kubesim-node", "web.default.svc.cluster.local.example.com"):
         reply = await query(served, name)
         assert reply.header.rcode == RCODE.NXDOMAIN

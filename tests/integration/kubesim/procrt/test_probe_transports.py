@@ -1,5 +1,6 @@
-"""Real probe attempts (kubesim.procrt.prober) on loopback: TCP, HTTP(S) against real servers, exec of real
-processes, the prober end to end; and NetnsTransport against a real network namespace (root only)."""
+"""Real probe attempts (kubesim.procrt.prober) on loopback: TCP, HTTP(S) against real servers, exec
+of real processes, the prober end to end; and NetnsTransport against a real network namespace (root
+only)."""
 
 from __future__ import annotations
 
@@ -101,7 +102,9 @@ async def test_tcp_fails_with_the_kubelets_refused_message(closed_port: int) -> 
 
 
 async def test_tcp_times_out_as_an_io_timeout() -> None:
-    result = await run_probe(ProbeSpec(TCPSocketAction(22)), pod_ip="10.244.0.5", network=Unanswered())
+    result = await run_probe(
+        ProbeSpec(TCPSocketAction(22)), pod_ip="10.244.0.5", network=Unanswered()
+    )
     assert result == ProbeResult(Outcome.FAILURE, "dial tcp 10.244.0.5:22: i/o timeout")
 
 
@@ -109,7 +112,9 @@ async def test_tcp_to_another_host_uses_that_host() -> None:
     network = Loopback()
     result = await attempt(ProbeSpec(TCPSocketAction(22, host="10.244.0.9")), network)
     assert network.dialed == [("10.244.0.9", 22)]
-    assert result == ProbeResult(Outcome.FAILURE, "dial tcp 10.244.0.9:22: connect: network is unreachable")
+    assert result == ProbeResult(
+        Outcome.FAILURE, "dial tcp 10.244.0.9:22: connect: network is unreachable"
+    )
 
 
 # HTTP
@@ -136,7 +141,9 @@ def _app(server: Server) -> web.Application:
 
     async def status(request: web.Request) -> web.StreamResponse:
         await record(request)
-        return web.Response(status=int(request.match_info["code"]), text="body that stays out of messages")
+        return web.Response(
+            status=int(request.match_info["code"]), text="body that stays out of messages"
+        )
 
     async def redirect(request: web.Request) -> web.StreamResponse:
         await record(request)
@@ -213,7 +220,9 @@ async def http_server() -> AsyncIterator[Server]:
         yield server
 
 
-def http(path: str, *, port: int, headers: Sequence[tuple[str, str]] = (), scheme: str = "HTTP") -> ProbeSpec:
+def http(
+    path: str, *, port: int, headers: Sequence[tuple[str, str]] = (), scheme: str = "HTTP"
+) -> ProbeSpec:
     return ProbeSpec(HTTPGetAction(port, path, "", scheme, tuple(headers)))
 
 
@@ -228,7 +237,9 @@ async def test_http_200_succeeds_with_the_kubelets_headers(http_server: Server) 
     assert request.headers["Connection"] == "close"
 
 
-async def test_http_custom_headers_are_sent_and_can_replace_the_defaults(http_server: Server) -> None:
+async def test_http_custom_headers_are_sent_and_can_replace_the_defaults(
+    http_server: Server,
+) -> None:
     headers = [
         ("x-probe-token", "t1"),
         ("X-Probe-Token", "t2"),
@@ -236,7 +247,9 @@ async def test_http_custom_headers_are_sent_and_can_replace_the_defaults(http_se
         ("user-agent", "mine"),
     ]
     headers.append(("Accept", ""))
-    assert (await attempt(http("/ok", port=http_server.port, headers=headers))).outcome is Outcome.SUCCESS
+    assert (
+        await attempt(http("/ok", port=http_server.port, headers=headers))
+    ).outcome is Outcome.SUCCESS
     [request] = http_server.requests
     assert request.headers.getall("X-Probe-Token") == ["t1", "t2"]
     assert (b"X-Probe-Token", b"t1") in request.raw_headers  # sent with Go's canonical name
@@ -264,17 +277,23 @@ async def test_http_redirects_to_the_same_host_are_followed(http_server: Server)
 async def test_a_custom_host_header_survives_only_relative_redirects(http_server: Server) -> None:
     headers = [("Host", "pod.example")]
     await attempt(http("/redirect?to=/ok", port=http_server.port, headers=headers))
-    await attempt(http(f"/redirect?to={http_server.base}/ok", port=http_server.port, headers=headers))
+    await attempt(
+        http(f"/redirect?to={http_server.base}/ok", port=http_server.port, headers=headers)
+    )
     hosts = [r.headers["Host"] for r in http_server.requests]
     assert hosts == ["pod.example", "pod.example", "pod.example", f"127.0.0.1:{http_server.port}"]
 
 
-async def test_http_a_redirect_to_another_host_is_a_success_with_a_warning(http_server: Server) -> None:
+async def test_http_a_redirect_to_another_host_is_a_success_with_a_warning(
+    http_server: Server,
+) -> None:
     network = Loopback()
     result = await attempt(
         http("/redirect?to=http://10.244.0.9:8080/elsewhere", port=http_server.port), network
     )
-    assert result == ProbeResult(Outcome.WARNING, "Probe terminated redirects, Response body: moved")
+    assert result == ProbeResult(
+        Outcome.WARNING, "Probe terminated redirects, Response body: moved"
+    )
     assert result.ok
     assert network.dialed == [(LOOPBACK, http_server.port)]  # never followed
 
@@ -299,7 +318,8 @@ async def test_http_timeout_is_the_clients_deadline_message(http_server: Server)
 async def test_http_a_body_cut_by_the_deadline_is_a_probe_error(http_server: Server) -> None:
     result = await attempt(http("/slow-body", port=http_server.port))
     assert result == ProbeResult(
-        Outcome.ERROR, "context deadline exceeded (Client.Timeout or context cancellation while reading body)"
+        Outcome.ERROR,
+        "context deadline exceeded (Client.Timeout or context cancellation while reading body)",
     )
 
 
@@ -350,7 +370,8 @@ async def test_http_broken_responses(reply: bytes, message: str | None) -> None:
 async def test_http_headers_the_kubelet_refuses_are_failures() -> None:
     result = await attempt(http("/", port=80, headers=[("X-Bad", "a\r\nInjected: yes")]))
     assert result == ProbeResult(
-        Outcome.FAILURE, 'Get "http://127.0.0.1:80/": net/http: invalid header field value for "X-Bad"'
+        Outcome.FAILURE,
+        'Get "http://127.0.0.1:80/": net/http: invalid header field value for "X-Bad"',
     )
 
 
@@ -377,7 +398,9 @@ def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
         )
     )
     return cert_path, key_path
@@ -434,9 +457,13 @@ async def test_exec_exit_codes_decide_and_output_is_the_message() -> None:
     run = LocalExec()
     ok = await attempt(ProbeSpec(ExecAction(("sh", "-c", "echo healthy"))), exec_in=run)
     assert ok == ProbeResult(Outcome.SUCCESS, "healthy\n")
-    bad = await attempt(ProbeSpec(ExecAction(("sh", "-c", "echo 'no pid file' >&2; exit 3"))), exec_in=run)
+    bad = await attempt(
+        ProbeSpec(ExecAction(("sh", "-c", "echo 'no pid file' >&2; exit 3"))), exec_in=run
+    )
     assert bad == ProbeResult(Outcome.FAILURE, "no pid file\n")
-    big = await attempt(ProbeSpec(ExecAction((sys.executable, "-c", "print('y' * 50000)"))), exec_in=run)
+    big = await attempt(
+        ProbeSpec(ExecAction((sys.executable, "-c", "print('y' * 50000)"))), exec_in=run
+    )
     assert big == ProbeResult(Outcome.SUCCESS, "y" * MAX_BODY)
 
 
@@ -460,7 +487,10 @@ async def test_exec_through_a_runtime_that_ignores_the_timeout_is_still_bounded(
         return 0, b""
 
     result = await attempt(ProbeSpec(ExecAction(("hang",))), exec_in=stubborn)
-    assert (result, cancelled.is_set()) == (ProbeResult(Outcome.FAILURE, 'command "hang" timed out'), True)
+    assert (result, cancelled.is_set()) == (
+        ProbeResult(Outcome.FAILURE, 'command "hang" timed out'),
+        True,
+    )
 
 
 async def test_exec_that_cannot_start_is_a_probe_error() -> None:
@@ -474,7 +504,9 @@ async def test_exec_that_cannot_start_is_a_probe_error() -> None:
 # The prober end to end, on a fast real clock (a simulated second is a real millisecond).
 
 
-async def test_the_prober_reports_readiness_and_liveness_from_real_attempts(http_server: Server) -> None:
+async def test_the_prober_reports_readiness_and_liveness_from_real_attempts(
+    http_server: Server,
+) -> None:
     ready, killed = asyncio.Event(), asyncio.Event()
     events: list[ProbeEvent] = []
     readiness: list[bool] = []
@@ -513,7 +545,10 @@ async def test_the_prober_reports_readiness_and_liveness_from_real_attempts(http
     assert readiness == [True]
     assert (
         events
-        == [ProbeEvent("Unhealthy", "Liveness probe failed: HTTP probe failed with statuscode: 500")] * 3
+        == [
+            ProbeEvent("Unhealthy", "Liveness probe failed: HTTP probe failed with statuscode: 500")
+        ]
+        * 3
     )
 
 
@@ -542,9 +577,12 @@ while True:
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="creating and entering a network namespace needs root")
 @pytest.mark.skipif(
-    shutil.which("unshare") is None or shutil.which("ip") is None, reason="needs unshare (util-linux) and ip"
+    os.geteuid() != 0, reason="creating and entering a network namespace needs root"
+)
+@pytest.mark.skipif(
+    shutil.which("unshare") is None or shutil.which("ip") is None,
+    reason="needs unshare (util-linux) and ip",
 )
 async def test_netns_transport_probes_inside_the_namespace(closed_port: int) -> None:
     # The namespace's server listens on the port that is refused on the machine's own loopback.

@@ -27,7 +27,8 @@ from kubesim.settings import SimSettings
 from ..controllers.controller_helpers import rt
 
 SYNC = 30.0
-"""Simulated seconds: a periodic sync lands one to 1 + SYNC_JITTER periods after the previous one."""
+"""Simulated seconds: a periodic sync lands one to 1 + SYNC_JITTER periods after the previous
+one."""
 
 
 @pytest.fixture
@@ -98,7 +99,10 @@ def set_hosts(sim: KubeSim, hosts: str) -> None:
 
 async def make_pod(sim: KubeSim, name: str = "launcher") -> None:
     """Creates the pod and lets the kubelet start it (start-seconds 0: at once)."""
-    mounts = [{"name": "cfg", "mountPath": "/etc/mpi"}, {"name": "info", "mountPath": "/etc/podinfo"}]
+    mounts = [
+        {"name": "cfg", "mountPath": "/etc/mpi"},
+        {"name": "info", "mountPath": "/etc/podinfo"},
+    ]
     body = {
         "metadata": {"name": name, "annotations": {"example.com/v": "1"}},
         "spec": {
@@ -122,9 +126,11 @@ def read(path: Path) -> str | None:
         return None
 
 
-async def patch_annotations(sim: KubeSim, annotations: dict[str, str | None], name: str = "launcher") -> None:
-    """A merge patch over HTTP, as the operator touches a pod (None removes an annotation); returns once
-    the kubelet has acted on it."""
+async def patch_annotations(
+    sim: KubeSim, annotations: dict[str, str | None], name: str = "launcher"
+) -> None:
+    """A merge patch over HTTP, as the operator touches a pod (None removes an annotation); returns
+    once the kubelet has acted on it."""
     headers = {"Content-Type": "application/merge-patch+json"}
     body = {"metadata": {"annotations": annotations}}
     async with (
@@ -156,7 +162,11 @@ async def test_configmap_change_reaches_the_disk_on_the_periodic_sync(
     assert not (disk.volume("cfg") / first).exists()
     # Nobody touched the pod: the periodic sync did it, rewriting only the volume that changed.
     last = disk.calls[-1]
-    assert (last.first, last.changed, last.written) == (False, frozenset({"cfg"}), frozenset({"cfg"}))
+    assert (last.first, last.changed, last.written) == (
+        False,
+        frozenset({"cfg"}),
+        frozenset({"cfg"}),
+    )
     # Later periodic syncs change nothing on disk.
     count = len(disk.calls)
     await clock.advance(SYNC * (1 + SYNC_JITTER))
@@ -185,7 +195,9 @@ async def test_pod_annotation_change_refreshes_at_once(kubesim: KubeSim, disk: D
     assert disk.calls[-1].written == {"cfg", "info"}
 
 
-async def test_downward_api_file_follows_annotation_patches(kubesim: KubeSim, disk: DiskVolumes) -> None:
+async def test_downward_api_file_follows_annotation_patches(
+    kubesim: KubeSim, disk: DiskVolumes
+) -> None:
     make_configmap(kubesim, "w-0 slots=1\n")
     await make_pod(kubesim)
     annotations = disk.volume("info") / "annotations"

@@ -1,4 +1,5 @@
-"""Admission of built-in kinds: decoding against Kubernetes' schemas, defaults, validation, update rules."""
+"""Admission of built-in kinds: decoding against Kubernetes' schemas, defaults, validation, update
+rules."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from ..kubesim_admission_objects import (
 DNS_LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case "
     "alphanumeric characters or '-', and must start and "
-    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation "
+    "is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
 
@@ -68,7 +70,9 @@ def test_schemas_come_from_a_bundled_release_at_least_1_32() -> None:
     [worker_pod, launcher_job, headless_service, script_config_map, ssh_secret],
     ids=["worker-pod", "launcher-job", "headless-service", "script-configmap", "ssh-secret"],
 )
-def test_operator_objects_are_admitted_without_warnings(build: Callable[[], dict[str, Any]]) -> None:
+def test_operator_objects_are_admitted_without_warnings(
+    build: Callable[[], dict[str, Any]],
+) -> None:
     result = _admit(build())
     assert result.warnings == []
     assert result.obj["metadata"]["name"] == build()["metadata"]["name"]
@@ -175,8 +179,16 @@ POD_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         'spec.subdomain: Invalid value: "pi.x": a lowercase RFC 1123 label',
     ),
     ("no-containers", _set("spec.containers", []), "spec.containers: Required value"),
-    ("no-image", _set("spec.containers.0.image", _DELETE), "spec.containers[0].image: Required value"),
-    ("no-container-name", _set("spec.containers.0.name", _DELETE), "spec.containers[0].name: Required value"),
+    (
+        "no-image",
+        _set("spec.containers.0.image", _DELETE),
+        "spec.containers[0].image: Required value",
+    ),
+    (
+        "no-container-name",
+        _set("spec.containers.0.name", _DELETE),
+        "spec.containers[0].name: Required value",
+    ),
     (
         "container-name",
         _set("spec.containers.0.name", "Worker"),
@@ -208,7 +220,11 @@ POD_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         _set("spec.volumes.1.name", "ssh-auth"),
         'spec.volumes[1].name: Duplicate value: "ssh-auth"',
     ),
-    ("volume-name", _set("spec.volumes.0.name", "SSH"), 'spec.volumes[0].name: Invalid value: "SSH"'),
+    (
+        "volume-name",
+        _set("spec.volumes.0.name", "SSH"),
+        'spec.volumes[0].name: Invalid value: "SSH"',
+    ),
     (
         "volume-two-sources",
         _set("spec.volumes.0.emptyDir", {}),
@@ -241,7 +257,8 @@ POD_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "field-ref-path",
         _set("spec.containers.0.env.1.valueFrom.fieldRef.fieldPath", "spec.hostname"),
-        'spec.containers[0].env[1].valueFrom.fieldRef.fieldPath: Unsupported value: "spec.hostname"',
+        "spec.containers[0].env[1].valueFrom.fieldRef.fieldPath: "
+        'Unsupported value: "spec.hostname"',
     ),
     (
         "gpu-request-without-limit",
@@ -261,7 +278,8 @@ POD_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "fractional-gpu",
         _set("spec.containers.0.resources", {"limits": {"nvidia.com/gpu": "500m"}}),
-        'spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an integer',
+        'spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "500m": must be an '
+        "integer",
     ),
     (
         "request-above-limit",
@@ -288,7 +306,8 @@ POD_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "label-syntax",
         _set("metadata.labels", {"bad key": "v"}),
-        'metadata.labels: Invalid value: "bad key": name part must consist of alphanumeric characters',
+        'metadata.labels: Invalid value: "bad key": name part must consist of alphanumeric '
+        "characters",
     ),
     (
         "owner-uid",
@@ -314,7 +333,8 @@ POD_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "toleration-exists-with-value",
         _set("spec.tolerations", [{"key": "a", "operator": "Exists", "value": "x"}]),
-        "spec.tolerations[0].operator: Invalid value: \"x\": value must be empty when `operator` is 'Exists'",
+        'spec.tolerations[0].operator: Invalid value: "x": value must be empty when `operator` '
+        "is 'Exists'",
     ),
     (
         "pull-policy",
@@ -325,7 +345,9 @@ POD_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 
 
 @pytest.mark.parametrize(
-    ("mutate", "message"), [c[1:] for c in POD_INVALID if c[2]], ids=[c[0] for c in POD_INVALID if c[2]]
+    ("mutate", "message"),
+    [c[1:] for c in POD_INVALID if c[2]],
+    ids=[c[0] for c in POD_INVALID if c[2]],
 )
 def test_invalid_pods_are_refused_with_apiserver_messages(
     mutate: Callable[[dict[str, Any]], None], message: str
@@ -344,7 +366,9 @@ def test_several_causes_are_listed_in_brackets() -> None:
     pod["spec"]["hostname"] = "A"
     pod["spec"]["restartPolicy"] = "x"
     err = _refused(pod)
-    assert err.message.startswith('Pod "pi-worker-0" is invalid: [spec.restartPolicy: Unsupported value')
+    assert err.message.startswith(
+        'Pod "pi-worker-0" is invalid: [spec.restartPolicy: Unsupported value'
+    )
     assert ', spec.hostname: Invalid value: "A": a lowercase RFC 1123 label' in err.message
     assert err.message.endswith("')]")
     assert {c.field for c in err.causes} == {"spec.hostname", "spec.restartPolicy"}
@@ -355,7 +379,8 @@ DECODE_ERRORS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "containers-not-a-list",
         _set("spec.containers", "worker"),
-        'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string into Go struct field '
+        'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string into Go '
+        "struct field "
         "PodSpec.spec.containers of type []v1.Container",
     ),
     (
@@ -378,12 +403,14 @@ DECODE_ERRORS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "bad-quantity",
         _set("spec.containers.0.resources.limits.cpu", "abc"),
-        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        "quantities must match the regular expression "
+        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
     ),
     (
         "label-value-not-a-string",
         _set("metadata.labels", {"training.kubeflow.org/replica-index": 0}),
-        "json: cannot unmarshal number 0 into Go struct field ObjectMeta.metadata.labels of type string",
+        "json: cannot unmarshal number 0 into Go struct field ObjectMeta.metadata.labels of type "
+        "string",
     ),
     (
         "target-port-float",
@@ -396,7 +423,9 @@ DECODE_ERRORS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 @pytest.mark.parametrize(
     ("mutate", "message"), [c[1:] for c in DECODE_ERRORS], ids=[c[0] for c in DECODE_ERRORS]
 )
-def test_wrong_types_are_decode_errors(mutate: Callable[[dict[str, Any]], None], message: str) -> None:
+def test_wrong_types_are_decode_errors(
+    mutate: Callable[[dict[str, Any]], None], message: str
+) -> None:
     pod = worker_pod()
     mutate(pod)
     err = _refused(pod)
@@ -506,12 +535,12 @@ def test_crd_with_non_structural_schema_is_refused() -> None:
         'CustomResourceDefinition.apiextensions.k8s.io "things.example.com" is invalid: ['
     )
     assert (
-        "spec.versions[0].schema.openAPIV3Schema.type: Required value: must not be empty at the root"
-        in err.message
+        "spec.versions[0].schema.openAPIV3Schema.type: Required value: must not be empty at the "
+        "root" in err.message
     )
     assert (
-        "openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields"
-        in err.message
+        "openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified "
+        "object fields" in err.message
     )
 
 
@@ -585,7 +614,9 @@ def test_job_defaults_and_generated_selector() -> None:
     assert labels["batch.kubernetes.io/job-name"] == labels["job-name"] == "pi-launcher"
     assert spec["template"]["spec"]["dnsPolicy"] == "ClusterFirst"
     assert "manualSelector" not in spec
-    assert "tolerations" not in spec["template"]["spec"], "admission plugins default pods, not templates"
+    assert "tolerations" not in spec["template"]["spec"], (
+        "admission plugins default pods, not templates"
+    )
 
 
 def test_job_parallelism_only_leaves_completions_unset() -> None:
@@ -598,7 +629,8 @@ JOB_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "restart-policy-default-always",
         _set("spec.template.spec.restartPolicy", _DELETE),
-        'Job.batch "pi-launcher" is invalid: spec.template.spec.restartPolicy: Unsupported value: "Always": '
+        'Job.batch "pi-launcher" is invalid: spec.template.spec.restartPolicy: Unsupported value: '
+        '"Always": '
         'supported values: "OnFailure", "Never"',
     ),
     (
@@ -615,7 +647,9 @@ JOB_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "long-name-breaks-label",
         _set("metadata.name", "x" * 64),
-        'spec.template.labels: Invalid value: "' + "x" * 64 + '": must be no more than 63 characters',
+        'spec.template.labels: Invalid value: "'
+        + "x" * 64
+        + '": must be no more than 63 characters',
     ),
     (
         "manual-selector-required",
@@ -625,7 +659,9 @@ JOB_INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("mutate", "message"), [c[1:] for c in JOB_INVALID], ids=[c[0] for c in JOB_INVALID])
+@pytest.mark.parametrize(
+    ("mutate", "message"), [c[1:] for c in JOB_INVALID], ids=[c[0] for c in JOB_INVALID]
+)
 def test_invalid_jobs(mutate: Callable[[dict[str, Any]], None], message: str) -> None:
     job = launcher_job()
     mutate(job)
@@ -668,9 +704,13 @@ CONFIG_INVALID: list[tuple[str, Callable[[], dict[str, Any]], str, int]] = [
 
 
 @pytest.mark.parametrize(
-    ("build", "message", "code"), [c[1:] for c in CONFIG_INVALID], ids=[c[0] for c in CONFIG_INVALID]
+    ("build", "message", "code"),
+    [c[1:] for c in CONFIG_INVALID],
+    ids=[c[0] for c in CONFIG_INVALID],
 )
-def test_invalid_configmaps_and_secrets(build: Callable[[], dict[str, Any]], message: str, code: int) -> None:
+def test_invalid_configmaps_and_secrets(
+    build: Callable[[], dict[str, Any]], message: str, code: int
+) -> None:
     err = _refused(build())
     assert message in err.message, err.message
     assert err.code == code
@@ -683,7 +723,10 @@ def test_secret_string_data_is_merged_into_data() -> None:
     assert "stringData" not in obj
     assert obj["data"]["ssh-privatekey"] == "S0VZ"
     assert obj["data"]["extra"] == "ZQ=="
-    assert _admit({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}).obj["type"] == "Opaque"
+    assert (
+        _admit({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}).obj["type"]
+        == "Opaque"
+    )
 
 
 def _stored(obj: dict[str, Any]) -> dict[str, Any]:
@@ -692,7 +735,11 @@ def _stored(obj: dict[str, Any]) -> dict[str, Any]:
 
 POD_UPDATES: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
     ("image", _set("spec.containers.0.image", "horovod:0.28"), True),
-    ("labels-annotations", lambda p: p["metadata"]["annotations"].update({"kubesim/touch": "1"}), True),
+    (
+        "labels-annotations",
+        lambda p: p["metadata"]["annotations"].update({"kubesim/touch": "1"}),
+        True,
+    ),
     ("deadline-added", _set("spec.activeDeadlineSeconds", 100), True),
     (
         "toleration-added",
@@ -703,11 +750,17 @@ POD_UPDATES: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
     ("env-changed", _set("spec.containers.0.env.0.value", "launcher"), False),
     ("resources-changed", _set("spec.containers.0.resources.limits.cpu", "2"), False),
     ("grace-changed", _set("spec.terminationGracePeriodSeconds", 5), False),
-    ("volume-added", lambda p: p["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}}), False),
+    (
+        "volume-added",
+        lambda p: p["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}}),
+        False,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("mutate", "allowed"), [c[1:] for c in POD_UPDATES], ids=[c[0] for c in POD_UPDATES])
+@pytest.mark.parametrize(
+    ("mutate", "allowed"), [c[1:] for c in POD_UPDATES], ids=[c[0] for c in POD_UPDATES]
+)
 def test_pod_update_rules(mutate: Callable[[dict[str, Any]], None], allowed: bool) -> None:
     old = _stored(worker_pod())
     new = copy.deepcopy(old)
@@ -717,9 +770,11 @@ def test_pod_update_rules(mutate: Callable[[dict[str, Any]], None], allowed: boo
         return
     err = _refused(new, old=old)
     assert err.message.startswith(
-        'Pod "pi-worker-0" is invalid: spec: Forbidden: pod updates may not change fields other than '
+        'Pod "pi-worker-0" is invalid: spec: Forbidden: pod updates may not change fields other '
+        "than "
         "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
-        "`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+        "`spec.tolerations` (only additions to existing "
+        "tolerations),`spec.terminationGracePeriodSeconds` "
         "(allow it to be set to 1 if it was previously negative)\n"
     )
 
@@ -736,7 +791,9 @@ def test_pod_deadline_may_not_grow() -> None:
 def test_pod_status_subresource_checks_only_shape() -> None:
     old = _stored(worker_pod())
     new = copy.deepcopy(old)
-    new["spec"]["containers"][0]["env"] = []  # the store restores spec for /status; shape is all we check
+    new["spec"]["containers"][0][
+        "env"
+    ] = []  # the store restores spec for /status; shape is all we check
     new["status"] = {
         "phase": "Running",
         "podIP": "10.244.0.7",
@@ -749,8 +806,16 @@ def test_pod_status_subresource_checks_only_shape() -> None:
 
 JOB_UPDATES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("parallelism", _set("spec.parallelism", 3), ""),
-    ("completions", _set("spec.completions", 3), "spec.completions: Invalid value: 3: field is immutable"),
-    ("selector", _set("spec.selector", {"matchLabels": {"a": "b"}}), "spec.selector: Invalid value:"),
+    (
+        "completions",
+        _set("spec.completions", 3),
+        "spec.completions: Invalid value: 3: field is immutable",
+    ),
+    (
+        "selector",
+        _set("spec.selector", {"matchLabels": {"a": "b"}}),
+        "spec.selector: Invalid value:",
+    ),
     (
         "template",
         _set("spec.template.spec.containers.0.image", "x:1"),
@@ -760,7 +825,9 @@ JOB_UPDATES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("mutate", "message"), [c[1:] for c in JOB_UPDATES], ids=[c[0] for c in JOB_UPDATES])
+@pytest.mark.parametrize(
+    ("mutate", "message"), [c[1:] for c in JOB_UPDATES], ids=[c[0] for c in JOB_UPDATES]
+)
 def test_job_update_rules(mutate: Callable[[dict[str, Any]], None], message: str) -> None:
     old = _stored(launcher_job())
     new = copy.deepcopy(old)
@@ -789,7 +856,10 @@ def test_immutable_data(build: Callable[[], dict[str, Any]]) -> None:
     old = _stored(obj)
     new = copy.deepcopy(old)
     new["data"]["hostfile"] = "eA=="
-    assert "data: Forbidden: field is immutable when `immutable` is set" in _refused(new, old=old).message
+    assert (
+        "data: Forbidden: field is immutable when `immutable` is set"
+        in _refused(new, old=old).message
+    )
     mutable = copy.deepcopy(old)
     mutable.pop("immutable")
     old.pop("immutable")
@@ -849,7 +919,11 @@ RBAC: list[tuple[str, dict[str, Any], str]] = [
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": {"name": "pi-launcher"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pi-launcher"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "pi-launcher",
+            },
             "subjects": [{"kind": "ServiceAccount", "name": "pi-launcher"}],
         },
         "",
@@ -951,7 +1025,8 @@ def _pdb(**spec: Any) -> dict[str, Any]:
 
 
 PERCENT_MSG = (
-    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', "
+    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or "
+    "'93%', "
     "regex used for validation is '[0-9]+%')"
 )
 
@@ -961,8 +1036,14 @@ PERCENT_MSG = (
     [
         ({"minAvailable": 2}, ""),
         ({"maxUnavailable": "25%"}, ""),
-        ({"minAvailable": 1, "maxUnavailable": 1}, "minAvailable and maxUnavailable cannot be both set"),
-        ({"minAvailable": -1}, "spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"),
+        (
+            {"minAvailable": 1, "maxUnavailable": 1},
+            "minAvailable and maxUnavailable cannot be both set",
+        ),
+        (
+            {"minAvailable": -1},
+            "spec.minAvailable: Invalid value: -1: must be greater than or equal to 0",
+        ),
         (
             {"maxUnavailable": "120%"},
             'spec.maxUnavailable: Invalid value: "120%": must not be greater than 100%',
@@ -1006,7 +1087,8 @@ def _priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
         (_priority_class("system-node-critical", 2000001000), ""),
         (
             _priority_class("system-node-critical", 5),
-            "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system "
+            "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for "
+            "system "
             "use only. error: value of system-node-critical PriorityClass must be 2000001000",
         ),
         (
@@ -1026,11 +1108,16 @@ def test_priority_class_validation(obj: dict[str, Any], message: str) -> None:
     ("change", "message"),
     [
         ({"value": 2}, "value: Forbidden: may not be changed in an update."),
-        ({"preemptionPolicy": "Never"}, 'preemptionPolicy: Invalid value: "Never": field is immutable'),
+        (
+            {"preemptionPolicy": "Never"},
+            'preemptionPolicy: Invalid value: "Never": field is immutable',
+        ),
         ({"description": "now described"}, ""),
     ],
 )
-def test_priority_class_value_and_policy_are_immutable(change: dict[str, Any], message: str) -> None:
+def test_priority_class_value_and_policy_are_immutable(
+    change: dict[str, Any], message: str
+) -> None:
     old = _stored(_priority_class("high", 1))
     new = {**copy.deepcopy(old), **change}
     if not message:

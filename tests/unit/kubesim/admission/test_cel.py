@@ -30,7 +30,10 @@ def _schema(spec_rules: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
                         "x-kubernetes-list-map-keys": ["name"],
                         "items": {
                             "type": "object",
-                            "properties": {"name": {"type": "string"}, "slots": {"type": "integer"}},
+                            "properties": {
+                                "name": {"type": "string"},
+                                "slots": {"type": "integer"},
+                            },
                             "x-kubernetes-validations": [
                                 {"rule": "self.slots >= 1", "message": "slots must be positive"}
                             ],
@@ -62,7 +65,11 @@ ELASTIC_RULES = [
 
 
 def _admit(
-    spec: dict[str, Any], rules: list[dict[str, Any]], *, old_spec: dict[str, Any] | None = None, **extra: Any
+    spec: dict[str, Any],
+    rules: list[dict[str, Any]],
+    *,
+    old_spec: dict[str, Any] | None = None,
+    **extra: Any,
 ) -> AdmissionResult:
     def obj(s: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -125,8 +132,18 @@ def test_elastic_bounds_rules(spec: dict[str, Any], message: str) -> None:
 
 
 FEATURES: list[tuple[str, str, dict[str, Any], bool]] = [
-    ("all-macro", "self.workers.all(w, w.slots <= 8)", {"workers": [{"name": "a", "slots": 9}]}, False),
-    ("exists-macro", "self.workers.exists(w, w.name == 'a')", {"workers": [{"name": "a", "slots": 1}]}, True),
+    (
+        "all-macro",
+        "self.workers.all(w, w.slots <= 8)",
+        {"workers": [{"name": "a", "slots": 9}]},
+        False,
+    ),
+    (
+        "exists-macro",
+        "self.workers.exists(w, w.name == 'a')",
+        {"workers": [{"name": "a", "slots": 1}]},
+        True,
+    ),
     (
         "size-list",
         "size(self.workers) <= 1",
@@ -147,7 +164,9 @@ FEATURES: list[tuple[str, str, dict[str, Any], bool]] = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "spec", "ok"), [c[1:] for c in FEATURES], ids=[c[0] for c in FEATURES])
+@pytest.mark.parametrize(
+    ("rule", "spec", "ok"), [c[1:] for c in FEATURES], ids=[c[0] for c in FEATURES]
+)
 def test_cel_features(rule: str, spec: dict[str, Any], ok: bool) -> None:
     rules = [{"rule": rule}]
     if ok:
@@ -165,7 +184,9 @@ def test_message_expression_and_reason() -> None:
         }
     ]
     err = _refused({"replicas": 5}, rules)
-    assert err.message == 'MPIJob.kubeflow.org "pi" is invalid: spec: Forbidden: too many replicas: 5'
+    assert (
+        err.message == 'MPIJob.kubeflow.org "pi" is invalid: spec: Forbidden: too many replicas: 5'
+    )
     assert err.causes[0].reason == "FieldValueForbidden"
     required = _refused(
         {"replicas": 5},
@@ -198,7 +219,12 @@ def test_transition_rules_on_list_items_correlate_by_map_keys() -> None:
         }
     }
     old = {"hosts": [{"name": "a", "slots": 2}]}
-    _admit({"hosts": [{"name": "a", "slots": 3}, {"name": "new", "slots": 1}]}, [], old_spec=old, **extra)
+    _admit(
+        {"hosts": [{"name": "a", "slots": 3}, {"name": "new", "slots": 1}]},
+        [],
+        old_spec=old,
+        **extra,
+    )
     err = _refused(
         {"hosts": [{"name": "b", "slots": 9}, {"name": "a", "slots": 1}]}, [], old_spec=old, **extra
     )
@@ -208,7 +234,9 @@ def test_transition_rules_on_list_items_correlate_by_map_keys() -> None:
 def test_missing_field_without_has_is_an_evaluation_error() -> None:
     err = _refused({"replicas": 1}, [{"rule": "self.mode == 'x'"}])
     assert "no such key: mode" in err.message
-    assert err.message.startswith('MPIJob.kubeflow.org "pi" is invalid: spec: Invalid value: "object": ')
+    assert err.message.startswith(
+        'MPIJob.kubeflow.org "pi" is invalid: spec: Invalid value: "object": '
+    )
 
 
 @pytest.mark.parametrize(
@@ -219,7 +247,9 @@ def test_missing_field_without_has_is_an_evaluation_error() -> None:
 def test_rules_the_library_cannot_run_become_warnings(rule: str) -> None:
     result = _admit({"replicas": 1, "mode": "x"}, [{"rule": rule}])
     assert len(result.warnings) == 1
-    assert result.warnings[0].startswith(f"spec: x-kubernetes-validations rule {rule!r} was not evaluated")
+    assert result.warnings[0].startswith(
+        f"spec: x-kubernetes-validations rule {rule!r} was not evaluated"
+    )
 
 
 def test_rules_are_only_evaluated_where_the_value_is_present() -> None:
@@ -239,9 +269,17 @@ def test_rules_are_only_evaluated_where_the_value_is_present() -> None:
 def test_root_rules_see_metadata_name() -> None:
     schema = _schema([])
     schema["x-kubernetes-validations"] = [
-        {"rule": "self.metadata.name.size() <= 2 && self.kind == 'MPIJob'", "message": "short names only"}
+        {
+            "rule": "self.metadata.name.size() <= 2 && self.kind == 'MPIJob'",
+            "message": "short names only",
+        }
     ]
-    obj = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "pi"}, "spec": {}}
+    obj = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "pi"},
+        "spec": {},
+    }
     admit(
         operation="CREATE",
         api_version="kubeflow.org/v2beta1",
@@ -293,13 +331,20 @@ def test_rules_read_only_the_fields_they_name(
 
 def test_a_verdict_is_reused_while_the_fields_the_rule_reads_are_unchanged() -> None:
     schema = _schema([])
-    schema["x-kubernetes-validations"] = [{"rule": "self.metadata.name.size() <= 8", "message": "short"}]
+    schema["x-kubernetes-validations"] = [
+        {"rule": "self.metadata.name.size() <= 8", "message": "short"}
+    ]
 
     def write(name: str, replicas: int) -> None:
         obj = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name}}
         obj["spec"] = {"replicas": replicas}
         admit(
-            operation="CREATE", api_version=obj["apiVersion"], kind="MPIJob", obj=obj, old=None, schema=schema
+            operation="CREATE",
+            api_version=obj["apiVersion"],
+            kind="MPIJob",
+            obj=obj,
+            old=None,
+            schema=schema,
         )
 
     cel._VERDICTS.clear()

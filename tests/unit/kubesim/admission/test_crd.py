@@ -31,7 +31,12 @@ SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["mpiReplicaSpecs"],
             "properties": {
-                "slotsPerWorker": {"type": "integer", "format": "int32", "default": 1, "minimum": 1},
+                "slotsPerWorker": {
+                    "type": "integer",
+                    "format": "int32",
+                    "default": 1,
+                    "minimum": 1,
+                },
                 "sshAuthMountPath": {"type": "string", "default": "/root/.ssh", "pattern": "^/"},
                 "mpiImplementation": {
                     "type": "string",
@@ -58,7 +63,11 @@ SCHEMA: dict[str, Any] = {
                     "type": "object",
                     "properties": {
                         "minReplicas": {"type": "integer", "minimum": 1},
-                        "maxReplicas": {"type": "integer", "maximum": 1024, "exclusiveMaximum": True},
+                        "maxReplicas": {
+                            "type": "integer",
+                            "maximum": 1024,
+                            "exclusiveMaximum": True,
+                        },
                         "scaleInGracePeriod": {"x-kubernetes-int-or-string": True},
                         "ratio": {"type": "number"},
                     },
@@ -90,7 +99,9 @@ SCHEMA: dict[str, Any] = {
                 "podTemplate": {
                     "type": "object",
                     "x-kubernetes-embedded-resource": True,
-                    "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    "properties": {
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
                 },
                 "startedAt": {"type": "string", "format": "date-time"},
             },
@@ -109,7 +120,9 @@ def mpijob() -> dict[str, Any]:
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
-                    "template": {"spec": {"containers": [{"name": "l", "image": "x", "anything": 1}]}},
+                    "template": {
+                        "spec": {"containers": [{"name": "l", "image": "x", "anything": 1}]}
+                    },
                 },
                 "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": {"spec": {}}},
             },
@@ -151,7 +164,9 @@ def test_defaults_are_applied_top_down_and_only_under_existing_parents() -> None
     assert spec["slotsPerWorker"] == 1
     assert spec["sshAuthMountPath"] == "/root/.ssh"
     assert spec["runPolicy"] == {"cleanPodPolicy": "None", "backoffLimit": 6}
-    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "Never", "defaults inside map values"
+    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "Never", (
+        "defaults inside map values"
+    )
     assert spec["mpiReplicaSpecs"]["Worker"]["restartPolicy"] == "OnFailure", "explicit values win"
     assert "elasticPolicy" not in spec, "no parent, no nested defaults"
 
@@ -245,7 +260,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "minimum-in-map-value",
         _with("spec.mpiReplicaSpecs.Worker.replicas", -1),
-        "spec.mpiReplicaSpecs.Worker.replicas: Invalid value: -1: spec.mpiReplicaSpecs.Worker.replicas "
+        "spec.mpiReplicaSpecs.Worker.replicas: Invalid value: -1: "
+        "spec.mpiReplicaSpecs.Worker.replicas "
         "in body should be greater than or equal to 0",
     ),
     (
@@ -257,7 +273,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "pattern",
         _with("spec.sshAuthMountPath", "root"),
-        "spec.sshAuthMountPath: Invalid value: \"root\": spec.sshAuthMountPath in body should match '^/'",
+        'spec.sshAuthMountPath: Invalid value: "root": spec.sshAuthMountPath in body should '
+        "match '^/'",
     ),
     (
         "max-length",
@@ -279,7 +296,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "min-length",
         _with("spec.hosts", [{"name": ""}]),
-        'spec.hosts[0].name: Invalid value: "": spec.hosts[0].name in body should be at least 1 chars long',
+        'spec.hosts[0].name: Invalid value: "": spec.hosts[0].name in body should be at least 1 '
+        "chars long",
     ),
     (
         "int-or-string",
@@ -340,13 +358,21 @@ VALID: list[tuple[str, dict[str, Any], Any]] = [
         _with("spec.elasticPolicy.minReplicas", None),
         lambda s: s["elasticPolicy"] == {},
     ),
-    ("null-with-default-defaults", _with("spec.slotsPerWorker", None), lambda s: s["slotsPerWorker"] == 1),
+    (
+        "null-with-default-defaults",
+        _with("spec.slotsPerWorker", None),
+        lambda s: s["slotsPerWorker"] == 1,
+    ),
     (
         "integral-float-is-an-integer",
         _with("spec.slotsPerWorker", 4.0),
         lambda s: s["slotsPerWorker"] == 4 and isinstance(s["slotsPerWorker"], int),
     ),
-    ("number-takes-ints", _with("spec.elasticPolicy.ratio", 2), lambda s: s["elasticPolicy"]["ratio"] == 2),
+    (
+        "number-takes-ints",
+        _with("spec.elasticPolicy.ratio", 2),
+        lambda s: s["elasticPolicy"]["ratio"] == 2,
+    ),
     (
         "int-or-string-int",
         _with("spec.elasticPolicy.scaleInGracePeriod", 30),
@@ -357,7 +383,11 @@ VALID: list[tuple[str, dict[str, Any], Any]] = [
         _with("spec.elasticPolicy.scaleInGracePeriod", "30s"),
         lambda s: s["elasticPolicy"]["scaleInGracePeriod"] == "30s",
     ),
-    ("date-time", _with("spec.startedAt", "2026-01-02T03:04:05Z"), lambda s: s["startedAt"].endswith("Z")),
+    (
+        "date-time",
+        _with("spec.startedAt", "2026-01-02T03:04:05Z"),
+        lambda s: s["startedAt"].endswith("Z"),
+    ),
     ("status-free-form", {**mpijob(), "status": {"anything": [1, {"x": None}]}}, lambda s: True),
 ]
 
@@ -398,7 +428,9 @@ _value = st.recursive(
 @given(
     spec=st.dictionaries(_keys, _value, max_size=6),
     replicas=st.dictionaries(
-        st.sampled_from(["Launcher", "Worker"]), st.dictionaries(_keys, _value, max_size=3), min_size=1
+        st.sampled_from(["Launcher", "Worker"]),
+        st.dictionaries(_keys, _value, max_size=3),
+        min_size=1,
     ),
 )
 def test_admission_is_idempotent(spec: dict[str, Any], replicas: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""The Priority admission plugin's resolution, as functions of data (`kubesim.admission.priority`)."""
+"""The Priority admission plugin's resolution, as functions of data
+(`kubesim.admission.priority`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from kubesim.admission.priority import (
 )
 
 
-def _pc(name: str, value: int, *, default: bool = False, policy: str | None = None) -> dict[str, Any]:
+def _pc(
+    name: str, value: int, *, default: bool = False, policy: str | None = None
+) -> dict[str, Any]:
     pc: dict[str, Any] = {"metadata": {"name": name}, "value": value, "globalDefault": default}
     if policy is not None:
         pc["preemptionPolicy"] = policy
@@ -104,13 +107,15 @@ def test_a_new_pod_gets_its_class_priority(
         (
             {"priority": 7},
             _classes(HIGH),
-            "the integer value of priority (7) must not be provided in pod spec; priority admission "
+            "the integer value of priority (7) must not be provided in pod spec; priority "
+            "admission "
             "controller computed 0 from the given PriorityClass name",
         ),
         (
             {"priorityClassName": "batch", "preemptionPolicy": "PreemptLowerPriority"},
             _classes(BATCH),
-            "the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided in pod spec; "
+            "the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided in "
+            "pod spec; "
             "priority admission controller computed Never from the given PriorityClass name",
         ),
     ],
@@ -138,10 +143,14 @@ def test_an_update_keeps_the_stored_priority_it_omits() -> None:
         (_pc("high", 1000, default=True), False, True),  # another class made default
     ],
 )
-def test_only_one_class_may_be_the_global_default(pc: dict[str, Any], create: bool, refused: bool) -> None:
+def test_only_one_class_may_be_the_global_default(
+    pc: dict[str, Any], create: bool, refused: bool
+) -> None:
     classes = [HIGH, BATCH]
     if refused:
-        with pytest.raises(PriorityRefusal, match="PriorityClass batch is already marked as default"):
+        with pytest.raises(
+            PriorityRefusal, match="PriorityClass batch is already marked as default"
+        ):
             check_global_default(pc, classes, create=create)
     else:
         check_global_default(pc, classes, create=create)

@@ -1,6 +1,7 @@
-"""kubesim's EventRecorder builds each Event in the shape the apiserver's decode leaves it, which is why its
-creates skip admission's schema walk (`Cluster.create(decoded=True)`): walking every Event the kubelet,
-the scheduler and the Job controller record gives it back unchanged, with nothing unknown or undecodable."""
+"""kubesim's EventRecorder builds each Event in the shape the apiserver's decode leaves it, which is
+why its creates skip admission's schema walk (`Cluster.create(decoded=True)`): walking every Event
+the kubelet, the scheduler and the Job controller record gives it back unchanged, with nothing
+unknown or undecodable."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ def test_every_recorded_event_is_what_the_decode_leaves() -> None:
     events.killing(pod, "main")
     events.failed_mount(pod, "MountVolume.SetUp failed")
     events.evicted(pod, "The node was low on resource: memory.")
-    events.container_event(pod, "main", "Warning", "Unhealthy", "Readiness probe failed: " + "x" * 2000)
+    events.container_event(
+        pod, "main", "Warning", "Unhealthy", "Readiness probe failed: " + "x" * 2000
+    )
     job = cluster.create(
         builtins.JOBS,
         "default",
@@ -46,12 +49,17 @@ def test_every_recorded_event_is_what_the_decode_leaves() -> None:
             "metadata": {"name": "batch", "namespace": "default"},
             "spec": {
                 "template": {
-                    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox:1"}],
+                    }
                 }
             },
         },
     ).stored
-    EventRecorder(cluster, clock, "job-controller").event(job, "Normal", "Completed", "Job completed")
+    EventRecorder(cluster, clock, "job-controller").event(
+        job, "Normal", "Completed", "Job completed"
+    )
 
     recorded = cluster.list(builtins.EVENTS, "default")["items"]
     assert len(recorded) == 14

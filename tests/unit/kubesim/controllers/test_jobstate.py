@@ -14,7 +14,10 @@ from kubesim.controllers import jobstate as js
 def job(**spec: Any) -> dict[str, Any]:
     return {
         "metadata": {"name": "train", "namespace": "ns", "uid": "u-1"},
-        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}}, **spec},
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}},
+            **spec,
+        },
     }
 
 
@@ -43,7 +46,13 @@ def pod(
         ({"podReplacementPolicy": "Failed"}, (1, 1, 6, True)),
         ({"podFailurePolicy": {"rules": []}}, (1, 1, 6, True)),
     ],
-    ids=["defaults", "work-queue", "completions", "replace-failed", "failure-policy-implies-failed"],
+    ids=[
+        "defaults",
+        "work-queue",
+        "completions",
+        "replace-failed",
+        "failure-policy-implies-failed",
+    ],
 )
 def test_spec_defaults(spec: dict[str, Any], expected: tuple[Any, ...]) -> None:
     s = js.JobSpec.of(job(**spec))
@@ -86,7 +95,9 @@ def test_managed_by(managed_by: str | None, expected: bool) -> None:
 def test_pod_classification(
     p: dict[str, Any], replace_failed: bool, active: bool, terminating: bool, failed: bool
 ) -> None:
-    spec = js.JobSpec.of(job(podReplacementPolicy="Failed" if replace_failed else "TerminatingOrFailed"))
+    spec = js.JobSpec.of(
+        job(podReplacementPolicy="Failed" if replace_failed else "TerminatingOrFailed")
+    )
     assert js.is_active(p) is active
     assert js.is_terminating(p) is terminating
     assert js.is_pod_failed(p, spec) is failed
@@ -103,10 +114,15 @@ def test_pod_classification(
     ],
     ids=["below", "reached", "zero-limit-any-restart", "zero-limit-none", "never-ignores-restarts"],
 )
-def test_restarts_exceed_backoff(policy: str, limit: int, restarts: list[int], expected: bool) -> None:
+def test_restarts_exceed_backoff(
+    policy: str, limit: int, restarts: list[int], expected: bool
+) -> None:
     j = job(backoffLimit=limit)
     j["spec"]["template"]["spec"]["restartPolicy"] = policy
-    assert js.restarts_exceed_backoff(js.JobSpec.of(j), [pod(restarts=r) for r in restarts]) is expected
+    assert (
+        js.restarts_exceed_backoff(js.JobSpec.of(j), [pod(restarts=r) for r in restarts])
+        is expected
+    )
 
 
 @pytest.mark.parametrize(
@@ -119,7 +135,14 @@ def test_restarts_exceed_backoff(policy: str, limit: int, restarts: list[int], e
         ({"parallelism": 3}, 1, 2, 2, False),
         ({"parallelism": 3}, 1, 0, 0, True),
     ],
-    ids=["start", "last-one", "complete", "work-queue-start", "work-queue-draining", "work-queue-done"],
+    ids=[
+        "start",
+        "last-one",
+        "complete",
+        "work-queue-start",
+        "work-queue-draining",
+        "work-queue-done",
+    ],
 )
 def test_wanted_active_and_success(
     spec: dict[str, Any], succeeded: int, active: int, wanted: int, done: bool
@@ -150,7 +173,10 @@ def test_set_condition_moves_transition_time_only_on_flip() -> None:
 
 def test_new_pod_from_template() -> None:
     j = job()
-    j["spec"]["template"]["metadata"] = {"labels": {"app": "x"}, "annotations": {"kubesim/run-seconds": "1"}}
+    j["spec"]["template"]["metadata"] = {
+        "labels": {"app": "x"},
+        "annotations": {"kubesim/run-seconds": "1"},
+    }
     p = js.new_pod(j)
     assert p["metadata"]["generateName"] == "train-"
     assert p["metadata"]["labels"][js.CONTROLLER_UID_LABEL] == "u-1"

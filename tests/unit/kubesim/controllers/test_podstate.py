@@ -39,7 +39,12 @@ def pod(
     [
         ({}, ps.PodTiming(start=1.0, ready=2.0)),
         (
-            {ps.START_SECONDS: "0.5", ps.READY_SECONDS: "3", ps.RUN_SECONDS: "2", ps.EXIT_CODE: "7"},
+            {
+                ps.START_SECONDS: "0.5",
+                ps.READY_SECONDS: "3",
+                ps.RUN_SECONDS: "2",
+                ps.EXIT_CODE: "7",
+            },
             ps.PodTiming(start=0.5, ready=3.0, run=2.0, exit_code=7),
         ),
         ({ps.READY: "false"}, ps.PodTiming(start=1.0, ready=2.0, never_ready=True)),
@@ -53,10 +58,19 @@ def pod(
             ps.PodTiming(start=1.0, ready=2.0, termination=0.0, termination_exit_code=0),
         ),
     ],
-    ids=["defaults", "all-set", "never-ready", "never-ready-case", "garbage-ignored", "sigterm-trapped"],
+    ids=[
+        "defaults",
+        "all-set",
+        "never-ready",
+        "never-ready-case",
+        "garbage-ignored",
+        "sigterm-trapped",
+    ],
 )
 def test_timing_from_annotations(annotations: dict[str, str], expected: ps.PodTiming) -> None:
-    assert ps.PodTiming.from_annotations(annotations, start_default=1.0, ready_default=2.0) == expected
+    assert (
+        ps.PodTiming.from_annotations(annotations, start_default=1.0, ready_default=2.0) == expected
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,13 +83,20 @@ def test_run_seconds_has_a_floor(run: str, expected: float) -> None:
     assert timing.run == expected
 
 
-# (timing, restartPolicy, now) -> (stage, phase, restartCount, exit code of the final/last termination)
+# (timing, restartPolicy, now) -> (stage, phase, restartCount, exit code of the final/last
+# termination)
 ADVANCE_CASES = [
     ("pending-before-start", timing(), "Never", 0.9, ("Pending", "Pending", 0, None)),
     ("running-at-start", timing(), "Never", 1.0, ("Running", "Running", 0, None)),
     ("runs-forever-without-run-seconds", timing(), "Never", 1e6, ("Running", "Running", 0, None)),
     ("never-exit-0-succeeds", timing(run=2.0), "Never", 3.0, ("Terminated", "Succeeded", 0, 0)),
-    ("never-exit-1-fails", timing(run=2.0, exit_code=1), "Never", 3.0, ("Terminated", "Failed", 0, 1)),
+    (
+        "never-exit-1-fails",
+        timing(run=2.0, exit_code=1),
+        "Never",
+        3.0,
+        ("Terminated", "Failed", 0, 1),
+    ),
     (
         "exit-due-exactly-at-now",
         timing(run=2.0, exit_code=1),
@@ -97,17 +118,33 @@ ADVANCE_CASES = [
         5.0,
         ("Running", "Running", 2, 1),
     ),
-    ("onfailure-exit-0-succeeds", timing(run=2.0), "OnFailure", 3.0, ("Terminated", "Succeeded", 0, 0)),
+    (
+        "onfailure-exit-0-succeeds",
+        timing(run=2.0),
+        "OnFailure",
+        3.0,
+        ("Terminated", "Succeeded", 0, 0),
+    ),
     ("always-restarts-on-success", timing(run=2.0), "Always", 3.5, ("Running", "Running", 1, 0)),
-    ("always-restarts-on-error", timing(run=1.0, exit_code=3), "Always", 4.5, ("Running", "Running", 3, 3)),
+    (
+        "always-restarts-on-error",
+        timing(run=1.0, exit_code=3),
+        "Always",
+        4.5,
+        ("Running", "Running", 3, 3),
+    ),
     ("zero-run-always-is-bounded", timing(run=0.0), "Always", 2.0, ("Running", "Running", 100, 0)),
 ]
 
 
 @pytest.mark.parametrize(
-    ("t", "policy", "now", "expected"), [c[1:] for c in ADVANCE_CASES], ids=[c[0] for c in ADVANCE_CASES]
+    ("t", "policy", "now", "expected"),
+    [c[1:] for c in ADVANCE_CASES],
+    ids=[c[0] for c in ADVANCE_CASES],
 )
-def test_advance(t: ps.PodTiming, policy: ps.RestartPolicy, now: float, expected: tuple[Any, ...]) -> None:
+def test_advance(
+    t: ps.PodTiming, policy: ps.RestartPolicy, now: float, expected: tuple[Any, ...]
+) -> None:
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, policy, now)
     ended = rt.termination or rt.last_termination
     assert (rt.stage, rt.phase, rt.restart_count, ended.exit_code if ended else None) == expected
@@ -212,7 +249,10 @@ def test_render_keeps_transition_time_of_unchanged_conditions() -> None:
     ready = podstatus.render_status(p, rt, t, 2.2, PLACED, ts)
     by_type = {c["type"]: c for c in ready["conditions"]}
     assert by_type["Ready"]["lastTransitionTime"] == ts(2.2)
-    assert by_type["PodScheduled"]["lastTransitionTime"] == first["conditions"][-1]["lastTransitionTime"]
+    assert (
+        by_type["PodScheduled"]["lastTransitionTime"]
+        == first["conditions"][-1]["lastTransitionTime"]
+    )
 
 
 def test_render_sorts_containers_and_lists_unready_ones() -> None:
@@ -235,20 +275,32 @@ def test_restart_shows_last_state_and_count() -> None:
 
 
 def test_evicted_pod_is_failed_with_reason() -> None:
-    rt = ps.evicted(ps.advance(ps.PodRuntime(created_at=0.0), timing(), "Always", 3.0), "low memory", 3.0)
+    rt = ps.evicted(
+        ps.advance(ps.PodRuntime(created_at=0.0), timing(), "Always", 3.0), "low memory", 3.0
+    )
     status = podstatus.render_status(pod("Always"), rt, timing(), 3.0, PLACED, ts)
-    assert (status["phase"], status["reason"], status["message"]) == ("Failed", "Evicted", "low memory")
+    assert (status["phase"], status["reason"], status["message"]) == (
+        "Failed",
+        "Evicted",
+        "low memory",
+    )
     assert conditions(status)["DisruptionTarget"] == "True"
     assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == ps.SIGKILL_EXIT_CODE
 
 
 @pytest.mark.parametrize(
     ("before_now", "exit_code", "phase", "code"),
-    [(0.5, 143, "Failed", ps.SIGKILL_EXIT_CODE), (1.5, 143, "Failed", 143), (1.5, 0, "Succeeded", 0)],
+    [
+        (0.5, 143, "Failed", ps.SIGKILL_EXIT_CODE),
+        (1.5, 143, "Failed", 143),
+        (1.5, 0, "Succeeded", 0),
+    ],
     ids=["pending-killed", "running-sigterm", "sigterm-trapped-exit-0"],
 )
 def test_stopped_for_deletion(before_now: float, exit_code: int, phase: str, code: int) -> None:
-    rt = ps.stopped(ps.advance(ps.PodRuntime(created_at=0.0), timing(), "Always", before_now), exit_code, 2.0)
+    rt = ps.stopped(
+        ps.advance(ps.PodRuntime(created_at=0.0), timing(), "Always", before_now), exit_code, 2.0
+    )
     assert rt.phase == phase
     assert rt.termination is not None
     assert rt.termination.exit_code == code
@@ -268,7 +320,10 @@ def test_kill_follows_restart_policy() -> None:
         ([{}], "BestEffort"),
         ([{"requests": {"cpu": "1"}}], "Burstable"),
         ([{"limits": {"cpu": "1", "memory": "1Gi"}}], "Guaranteed"),
-        ([{"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}], "Burstable"),
+        (
+            [{"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}],
+            "Burstable",
+        ),
         ([{"limits": {"cpu": "1", "memory": "1Gi"}}, {}], "Burstable"),
     ],
     ids=["none", "requests", "limits-only", "requests-below-limits", "one-container-unbounded"],
@@ -278,7 +333,8 @@ def test_qos_class(resources: list[dict[str, Any]], expected: str) -> None:
     assert podstatus.qos_class(spec) == expected
 
 
-# --- init containers ---------------------------------------------------------------------------------
+# --- init containers
+# ---------------------------------------------------------------------------------
 
 
 def init_pod(*init: str, restart_policy: str = "Never") -> dict[str, Any]:
@@ -311,7 +367,9 @@ def init_timing(*init: str, **kw: Any) -> ps.PodTiming:
         (
             {ps.INIT_SECONDS: "3", ps.INIT_EXIT_CODE: "2"},
             [{"name": "a"}, {"name": "b", "restartPolicy": "Always"}],
-            ps.PodTiming(start=1.0, ready=2.0, init=3.0, init_exit_code=2, init_sidecars=(False, True)),
+            ps.PodTiming(
+                start=1.0, ready=2.0, init=3.0, init_exit_code=2, init_sidecars=(False, True)
+            ),
         ),
         (
             {ps.INIT_SECONDS: "-1", ps.INIT_EXIT_CODE: "x"},
@@ -331,17 +389,23 @@ def test_init_timing_from_annotations(
 
 
 @pytest.mark.parametrize(
-    ("exit_code", "expected"), [("0", 0.0), ("1", 0.5)], ids=["completes-unfloored", "restarts-floored"]
+    ("exit_code", "expected"),
+    [("0", 0.0), ("1", 0.5)],
+    ids=["completes-unfloored", "restarts-floored"],
 )
 def test_only_a_failing_init_container_has_the_run_floor(exit_code: str, expected: float) -> None:
     t = ps.PodTiming.from_annotations(
-        {ps.INIT_SECONDS: "0", ps.INIT_EXIT_CODE: exit_code}, start_default=1, ready_default=1, min_run=0.5
+        {ps.INIT_SECONDS: "0", ps.INIT_EXIT_CODE: exit_code},
+        start_default=1,
+        ready_default=1,
+        min_run=0.5,
     )
     assert t.init == expected
 
 
 # (init containers, annotations, restartPolicy, now) ->
-#   (stage, phase, init containers started, restarts of the current one, when the app container started)
+#   (stage, phase, init containers started, restarts of the current one, when the app container
+#   started)
 INIT_CASES = [
     ("pending-before-sandbox", ("a",), {}, "Never", 0.5, ("Pending", "Pending", 0, 0, None)),
     (
@@ -360,7 +424,14 @@ INIT_CASES = [
         3.0,
         ("Initializing", "Pending", 2, 0, None),
     ),
-    ("all-done-app-starts", ("a", "b"), {"init-seconds": 2}, "Never", 5.0, ("Running", "Running", 2, 0, 5.0)),
+    (
+        "all-done-app-starts",
+        ("a", "b"),
+        {"init-seconds": 2},
+        "Never",
+        5.0,
+        ("Running", "Running", 2, 0, 5.0),
+    ),
     ("default-init-seconds", ("a",), {}, "Never", 1.1, ("Running", "Running", 1, 0, 1.1)),
     (
         "sidecar-does-not-block",
@@ -420,7 +491,13 @@ def test_advance_through_init_containers(
 ) -> None:
     t = init_timing(*init, **{f"kubesim/{k}": v for k, v in annotations.items()})
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, policy, now)
-    assert (rt.stage, rt.phase, len(rt.init_runs), rt.init_restart_count, rt.container_started_at) == expected
+    assert (
+        rt.stage,
+        rt.phase,
+        len(rt.init_runs),
+        rt.init_restart_count,
+        rt.container_started_at,
+    ) == expected
 
 
 def test_init_container_failure_with_never_is_the_pods_termination() -> None:
@@ -494,7 +571,9 @@ def test_render_failed_init_container_under_never() -> None:
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 5.0)
     status = podstatus.render_status(p, rt, t, 5.0, PLACED, ts)
     assert status["phase"] == "Failed"
-    assert [(kind, body.get("exitCode"), body.get("reason")) for kind, _, _, body in init_states(status)] == [
+    assert [
+        (kind, body.get("exitCode"), body.get("reason")) for kind, _, _, body in init_states(status)
+    ] == [
         ("terminated", 2, "Error"),
         ("waiting", None, "PodInitializing"),
     ]
@@ -521,7 +600,10 @@ def test_sidecar_keeps_running_and_is_stopped_with_the_pod() -> None:
     running = podstatus.render_status(
         p, ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 3.5), t, 3.5, PLACED, ts
     )
-    assert [s[:3] for s in init_states(running)] == [("running", True, True), ("terminated", False, True)]
+    assert [s[:3] for s in init_states(running)] == [
+        ("running", True, True),
+        ("terminated", False, True),
+    ]
     assert conditions(running)["Initialized"] == "True"
     rt = ps.advance(ps.PodRuntime(created_at=0.0), t, "Never", 10.0)
     done = podstatus.render_status(p, rt, t, 10.0, PLACED, ts)

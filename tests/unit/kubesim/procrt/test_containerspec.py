@@ -1,4 +1,5 @@
-"""kubesim.procrt.containerspec / envvars: the process a container runs, as kubelet + containerd + runc."""
+"""kubesim.procrt.containerspec / envvars: the process a container runs, as kubelet + containerd +
+runc."""
 
 from __future__ import annotations
 
@@ -97,7 +98,9 @@ def env_of(container: Mapping[str, Any], image: ImageSpec = SHELL, **pod: Any) -
     return dict(run(make_pod(container, **pod), image).env)
 
 
-def error_of(pod: Mapping[str, Any], image: ImageSpec = SHELL, **kwargs: Any) -> ContainerConfigError:
+def error_of(
+    pod: Mapping[str, Any], image: ImageSpec = SHELL, **kwargs: Any
+) -> ContainerConfigError:
     with pytest.raises(ContainerConfigError) as caught:
         run(pod, image, **kwargs)
     return caught.value
@@ -127,7 +130,11 @@ def error_of(pod: Mapping[str, Any], image: ImageSpec = SHELL, **kwargs: Any) ->
     ],
 )
 def test_argv_follows_the_command_and_args_table(
-    entrypoint: list[str], cmd: list[str], command: list[str] | None, args: list[str] | None, argv: list[str]
+    entrypoint: list[str],
+    cmd: list[str],
+    command: list[str] | None,
+    args: list[str] | None,
+    argv: list[str],
 ) -> None:
     container: dict[str, Any] = {}
     if command is not None:
@@ -144,7 +151,8 @@ def test_argv_follows_the_command_and_args_table(
         (None, "failed to generate spec: no command specified"),
         (
             "abc123",
-            'failed to generate container "abc123" spec: failed to generate spec: no command specified',
+            'failed to generate container "abc123" spec: failed to generate spec: no command '
+            "specified",
         ),
     ],
 )
@@ -153,7 +161,8 @@ def test_nothing_to_run_is_containerds_create_error(container_id: str | None, me
     assert (err.reason, err.message, str(err)) == ("CreateContainerError", message, message)
 
 
-# --- $(VAR) expansion ------------------------------------------------------------------------------
+# --- $(VAR) expansion
+# ------------------------------------------------------------------------------
 
 EXPANSION_VARS = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}
 
@@ -215,7 +224,9 @@ def test_text_without_escapes_is_unchanged_when_nothing_is_defined(text: str) ->
     st.text(alphabet=st.characters(blacklist_characters="$")),
     st.text(),
 )
-def test_references_expand_only_when_defined(name: str, before: str, after: str, value: str) -> None:
+def test_references_expand_only_when_defined(
+    name: str, before: str, after: str, value: str
+) -> None:
     reference = f"{before}$({name}){after}"
     assert expand(reference, {f"other{name}": value}) == reference
     assert expand(reference, {name: value}) == f"{before}{value}{after}"
@@ -258,7 +269,8 @@ def test_env_values_expand_against_earlier_definitions_only() -> None:
     assert env["IMG"] == "$(LANG)"
 
 
-# --- valueFrom -------------------------------------------------------------------------------------
+# --- valueFrom
+# -------------------------------------------------------------------------------------
 
 LABELLED = {
     "labels": {"app": "web", "tier": "front"},
@@ -287,7 +299,9 @@ LABELLED = {
     ],
 )
 def test_field_refs(path: str, expected: str) -> None:
-    env = env_of({"env": [{"name": "V", "valueFrom": {"fieldRef": {"fieldPath": path}}}]}, meta=LABELLED)
+    env = env_of(
+        {"env": [{"name": "V", "valueFrom": {"fieldRef": {"fieldPath": path}}}]}, meta=LABELLED
+    )
     assert env["V"] == expected
 
 
@@ -302,7 +316,11 @@ def test_dual_stack_ips_join_with_commas() -> None:
     pod = make_pod(container)
     spec = run(pod, pod_ip=["10.0.0.7", "fd00::7"], host_ip=["172.18.0.2", "fc00::2"])
     env = dict(spec.env)
-    assert (env["IP"], env["IPS"], env["HOSTS"]) == ("10.0.0.7", "10.0.0.7,fd00::7", "172.18.0.2,fc00::2")
+    assert (env["IP"], env["IPS"], env["HOSTS"]) == (
+        "10.0.0.7",
+        "10.0.0.7,fd00::7",
+        "172.18.0.2,fc00::2",
+    )
 
 
 def test_ips_before_assignment_are_empty() -> None:
@@ -316,7 +334,10 @@ def test_ips_before_assignment_are_empty() -> None:
     [
         ({"fieldPath": "status.phase"}, "unsupported fieldPath: status.phase"),
         ({"fieldPath": "spec.containers"}, "field label not supported: spec.containers"),
-        ({"fieldPath": "metadata.name['x']"}, "field label does not support subscript: metadata.name['x']"),
+        (
+            {"fieldPath": "metadata.name['x']"},
+            "field label does not support subscript: metadata.name['x']",
+        ),
         ({"fieldPath": "metadata.name", "apiVersion": "v2"}, "unsupported pod version: v2"),
     ],
 )
@@ -357,8 +378,8 @@ def resource_env(resource: str, divisor: str | None = None, **ref: str) -> str:
 @pytest.mark.parametrize(
     ("resource", "divisor", "ref", "expected"),
     [
-        # The values themselves are kubesim.downward's (tests/unit/kubesim/test_downward.py); these show
-        # the wiring.
+        # The values themselves are kubesim.downward's (tests/unit/kubesim/test_downward.py); these
+        # show the wiring.
         ("limits.cpu", None, {}, "2"),  # 1.5 cores, rounded up
         ("requests.cpu", "100m", {}, "3"),
         ("limits.memory", "1G", {}, "2"),  # memory rounds up too
@@ -371,7 +392,9 @@ def resource_env(resource: str, divisor: str | None = None, **ref: str) -> str:
         ("limits.cpu", None, {"containerName": "setup"}, "0"),
     ],
 )
-def test_resource_field_refs(resource: str, divisor: str | None, ref: dict[str, str], expected: str) -> None:
+def test_resource_field_refs(
+    resource: str, divisor: str | None, ref: dict[str, str], expected: str
+) -> None:
     assert resource_env(resource, divisor, **ref) == expected
 
 
@@ -380,7 +403,9 @@ def test_resource_field_refs_fall_back_to_the_node_allocatable() -> None:
         "CPU": {"resource": "limits.cpu"},
         "MEM": {"resource": "limits.memory", "divisor": "1Gi"},
     }
-    container = {"env": [{"name": k, "valueFrom": {"resourceFieldRef": v}} for k, v in refs.items()]}
+    container = {
+        "env": [{"name": k, "valueFrom": {"resourceFieldRef": v}} for k, v in refs.items()]
+    }
     env = env_of(container)
     assert (env["CPU"], env["MEM"]) == ("64", "512")
     custom = run(make_pod(container), allocatable={"cpu": "8", "memory": "16Gi"})
@@ -390,7 +415,10 @@ def test_resource_field_refs_fall_back_to_the_node_allocatable() -> None:
 @pytest.mark.parametrize(
     ("ref", "message"),
     [
-        ({"resource": "limits.nvidia.com/gpu"}, "unsupported container resource : limits.nvidia.com/gpu"),
+        (
+            {"resource": "limits.nvidia.com/gpu"},
+            "unsupported container resource : limits.nvidia.com/gpu",
+        ),
         ({"resource": "limits.cpu", "containerName": "ghost"}, "container ghost not found"),
     ],
 )
@@ -405,14 +433,19 @@ def test_key_refs() -> None:
             "env": [
                 {"name": "M", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "MODE"}}},
                 {"name": "P", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "PASSWORD"}}},
-                {"name": "O1", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "x", "optional": True}}},
+                {
+                    "name": "O1",
+                    "valueFrom": {"secretKeyRef": {"name": "gone", "key": "x", "optional": True}},
+                },
                 {
                     "name": "O2",
                     "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "x", "optional": True}},
                 },
                 {
                     "name": "O3",
-                    "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "x", "optional": True}},
+                    "valueFrom": {
+                        "configMapKeyRef": {"name": "gone", "key": "x", "optional": True}
+                    },
                 },
             ]
         }
@@ -427,8 +460,14 @@ def test_key_refs() -> None:
     [
         ({"secretKeyRef": {"name": "x", "key": "k"}}, 'secret "x" not found'),
         ({"configMapKeyRef": {"name": "x", "key": "k"}}, 'configmap "x" not found'),
-        ({"secretKeyRef": {"name": "creds", "key": "k"}}, "couldn't find key k in Secret team/creds"),
-        ({"configMapKeyRef": {"name": "cfg", "key": "k"}}, "couldn't find key k in ConfigMap team/cfg"),
+        (
+            {"secretKeyRef": {"name": "creds", "key": "k"}},
+            "couldn't find key k in Secret team/creds",
+        ),
+        (
+            {"configMapKeyRef": {"name": "cfg", "key": "k"}},
+            "couldn't find key k in ConfigMap team/cfg",
+        ),
         (
             {"secretKeyRef": {"name": "creds", "key": "k", "optional": False}},
             "couldn't find key k in Secret team/creds",
@@ -482,7 +521,8 @@ def test_env_from_skips_invalid_names_with_the_kubelets_event() -> None:
     assert spec.warnings == (
         (
             "InvalidEnvironmentVariableNames",
-            "Keys [P.bad=key, P.tab\tkey] from the EnvFrom configMap team/odd were skipped since they are "
+            "Keys [P.bad=key, P.tab\tkey] from the EnvFrom configMap team/odd were skipped since "
+            "they are "
             "considered invalid environment variable names.",
         ),
     )
@@ -501,7 +541,10 @@ def test_each_object_is_fetched_once_per_container() -> None:
         return lookup(kind, name)
 
     container = {
-        "envFrom": [{"configMapRef": {"name": "cfg"}}, {"configMapRef": {"name": "cfg"}, "prefix": "B_"}],
+        "envFrom": [
+            {"configMapRef": {"name": "cfg"}},
+            {"configMapRef": {"name": "cfg"}, "prefix": "B_"},
+        ],
         "env": [{"name": "M", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "MODE"}}}],
     }
     result = kubelet_env(make_pod(container), container, lookup=counting)
@@ -509,7 +552,8 @@ def test_each_object_is_fetched_once_per_container() -> None:
     assert dict(result.env)["B_MODE"] == "fast"
 
 
-# --- order and override ----------------------------------------------------------------------------
+# --- order and override
+# ----------------------------------------------------------------------------
 
 
 def test_environment_order_is_runtime_then_image_then_kubelet_then_home() -> None:
@@ -562,7 +606,12 @@ def test_later_definitions_override_in_place() -> None:
 
 def test_default_path_and_tty_term() -> None:
     spec = run(make_pod({"tty": True}))
-    assert spec.env == (("PATH", DEFAULT_PATH), ("TERM", "xterm"), ("HOSTNAME", "web-0"), ("HOME", "/root"))
+    assert spec.env == (
+        ("PATH", DEFAULT_PATH),
+        ("TERM", "xterm"),
+        ("HOSTNAME", "web-0"),
+        ("HOME", "/root"),
+    )
     assert spec.tty
 
 
@@ -594,7 +643,8 @@ def test_working_directory() -> None:
     assert run(make_pod({"workingDir": "/work"}), MPI_IMAGE).cwd == "/work"
 
 
-# --- user and groups -------------------------------------------------------------------------------
+# --- user and groups
+# -------------------------------------------------------------------------------
 
 
 def test_root_by_default() -> None:
@@ -614,7 +664,12 @@ def test_image_passwd_replaces_the_host_line_of_its_uid() -> None:
         "root:x:0:\ndaemon:x:1:\nsudo:x:27:cloudsdk\nmpiuser:x:1000:\nnogroup:x:65534:\nssh:x:101:mpiuser\n"
     )
     # gid from the image's line; groups: the gid and ssh (lists mpiuser), not sudo (lists cloudsdk).
-    assert (spec.uid, spec.gid, spec.groups, spec.home) == (1000, 1000, (101, 1000), "/home/mpiuser")
+    assert (spec.uid, spec.gid, spec.groups, spec.home) == (
+        1000,
+        1000,
+        (101, 1000),
+        "/home/mpiuser",
+    )
     assert dict(spec.env)["HOME"] == "/home/mpiuser"
 
 
@@ -673,7 +728,9 @@ def test_strict_supplemental_groups_policy_ignores_the_group_file() -> None:
 
 
 def test_a_group_named_like_the_user_is_not_a_supplementary_group() -> None:
-    image = ImageSpec(cmd=("sh",), passwd=("app:x:500:600::/app:/bin/sh",), group=("app:x:700:app",))
+    image = ImageSpec(
+        cmd=("sh",), passwd=("app:x:500:600::/app:/bin/sh",), group=("app:x:700:app",)
+    )
     spec = run(make_pod({"securityContext": {"runAsUser": 500}}), image)
     assert (spec.gid, spec.groups) == (600, (600,))
 
@@ -693,7 +750,8 @@ def test_merge_id_file_appends_new_ids_and_keeps_other_lines() -> None:
     assert merge_id_file("", ()) == ""
 
 
-# --- runAsNonRoot ----------------------------------------------------------------------------------
+# --- runAsNonRoot
+# ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -702,17 +760,20 @@ def test_merge_id_file_appends_new_ids_and_keeps_other_lines() -> None:
         (
             {},
             {"runAsNonRoot": True},
-            'container has runAsNonRoot and image will run as root (pod: "web-0_team(u-1)", container: main)',
+            'container has runAsNonRoot and image will run as root (pod: "web-0_team(u-1)", '
+            "container: main)",
         ),
         (
             {"runAsNonRoot": True},
             {},
-            'container has runAsNonRoot and image will run as root (pod: "web-0_team(u-1)", container: main)',
+            'container has runAsNonRoot and image will run as root (pod: "web-0_team(u-1)", '
+            "container: main)",
         ),
         (
             {"runAsUser": 0},
             {"runAsNonRoot": True, "runAsUser": 1000},
-            'container\'s runAsUser breaks non-root policy (pod: "web-0_team(u-1)", container: main)',
+            'container\'s runAsUser breaks non-root policy (pod: "web-0_team(u-1)", container: '
+            "main)",
         ),
     ],
 )
@@ -732,12 +793,16 @@ def test_run_as_non_root_refuses_root(
         ({}, {"runAsNonRoot": False}),
     ],
 )
-def test_run_as_non_root_allows_non_root(container_sc: dict[str, Any], pod_sc: dict[str, Any]) -> None:
+def test_run_as_non_root_allows_non_root(
+    container_sc: dict[str, Any], pod_sc: dict[str, Any]
+) -> None:
     run(make_pod({"securityContext": container_sc}, spec={"securityContext": pod_sc}), MPI_IMAGE)
 
 
 def test_errors_come_in_the_kubelets_order() -> None:
     missing = {"env": [{"name": "V", "valueFrom": {"secretKeyRef": {"name": "x", "key": "k"}}}]}
     non_root = {"securityContext": {"runAsNonRoot": True}}
-    assert error_of(make_pod({**missing, **non_root}), ImageSpec()).message == 'secret "x" not found'
+    assert (
+        error_of(make_pod({**missing, **non_root}), ImageSpec()).message == 'secret "x" not found'
+    )
     assert error_of(make_pod(non_root), ImageSpec()).reason == "CreateContainerConfigError"

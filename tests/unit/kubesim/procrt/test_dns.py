@@ -1,4 +1,5 @@
-"""The process runtime's cluster DNS: records, wire answers, and the kubelet's /etc/hosts and resolv.conf."""
+"""The process runtime's cluster DNS: records, wire answers, and the kubelet's /etc/hosts and
+resolv.conf."""
 
 from __future__ import annotations
 
@@ -88,7 +89,12 @@ W0 = "w-0.workers.default.svc.cluster.local"
 RECORD_CASES: list[tuple[str, list[dict[str, Any]], str, list[str] | None]] = [
     ("headless-ready", [svc("workers"), pod("a")], WORKERS, ["10.244.0.5"]),
     ("headless-not-ready", [svc("workers"), pod("a", ready=False)], WORKERS, None),
-    ("publish-not-ready", [svc("workers", publish=True), pod("a", ready=False)], WORKERS, ["10.244.0.5"]),
+    (
+        "publish-not-ready",
+        [svc("workers", publish=True), pod("a", ready=False)],
+        WORKERS,
+        ["10.244.0.5"],
+    ),
     ("terminating", [svc("workers"), pod("a", terminating=True)], WORKERS, None),
     (
         "terminating-published",
@@ -96,7 +102,12 @@ RECORD_CASES: list[tuple[str, list[dict[str, Any]], str, list[str] | None]] = [
         WORKERS,
         ["10.244.0.5"],
     ),
-    ("succeeded-published", [svc("workers", publish=True), pod("a", phase="Succeeded")], WORKERS, None),
+    (
+        "succeeded-published",
+        [svc("workers", publish=True), pod("a", phase="Succeeded")],
+        WORKERS,
+        None,
+    ),
     ("failed-published", [svc("workers", publish=True), pod("a", phase="Failed")], WORKERS, None),
     ("no-pod-ip", [svc("workers", publish=True), pod("a", ip=None)], WORKERS, None),
     ("selector-mismatch", [svc("workers", selector={"app": "x"}), pod("a")], WORKERS, None),
@@ -125,7 +136,12 @@ RECORD_CASES: list[tuple[str, list[dict[str, Any]], str, list[str] | None]] = [
         "web.default.svc.cluster.local",
         ["10.96.0.20"],
     ),
-    ("hostname", [svc("workers"), pod("a", hostname="w-0", subdomain="workers")], W0, ["10.244.0.5"]),
+    (
+        "hostname",
+        [svc("workers"), pod("a", hostname="w-0", subdomain="workers")],
+        W0,
+        ["10.244.0.5"],
+    ),
     (
         "hostname-not-ready",
         [svc("workers"), pod("a", ready=False, hostname="w-0", subdomain="workers")],
@@ -139,7 +155,12 @@ RECORD_CASES: list[tuple[str, list[dict[str, Any]], str, list[str] | None]] = [
         ["10.244.0.5"],
     ),
     ("hostname-no-subdomain-service", [pod("a", hostname="w-0", subdomain="workers")], W0, None),
-    ("hostname-other-service", [svc("other"), pod("a", hostname="w-0", subdomain="workers")], W0, None),
+    (
+        "hostname-other-service",
+        [svc("other"), pod("a", hostname="w-0", subdomain="workers")],
+        W0,
+        None,
+    ),
     (
         "hostname-not-selected",
         [svc("workers", selector={"app": "x"}), pod("a", hostname="w-0", subdomain="workers")],
@@ -165,7 +186,12 @@ RECORD_CASES: list[tuple[str, list[dict[str, Any]], str, list[str] | None]] = [
         "10-244-0-5.workers.default.svc.cluster.local",
         None,
     ),
-    ("case-insensitive", [svc("workers"), pod("a")], "WORKERS.Default.SVC.Cluster.Local.", ["10.244.0.5"]),
+    (
+        "case-insensitive",
+        [svc("workers"), pod("a")],
+        "WORKERS.Default.SVC.Cluster.Local.",
+        ["10.244.0.5"],
+    ),
     (
         "case-insensitive-hostname",
         [svc("workers"), pod("a", hostname="w-0", subdomain="workers")],
@@ -183,7 +209,12 @@ RECORD_CASES: list[tuple[str, list[dict[str, Any]], str, list[str] | None]] = [
     ("missing-namespace", [], "nope.svc.cluster.local", None),
     ("missing-service", [], "nope.default.svc.cluster.local", None),
     ("not-svc-or-pod", [], "a.default.foo.cluster.local", None),
-    ("too-long", [svc("workers"), pod("a")], "x.y.10-244-0-5.workers.default.svc.cluster.local", None),
+    (
+        "too-long",
+        [svc("workers"), pod("a")],
+        "x.y.10-244-0-5.workers.default.svc.cluster.local",
+        None,
+    ),
     ("outside", [], "example.com", None),
     ("suffix-not-label", [], "notcluster.local", None),
 ]
@@ -249,7 +280,9 @@ def test_takes_the_cluster_state_at_construction() -> None:
     body = pod("a", hostname="w-0", subdomain="workers")
     status = body.pop("status")
     created = cluster.create(builtins.PODS, "default", body).object
-    cluster.update(builtins.PODS, "default", "a", {**created, "status": status}, subresource="status")
+    cluster.update(
+        builtins.PODS, "default", "a", {**created, "status": status}, subresource="status"
+    )
     dns = ClusterDNS(cluster)
     assert dns.resolve(W0) == ["10.244.0.5"]
     assert dns.reverse("10.244.0.5") == [W0]
@@ -262,7 +295,8 @@ def test_reverse_prefers_the_service_cluster_ip() -> None:
     assert dns.reverse("10.244.0.99") is None
 
 
-# --- properties -------------------------------------------------------------------------------------
+# --- properties
+# -------------------------------------------------------------------------------------
 
 LABELS = st.dictionaries(st.sampled_from(["app", "role"]), st.sampled_from(["a", "b"]), max_size=2)
 NAMESPACES = st.sampled_from(["default", "other"])
@@ -292,7 +326,9 @@ def pods(draw: st.DrawFn) -> list[dict[str, Any]]:
 @st.composite
 def services(draw: st.DrawFn) -> list[dict[str, Any]]:
     names = draw(
-        st.lists(st.tuples(NAMESPACES, st.sampled_from(["s0", "s1", "s2"])), unique=True, max_size=4)
+        st.lists(
+            st.tuples(NAMESPACES, st.sampled_from(["s0", "s1", "s2"])), unique=True, max_size=4
+        )
     )
     return [
         svc(
@@ -365,7 +401,9 @@ def test_incremental_updates_match_a_fresh_computation(
     dns = cluster_dns(*all_services, *first)
     if query_between:
         for service in all_services:
-            dns.resolve(f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.{DOMAIN}")
+            dns.resolve(
+                f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.{DOMAIN}"
+            )
     later_names = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in later}
     for p in first:
         if (p["metadata"]["namespace"], p["metadata"]["name"]) not in later_names:
@@ -383,7 +421,8 @@ def test_incremental_updates_match_a_fresh_computation(
             assert dns.resolve(fqdn) is None
 
 
-# --- wire answers -----------------------------------------------------------------------------------
+# --- wire answers
+# -----------------------------------------------------------------------------------
 
 
 def ask(dns: ClusterDNS, name: str, qtype: str = "A", *, max_size: int | None = 512) -> DNSRecord:
@@ -415,7 +454,9 @@ def test_missing_name_in_zone_is_nxdomain_with_soa() -> None:
     assert reply.auth[0].rdata.times[-1] == 5
 
 
-@pytest.mark.parametrize("name", ["example.com", "localhost", "cluster.local.example.com", "kubernetes"])
+@pytest.mark.parametrize(
+    "name", ["example.com", "localhost", "cluster.local.example.com", "kubernetes"]
+)
 def test_names_outside_the_zone_are_nxdomain(name: str) -> None:
     reply = ask(cluster_dns(), name)
     assert reply.header.rcode == RCODE.NXDOMAIN
@@ -477,7 +518,8 @@ def test_other_classes_are_refused() -> None:
     assert DNSRecord.parse(reply).header.rcode == RCODE.REFUSED
 
 
-# --- /etc/hosts, resolv.conf, hostname --------------------------------------------------------------
+# --- /etc/hosts, resolv.conf, hostname
+# --------------------------------------------------------------
 
 LOCALHOST = (
     "# Kubernetes-managed hosts file.\n"
@@ -529,7 +571,9 @@ def test_hostname_fits_the_kernel(name: str) -> None:
     assert not result.endswith(("-", ".")) or result == name
 
 
-def with_dns(policy: str | None = None, config: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+def with_dns(
+    policy: str | None = None, config: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
     p = pod("web-1", ns="ml")
     if policy:
         p["spec"]["dnsPolicy"] = policy
@@ -540,7 +584,8 @@ def with_dns(policy: str | None = None, config: dict[str, Any] | None = None, **
 
 
 CLUSTER_FIRST = (
-    "search ml.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.244.0.1\noptions ndots:5\n"
+    "search ml.svc.cluster.local svc.cluster.local cluster.local\nnameserver "
+    "10.244.0.1\noptions ndots:5\n"
 )
 RESOLV_CASES: list[tuple[str, dict[str, Any], str]] = [
     (
@@ -594,7 +639,9 @@ RESOLV_CASES: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("p", "expected"), [c[1:] for c in RESOLV_CASES], ids=[c[0] for c in RESOLV_CASES])
+@pytest.mark.parametrize(
+    ("p", "expected"), [c[1:] for c in RESOLV_CASES], ids=[c[0] for c in RESOLV_CASES]
+)
 def test_resolv_conf(p: dict[str, Any], expected: str) -> None:
     assert resolv_conf(p, "10.244.0.1") == expected
 
@@ -604,7 +651,11 @@ def test_resolv_conf_search_limits() -> None:
     out = resolv_conf(with_dns("None", {"searches": searches}), "10.244.0.1")
     assert out == "search " + " ".join(searches[:32]) + "\n"
     many = [f"{i:03d}" + "y" * 96 + ".test" for i in range(30)]
-    line = resolv_conf(with_dns("None", {"searches": many}), "10.244.0.1").removeprefix("search ").strip()
+    line = (
+        resolv_conf(with_dns("None", {"searches": many}), "10.244.0.1")
+        .removeprefix("search ")
+        .strip()
+    )
     assert len(line) <= 2048
     assert line.split() == many[: len(line.split())]
     assert resolv_conf(with_dns(), "10.244.0.1", "sim.test").startswith(

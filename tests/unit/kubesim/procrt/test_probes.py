@@ -1,5 +1,6 @@
-"""kubesim.procrt.probes: probe specs parsed as the kubelet reads them, and the per-container prober's
-state machine (startup gating, initial delay, period, thresholds, errors, stop) on a fake clock."""
+"""kubesim.procrt.probes: probe specs parsed as the kubelet reads them, and the per-container
+prober's state machine (startup gating, initial delay, period, thresholds, errors, stop) on a fake
+clock."""
 
 from __future__ import annotations
 
@@ -60,11 +61,18 @@ CONTAINER: dict[str, Any] = {
             id="everything-set",
         ),
         pytest.param(
-            {"tcpSocket": {"port": 22}, "periodSeconds": 0, "timeoutSeconds": 0, "failureThreshold": 0},
+            {
+                "tcpSocket": {"port": 22},
+                "periodSeconds": 0,
+                "timeoutSeconds": 0,
+                "failureThreshold": 0,
+            },
             ProbeSpec(TCPSocketAction(22)),
             id="zero-means-default",
         ),
-        pytest.param({"tcpSocket": {"port": "ssh"}}, ProbeSpec(TCPSocketAction(2222)), id="named-port"),
+        pytest.param(
+            {"tcpSocket": {"port": "ssh"}}, ProbeSpec(TCPSocketAction(2222)), id="named-port"
+        ),
         pytest.param(
             {"tcpSocket": {"port": "2022"}}, ProbeSpec(TCPSocketAction(2022)), id="number-as-string"
         ),
@@ -90,12 +98,19 @@ CONTAINER: dict[str, Any] = {
                     "path": "/healthz?deep=1",
                     "host": "10.244.0.7",
                     "scheme": "HTTPS",
-                    "httpHeaders": [{"name": "x-probe", "value": "1"}, {"name": "Host", "value": "svc"}],
+                    "httpHeaders": [
+                        {"name": "x-probe", "value": "1"},
+                        {"name": "Host", "value": "svc"},
+                    ],
                 }
             },
             ProbeSpec(
                 HTTPGetAction(
-                    8443, "/healthz?deep=1", "10.244.0.7", "HTTPS", (("x-probe", "1"), ("Host", "svc"))
+                    8443,
+                    "/healthz?deep=1",
+                    "10.244.0.7",
+                    "HTTPS",
+                    (("x-probe", "1"), ("Host", "svc")),
                 )
             ),
             id="http-everything",
@@ -106,12 +121,22 @@ CONTAINER: dict[str, Any] = {
             id="http-unknown-port-name",
         ),
         pytest.param(
-            {"exec": {"command": ["sh", "-c", "nc -z localhost $(PORT) && echo $$(PORT) $(SECRET) $(NOPE)"]}},
+            {
+                "exec": {
+                    "command": [
+                        "sh",
+                        "-c",
+                        "nc -z localhost $(PORT) && echo $$(PORT) $(SECRET) $(NOPE)",
+                    ]
+                }
+            },
             ProbeSpec(ExecAction(("sh", "-c", "nc -z localhost 2222 && echo $(PORT)  $(NOPE)"))),
             id="exec-expands-static-env",
         ),
         pytest.param(
-            {"grpc": {"port": 9090, "service": "health"}}, ProbeSpec(GRPCAction(9090, "health")), id="grpc"
+            {"grpc": {"port": 9090, "service": "health"}},
+            ProbeSpec(GRPCAction(9090, "health")),
+            id="grpc",
         ),
         pytest.param(
             {"periodSeconds": 3},
@@ -120,7 +145,9 @@ CONTAINER: dict[str, Any] = {
         ),
     ],
 )
-def test_probe_specs_parse_as_the_kubelet_reads_them(probe: dict[str, Any], expected: ProbeSpec) -> None:
+def test_probe_specs_parse_as_the_kubelet_reads_them(
+    probe: dict[str, Any], expected: ProbeSpec
+) -> None:
     assert ProbeSpec.from_k8s(probe, CONTAINER) == expected
 
 
@@ -159,7 +186,8 @@ async def test_an_unknown_port_name_is_the_kubelets_probe_error() -> None:
     assert result == ProbeResult(E, 'strconv.Atoi: parsing "sshd": invalid syntax')
     assert probe_event(READINESS, result) == ProbeEvent(
         "Unhealthy",
-        'Readiness probe errored and resulted in unknown state: strconv.Atoi: parsing "sshd": invalid syntax',
+        'Readiness probe errored and resulted in unknown state: strconv.Atoi: parsing "sshd": '
+        "invalid syntax",
     )
 
 
@@ -174,7 +202,9 @@ def test_event_texts_are_the_kubelets() -> None:
     assert probe_event(READINESS, refused) == ProbeEvent(
         "Unhealthy", "Readiness probe failed: dial tcp 10.244.0.5:22: connect: connection refused"
     )
-    assert probe_event(LIVENESS, ProbeResult(W, "Probe terminated redirects, Response body: ")) == ProbeEvent(
+    assert probe_event(
+        LIVENESS, ProbeResult(W, "Probe terminated redirects, Response body: ")
+    ) == ProbeEvent(
         "ProbeWarning", "Liveness probe warning: Probe terminated redirects, Response body: "
     )
     assert probe_event(STARTUP, ProbeResult(S, "ok")) is None
@@ -193,8 +223,8 @@ class _NoNetwork:
 class FakeClock:
     """Simulated seconds that pass only when a test advances them.
 
-    `advance` wakes the sleepers in due order and, after each, waits until every probe loop of the prober
-    is asleep again or has ended, so a test sees the state the prober reached at each moment.
+    `advance` wakes the sleepers in due order and, after each, waits until every probe loop of the
+    prober is asleep again or has ended, so a test sees the state the prober reached at each moment.
     """
 
     def __init__(self) -> None:
@@ -250,7 +280,9 @@ class Script:
     def __init__(self, clock: FakeClock, then: Outcome = S, **scripts: Sequence[Outcome]) -> None:
         self.clock = clock
         self.then = then
-        self.scripts = {ProbeType[kind.upper()]: list(outcomes) for kind, outcomes in scripts.items()}
+        self.scripts = {
+            ProbeType[kind.upper()]: list(outcomes) for kind, outcomes in scripts.items()
+        }
         self.calls: list[tuple[float, ProbeType]] = []
 
     async def __call__(self, kind: ProbeType, spec: ProbeSpec) -> ProbeResult:
@@ -326,7 +358,9 @@ async def test_readiness_starts_false_and_waits_for_the_initial_delay_and_thresh
 async def test_readiness_flaps_with_the_thresholds() -> None:
     clock, seen = FakeClock(), Seen()
     attempt = Script(clock, readiness=[S, F, F, S, F, F, F, S, S], then=S)
-    prober = prober_for(clock, attempt, seen, readiness=ProbeSpec(TCP, period_seconds=1, failure_threshold=2))
+    prober = prober_for(
+        clock, attempt, seen, readiness=ProbeSpec(TCP, period_seconds=1, failure_threshold=2)
+    )
     prober.launch()
     states: list[bool] = []
     for _ in range(9):
@@ -356,14 +390,23 @@ async def test_the_startup_probe_gates_liveness_and_readiness() -> None:
     assert (seen.started, seen.ready, {k for _, k in attempt.calls}) == (0, [], {STARTUP})
     await clock.advance(prober, 1)
     # Startup succeeded at 20 s: liveness's 12 s initial delay has passed, readiness's 30 s has not.
-    assert (seen.started, attempt.times(STARTUP), attempt.times(LIVENESS), attempt.times(READINESS)) == (
+    assert (
+        seen.started,
+        attempt.times(STARTUP),
+        attempt.times(LIVENESS),
+        attempt.times(READINESS),
+    ) == (
         1,
         [0.0, 5.0, 10.0, 15.0, 20.0],
         [20.0],
         [],
     )
     await clock.advance(prober, 10)
-    assert (attempt.times(LIVENESS), attempt.times(READINESS), seen.ready) == ([20.0, 30.0], [30.0], [True])
+    assert (attempt.times(LIVENESS), attempt.times(READINESS), seen.ready) == (
+        [20.0, 30.0],
+        [30.0],
+        [True],
+    )
     await clock.advance(prober, 100)
     assert attempt.times(STARTUP) == [0.0, 5.0, 10.0, 15.0, 20.0]  # never again for this container
     prober.stop()
@@ -371,7 +414,9 @@ async def test_the_startup_probe_gates_liveness_and_readiness() -> None:
 
 async def test_no_readiness_probe_means_ready_when_the_startup_probe_passes() -> None:
     clock, seen = FakeClock(), Seen()
-    prober = prober_for(clock, Script(clock, startup=[F, S]), seen, startup=ProbeSpec(TCP, period_seconds=2))
+    prober = prober_for(
+        clock, Script(clock, startup=[F, S]), seen, startup=ProbeSpec(TCP, period_seconds=2)
+    )
     prober.launch()
     await clock.advance(prober, 1)
     assert (seen.started, seen.ready) == (0, [])
@@ -449,7 +494,9 @@ async def test_errors_are_retried_recorded_and_thrown_away() -> None:
     # Three errors in a row: one event, and readiness stays as it was.
     assert (attempt.times(READINESS), seen.ready) == ([0.0] * 3 + [10.0] * 3, [True])
     assert seen.events == [
-        ProbeEvent("Unhealthy", "Readiness probe errored and resulted in unknown state: readiness error")
+        ProbeEvent(
+            "Unhealthy", "Readiness probe errored and resulted in unknown state: readiness error"
+        )
     ]
     await clock.advance(prober, 10)
     assert seen.ready == [True, False]
@@ -524,7 +571,10 @@ async def test_stop_from_a_callback_ends_probing() -> None:
 
     prober = ContainerProber(
         "c",
-        {LIVENESS: ProbeSpec(TCP, failure_threshold=1), READINESS: ProbeSpec(TCP, failure_threshold=1)},
+        {
+            LIVENESS: ProbeSpec(TCP, failure_threshold=1),
+            READINESS: ProbeSpec(TCP, failure_threshold=1),
+        },
         attempt=attempt,
         sleep=clock.sleep,
         on_liveness_failure=kill,
@@ -648,7 +698,9 @@ def test_readiness_follows_the_threshold_model(
     periods = _periods(outcomes)
     spec = ProbeSpec(TCP, delay, period, 1, success, failure)
     attempt, seen, ready = _drive({READINESS: spec}, outcomes, delay + (len(periods) - 1) * period)
-    expected_times = [float(delay + n * period) for n, (tries, _) in enumerate(periods) for _ in range(tries)]
+    expected_times = [
+        float(delay + n * period) for n, (tries, _) in enumerate(periods) for _ in range(tries)
+    ]
     assert attempt.times(READINESS) == expected_times
     states = _model_state([result for _, result in periods], success, failure)
     changes = [s for i, s in enumerate(states) if s != (states[i - 1] if i else False)]

@@ -26,7 +26,9 @@ FS_GROUP = 4321
 
 
 def payload(**files: str) -> dict[str, FileContent]:
-    return {name.replace("__", "/"): FileContent(text.encode(), 0o644) for name, text in files.items()}
+    return {
+        name.replace("__", "/"): FileContent(text.encode(), 0o644) for name, text in files.items()
+    }
 
 
 def mode(path: Path) -> int:
@@ -45,7 +47,8 @@ def target(tmp_path: Path) -> Path:
     return path
 
 
-# --- AtomicWriter ------------------------------------------------------------------------------------
+# --- AtomicWriter
+# ------------------------------------------------------------------------------------
 def test_layout_is_the_kubelets(target: Path) -> None:
     assert AtomicWriter(target).write(payload(hostfile="w-0\n", conf__a__b="deep"))
     [ts] = ts_dirs(target)
@@ -81,7 +84,9 @@ def test_nothing_is_written_when_nothing_changed(target: Path) -> None:
     writer.write(payload(a="1", b__c="2"))
     [ts] = ts_dirs(target)
     before = (target / ts / "a").stat().st_mtime_ns
-    (target / "a").unlink()  # a lost link is remade even when the data is current (kubernetes#121472)
+    (
+        target / "a"
+    ).unlink()  # a lost link is remade even when the data is current (kubernetes#121472)
     assert not writer.write(payload(a="1", b__c="2"))
     assert ts_dirs(target) == [ts]
     assert (target / ts / "a").stat().st_mtime_ns == before
@@ -125,7 +130,8 @@ def test_payload_paths_the_kubelet_refuses(target: Path, path: str, message: str
     assert list(target.iterdir()) == []
 
 
-# --- setup / refresh: modes and owners ----------------------------------------------------------------
+# --- setup / refresh: modes and owners
+# ----------------------------------------------------------------
 def make_pod(
     volumes: list[dict[str, Any]],
     mounts: list[dict[str, Any]] | None = None,
@@ -168,8 +174,13 @@ def setup(pod: dict[str, Any], pod_dir: Path) -> Path:
 
 
 def test_configmap_without_fs_group(tmp_path: Path) -> None:
-    items = [{"key": "hostfile", "path": "hostfile", "mode": 0o444}, {"key": "run.sh", "path": "bin/run.sh"}]
-    pod = make_pod([{"name": "cfg", "configMap": {"name": "c", "items": items, "defaultMode": 0o555}}])
+    items = [
+        {"key": "hostfile", "path": "hostfile", "mode": 0o444},
+        {"key": "run.sh", "path": "bin/run.sh"},
+    ]
+    pod = make_pod(
+        [{"name": "cfg", "configMap": {"name": "c", "items": items, "defaultMode": 0o555}}]
+    )
     vol = setup(pod, tmp_path) / "cfg"
     assert mode(tmp_path / "volumes") == 0o750
     assert mode(vol) == 0o777
@@ -183,7 +194,8 @@ def test_configmap_without_fs_group(tmp_path: Path) -> None:
 @needs_root  # setgid on a group the caller is not in is dropped by the kernel
 def test_secret_with_fs_group(tmp_path: Path) -> None:
     pod = make_pod(
-        [{"name": "ssh", "secret": {"secretName": "s", "defaultMode": 0o600}}], security={"fsGroup": FS_GROUP}
+        [{"name": "ssh", "secret": {"secretName": "s", "defaultMode": 0o600}}],
+        security={"fsGroup": FS_GROUP},
     )
     vol = setup(pod, tmp_path) / "ssh"
     [ts] = ts_dirs(vol)
@@ -204,7 +216,8 @@ def test_secret_without_fs_group_is_world_writable_like_a_tmpfs_root(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    ("security", "expected"), [({}, 0o777), pytest.param({"fsGroup": FS_GROUP}, 0o2777, marks=needs_root)]
+    ("security", "expected"),
+    [({}, 0o777), pytest.param({"fsGroup": FS_GROUP}, 0o2777, marks=needs_root)],
 )
 def test_empty_dir(tmp_path: Path, security: dict[str, Any], expected: int) -> None:
     pod = make_pod([{"name": "scratch", "emptyDir": {}}], security=security)
@@ -248,8 +261,13 @@ def test_refresh_writes_only_changed_volumes_and_keeps_vanished_ones(tmp_path: P
 
 
 def test_nested_mount_points_are_made_in_the_parent_volume(tmp_path: Path) -> None:
-    mounts = [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "scratch", "mountPath": "/etc/cfg/run/x"}]
-    pod = make_pod([{"name": "cfg", "configMap": {"name": "c"}}, {"name": "scratch", "emptyDir": {}}], mounts)
+    mounts = [
+        {"name": "cfg", "mountPath": "/etc/cfg"},
+        {"name": "scratch", "mountPath": "/etc/cfg/run/x"},
+    ]
+    pod = make_pod(
+        [{"name": "cfg", "configMap": {"name": "c"}}, {"name": "scratch", "emptyDir": {}}], mounts
+    )
     vol = setup(pod, tmp_path) / "cfg"
     assert (vol / "run" / "x").is_dir()
     assert not (vol / "run").is_symlink()
@@ -262,7 +280,9 @@ def test_setup_refuses_volume_kinds_it_cannot_make(tmp_path: Path) -> None:
 
 
 def test_teardown_removes_read_only_and_foreign_files(tmp_path: Path) -> None:
-    pod = make_pod([{"name": "cfg", "configMap": {"name": "c"}}, {"name": "scratch", "emptyDir": {}}])
+    pod = make_pod(
+        [{"name": "cfg", "configMap": {"name": "c"}}, {"name": "scratch", "emptyDir": {}}]
+    )
     root = setup(pod, tmp_path)
     locked = root / "scratch" / "locked"
     locked.mkdir()
@@ -276,7 +296,8 @@ def test_teardown_removes_read_only_and_foreign_files(tmp_path: Path) -> None:
     volumefiles.teardown(tmp_path)
 
 
-# --- hostPath ------------------------------------------------------------------------------------------
+# --- hostPath
+# ------------------------------------------------------------------------------------------
 def test_host_path_types(tmp_path: Path) -> None:
     allowed = tmp_path / "host"
     made = allowed / "a" / "b"
@@ -289,12 +310,17 @@ def test_host_path_types(tmp_path: Path) -> None:
     )
     with pytest.raises(VolumeError, match="only under"):
         volumefiles.setup(outside, tmp_path / "pod", host_path_root=allowed)
-    missing = make_pod([{"name": "h", "hostPath": {"path": str(tmp_path / "nope"), "type": "Directory"}}])
-    with pytest.raises(VolumeError, match=f"hostPath type check failed: {tmp_path}/nope is not a directory"):
+    missing = make_pod(
+        [{"name": "h", "hostPath": {"path": str(tmp_path / "nope"), "type": "Directory"}}]
+    )
+    with pytest.raises(
+        VolumeError, match=f"hostPath type check failed: {tmp_path}/nope is not a directory"
+    ):
         volumefiles.setup(missing, tmp_path / "pod")
 
 
-# --- downward API ---------------------------------------------------------------------------------------
+# --- downward API
+# ---------------------------------------------------------------------------------------
 DOWNWARD_POD: dict[str, Any] = {
     "metadata": {
         "name": "launcher",
@@ -307,7 +333,10 @@ DOWNWARD_POD: dict[str, Any] = {
         "nodeName": "kubesim-node",
         "serviceAccountName": "runner",
         "containers": [
-            {"name": "main", "resources": {"limits": {"cpu": "1500m"}, "requests": {"memory": "1500"}}},
+            {
+                "name": "main",
+                "resources": {"limits": {"cpu": "1500m"}, "requests": {"memory": "1500"}},
+            },
         ],
         "initContainers": [{"name": "setup", "resources": {"requests": {"cpu": "250m"}}}],
     },
@@ -317,7 +346,9 @@ DOWNWARD_POD: dict[str, Any] = {
 
 def downward(items: list[dict[str, Any]], default_mode: int = 0o644) -> dict[str, FileContent]:
     files = project_volume(
-        {"name": "d", "downwardAPI": {"items": items, "defaultMode": default_mode}}, lookup, DOWNWARD_POD
+        {"name": "d", "downwardAPI": {"items": items, "defaultMode": default_mode}},
+        lookup,
+        DOWNWARD_POD,
     )
     assert files is not None
     return files
@@ -357,15 +388,17 @@ def test_a_volume_serves_only_metadata_fields(path: str) -> None:
 @pytest.mark.parametrize(
     ("container", "resource", "divisor", "expected"),
     [
-        # The values themselves are kubesim.downward's (tests/unit/kubesim/test_downward.py); these show
-        # the wiring.
+        # The values themselves are kubesim.downward's (tests/unit/kubesim/test_downward.py); these
+        # show the wiring.
         ("main", "limits.cpu", "100m", "15"),
         ("main", "limits.memory", None, str(512 * 2**30)),  # unset: the node's allocatable
         ("main", "requests.memory", "1Ki", "2"),  # 1500 bytes, rounded up
         ("setup", "limits.cpu", None, "64"),  # a volume defaults an init container's limits too
     ],
 )
-def test_resource_field_ref(container: str, resource: str, divisor: str | None, expected: str) -> None:
+def test_resource_field_ref(
+    container: str, resource: str, divisor: str | None, expected: str
+) -> None:
     ref: dict[str, Any] = {"containerName": container, "resource": resource}
     if divisor is not None:
         ref["divisor"] = divisor
@@ -396,7 +429,8 @@ def test_downward_api_items_the_kubelet_cannot_resolve(item: dict[str, Any], mes
         downward([{"path": "x", **item}])
 
 
-# --- subPath and the mount plan --------------------------------------------------------------------------
+# --- subPath and the mount plan
+# --------------------------------------------------------------------------
 def plan(pod: dict[str, Any], root: Path) -> list[Mount]:
     container = pod["spec"]["containers"][0]
     return volumefiles.mount_plan(pod, container, root, env=container_env(pod, container))
@@ -410,9 +444,12 @@ def plan(pod: dict[str, Any], root: Path) -> list[Mount]:
         ("a/../../b", "unable to provision SubPath `a/../../b`: must not contain '..'"),
     ],
 )
-def test_sub_paths_leaving_the_volume_are_refused(tmp_path: Path, sub_path: str, message: str) -> None:
+def test_sub_paths_leaving_the_volume_are_refused(
+    tmp_path: Path, sub_path: str, message: str
+) -> None:
     pod = make_pod(
-        [{"name": "scratch", "emptyDir": {}}], [{"name": "scratch", "mountPath": "/x", "subPath": sub_path}]
+        [{"name": "scratch", "emptyDir": {}}],
+        [{"name": "scratch", "mountPath": "/x", "subPath": sub_path}],
     )
     root = setup(pod, tmp_path)
     with pytest.raises(SubPathError, match=re.escape(message)):
@@ -425,7 +462,8 @@ def test_a_symlink_out_of_the_volume_is_refused(tmp_path: Path) -> None:
     root = setup(pod, tmp_path)
     (root / "scratch" / "link").symlink_to("/")  # what a container could do in its emptyDir
     with pytest.raises(
-        SubPathError, match='failed to prepare subPath for volumeMount "scratch" of container "main"'
+        SubPathError,
+        match='failed to prepare subPath for volumeMount "scratch" of container "main"',
     ) as err:
         volumefiles.prepare_container(pod, pod["spec"]["containers"][0], root, env={})
     assert "outside of allowed base" in err.value.detail
@@ -442,7 +480,8 @@ def test_configmap_sub_path_binds_the_file_of_the_current_version(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    ("security", "expected"), [({}, 0o777), pytest.param({"fsGroup": FS_GROUP}, 0o2777, marks=needs_root)]
+    ("security", "expected"),
+    [({}, 0o777), pytest.param({"fsGroup": FS_GROUP}, 0o2777, marks=needs_root)],
 )
 def test_missing_sub_path_is_made_with_the_volume_mode(
     tmp_path: Path, security: dict[str, Any], expected: int
@@ -472,7 +511,9 @@ def test_sub_path_expr_expands_the_containers_env(tmp_path: Path) -> None:
     root = setup(pod, tmp_path)
     [mount] = plan(pod, root)
     assert mount.source == root / "scratch" / "logs-p" / "$x"
-    missing = make_pod([{"name": "scratch", "emptyDir": {}}], [{**mounts[0], "subPathExpr": "$(NOPE)"}])
+    missing = make_pod(
+        [{"name": "scratch", "emptyDir": {}}], [{**mounts[0], "subPathExpr": "$(NOPE)"}]
+    )
     with pytest.raises(VolumeError, match="missing value for NOPE"):
         plan(missing, root)
 
@@ -497,11 +538,21 @@ def test_mount_plan_order_and_kinds(tmp_path: Path) -> None:
     volumefiles.setup(pod, tmp_path, snapshot(pod), host_path_root=socket_dir)
     root = tmp_path / "volumes"
     got = plan(pod, root)
-    assert [m.target for m in got] == ["/work", "/work/etc", "/dev/shm", "/run/f", "/work/data/cache"]
+    assert [m.target for m in got] == [
+        "/work",
+        "/work/etc",
+        "/dev/shm",
+        "/run/f",
+        "/work/data/cache",
+    ]
     by_target = {m.target: m for m in got}
     assert by_target["/work/etc"] == Mount("cfg", "/work/etc", root / "cfg", read_only=True)
-    assert by_target["/work/data/cache"] == Mount("data", "/work/data/cache", root / "data", read_only=True)
-    assert by_target["/run/f"] == Mount("host", "/run/f", socket_dir / "f", read_only=False, is_file=True)
+    assert by_target["/work/data/cache"] == Mount(
+        "data", "/work/data/cache", root / "data", read_only=True
+    )
+    assert by_target["/run/f"] == Mount(
+        "host", "/run/f", socket_dir / "f", read_only=False, is_file=True
+    )
     shm = by_target["/dev/shm"]
     assert (shm.source, shm.tmpfs, shm.size) == (None, True, 64 * 2**20)
     assert shm.tmpfs_options() == f"mode=3777,gid={FS_GROUP},size={64 * 2**20}"
