@@ -116,8 +116,7 @@ class ServedMPIJobSpec(MPIJobSpec, LegacySpecFields):
 
 
 class ServedMPIJob(MPIJob):
-    """The superset object schema of the CRD (all served versions); normalize() maps it to
-    MPIJob."""
+    """The CRD's superset object schema (all served versions); normalize() maps it to MPIJob."""
 
     spec: ServedMPIJobSpec = Field(description="Desired state of the job.")
 

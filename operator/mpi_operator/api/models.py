@@ -237,8 +237,7 @@ class LauncherReplicaSpec(ReplicaSpec):
 
 
 class WorkerReplicaSpec(ReplicaSpec):
-    """The workers: plain pods `<job>-worker-<i>` running an SSH server that the launcher
-    reaches."""
+    """The workers: plain pods `<job>-worker-<i>` running an SSH server the launcher reaches."""
 
     # The upper bound is for the CRD only, like the launcher's: validation reports it with the limit
     # in force (the operator's --max-workers-per-job may be lower) and whose limit it is, and
@@ -270,8 +269,7 @@ class MPIReplicaSpecs(ApiModel):
 
 
 class ElasticPolicy(ApiModel):
-    """Elastic Horovod bounds and pacing: the operator scales workers within [minReplicas,
-    maxReplicas]."""
+    """Elastic Horovod bounds and pacing: workers are scaled within [minReplicas, maxReplicas]."""
 
     # Upper bounds for the CRD only, as Worker.replicas's.
     min_replicas: int = Field(
@@ -400,8 +398,7 @@ class ReplicaStatuses(ApiModel):
 
 
 class ElasticStatus(ApiModel):
-    """Where an elastic job stands: desired, ready, discovered and draining workers, and its
-    bounds."""
+    """Where an elastic job stands: desired, ready, discovered and draining workers; its bounds."""
 
     desired: int = Field(
         0, ge=0, description="Workers the operator runs (Worker.replicas within bounds)."
