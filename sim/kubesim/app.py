@@ -62,9 +62,8 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     volumes = VolumeManager(cluster, settings, clock)
     kubelet: Kubelet
     if settings.runtime == "process":
-        # lazy: optional-runtime. The process runtime (17 modules, dnslib) loads only for a cluster
-        # that runs it: a tenth of kubesim's import time otherwise paid by every timer-runtime
-        # cluster.
+        # lazy: optional-runtime. The process runtime (17 modules, dnslib) loads only for a
+        # cluster that runs it: a tenth of kubesim's import time, paid by no timer-runtime cluster.
         from kubesim.procrt.kubelet import ProcessKubelet
 
         kubelet = ProcessKubelet(cluster, settings, clock, volumes)
