@@ -23,6 +23,7 @@ from kubesim.clock import Clock, FakeClock
 from kubesim.cluster import Cluster, EventType
 from kubesim.control import Control
 from kubesim.controllers import Controller, Watching
+from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.kubelet import Kubelet
@@ -51,6 +52,7 @@ class Controllers:
     gc: GarbageCollector | None = None
     namespaces: NamespaceController | None = None
     scheduler: Scheduler | None = None
+    disruption: DisruptionController | None = None
 
 
 def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
@@ -73,7 +75,8 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     gc = GarbageCollector(cluster, clock)
     namespaces = NamespaceController(cluster, clock)
     scheduler = Scheduler(cluster, settings, clock, kubelet.events)
-    watching: list[Watching] = [scheduler, volumes, kubelet, jobs, gc, namespaces]
+    disruption = DisruptionController(cluster, clock)
+    watching: list[Watching] = [scheduler, volumes, kubelet, jobs, gc, namespaces, disruption]
 
     def fan_out(
         event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
@@ -87,7 +90,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
 
     cluster.add_listener(fan_out)
     return Controllers(
-        all=[scheduler, kubelet, volumes, jobs, gc, namespaces],
+        all=[scheduler, kubelet, volumes, jobs, gc, namespaces, disruption],
         routes=[*volumes.routes(), *kubelet.routes()],
         clock=clock,
         kubelet=kubelet,
@@ -96,6 +99,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         gc=gc,
         namespaces=namespaces,
         scheduler=scheduler,
+        disruption=disruption,
     )
 
 

@@ -109,6 +109,9 @@ PRIORITY_CLASSES = _rt(
     namespaced=False,
     short_names=("pc",),
 )
+PDBS = _rt(
+    "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",), status=True
+)
 CRDS = _rt(
     "apiextensions.k8s.io",
     "v1",
@@ -138,6 +141,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     CLUSTERROLES,
     CLUSTERROLEBINDINGS,
     PRIORITY_CLASSES,
+    PDBS,
     CRDS,
 )
 
@@ -202,6 +206,10 @@ def prepare_create(rt: ResourceType, obj: dict[str, Any], *, node_name: str, now
         obj.pop("status", None)
         if is_type(rt, JOBS) or is_type(rt, SERVICES) or is_type(rt, DEPLOYMENTS):
             obj["status"] = {}
+        elif is_type(rt, PDBS):  # policy/v1's counts are not omitempty
+            obj["status"] = dict.fromkeys(
+                ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"), 0
+            )
 
 
 def prepare_update(

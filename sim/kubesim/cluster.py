@@ -12,6 +12,7 @@ lifecycle, CRD status) comes from `kubesim.builtins`; storage, history and watch
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -24,7 +25,8 @@ from typing import Any, Literal
 
 import yaml
 
-from kubesim import admission, builtins, errors, nodes, patch, selectors
+from kubesim import admission, builtins, errors, nodes, patch, pdb, selectors
+from kubesim.admission import priority
 from kubesim.registry import Registry, ResourceType, StorageKey, set_path
 from kubesim.scheduling import filters
 from kubesim.settings import SimSettings
@@ -340,6 +342,7 @@ class Cluster:
         if builtins.is_type(rt, builtins.CRDS) and (problems := builtins.crd_problems(obj)):
             raise errors.invalid(rt.kind, rt.group, name, problems)
         builtins.prepare_create(rt, obj, node_name=self._admission_node(rt, obj), now=now)
+        self._admit_priority(rt, obj, None)
         obj, warnings = self._admit("CREATE", rt, obj, None, opts, None, decoded=decoded)
         if not opts.dry_run:
             self._commit("ADDED", rt, obj, None)
@@ -508,25 +511,123 @@ class Cluster:
         return listed
 
     def evict(
-        self, rt: ResourceType, namespace: str | None, name: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
-        """`pods/eviction` (policy/v1 Eviction): a graceful delete with the eviction's
-        DeleteOptions."""
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: dict[str, Any],
+        *,
+        dry_run: bool = False,
+    ) -> tuple[dict[str, Any], int]:
+        """`pods/eviction` (policy/v1 Eviction) as the eviction registry does it: the `Status`
+        answer and its HTTP code. Terminal, Pending or terminating pods are deleted without a budget
+        check; else the one PodDisruptionBudget selecting the pod must allow a disruption (429
+        otherwise; 500 for more than one), is decremented and records the pod; then the pod gets
+        `DisruptionTarget` and the graceful delete with the eviction's DeleteOptions. `dry_run` (the
+        request's) changes nothing."""
         raw = body.get("deleteOptions") or {}
+        url_name = (body.get("metadata") or {}).get("name")
+        if url_name and url_name != name:
+            raise errors.bad_request("name in URL does not match name in Eviction object")
         options = DeleteOptions(
             propagation_policy=raw.get("propagationPolicy"),
             grace_period_seconds=raw.get("gracePeriodSeconds"),
             preconditions=raw.get("preconditions"),
-            dry_run=bool(raw.get("dryRun")),
+            dry_run=dry_run or bool(raw.get("dryRun")),
         )
-        self.delete(rt, namespace, name, options=options)
-        return {
+        pod = self._require(rt, namespace, name)
+        meta, phase = pod["metadata"], (pod.get("status") or {}).get("phase")
+        success = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Success",
             "code": 201,
         }
+        terminal = phase in ("Succeeded", "Failed") or bool(meta.get("deletionTimestamp"))
+        if terminal or phase == "Pending":
+            self._evict_delete(rt, pod, options, pin_version=not terminal)
+            return success, 201
+        labels = meta.get("labels") or {}
+        budgets = [
+            b
+            for b in self.store.objects(builtins.PDBS.storage_key, meta["namespace"])
+            if pdb.selects(b, labels)
+        ]
+        if len(budgets) > 1:
+            failure = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+            return {**failure, "message": pdb.MULTIPLE_BUDGETS, "code": 500}, 500
+        pin_version = False
+        if budgets:
+            budget = budgets[0]
+            status = budget.get("status") or {}
+            healthy, desired = (
+                int(status.get("currentHealthy") or 0),
+                int(status.get("desiredHealthy") or 0),
+            )
+            always = (budget.get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+            if not pdb.is_ready(pod) and (always or 0 < desired <= healthy):
+                # An unready pod whose loss leaves the budget whole goes without a decrement,
+                # provided it has not become ready since (the resourceVersion precondition).
+                pin_version = True
+            else:
+                decremented = pdb.check_and_decrement(budget, name, self.now())
+                if not options.dry_run:
+                    # The budget as read, so a concurrent change is a conflict, as the registry's
+                    # is.
+                    self.update(
+                        builtins.PDBS,
+                        meta["namespace"],
+                        budget["metadata"]["name"],
+                        {**budget, "metadata": dict(budget["metadata"]), "status": decremented},
+                        subresource="status",
+                        decoded=True,
+                    )
+        self._evict_delete(rt, pod, options, pin_version=pin_version)
+        return success, 201
+
+    def _evict_delete(
+        self, rt: ResourceType, pod: dict[str, Any], options: DeleteOptions, *, pin_version: bool
+    ) -> None:
+        """addConditionAndDeletePod: `DisruptionTarget` (EvictionByEvictionAPI), then the delete;
+        with `pin_version` and no resourceVersion precondition given, the pod's current one is
+        required."""
+        meta = pod["metadata"]
+        pre = dict(options.preconditions or {})
+        if pin_version and not pre.get("resourceVersion"):
+            pre["resourceVersion"] = meta["resourceVersion"]
+        if not options.dry_run:
+            for key, what in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                if pre.get(key) and pre[key] != meta.get(key):
+                    why = (
+                        f"the {what} in the precondition ({pre[key]}) does not match the {what} in "
+                        "record "
+                        f"({meta.get(key)}). The object might have been "
+                        + ("deleted and then recreated" if key == "uid" else "modified")
+                    )
+                    raise errors.conflict("Pod", "", meta["name"], why)
+            status = dict(pod.get("status") or {})
+            status["conditions"] = [
+                *(c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"),
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "lastTransitionTime": _timestamp(self.now()),
+                    "reason": "EvictionByEvictionAPI",
+                    "message": "Eviction API: evicting",
+                },
+            ]
+            written = self.update(
+                rt, meta["namespace"], meta["name"], {**pod, "status": status}, subresource="status"
+            )
+            if pre.get("resourceVersion"):
+                pre["resourceVersion"] = written.stored["metadata"]["resourceVersion"]
+        self.delete(
+            rt,
+            meta["namespace"],
+            meta["name"],
+            options=dataclasses.replace(options, preconditions=pre or None),
+        )
 
     def bind(
         self,
@@ -755,6 +856,29 @@ class Cluster:
         admitted["apiVersion"], admitted["kind"] = obj["apiVersion"], obj["kind"]
         return admitted, list(result.warnings)
 
+    def _admit_priority(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
+        """The Priority admission plugin (`kubesim.admission.priority`) on pods and
+        PriorityClasses."""
+        is_pod = builtins.is_type(rt, builtins.PODS)
+        if not is_pod and not builtins.is_type(rt, builtins.PRIORITY_CLASSES):
+            return
+        classes = self.store.objects(builtins.PRIORITY_CLASSES.storage_key, None)
+        spec = obj.get("spec")
+        try:
+            if not is_pod:
+                priority.check_global_default(obj, classes, create=old is None)
+            elif not isinstance(spec, dict):
+                return
+            elif old is None:
+                priority.admit_pod_create(spec, {pc["metadata"]["name"]: pc for pc in classes})
+            else:
+                priority.admit_pod_update(spec, old.get("spec") or {})
+        except priority.PriorityRefusal as refusal:
+            name = str(obj["metadata"].get("name") or "")
+            raise errors.forbidden(rt.plural, rt.group, name, str(refusal)) from refusal
+
     def _write_update(
         self,
         rt: ResourceType,
@@ -798,6 +922,8 @@ class Cluster:
                     why,
                     reason="FieldValueForbidden",
                 )
+        if subresource is None:
+            self._admit_priority(rt, merged, current)
         merged, warnings = self._admit(
             "UPDATE", rt, merged, self._relabel(rt, current), opts, subresource, decoded=decoded
         )

@@ -114,6 +114,38 @@ _MESSAGES: Final[dict[str, list[_Field]]] = {
         ("description", 4, _STRING, False),
         ("preemptionPolicy", 5, _STRING, False),
     ],
+    "IntOrString": [
+        ("type", 1, _INT64, False),
+        ("intVal", 2, _INT32, False),
+        ("strVal", 3, _STRING, False),
+    ],
+    "LabelSelectorRequirement": [
+        ("key", 1, _STRING, False),
+        ("operator", 2, _STRING, False),
+        ("values", 3, _STRING, True),
+    ],
+    "LabelSelector": [
+        ("matchLabels", 1, "map:string", False),
+        ("matchExpressions", 2, "LabelSelectorRequirement", True),
+    ],
+    "PodDisruptionBudgetSpec": [
+        ("minAvailable", 1, "IntOrString", False),
+        ("selector", 2, "LabelSelector", False),
+        ("maxUnavailable", 3, "IntOrString", False),
+        ("unhealthyPodEvictionPolicy", 4, _STRING, False),
+    ],
+    "PodDisruptionBudgetStatus": [
+        ("observedGeneration", 1, _INT64, False),
+        ("disruptionsAllowed", 3, _INT32, False),
+        ("currentHealthy", 4, _INT32, False),
+        ("desiredHealthy", 5, _INT32, False),
+        ("expectedPods", 6, _INT32, False),
+    ],
+    "PodDisruptionBudget": [
+        ("metadata", 1, "ObjectMeta", False),
+        ("spec", 2, "PodDisruptionBudgetSpec", False),
+        ("status", 3, "PodDisruptionBudgetStatus", False),
+    ],
 }
 
 SERVER_OWNED: Final = frozenset(
@@ -137,6 +169,8 @@ KEEP_ZERO: Final = frozenset(
         ("ServiceAccount", "automountServiceAccountToken"),
         ("PriorityClass", "value"),
         ("PriorityClass", "preemptionPolicy"),
+        ("PodDisruptionBudgetSpec", "minAvailable"),
+        ("PodDisruptionBudgetSpec", "maxUnavailable"),
     }
 )
 """Fields whose zero value means something: Go pointers (encoded only when set) and required
@@ -155,6 +189,7 @@ KINDS: Final[dict[tuple[str, str], str]] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "ClusterRoleBinding",
     ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
+    ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
 }
 """(apiVersion, kind) of the envelope -> the message its `raw` holds."""
 
@@ -255,7 +290,11 @@ def _json(msg: message.Message) -> dict[str, Any]:
     for field, value in msg.ListFields():
         name = field.json_name
         nested = field.message_type
-        if nested is not None and not nested.GetOptions().map_entry:
+        if nested is not None and nested.name == "IntOrString":
+            # intstr.IntOrString is a JSON int or string; type 1 is the string form.
+            typed: Any = value
+            obj[name] = typed.strVal if typed.type == 1 else typed.intVal
+        elif nested is not None and not nested.GetOptions().map_entry:
             if field.is_repeated:
                 obj[name] = [_json(child) for child in value]
             else:

@@ -238,9 +238,9 @@ class ApiHandler:
         if verb == "create":
             body = await self._json_body(request)
             if sub == "eviction" and "eviction" in rt.subresources:
-                return json_response(
-                    self.cluster.evict(rt, ns, info.name, body), 201, warnings=warnings
-                )
+                dry_run = self._write_options(request).dry_run
+                answer, code = self.cluster.evict(rt, ns, info.name, body, dry_run=dry_run)
+                return json_response(answer, code, warnings=warnings)
             if sub == "binding" and "binding" in rt.subresources:
                 node = str((body.get("target") or {}).get("name") or "")
                 self.cluster.bind(rt, ns, info.name, node, opts=self._write_options(request))

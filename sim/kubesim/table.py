@@ -292,6 +292,10 @@ def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+def _int_or_percent(value: Any) -> str:
+    return "N/A" if value is None else str(value)
+
+
 def _col(name: str, kind: str = "string", priority: int = 0) -> Column:
     return {"name": name, "type": kind, "format": "", "description": name, "priority": priority}
 
@@ -355,6 +359,36 @@ _BUILTIN: dict[tuple[str, str], tuple[list[Column], CellsFn]] = {
     ("apiextensions.k8s.io", "CustomResourceDefinition"): (
         [_NAME, _col("Created At", "date")],
         lambda o, now: [o["metadata"].get("creationTimestamp")],
+    ),
+    ("policy", "PodDisruptionBudget"): (
+        [
+            _NAME,
+            _col("Min Available"),
+            _col("Max Unavailable"),
+            _col("Allowed Disruptions", "integer"),
+            _AGE,
+        ],
+        lambda o, now: [
+            _int_or_percent((o.get("spec") or {}).get("minAvailable")),
+            _int_or_percent((o.get("spec") or {}).get("maxUnavailable")),
+            int((o.get("status") or {}).get("disruptionsAllowed") or 0),
+            _age(o["metadata"].get("creationTimestamp"), now),
+        ],
+    ),
+    ("scheduling.k8s.io", "PriorityClass"): (
+        [
+            _NAME,
+            _col("Value", "integer"),
+            _col("Global-Default", "boolean"),
+            _AGE,
+            _col("PreemptionPolicy"),
+        ],
+        lambda o, now: [
+            int(o.get("value") or 0),
+            bool(o.get("globalDefault")),
+            _age(o["metadata"].get("creationTimestamp"), now),
+            o.get("preemptionPolicy") or "",
+        ],
     ),
     ("", "ConfigMap"): (
         [_NAME, _col("Data", "integer"), _AGE],

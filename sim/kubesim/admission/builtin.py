@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import re
 from collections.abc import Callable
 from typing import Any
 
 from kubesim import names
+from kubesim.admission import priority
 from kubesim.admission.defaults import CONTROLLER_UID_LABEL, JOB_NAME_LABEL
 from kubesim.admission.fielderrors import FieldErrors
 from kubesim.admission.podspec import PROTOCOLS, validate_label, validate_pod_spec
@@ -383,6 +385,78 @@ def _pod(obj: dict[str, Any], errs: FieldErrors) -> None:
     validate_pod_spec(obj.get("spec") or {}, "spec", errs)
 
 
+_PERCENT = re.compile(r"[0-9]+%")
+_PERCENT_ERROR = names.regex_error(
+    "a valid percent string must be a numeric string followed by an ending '%'",
+    "[0-9]+%",
+    "1%",
+    "93%",
+)
+_UNHEALTHY_POD_EVICTION_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
+
+
+def _positive_int_or_percent(value: Any, path: str, errs: FieldErrors) -> None:
+    """ValidatePositiveIntOrPercent and IsNotMoreThan100Percent (`pkg/apis/apps/validation`)."""
+    if isinstance(value, str):
+        if not _PERCENT.fullmatch(value):
+            errs.invalid(path, value, _PERCENT_ERROR)
+        elif int(value[:-1]) > 100:
+            errs.invalid(path, value, "must not be greater than 100%")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            errs.invalid(path, value, "must be greater than or equal to 0")
+    else:
+        errs.invalid(path, value, "must be an integer or percentage (e.g '5%')")
+
+
+def _pod_disruption_budget(obj: dict[str, Any], errs: FieldErrors) -> None:
+    """ValidatePodDisruptionBudgetSpec (`pkg/apis/policy/validation`)."""
+    spec = obj.get("spec") or {}
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        errs.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
+    for key in ("minAvailable", "maxUnavailable"):
+        if spec.get(key) is not None:
+            _positive_int_or_percent(spec[key], f"spec.{key}", errs)
+    if isinstance(spec.get("selector"), dict):
+        _label_selector(spec["selector"], "spec.selector", errs)
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in _UNHEALTHY_POD_EVICTION_POLICIES:
+        errs.not_supported(
+            "spec.unhealthyPodEvictionPolicy", policy, _UNHEALTHY_POD_EVICTION_POLICIES
+        )
+
+
+def _priority_class(obj: dict[str, Any], errs: FieldErrors) -> None:
+    """ValidatePriorityClass (`pkg/apis/scheduling/validation`): `system-` names are reserved."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    value = obj.get("value")
+    if name.startswith(priority.SYSTEM_PREFIX):
+        known = priority.SYSTEM_CLASSES.get(name)
+        if known is None:
+            why = f"{name} is not a known system priority class"
+        elif value != known:
+            why = f"value of {name} PriorityClass must be {known}"
+        elif obj.get("globalDefault"):
+            why = f"globalDefault of {name} PriorityClass must be false"
+        else:
+            return
+        errs.forbidden(
+            "metadata.name",
+            f"priority class names with '{priority.SYSTEM_PREFIX}' prefix are reserved for system "
+            "use "
+            f"only. error: {why}",
+        )
+    elif isinstance(value, int) and value > priority.HIGHEST_USER_DEFINABLE_PRIORITY:
+        errs.forbidden(
+            "value",
+            "maximum allowed value of a user defined priority is "
+            f"{priority.HIGHEST_USER_DEFINABLE_PRIORITY}",
+        )
+    policy = obj.get("preemptionPolicy")
+    if policy is not None and policy not in ("Never", "PreemptLowerPriority"):
+        errs.not_supported("preemptionPolicy", policy, ("Never", "PreemptLowerPriority"))
+
+
 KIND_RULES: dict[str, Callable[[dict[str, Any], FieldErrors], None]] = {
     "Pod": _pod,
     "Service": _service,
@@ -396,6 +470,8 @@ KIND_RULES: dict[str, Callable[[dict[str, Any], FieldErrors], None]] = {
     "RoleBinding": lambda o, e: _binding(o, e, namespaced=True),
     "ClusterRoleBinding": lambda o, e: _binding(o, e, namespaced=False),
     "Namespace": _namespace,
+    "PodDisruptionBudget": _pod_disruption_budget,
+    "PriorityClass": _priority_class,
 }
 
 

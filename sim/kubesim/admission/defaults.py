@@ -106,7 +106,30 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
             host_path.setdefault("type", "")
 
 
-_NOT_READY_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+_NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+DEFAULT_TOLERATION_SECONDS = 300
+
+
+def default_tolerations(tolerations: list[Any]) -> None:
+    """The DefaultTolerationSeconds plugin, in place: a NoExecute toleration of 300 s for the
+    not-ready and unreachable taints, each added unless one already tolerates that key with effect
+    NoExecute (an empty key or effect counts;
+    `plugin/pkg/admission/defaulttolerationseconds/admission.go`)."""
+    for key in _NOT_READY_TAINTS:
+        if not any(
+            isinstance(t, dict)
+            and t.get("key") in (key, "", None)
+            and t.get("effect") in ("NoExecute", "", None)
+            for t in tolerations
+        ):
+            tolerations.append(
+                {
+                    "key": key,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+                }
+            )
 
 
 def default_pod(pod: dict[str, Any], *, create: bool) -> None:
@@ -122,21 +145,13 @@ def default_pod(pod: dict[str, Any], *, create: bool) -> None:
                 requests.setdefault(name, value)
     if not create:
         return
-    # ServiceAccount, Priority and DefaultTolerationSeconds admission plugins
+    # The ServiceAccount and DefaultTolerationSeconds admission plugins; Priority (which needs the
+    # cluster's PriorityClasses) has run before (`kubesim.admission.priority`), or falls back here.
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     spec.setdefault("priority", 0)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    tolerations = spec.setdefault("tolerations", [])
-    for key in _NOT_READY_TOLERATIONS:
-        if not any(
-            isinstance(t, dict)
-            and (t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists"))
-            for t in tolerations
-        ):
-            tolerations.append(
-                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-            )
+    default_tolerations(spec.setdefault("tolerations", []))
     status = pod.get("status")
     if isinstance(status, dict):
         status.setdefault("qosClass", qos_class(spec))
@@ -282,3 +297,5 @@ def apply_defaults(
         default_role_binding(obj)
     elif kind == "CustomResourceDefinition":
         default_crd(obj)
+    elif kind == "PriorityClass":
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")

@@ -180,6 +180,14 @@ def _crd(new: dict[str, Any], old: dict[str, Any], errs: FieldErrors) -> None:
         errs.invalid("spec.names.plural", plural or "", "field is immutable")
 
 
+def _priority_class(new: dict[str, Any], old: dict[str, Any], errs: FieldErrors) -> None:
+    """ValidatePriorityClassUpdate: `value` and `preemptionPolicy` are immutable."""
+    if new.get("value") != old.get("value"):
+        errs.forbidden("value", "may not be changed in an update.")
+    if new.get("preemptionPolicy") != old.get("preemptionPolicy"):
+        errs.invalid("preemptionPolicy", new.get("preemptionPolicy"), "field is immutable")
+
+
 UPDATE_RULES = {
     "Pod": _pod,
     "Job": _job,
@@ -189,6 +197,7 @@ UPDATE_RULES = {
     "RoleBinding": _role_binding,
     "ClusterRoleBinding": _role_binding,
     "CustomResourceDefinition": _crd,
+    "PriorityClass": _priority_class,
 }
 
 

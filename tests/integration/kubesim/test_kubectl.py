@@ -179,3 +179,24 @@ async def test_get_watch_prints_table_rows_for_changes(
     assert rc == 0, err
     assert rows[0] == ["NAME", "REPLICAS", "READY", "AGE"]  # one header: events carry Table rows
     assert [r[:2] for r in rows[1:]] == [["w1", "2"], ["w1", "4"]]
+
+
+async def test_create_priorityclass_and_a_pod_of_that_class(
+    kubectl: Kubectl, kubesim: KubeSim
+) -> None:
+    created = await _ok(
+        kubectl, "create", "priorityclass", "high", "--value=1000", "--preemption-policy=Never"
+    )
+    assert created.strip() == "priorityclass.scheduling.k8s.io/high created"
+    header, *rows = (await _ok(kubectl, "get", "pc")).splitlines()
+    assert header.split() == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+    assert [r.split()[:3] for r in rows if r.startswith("high")] == [["high", "1000", "false"]]
+    manifest = POD.format(name="p", app="a") + "  priorityClassName: high\n"
+    await _ok(kubectl, "apply", "-f", "-", stdin=manifest)
+    spec = json.loads(await _ok(kubectl, "get", "pod", "p", "-o", "json"))["spec"]
+    assert (spec["priority"], spec["preemptionPolicy"]) == (1000, "Never")
+    rc, _, err = await kubectl(
+        "run", "q", "--image=busybox", "--overrides", '{"spec":{"priorityClassName":"nope"}}'
+    )
+    assert rc != 0
+    assert 'pods "q" is forbidden: no PriorityClass with name nope was found' in err

@@ -1013,3 +1013,114 @@ def test_a_kinds_schema_is_compiled_once_and_admission_repeats_exactly() -> None
         again = _admit(pod)
         assert (again.obj, again.warnings) == (first.obj, first.warnings)
         assert builtin_schema("v1", "Pod") is compiled
+
+
+def _pdb(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "b", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}}, **spec},
+    }
+
+
+PERCENT_MSG = (
+    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or "
+    "'93%', "
+    "regex used for validation is '[0-9]+%')"
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"minAvailable": 2}, ""),
+        ({"maxUnavailable": "25%"}, ""),
+        (
+            {"minAvailable": 1, "maxUnavailable": 1},
+            "minAvailable and maxUnavailable cannot be both set",
+        ),
+        (
+            {"minAvailable": -1},
+            "spec.minAvailable: Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            {"maxUnavailable": "120%"},
+            'spec.maxUnavailable: Invalid value: "120%": must not be greater than 100%',
+        ),
+        ({"minAvailable": "half"}, f'spec.minAvailable: Invalid value: "half": {PERCENT_MSG}'),
+        (
+            {"minAvailable": 1, "unhealthyPodEvictionPolicy": "Sometimes"},
+            'spec.unhealthyPodEvictionPolicy: Unsupported value: "Sometimes"',
+        ),
+        (
+            {"minAvailable": 1, "selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}},
+            "spec.selector.matchExpressions[0].values: Required value",
+        ),
+    ],
+)
+def test_pod_disruption_budget_validation(spec: dict[str, Any], message: str) -> None:
+    if not message:
+        _admit(_pdb(**spec))
+    else:
+        assert message in _refused(_pdb(**spec)).message
+
+
+def _priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **fields,
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        (_priority_class("high", 1000000000), ""),
+        (
+            _priority_class("high", 1000000001),
+            "value: Forbidden: maximum allowed value of a user defined priority is 1000000000",
+        ),
+        (_priority_class("system-node-critical", 2000001000), ""),
+        (
+            _priority_class("system-node-critical", 5),
+            "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for "
+            "system "
+            "use only. error: value of system-node-critical PriorityClass must be 2000001000",
+        ),
+        (
+            _priority_class("system-mine", 5),
+            "error: system-mine is not a known system priority class",
+        ),
+    ],
+)
+def test_priority_class_validation(obj: dict[str, Any], message: str) -> None:
+    if not message:
+        assert _admit(obj).obj["preemptionPolicy"] == "PreemptLowerPriority"
+    else:
+        assert message in _refused(obj).message
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"value": 2}, "value: Forbidden: may not be changed in an update."),
+        (
+            {"preemptionPolicy": "Never"},
+            'preemptionPolicy: Invalid value: "Never": field is immutable',
+        ),
+        ({"description": "now described"}, ""),
+    ],
+)
+def test_priority_class_value_and_policy_are_immutable(
+    change: dict[str, Any], message: str
+) -> None:
+    old = _stored(_priority_class("high", 1))
+    new = {**copy.deepcopy(old), **change}
+    if not message:
+        _admit(new, old=old)
+    else:
+        assert message in _refused(new, old=old).message
