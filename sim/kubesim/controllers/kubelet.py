@@ -1,5 +1,4 @@
-"""The kubelets of the simulated cluster's nodes, one loop for all: runs pods' lifecycles and
-reports their status.
+"""The kubelets of the cluster's nodes, one loop for all: runs pods' lifecycles, reports status.
 
 It keeps a `PodRuntime` (`podstate.py`) per pod bound to an existing node (init containers, then app
 containers), wakes on pod events and on timers (the event loop's timer heap, one pending timer per

@@ -1,14 +1,12 @@
-"""The default scheduler: binds pods of `schedulerName: default-scheduler` that have no node, using
-the pure plugins of `kubesim.scheduling`; the others (a user-set nodeName, another scheduler) are
-left alone.
+"""The default scheduler: binds pods of `schedulerName: default-scheduler` without a node, using
+the pure plugins of `kubesim.scheduling`; others (a set nodeName, another scheduler) are left alone.
 
 Per-node usage is kept incrementally from pod and node changes (a pod counts from its binding until
 it is terminal or gone), so a decision reads no pod list. A pod that fits nowhere gets
 `PodScheduled=False` (reason Unschedulable) and a `FailedScheduling` event, and waits in the
 unschedulable set until a change could make it fit (a pod freed its node, a node came, was
 uncordoned or changed): it then retries after its back-off (1 s doubling to 10 s), as
-kube-scheduler's queue does; pods unschedulable for 5 minutes are retried anyway. No polling of
-pods.
+kube-scheduler's queue does; pods unschedulable for 5 minutes are retried anyway. No polling.
 
 The default cluster binds its pods at admission (`kubesim.cluster`), so this controller only sees
 the few that fail a filter there.
