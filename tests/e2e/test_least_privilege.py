@@ -297,8 +297,8 @@ async def test_a_gang_scheduled_job_life_is_granted_including_the_pod_group_clea
 
 
 def rendered_deployments() -> Iterator[tuple[str, dict[str, Any]]]:
-    from test_install_kustomize import OVERLAYS
-    from test_install_kustomize import render as kustomize
+    from .test_install_kustomize import OVERLAYS
+    from .test_install_kustomize import render as kustomize
 
     if shutil.which("kubectl") is not None:
         for overlay in OVERLAYS:
@@ -307,8 +307,8 @@ def rendered_deployments() -> Iterator[tuple[str, dict[str, Any]]]:
         "helm_python", reason="helm-python-sdk (a dev dependency) renders the chart"
     )
     del helm
-    from test_install_helm import IDS
-    from test_install_helm import render as chart
+    from .test_install_helm import IDS
+    from .test_install_helm import render as chart
 
     for case in IDS:
         yield f"chart {case}", rbac_audit_one(chart(case), "Deployment")
