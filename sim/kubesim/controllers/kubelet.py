@@ -7,10 +7,9 @@ deletionTimestamp has its containers stopped after min(deletionGracePeriodSecond
 `kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0 (the API
 server removes it once its finalizers are gone).
 
-Tests drive node-level faults through `evict()`, `kill()`, `node_down()` and `node_up()`, in
-process or over HTTP: `POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`)
-and `.../kill` (body `{"exitCode": N}`, default 137) answer with the pod, `POST
-/kubesim/v1/nodes/{node}/down` and `.../up` with the node. A down node's pods are frozen, unsynced.
+Tests drive node faults through `evict()`, `kill()`, `node_down()`, `node_up()`, or over HTTP:
+`POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`), `.../kill` (body
+`{"exitCode": N}`, default 137) and `POST /kubesim/v1/nodes/{node}/down` or `.../up`.
 """
 
 from __future__ import annotations
