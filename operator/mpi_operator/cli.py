@@ -233,6 +233,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="YAML file of the nodes: nodes: [{name, labels, taints, allocatable}] "
         "(docs/kubesim.md)",
     )
+    sim.add_argument(
+        "--node-monitor-grace-seconds",
+        type=seconds,
+        default=40.0,
+        help="how long a node's kubelet may be silent before the node is NotReady (default 40)",
+    )
     sim.set_defaults(func=_cmd_sim)
 
     demo = sub.add_parser("demo", help="run kubesim + the operator and scale an elastic job")

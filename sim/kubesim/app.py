@@ -28,7 +28,9 @@ from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
+from kubesim.controllers.nodelifecycle import NodeLifecycleController
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.tainteviction import TaintEvictionController
 from kubesim.controllers.volumes import VolumeManager
 from kubesim.registry import ResourceType
 from kubesim.server import build_app
@@ -53,6 +55,8 @@ class Controllers:
     namespaces: NamespaceController | None = None
     scheduler: Scheduler | None = None
     disruption: DisruptionController | None = None
+    node_lifecycle: NodeLifecycleController | None = None
+    taint_eviction: TaintEvictionController | None = None
 
 
 def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
@@ -76,7 +80,20 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     namespaces = NamespaceController(cluster, clock)
     scheduler = Scheduler(cluster, settings, clock, kubelet.events)
     disruption = DisruptionController(cluster, clock)
-    watching: list[Watching] = [scheduler, volumes, kubelet, jobs, gc, namespaces, disruption]
+    node_lifecycle = NodeLifecycleController(cluster, settings, clock)
+    kubelet.power_listeners.append(node_lifecycle.kubelet_power)
+    taint_eviction = TaintEvictionController(cluster, clock)
+    watching: list[Watching] = [
+        scheduler,
+        volumes,
+        kubelet,
+        jobs,
+        gc,
+        namespaces,
+        disruption,
+        node_lifecycle,
+        taint_eviction,
+    ]
 
     def fan_out(
         event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
@@ -90,7 +107,17 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
 
     cluster.add_listener(fan_out)
     return Controllers(
-        all=[scheduler, kubelet, volumes, jobs, gc, namespaces, disruption],
+        all=[
+            scheduler,
+            kubelet,
+            volumes,
+            jobs,
+            gc,
+            namespaces,
+            disruption,
+            node_lifecycle,
+            taint_eviction,
+        ],
         routes=[*volumes.routes(), *kubelet.routes()],
         clock=clock,
         kubelet=kubelet,
@@ -100,6 +127,8 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         namespaces=namespaces,
         scheduler=scheduler,
         disruption=disruption,
+        node_lifecycle=node_lifecycle,
+        taint_eviction=taint_eviction,
     )
 
 

@@ -34,6 +34,9 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
         ready_seconds=flag("ready_seconds", defaults.ready_seconds),
         volume_sync_seconds=flag("volume_sync_seconds", defaults.volume_sync_seconds),
         fault_rate=flag("fault_rate", defaults.fault_rate),
+        node_monitor_grace_seconds=flag(
+            "node_monitor_grace_seconds", defaults.node_monitor_grace_seconds
+        ),
         runtime=getattr(args, "runtime", None) or defaults.runtime,
         images=ImageCatalog.load(args.images) if getattr(args, "images", None) else defaults.images,
     )

@@ -196,6 +196,43 @@ def _taint(raw: Any, where: str) -> Taint:
     return Taint(str(raw["key"]), str(effect), str(raw.get("value") or ""))
 
 
+KUBELET_CONDITIONS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "MemoryPressure",
+        "False",
+        "KubeletHasSufficientMemory",
+        "kubelet has sufficient memory available",
+    ),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
+"""(type, status, reason, message) of the conditions a healthy kubelet posts."""
+
+
+def posted_conditions(old: Sequence[Mapping[str, Any]], now: str) -> list[dict[str, Any]]:
+    """The conditions a healthy kubelet posts at `now` over `old` (its node's current ones): the
+    heartbeat is `now`; a condition's lastTransitionTime moves only when its status changes."""
+    before = {str(c.get("type")): c for c in old}
+    conditions = []
+    for ctype, status, reason, message in KUBELET_CONDITIONS:
+        previous = before.get(ctype)
+        same = previous is not None and previous.get("status") == status
+        conditions.append(
+            {
+                "type": ctype,
+                "status": status,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": previous.get("lastTransitionTime", now)
+                if same and previous is not None
+                else now,
+                "reason": reason,
+                "message": message,
+            }
+        )
+    return conditions
+
+
 def node_ip(index: int) -> str:
     """The InternalIP of the `index`-th node (0: 172.18.0.2, the address kubesim always used)."""
     return str(FIRST_NODE_IP + index)
@@ -216,37 +253,10 @@ def node_object(shape: NodeShape, index: int, now: str) -> dict[str, Any]:
     if shape.taints:
         spec["taints"] = [t.to_json() for t in shape.taints]
 
-    def condition(ctype: str, status: str, reason: str, message: str) -> dict[str, str]:
-        return {
-            "type": ctype,
-            "status": status,
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-            "reason": reason,
-            "message": message,
-        }
-
     status = {
         "capacity": dict(shape.allocatable),
         "allocatable": dict(shape.allocatable),
-        "conditions": [
-            condition(
-                "MemoryPressure",
-                "False",
-                "KubeletHasSufficientMemory",
-                "kubelet has sufficient memory available",
-            ),
-            condition(
-                "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"
-            ),
-            condition(
-                "PIDPressure",
-                "False",
-                "KubeletHasSufficientPID",
-                "kubelet has sufficient PID available",
-            ),
-            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-        ],
+        "conditions": posted_conditions((), now),
         "addresses": [
             {"type": "InternalIP", "address": node_ip(index)},
             {"type": "Hostname", "address": shape.name},

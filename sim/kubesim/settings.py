@@ -32,6 +32,9 @@ class SimSettings:
     nodes: tuple[NodeShape, ...] = ()
     """The cluster's nodes (`kubesim.nodes`); empty: one node named `node_name` whose capacity never
     limits anything, to which every pod is bound as it is created."""
+    node_monitor_grace_seconds: float = 40.0
+    """kube-controller-manager's `--node-monitor-grace-period`: how long a node's kubelet may be
+    silent (`POST /kubesim/v1/nodes/{node}/down`) before its Ready condition becomes Unknown."""
     time_scale: float = 1.0
     """Real seconds per simulated second for every controller timer (0.01 runs the cluster 100x
     faster)."""

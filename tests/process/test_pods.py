@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
 from kubesim.app import KubeSim
@@ -190,3 +193,54 @@ async def test_init_containers_run_in_order_and_a_sidecar_serves_the_main_contai
     assert [statuses[n]["state"]["terminated"]["exitCode"] for n in ("first", "second")] == [0, 0]
     assert statuses["first"]["ready"]
     assert statuses["second"]["ready"]
+
+
+async def test_a_node_going_down_kills_its_pods_processes_and_reports_nothing(
+    kubesim: KubeSim,
+) -> None:
+    marker = "kubesim-node-down-marker"
+    script = f"echo up; exec python3 -c 'import time; time.sleep(1000)' {marker}"
+    create(kubesim, pod("victim", shell("main", script)))
+    await wait_for(kubesim, lambda: "up" in log_text(kubesim, "victim"))
+    await wait_for(kubesim, lambda: phase(kubesim, "victim") == "Running")
+    pids = _processes_with(marker)
+    assert len(pids) == 1
+    kubelet = kubesim.controllers.kubelet
+    assert kubelet is not None
+    node = str(get_pod(kubesim, "victim")["spec"]["nodeName"])
+
+    kubelet.node_down(node)
+    await asyncio.wait_for(_exited(pids[0]), 30)
+    # The dead kubelet does not report the death: the pod is Running as far as the API knows.
+    assert phase(kubesim, "victim") == "Running"
+
+    kubelet.node_up(node)
+    await wait_for(kubesim, lambda: len(_processes_with(marker)) == 1)
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def _exited(pid: int) -> None:
+    """Returns once `pid` has ended (its pidfd turns readable)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, done.set_result, None)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)

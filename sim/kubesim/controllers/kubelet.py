@@ -7,9 +7,9 @@ deletionTimestamp has its containers stopped after min(deletionGracePeriodSecond
 `kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0 (the API
 server removes it once its finalizers are gone).
 
-Tests drive node-level faults through `evict()` and `kill()`, in process or over HTTP:
-`POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`, optional) and
-`POST .../kill` (body `{"exitCode": N}`, default 137) answer with the pod as it is afterwards.
+Tests drive node faults through `evict()`, `kill()`, `node_down()`, `node_up()`, or over HTTP:
+`POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`), `.../kill` (body
+`{"exitCode": N}`, default 137) and `POST /kubesim/v1/nodes/{node}/down` or `.../up`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
-from kubesim import errors
+from kubesim import errors, nodes
 from kubesim.clock import Clock
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import get_or_none, podstatus, resource_type
@@ -105,7 +105,14 @@ class Kubelet:
         self._node_ips: dict[str, str] = {}
         """The nodes this one kubelet loop serves (every Node of the cluster), by name: their
         InternalIP."""
-        for node in cluster.list(resource_type(cluster, "v1", "Node"), None)["items"]:
+        self._down: dict[str, float] = {}
+        """Nodes whose kubelet is stopped (`node_down`), and since when: their pods are not
+        synced."""
+        self.power_listeners: list[Callable[[str, bool], None]] = []
+        """Called with (node, up) when a node's kubelet stops or starts: the node lifecycle
+        controller's heartbeat (kubesim writes no Lease)."""
+        self._nodes_rt = resource_type(cluster, "v1", "Node")
+        for node in cluster.list(self._nodes_rt, None)["items"]:
             self._node_changed("ADDED", node)
         self._started = True
 
@@ -119,6 +126,7 @@ class Kubelet:
         name = str(node["metadata"]["name"])
         if event == "DELETED":
             self._node_ips.pop(name, None)
+            self._down.pop(name, None)
             return
         known = name in self._node_ips
         addresses = (node.get("status") or {}).get("addresses") or ()
@@ -130,6 +138,67 @@ class Kubelet:
                 self._queue.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
 
     # --- node-level faults tests can trigger ---------------------------------------------------
+    def node_down(self, node: str) -> None:
+        """The node's kubelet stops, as a powered-off machine: no more status of the node or of its
+        pods (they keep what they last reported) and its containers are gone."""
+        self._require_node(node)
+        if node in self._down:
+            return
+        self._down[node] = self._clock.now()
+        for key in self._pod_keys(node):
+            self._node_lost(key)
+        for listener in self.power_listeners:
+            listener(node, False)
+
+    def node_up(self, node: str) -> None:
+        """The kubelet comes back: it posts Ready again and syncs the node's pods; a container that
+        died with the node is reported as exited with 255 (reason Unknown) and restarted per
+        restartPolicy, as after a reboot."""
+        stored = self._require_node(node)
+        died_at = self._down.pop(node, None)
+        if died_at is None:
+            return
+        status = dict(stored.get("status") or {})
+        status["conditions"] = nodes.posted_conditions(
+            status.get("conditions") or (), self._clock.timestamp()
+        )
+        self._cluster.update(
+            self._nodes_rt, None, node, {**stored, "status": status}, subresource="status"
+        )
+        for listener in self.power_listeners:
+            listener(node, True)
+        for key in self._pod_keys(node):
+            self._node_restarted(key, died_at)
+            self._queue.add(key)
+
+    def is_down(self, node: str) -> bool:
+        return node in self._down
+
+    def _require_node(self, node: str) -> dict[str, Any]:
+        stored = get_or_none(self._cluster, self._nodes_rt, None, node)
+        if stored is None:
+            raise errors.not_found("nodes", "", node)
+        return stored
+
+    def _pod_keys(self, node: str) -> list[PodKey]:
+        selected = self._cluster.list(
+            self._pods_rt, None, field_selector=f"spec.nodeName={node}", copy_objects=False
+        )["items"]
+        return [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in selected]
+
+    def _node_lost(self, key: PodKey) -> None:
+        """The pod's node went down: its timers stop (the simulated containers freeze)."""
+        self._queue.cancel(key)
+
+    def _node_restarted(self, key: PodKey, died_at: float) -> None:
+        entry = self._pods.get(key)
+        pod = get_or_none(self._cluster, self._pods_rt, *key, copy=False)
+        if entry is None or pod is None:
+            return
+        # A pod being deleted is not started again: its containers are gone, it ends now.
+        policy = "Never" if pod["metadata"].get("deletionTimestamp") else self._policy(pod)
+        entry.runtime = ps.node_restarted(entry.runtime, died_at, self._clock.now(), policy)
+
     def evict(
         self, namespace: str, name: str, message: str = "The node was low on resource: memory."
     ) -> None:
@@ -162,12 +231,26 @@ class Kubelet:
         return entry.runtime if entry else None
 
     def routes(self) -> list[web.RouteDef]:
-        """`evict` and `kill` over HTTP, for clients in another process (CLI sim, benchmarks)."""
+        """`evict`, `kill`, `node_down` and `node_up` over HTTP, for clients in another process
+        (CLI sim, benchmarks)."""
         base = "/kubesim/v1/namespaces/{ns}/pods/{pod}"
         return [
             web.post(f"{base}/evict", self._handle_evict),
             web.post(f"{base}/kill", self._handle_kill),
+            web.post("/kubesim/v1/nodes/{node}/down", self._handle_power),
+            web.post("/kubesim/v1/nodes/{node}/up", self._handle_power),
         ]
+
+    async def _handle_power(self, request: web.Request) -> web.Response:
+        node = request.match_info["node"]
+        try:
+            if request.path.endswith("/down"):
+                self.node_down(node)
+            else:
+                self.node_up(node)
+        except errors.StatusError as err:
+            return web.json_response(err.status(), status=err.code)
+        return web.json_response(self._cluster.get(self._nodes_rt, None, node))
 
     async def _handle_evict(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
@@ -198,11 +281,19 @@ class Kubelet:
 
     # --- internals -------------------------------------------------------------------------------
     def _entry(self, namespace: str, name: str) -> _Pod:
+        self._check_node_up(namespace, name)
         self._sync((namespace, name))
         entry = self._pods.get((namespace, name))
         if entry is None:
             raise errors.not_found("pods", "", name)
         return entry
+
+    def _check_node_up(self, namespace: str, name: str) -> None:
+        """A fault needs a running kubelet: a pod on a down node answers 409."""
+        pod = get_or_none(self._cluster, self._pods_rt, namespace, name, copy=False)
+        node = str(((pod or {}).get("spec") or {}).get("nodeName") or "")
+        if node in self._down:
+            raise errors.conflict("pods", "", name, f"the kubelet of node {node} is down")
 
     @staticmethod
     def _policy(pod: dict[str, Any]) -> ps.RestartPolicy:
@@ -255,6 +346,8 @@ class Kubelet:
         node = (pod.get("spec") or {}).get("nodeName")
         if not node or node not in self._node_ips:
             return None  # not scheduled yet, or bound to a node that does not exist: stays Pending
+        if self._down and node in self._down:
+            return None  # its kubelet is stopped
         return pod
 
     def _sync(self, key: PodKey) -> None:

@@ -284,6 +284,31 @@ def stopped(rt: PodRuntime, exit_code: int, at: float) -> PodRuntime:
     )
 
 
+NODE_LOST_EXIT_CODE = 255
+"""What the runtime reports, with reason `Unknown`, for a container that died with its node."""
+
+
+def node_restarted(rt: PodRuntime, died_at: float, now: float, policy: RestartPolicy) -> PodRuntime:
+    """The node came back after its containers died with it at `died_at`: the running container
+    (app or init) ended with 255, reason Unknown; restartPolicy restarts it `now` or ends the
+    pod."""
+    if rt.stage not in ("Initializing", "Running"):
+        return rt
+    ended = Termination(NODE_LOST_EXIT_CODE, "Unknown", _current_started_at(rt), died_at)
+    if policy == "Never":
+        return dataclasses.replace(rt, stage="Terminated", termination=ended)
+    if rt.stage == "Initializing":
+        return dataclasses.replace(
+            rt,
+            init_runs=(*rt.init_runs[:-1], InitRun(now)),
+            init_restart_count=rt.init_restart_count + 1,
+            init_last_termination=ended,
+        )
+    return dataclasses.replace(
+        rt, container_started_at=now, restart_count=rt.restart_count + 1, last_termination=ended
+    )
+
+
 def evicted(rt: PodRuntime, message: str, at: float) -> PodRuntime:
     """The kubelet evicted the pod (node pressure): phase Failed, reason Evicted, containers
     killed."""

@@ -139,11 +139,25 @@ class ProcessKubelet(Kubelet):
         worker = self._workers.get(key)
         if worker is not None and worker.uid == uid:
             del self._workers[key]
-            worker.task.cancel()
-            cleanup = asyncio.get_running_loop().create_task(self._cleanup(worker))
-            self._cleanups.add(cleanup)
-            cleanup.add_done_callback(self._cleanups.discard)
+            self._stop_worker(worker)
         super()._forget(key, uid)
+
+    def _stop_worker(self, worker: PodWorker) -> None:
+        worker.task.cancel()
+        cleanup = asyncio.get_running_loop().create_task(self._cleanup(worker))
+        self._cleanups.add(cleanup)
+        cleanup.add_done_callback(self._cleanups.discard)
+
+    def _node_lost(self, key: PodKey) -> None:
+        """The pod's processes die with its node; nothing is published (the worker is dropped
+        first). Once the node is up, the pod starts again in a new sandbox."""
+        super()._node_lost(key)
+        worker = self._workers.pop(key, None)
+        if worker is not None:
+            self._stop_worker(worker)
+
+    def _node_restarted(self, key: PodKey, died_at: float) -> None:
+        """Nothing to carry over: `_sync` gives the pod a new worker."""
 
     async def _cleanup(self, worker: PodWorker) -> None:
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -75,10 +75,16 @@ async def test_sim_command_serves_until_sigterm(tmp_path: Path) -> None:
 
 def test_sim_flags_become_settings() -> None:
     args = argparse.Namespace(
-        port=0, fault_rate=0.5, start_seconds=0.0, ready_seconds=None, volume_sync_seconds=None
+        port=0,
+        fault_rate=0.5,
+        start_seconds=0.0,
+        ready_seconds=None,
+        volume_sync_seconds=None,
+        node_monitor_grace_seconds=5.0,
     )
     settings = settings_from_args(args)
     assert (settings.fault_rate, settings.start_seconds, settings.ready_seconds) == (0.5, 0.0, 1.0)
+    assert settings.node_monitor_grace_seconds == 5.0
 
 
 def test_node_flags_shape_the_cluster(tmp_path: Path) -> None:

@@ -16,12 +16,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubesim import table
+from kubesim import builtins, table
 from kubesim.app import KubeSim
 from kubesim.clock import FakeClock
 from kubesim.cluster import DeleteOptions, EventType
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.errors import StatusError
+from kubesim.nodes import NodeShape
 from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
 from kubesim.testing import decode_changes
@@ -266,6 +267,34 @@ async def test_kill_exits_container_now(
     assert container(pod)["restartCount"] == restarts
     ended = container(pod)["state"].get("terminated") or container(pod)["lastState"]["terminated"]
     assert ended["exitCode"] == 137
+
+
+async def test_an_evicted_pod_frees_its_node_for_the_scheduler(clock: FakeClock) -> None:
+    shape = NodeShape("kubesim-1", {"cpu": "2", "memory": "4Gi", "pods": "110"})
+    async with KubeSim(SimSettings(clock=clock, nodes=(shape,))) as small:
+        for name in ("first", "second"):
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {
+                    "containers": [
+                        {"name": "main", "image": "x", "resources": {"requests": {"cpu": "2"}}}
+                    ]
+                },
+            }
+            small.cluster.create(builtins.PODS, "default", body)
+            await clock.advance(2)
+        assert get_pod(small, "second")["spec"].get("nodeName") is None
+        kubelet(small).evict("default", "first")
+        pod = get_pod(small, "first")
+        disruption = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
+        assert (disruption["reason"], disruption["message"]) == (
+            "TerminationByKubelet",
+            "The node was low on resource: memory.",
+        )
+        await clock.advance(2)  # the scheduler's back-off
+        assert get_pod(small, "second")["spec"]["nodeName"] == "kubesim-1"
 
 
 async def test_unknown_pod_cannot_be_evicted(sim: KubeSim) -> None:
