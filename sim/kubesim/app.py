@@ -28,6 +28,7 @@ from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
+from kubesim.controllers.podgroups import PodGroupController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.volumes import VolumeManager
 from kubesim.registry import ResourceType
@@ -53,6 +54,7 @@ class Controllers:
     namespaces: NamespaceController | None = None
     scheduler: Scheduler | None = None
     disruption: DisruptionController | None = None
+    podgroups: PodGroupController | None = None
 
 
 def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
@@ -76,7 +78,17 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     namespaces = NamespaceController(cluster, clock)
     scheduler = Scheduler(cluster, settings, clock, kubelet.events)
     disruption = DisruptionController(cluster, clock)
-    watching: list[Watching] = [scheduler, volumes, kubelet, jobs, gc, namespaces, disruption]
+    podgroups = PodGroupController(cluster, clock)
+    watching: list[Watching] = [
+        scheduler,
+        volumes,
+        kubelet,
+        jobs,
+        gc,
+        namespaces,
+        disruption,
+        podgroups,
+    ]
 
     def fan_out(
         event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
@@ -90,7 +102,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
 
     cluster.add_listener(fan_out)
     return Controllers(
-        all=[scheduler, kubelet, volumes, jobs, gc, namespaces, disruption],
+        all=[scheduler, kubelet, volumes, jobs, gc, namespaces, disruption, podgroups],
         routes=[*volumes.routes(), *kubelet.routes()],
         clock=clock,
         kubelet=kubelet,
@@ -100,6 +112,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         namespaces=namespaces,
         scheduler=scheduler,
         disruption=disruption,
+        podgroups=podgroups,
     )
 
 

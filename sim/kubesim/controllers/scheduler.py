@@ -27,6 +27,12 @@ from kubesim.controllers import get_or_none, resource_type
 from kubesim.scheduling import filters, gang, messages, preemption, score
 from kubesim.scheduling import resources as res
 from kubesim.scheduling.filters import Failure, NodeInfo
+from kubesim.scheduling.gang import (
+    COSCHEDULING_SCHEDULER_NAME,
+    VOLCANO_SCHEDULER_NAME,
+    GroupKey,
+    group_of,
+)
 from kubesim.scheduling.preemption import Budget, PodOnNode, Victims
 from kubesim.workqueue import WorkQueue, process
 
@@ -39,13 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PodKey = tuple[str, str]
-GroupKey = tuple[str, str, str]
-"""(flavor, namespace, PodGroup name)."""
 SCHEDULER_NAME = "default-scheduler"
-COSCHEDULING_SCHEDULER_NAME = "scheduler-plugins-scheduler"
-"""The scheduler-plugins scheduler's name in its own deployment manifests (and the operator's
-default for `--gang-scheduling`)."""
-VOLCANO_SCHEDULER_NAME = "volcano"
 POD_GROUPS: dict[str, tuple[str, str]] = {
     gang.COSCHEDULING: ("scheduling.x-k8s.io", "v1alpha1"),
     gang.VOLCANO: ("scheduling.volcano.sh", "v1beta1"),
@@ -78,22 +78,6 @@ def wants_scheduling(pod: dict[str, Any]) -> bool:
     """Unbound, not terminal, not being deleted, and this scheduler's."""
     spec = pod.get("spec") or {}
     return (spec.get("schedulerName") or SCHEDULER_NAME) == SCHEDULER_NAME and _pending(pod)
-
-
-def group_of(pod: Mapping[str, Any]) -> GroupKey | None:
-    """The PodGroup a gang scheduler's pod names (coscheduling's label, Volcano's annotation)."""
-    spec = pod.get("spec") or {}
-    meta = pod.get("metadata") or {}
-    name = spec.get("schedulerName")
-    if name == COSCHEDULING_SCHEDULER_NAME:
-        group = (meta.get("labels") or {}).get(gang.POD_GROUP_LABEL)
-        flavor = gang.COSCHEDULING
-    elif name == VOLCANO_SCHEDULER_NAME:
-        group = (meta.get("annotations") or {}).get(gang.VOLCANO_GROUP_ANNOTATION)
-        flavor = gang.VOLCANO
-    else:
-        return None
-    return (flavor, str(meta.get("namespace", "")), str(group)) if group else None
 
 
 def _priority(spec: Mapping[str, Any]) -> int:

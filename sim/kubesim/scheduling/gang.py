@@ -16,11 +16,32 @@ from kubesim.scheduling import resources as res
 from kubesim.scheduling.filters import Failure, NodeInfo
 from kubesim.scheduling.resources import Resources
 
+GroupKey = tuple[str, str, str]
+"""(flavor, namespace, PodGroup name)."""
 COSCHEDULING = "coscheduling"
+COSCHEDULING_SCHEDULER_NAME = "scheduler-plugins-scheduler"
+"""The scheduler-plugins scheduler's name in its own manifests (the operator's default too)."""
+VOLCANO_SCHEDULER_NAME = "volcano"
 VOLCANO = "volcano"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 60
+
+
+def group_of(pod: Mapping[str, Any]) -> GroupKey | None:
+    """The PodGroup a gang scheduler's pod names (coscheduling's label, Volcano's annotation)."""
+    spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    name = spec.get("schedulerName")
+    if name == COSCHEDULING_SCHEDULER_NAME:
+        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        flavor = COSCHEDULING
+    elif name == VOLCANO_SCHEDULER_NAME:
+        group = (meta.get("annotations") or {}).get(VOLCANO_GROUP_ANNOTATION)
+        flavor = VOLCANO
+    else:
+        return None
+    return (flavor, str(meta.get("namespace", "")), str(group)) if group else None
 
 
 @dataclass(frozen=True)
