@@ -1,17 +1,12 @@
-"""The default scheduler: binds pods of `schedulerName: default-scheduler` without a node, using
-the pure plugins of `kubesim.scheduling`; others (a set nodeName, another scheduler) are left alone.
-
-Per-node usage is kept incrementally from pod and node changes (a pod counts from its binding until
-it is terminal or gone), so a decision reads no pod list. A pod that fits nowhere gets
-`PodScheduled=False` (reason Unschedulable) and a `FailedScheduling` event, and waits in the
-unschedulable set until a change could make it fit (a pod freed its node, a node came, was
-uncordoned or changed): it then retries after its back-off (1 s doubling to 10 s), as
-kube-scheduler's queue does; pods unschedulable for 5 minutes are retried anyway. No polling.
-
-Preemption (`kubesim.scheduling.preemption`) marks and deletes the victims and nominates the node;
-nominated pods' requests count there for pods of no higher priority. Gang pods (coscheduling's and
-Volcano's schedulerName, while their PodGroup CRD is served) are placed a group at a time
-(`kubesim.scheduling.gang`). The default cluster binds its pods at admission (`kubesim.cluster`).
+"""The scheduler: binds pods without a node, of `default-scheduler` and of the gang schedulers whose
+PodGroup CRD is served (a group at a time, `kubesim.scheduling.gang`), with the pure plugins of
+`kubesim.scheduling`; others stay Pending. Per-node usage is kept incrementally from pod and node
+changes, so a decision reads no pod list. A pod that fits nowhere gets `PodScheduled=False` and a
+`FailedScheduling` event, may preempt (`kubesim.scheduling.preemption`: victims marked, deleted,
+the node nominated), and waits in the unschedulable set until a change could make it fit (a pod
+freed its node, a node came or changed): it then retries after its back-off (1 s doubling to
+10 s), as kube-scheduler's queue does; pods unschedulable for 5 minutes are retried anyway. No
+polling. The default cluster binds its pods at admission (`kubesim.cluster`).
 """
 
 from __future__ import annotations
