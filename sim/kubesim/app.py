@@ -29,6 +29,7 @@ from kubesim.controllers.jobs import JobController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
 from kubesim.controllers.nodelifecycle import NodeLifecycleController
+from kubesim.controllers.podgroups import PodGroupController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.tainteviction import TaintEvictionController
 from kubesim.controllers.volumes import VolumeManager
@@ -57,6 +58,7 @@ class Controllers:
     disruption: DisruptionController | None = None
     node_lifecycle: NodeLifecycleController | None = None
     taint_eviction: TaintEvictionController | None = None
+    podgroups: PodGroupController | None = None
 
 
 def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
@@ -83,6 +85,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     node_lifecycle = NodeLifecycleController(cluster, settings, clock)
     kubelet.power_listeners.append(node_lifecycle.kubelet_power)
     taint_eviction = TaintEvictionController(cluster, clock)
+    podgroups = PodGroupController(cluster, clock)
     watching: list[Watching] = [
         scheduler,
         volumes,
@@ -93,6 +96,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         disruption,
         node_lifecycle,
         taint_eviction,
+        podgroups,
     ]
 
     def fan_out(
@@ -117,6 +121,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
             disruption,
             node_lifecycle,
             taint_eviction,
+            podgroups,
         ],
         routes=[*volumes.routes(), *kubelet.routes()],
         clock=clock,
@@ -129,6 +134,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         disruption=disruption,
         node_lifecycle=node_lifecycle,
         taint_eviction=taint_eviction,
+        podgroups=podgroups,
     )
 
 

@@ -11,6 +11,9 @@ from kubesim.scheduling.filters import Failure
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_ELIGIBLE = "preemption: not eligible due to preemptionPolicy=Never."
+TERMINATING_ON_NOMINATED = (
+    "preemption: not eligible due to a terminating pod on the nominated node."
+)
 
 
 def _counted(counts: Mapping[str, int]) -> str:
@@ -29,11 +32,22 @@ def fit_error(total_nodes: int, failures: Mapping[str, Failure], post_filter: st
 
 
 def preemption_message(total_nodes: int, failures: Mapping[str, Failure]) -> str:
-    """What preemption reports when it finds no victims: nodes whose failure removing pods cannot
-    cure are not helpful, the rest had none to remove. The hook a preemption implementation
-    replaces with its own outcome."""
+    """What preemption reports when it finds no candidate, from each node's filter failure: nodes
+    whose failure removing pods cannot cure are not helpful, the rest had none to remove."""
+    statuses = {
+        name: NOT_HELPFUL if not failure.resolvable else NO_VICTIMS
+        for name, failure in failures.items()
+    }
+    return preemption_failed(
+        total_nodes, {n: Failure((r,), resolvable=False) for n, r in statuses.items()}
+    )
+
+
+def preemption_failed(total_nodes: int, statuses: Mapping[str, Failure]) -> str:
+    """`preemption: 0/N nodes are available: ...` from what preemption found on each node (not
+    helpful, no victims, or the filter failure left once every lower-priority pod is gone)."""
     counts: dict[str, int] = {}
-    for failure in failures.values():
-        reason = NO_VICTIMS if failure.resolvable else NOT_HELPFUL
-        counts[reason] = counts.get(reason, 0) + 1
+    for status in statuses.values():
+        for reason in status.reasons:
+            counts[reason] = counts.get(reason, 0) + 1
     return f"preemption: 0/{total_nodes} nodes are available: {_counted(counts)}."

@@ -291,3 +291,146 @@ class TestDefaultCluster:
         sim.cluster.update(builtins.NODES, None, "kubesim-node", node)
         await clock.advance(1.0)
         assert node_of(sim, "picky") == "kubesim-node"
+
+
+GANGS = {
+    "coscheduling": ("scheduling.x-k8s.io", "v1alpha1", "scheduler-plugins-scheduler"),
+    "volcano": ("scheduling.volcano.sh", "v1beta1", "volcano"),
+}
+
+
+def pod_group_crd(group: str, version: str) -> dict[str, Any]:
+    """The PodGroup CRD as a gang scheduler's installation brings it (free-form here)."""
+    free = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {"type": "object", "properties": {"spec": free, "status": free}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"podgroups.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
+                }
+            ],
+        },
+    }
+
+
+def install_gang(sim: KubeSim, gang: str, min_member: int, **spec: Any) -> Any:
+    """The PodGroup CRD and a PodGroup `g`; returns its resource type."""
+    group, version, _ = GANGS[gang]
+    sim.cluster.create(builtins.CRDS, None, pod_group_crd(group, version))
+    rt = sim.cluster.registry.by_plural(group, version, "podgroups")
+    assert rt is not None
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": min_member, **spec},
+    }
+    sim.cluster.create(rt, "default", body)
+    return rt
+
+
+def gang_pod(gang: str, name: str, cpu: str) -> dict[str, Any]:
+    body = pod(name, {"cpu": cpu}, schedulerName=GANGS[gang][2])
+    if gang == "volcano":
+        body["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "g"}
+    else:
+        body["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "g"}
+    return body
+
+
+@pytest.mark.parametrize("gang", list(GANGS))
+async def test_a_gang_is_bound_all_or_nothing(sim: KubeSim, clock: FakeClock, gang: str) -> None:
+    rt = install_gang(sim, gang, 4)
+    create(sim, pod("blocker", {"cpu": "2"}))  # kubesim-1 and -2 have room for 3 more of 2 cpu
+    await clock.settle()
+    for i in range(3):
+        create(sim, gang_pod(gang, f"w{i}", "2"))
+    await clock.settle()
+    # Fewer pods than minMember: all wait.
+    assert [node_of(sim, f"w{i}") for i in range(3)] == [None] * 3
+    if gang == "coscheduling":
+        assert scheduled_condition(sim, "w0")["message"] == (
+            "0/3 nodes are available: pre-filter pod w0 cannot find enough sibling pods, "
+            "current pods number: 3, minMember of group: 4."
+        )
+    create(sim, gang_pod(gang, "w3", "2"))
+    await clock.advance(2.0)
+    # Four pods, room for three: none is bound.
+    assert [node_of(sim, f"w{i}") for i in range(4)] == [None] * 4
+    messages = {scheduled_condition(sim, f"w{i}")["message"] for i in range(4)}
+    if gang == "volcano":
+        assert messages == {
+            "1/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "
+            "Pending: 1 Unschedulable, 3 Schedulable"
+        }
+        assert sim.cluster.get(rt, "default", "g")["status"]["phase"] == "Inqueue"
+    else:
+        assert messages == {
+            "rejected due to timeout after waiting 60s at plugin Coscheduling",
+            "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
+            "2 Insufficient cpu.",
+        }
+        assert sim.cluster.get(rt, "default", "g")["status"]["phase"] == "Scheduling"
+
+    sim.cluster.delete(
+        builtins.PODS, "default", "blocker", options=DeleteOptions(grace_period_seconds=0)
+    )
+    await clock.advance(10.0)
+    nodes = [node_of(sim, f"w{i}") for i in range(4)]
+    assert sorted(n or "" for n in nodes) == ["kubesim-1"] * 2 + ["kubesim-2"] * 2
+    await clock.advance(5.0)
+    assert sim.cluster.get(rt, "default", "g")["status"]["phase"] == "Running"
+    assert sim.cluster.get(rt, "default", "g")["status"]["running"] == 4
+
+
+async def test_a_gang_pod_without_its_scheduler_stays_pending(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    # No PodGroup CRD: neither gang scheduler is installed.
+    create(sim, gang_pod("volcano", "v", "1"))
+    create(sim, gang_pod("coscheduling", "c", "1"))
+    await clock.advance(5.0)
+    for name in ("v", "c"):
+        assert node_of(sim, name) is None
+        assert get(sim, name)["status"].get("conditions") is None
+        assert events(sim, name, "FailedScheduling") == []
+
+
+async def test_a_coscheduling_group_waits_for_its_pod_group_and_min_resources(
+    sim: KubeSim, clock: FakeClock
+) -> None:
+    group, version, _ = GANGS["coscheduling"]
+    sim.cluster.create(builtins.CRDS, None, pod_group_crd(group, version))
+    create(sim, gang_pod("coscheduling", "a", "1"))
+    await clock.settle()
+    assert scheduled_condition(sim, "a")["message"] == "PodGroup not found"
+    rt = sim.cluster.registry.by_plural(group, version, "podgroups")
+    assert rt is not None
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 1, "minResources": {"cpu": "13"}},
+    }
+    sim.cluster.create(rt, "default", body)
+    await clock.advance(2.0)
+    assert node_of(sim, "a") is None
+    assert scheduled_condition(sim, "a")["message"] == (
+        "0/3 nodes are available: resource gap: cpu=1000."
+    )
+    body = sim.cluster.get(rt, "default", "g")
+    body["spec"] = {"minMember": 1, "minResources": {"cpu": "2"}}
+    sim.cluster.update(rt, "default", "g", body)
+    await clock.advance(2.0)
+    assert node_of(sim, "a") is not None
