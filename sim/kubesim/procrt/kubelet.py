@@ -194,6 +194,8 @@ class ProcessKubelet(Kubelet):
     def publish(self, worker: PodWorker) -> None:
         if self._workers.get(worker.key) is not worker:
             return
+        if worker.record.phase in ("Succeeded", "Failed"):
+            self.devices.release(worker.key)  # every container has exited
         pod = get_or_none(self._cluster, self._pods_rt, *worker.key)
         if pod is None or str(pod["metadata"].get("uid", "")) != worker.uid:
             return
