@@ -218,8 +218,12 @@ class DeviceManager:
             known.resize(self._counts[name])
 
     def admit(self, node: str, pod: Hashable, spec: Mapping[str, Any]) -> ContainerDevices:
-        """The pod's GPUs on `node` ({} for a pod that asks for none), or AllocationError."""
+        """The pod's GPUs on `node` ({} for a pod that asks for none), or AllocationError. A node
+        without GPUs has no plugin for them: the device manager leaves the request alone (the
+        kubelet's resource check, which kubesim does not model, would refuse the pod)."""
         if not wants_gpus(spec):
+            return {}
+        if node not in self._unlimited and not self._counts.get(node):
             return {}
         given = self.node(node).allocate(pod, spec)
         self._pod_nodes[pod] = node

@@ -124,12 +124,18 @@ async def test_pod_resources_lists_ids_and_what_each_container_sees(
 async def test_a_pod_bound_past_the_scheduler_without_free_gpus_is_rejected(
     sim: KubeSim, clock: FakeClock
 ) -> None:
-    sim.cluster.create(builtins.PODS, "default", pod("big", container("x", 2), nodeName="cpu-1"))
+    sim.cluster.create(builtins.PODS, "default", pod("small", container("x", 3), nodeName="gpu-1"))
+    sim.cluster.create(builtins.PODS, "default", pod("big", container("x", 2), nodeName="gpu-1"))
+    # A node without GPUs has no device plugin for them: nothing to allocate, nothing refused.
+    sim.cluster.create(builtins.PODS, "default", pod("cpu", container("x", 2), nodeName="cpu-1"))
     await clock.advance(5.0)
+    assert sim.cluster.get(builtins.PODS, "default", "small")["status"]["phase"] == "Running"
+    assert sim.cluster.get(builtins.PODS, "default", "cpu")["status"]["phase"] == "Running"
+    assert held(sim, "cpu") == {}
     status = sim.cluster.get(builtins.PODS, "default", "big")["status"]
     message = (
         "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
-        "Requested: 2, Available: 0, which is unexpected"
+        "Requested: 2, Available: 1, which is unexpected"
     )
     assert (status["phase"], status["reason"], status["message"]) == (
         "Failed",
@@ -141,7 +147,8 @@ async def test_a_pod_bound_past_the_scheduler_without_free_gpus_is_rejected(
     assert (rejected["type"], rejected["message"]) == ("Warning", message)
     sim.cluster.delete(builtins.PODS, "default", "big")
     await clock.settle()
-    assert not sim.cluster.list(builtins.PODS, "default")["items"]
+    names = {p["metadata"]["name"] for p in sim.cluster.list(builtins.PODS, "default")["items"]}
+    assert names == {"small", "cpu"}
 
 
 @pytest.mark.parametrize("kubesim_settings", [SimSettings(clock=FakeClock())])
