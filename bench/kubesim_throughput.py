@@ -7,7 +7,7 @@ client load generated here does not count against its CPU or memory.
 
     .venv/bin/python bench/kubesim_throughput.py [--objects 10000] [--watchers 10] [--concurrency
     32] .venv/bin/python bench/kubesim_throughput.py fanin [--jobs 1000] [--workers 8] [--profile
-    FILE]
+    FILE] [--nodes 100 --node-allocatable cpu=256,memory=1Ti,nvidia.com/gpu=8,pods=110]
 
 `fanin` plays the operator's writes for N MPIJobs x W workers (bench/kubesim_fanin.py) and reports
 kubesim's CPU time, RSS and the time until every pod is Running (bench/out/kubesim-fanin.md).
@@ -100,9 +100,15 @@ async def start_sim(args: argparse.Namespace) -> tuple[asyncio.subprocess.Proces
     kubeconfig = Path(tempfile.mkdtemp(prefix="kubesim-bench-")) / "kubeconfig"
     profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
     sec = str(args.pod_seconds)
+    shape = []
+    if getattr(args, "nodes", None):
+        shape += ["--nodes", str(args.nodes)]
+    if getattr(args, "node_allocatable", None):
+        shape += ["--node-allocatable", args.node_allocatable]
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, *profile, "-m", "mpi_operator", "sim", "--port", str(port)),
         *("--kubeconfig-out", str(kubeconfig), "--start-seconds", sec, "--ready-seconds", sec),
+        *shape,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -214,6 +220,13 @@ def main() -> int:
     )
     parser.add_argument(
         "--timeout", type=float, default=900.0, help="fanin: give up after this long"
+    )
+    parser.add_argument(
+        "--nodes", type=int, help="the cluster's nodes (`mpi-operator sim --nodes`); default one"
+    )
+    parser.add_argument(
+        "--node-allocatable",
+        help="each node's allocatable, e.g. cpu=256,memory=1Ti,nvidia.com/gpu=8,pods=110",
     )
     parser.add_argument(
         "--profile", type=Path, help="run kubesim under cProfile, stats to this file"

@@ -36,6 +36,7 @@ from kubesim.controllers.volumes import VolumeManager
 from kubesim.registry import ResourceType
 from kubesim.server import build_app
 from kubesim.settings import SimSettings
+from kubesim.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
             taint_eviction,
             podgroups,
         ],
-        routes=[*volumes.routes(), *kubelet.routes()],
+        routes=[*volumes.routes(), *kubelet.routes(), _sync_stats_route(clock)],
         clock=clock,
         kubelet=kubelet,
         volumes=volumes,
@@ -136,6 +137,26 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         taint_eviction=taint_eviction,
         podgroups=podgroups,
     )
+
+
+def sync_stats(clock: Clock) -> dict[str, dict[str, float]]:
+    """Each controller's syncs and the CPU seconds they took, by controller name."""
+    stats: dict[str, dict[str, float]] = {}
+    for queue in clock.queues:
+        if isinstance(queue, WorkQueue) and queue.stats.controller:
+            one = stats.setdefault(queue.stats.controller, {"syncs": 0, "cpuSeconds": 0.0})
+            one["syncs"] += queue.stats.syncs
+            one["cpuSeconds"] += queue.stats.cpu_seconds
+    return stats
+
+
+def _sync_stats_route(clock: Clock) -> web.RouteDef:
+    """`GET /kubesim/v1/controllers`: `sync_stats` for clients in another process (benchmarks)."""
+
+    async def handle(_request: web.Request) -> web.Response:
+        return web.json_response({"controllers": sync_stats(clock)})
+
+    return web.get("/kubesim/v1/controllers", handle)
 
 
 class KubeSim:

@@ -36,6 +36,8 @@ class Clock:
         self._t0 = monotonic()
         self._wall0 = wall()
         self._stamp: tuple[int, str] = (0, "")
+        self.queues: list[Sized] = []
+        """The controllers' work queues (`track`)."""
 
     def now(self) -> float:
         return (self._monotonic() - self._t0) / self.scale
@@ -68,7 +70,9 @@ class Clock:
         return asyncio.get_running_loop().call_later(self.real_delay(sim_delay), callback)
 
     def track(self, queue: Sized) -> None:
-        """Learns about a controller's work queue; real time has no use for it (`FakeClock` has)."""
+        """Learns about a controller's work queue (`FakeClock.settle` waits on them; the stats
+        endpoint reads them)."""
+        self.queues.append(queue)
 
 
 class Timer(Protocol):
@@ -114,7 +118,6 @@ class FakeClock(Clock):
         self._now = 0.0
         self._heap: list[tuple[float, int, _FakeTimer]] = []
         self._seq = itertools.count()
-        self._queues: list[Sized] = []
 
     def now(self) -> float:
         return self._now
@@ -123,9 +126,6 @@ class FakeClock(Clock):
         timer = _FakeTimer(self._now + max(0.0, sim_delay), callback)
         heapq.heappush(self._heap, (timer.due, next(self._seq), timer))
         return timer
-
-    def track(self, queue: Sized) -> None:
-        self._queues.append(queue)
 
     @property
     def pending_timers(self) -> int:
@@ -143,7 +143,7 @@ class FakeClock(Clock):
             # Two idle turns in a row: a worker woken on the last turn has had its turn to queue
             # more.
             await asyncio.sleep(0)
-            idle = 0 if any(len(q) for q in self._queues) else idle + 1
+            idle = 0 if any(len(q) for q in self.queues) else idle + 1
             if idle >= 2:
                 return
         raise RuntimeError(f"kubesim controllers still busy after {self.SETTLE_TURNS} loop turns")

@@ -1,13 +1,15 @@
 """The client-go style `WorkQueue` every simulated controller works from (deduplicated keys, delayed
 re-adds on the clock's timers, per-key error back-off) and `process`, the worker loop draining
-it."""
+it, which counts each controller's syncs and the CPU time they took (`SyncStats`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from kubesim.clock import Clock, Timer
@@ -16,6 +18,16 @@ from kubesim.errors import StatusError
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+
+
+@dataclass
+class SyncStats:
+    """What `process` spent on one queue: syncs run and their CPU time (the process's, so the
+    synchronous work a sync's writes cause in other controllers' `on_change` counts too)."""
+
+    controller: str = ""
+    syncs: int = 0
+    cpu_seconds: float = 0.0
 
 
 class WorkQueue(Generic[K]):
@@ -29,6 +41,7 @@ class WorkQueue(Generic[K]):
         self._wakeup = asyncio.Event()
         self._timers: dict[K, tuple[float, Timer]] = {}
         self._failures: dict[K, int] = {}
+        self.stats = SyncStats()
         clock.track(self)
 
     def __len__(self) -> int:
@@ -98,9 +111,13 @@ class WorkQueue(Generic[K]):
 async def process(name: str, queue: WorkQueue[K], sync: Callable[[K], None]) -> None:
     """The worker loop every controller runs: one key at a time, errors re-queued with back-off."""
     handled = 0
+    stats = queue.stats
+    stats.controller = name
+    cpu = time.process_time
     try:
         while True:
             key = await queue.get()
+            started = cpu()
             try:
                 sync(key)
             except StatusError as err:
@@ -111,6 +128,8 @@ async def process(name: str, queue: WorkQueue[K], sync: Callable[[K], None]) -> 
                 queue.add_rate_limited(key)
             else:
                 queue.forget(key)
+            stats.cpu_seconds += cpu() - started
+            stats.syncs += 1
             handled += 1
             if handled % 64 == 0:
                 # Long bursts of queued keys must not starve the HTTP server sharing this loop.

@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 JOBS, WORKERS = 2, 2
 
 
-def test_the_fanin_scenario_reports_every_metric(tmp_path: Path) -> None:
+def run_fanin(tmp_path: Path, *extra: str) -> dict[str, str]:
+    """The report's rows, by the label's first words."""
     out = tmp_path / "kubesim-fanin.md"
-    args = ["fanin", "--jobs", str(JOBS), "--workers", str(WORKERS), "--pod-seconds", "0.1"]
+    args = ["fanin", "--jobs", str(JOBS), "--workers", str(WORKERS), "--pod-seconds", "0.1", *extra]
     # Its own session, so a timeout ends the benchmark together with its sim process.
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "kubesim_throughput.py"), *args, "--out", str(out)],
@@ -37,7 +38,11 @@ def test_the_fanin_scenario_reports_every_metric(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 0, err.decode()[-3000:]
     rows = dict(re.findall(r"^\| (.+?) \| (.+?) \|$", out.read_text(), re.MULTILINE))
-    measured = {label.split(",")[0].split(" (")[0]: value for label, value in rows.items()}
+    return {label.split(",")[0].split(" (")[0]: value for label, value in rows.items()}
+
+
+def test_the_fanin_scenario_reports_every_metric(tmp_path: Path) -> None:
+    measured = run_fanin(tmp_path)
     for label in (
         "kubesim CPU time",
         "wall time until every pod is Running",
@@ -48,3 +53,9 @@ def test_the_fanin_scenario_reports_every_metric(tmp_path: Path) -> None:
     # the Created status, the ConfigMap update and the Running status.
     assert measured["writes by the client"] == str(1 + JOBS * (WORKERS + 8))
     assert re.fullmatch(r"\d+ / \d+ MiB", measured["kubesim RSS before / after"])
+
+
+def test_the_fanin_runs_on_a_shaped_cluster_and_reports_the_scheduler(tmp_path: Path) -> None:
+    measured = run_fanin(tmp_path, "--nodes", "3", "--node-allocatable", "nvidia.com/gpu=8,pods=4")
+    assert measured["nodes"] == "3"
+    assert re.fullmatch(r"\d+ µs", measured["scheduler CPU per pod"])

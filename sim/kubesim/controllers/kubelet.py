@@ -1,11 +1,11 @@
 """The kubelets of the cluster's nodes, one loop for all: runs pods' lifecycles, reports status.
 
-It keeps a `PodRuntime` (`podstate.py`) per pod bound to an existing node (init containers, then app
-containers), wakes on pod events and on timers (the event loop's timer heap, one pending timer per
-pod), and writes `.status` through the status subresource only when it changed. A pod with a
-deletionTimestamp has its containers stopped after min(deletionGracePeriodSeconds,
-`kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0 (the API
-server removes it once its finalizers are gone).
+It keeps a `PodRuntime` (`podstate.py`) per pod bound to an existing node, wakes on pod events and
+on timers (one pending timer per pod), and writes `.status` through the status subresource only
+when it changed. A deleted pod has its containers stopped after min(deletionGracePeriodSeconds,
+`kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0. GPUs are
+allocated at admission (`kubesim.devices`), listed as the PodResources API lists them:
+`GET /kubesim/v1/nodes/{node}/podresources`.
 
 Tests drive node faults through `evict()`, `kill()`, `node_down()`, `node_up()`, or over HTTP:
 `POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`), `.../kill` (body
@@ -14,6 +14,7 @@ Tests drive node faults through `evict()`, `kill()`, `node_down()`, `node_up()`,
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
-from kubesim import errors, nodes
+from kubesim import devices, errors, nodes
 from kubesim.clock import Clock
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import get_or_none, podstatus, resource_type
@@ -112,6 +113,10 @@ class Kubelet:
         """Called with (node, up) when a node's kubelet stops or starts: the node lifecycle
         controller's heartbeat (kubesim writes no Lease)."""
         self._nodes_rt = resource_type(cluster, "v1", "Node")
+        self.devices = devices.DeviceManager(s.name for s in settings.node_shapes() if s.unlimited)
+        """Which container holds which GPU, on every node."""
+        self._rejected: dict[PodKey, str] = {}
+        """Pods refused at admission (too few free GPUs), by the UID refused: never run."""
         for node in cluster.list(self._nodes_rt, None)["items"]:
             self._node_changed("ADDED", node)
         self._started = True
@@ -127,7 +132,9 @@ class Kubelet:
         if event == "DELETED":
             self._node_ips.pop(name, None)
             self._down.pop(name, None)
+            self.devices.node_changed(name, None)
             return
+        self.devices.node_changed(name, (node.get("status") or {}).get("allocatable") or {})
         known = name in self._node_ips
         addresses = (node.get("status") or {}).get("addresses") or ()
         ips = [a.get("address") for a in addresses if a.get("type") == "InternalIP"]
@@ -239,6 +246,7 @@ class Kubelet:
             web.post(f"{base}/kill", self._handle_kill),
             web.post("/kubesim/v1/nodes/{node}/down", self._handle_power),
             web.post("/kubesim/v1/nodes/{node}/up", self._handle_power),
+            web.get("/kubesim/v1/nodes/{node}/podresources", self._handle_pod_resources),
         ]
 
     async def _handle_power(self, request: web.Request) -> web.Response:
@@ -251,6 +259,77 @@ class Kubelet:
         except errors.StatusError as err:
             return web.json_response(err.status(), status=err.code)
         return web.json_response(self._cluster.get(self._nodes_rt, None, node))
+
+    # --- devices --------------------------------------------------------------------------------
+    def pod_resources(self, node: str) -> dict[str, Any]:
+        """The PodResources `List` of `node`: its pods that are not terminal, each container with
+        its GPU ids and the GPUs the container runtime would give it (`kubesim.devices`)."""
+        if node not in self._node_ips:
+            raise errors.not_found("nodes", "", node)
+        node_ids = self.devices.node(node).ids()
+        selector = f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
+        listed = []
+        for pod in self._cluster.list(self._pods_rt, None, field_selector=selector)["items"]:
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            key = (str(meta["namespace"]), str(meta["name"]))
+            allocated = self.devices.allocation(key)
+            containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+            visible = {
+                str(c.get("name", "")): devices.visible_devices(
+                    self.visible_devices_value(key, c, allocated.get(str(c.get("name", ""))) or ()),
+                    node_ids,
+                )
+                for c in containers
+            }
+            listed.append(devices.pod_resources(*key, containers, allocated, visible))
+        return {"podResources": listed}
+
+    def visible_devices_value(
+        self, key: PodKey, container: Mapping[str, Any], allocated: tuple[str, ...]
+    ) -> str | None:
+        """The container's NVIDIA_VISIBLE_DEVICES as its runtime would see it (None: unset)."""
+        image = self._settings.images.get(str(container.get("image", "")))
+        return devices.final_visible_value(container, dict(image.env), allocated)
+
+    def _admit_devices(self, key: PodKey, pod: dict[str, Any]) -> bool:
+        """The device manager's share of pod admission: False when the pod was rejected for want
+        of GPUs (phase Failed, reason UnexpectedAdmissionError, as the kubelet's `rejectPod`)."""
+        meta = pod["metadata"]
+        if self._rejected.get(key) == meta.get("uid"):
+            return False
+        try:
+            self.devices.admit(str(pod["spec"]["nodeName"]), key, pod["spec"])
+            return True
+        except devices.AllocationError as err:
+            message = f"Allocate failed due to {err}, which is unexpected"
+        self._rejected[key] = str(meta.get("uid", ""))
+        self.events.rejected(pod, "UnexpectedAdmissionError", message)
+        status = {
+            **(pod.get("status") or {}),
+            "phase": "Failed",
+            "reason": "UnexpectedAdmissionError",
+            "message": f"Pod was rejected: {message}",
+        }
+        body = {**pod, "metadata": dict(meta), "status": status}
+        self._cluster.update(self._pods_rt, *key, body, subresource="status")
+        return False
+
+    def _rejected_pod(self, key: PodKey, pod: dict[str, Any]) -> bool:
+        """A pod refused at admission: nothing runs; deleted at once when asked."""
+        if self._rejected.get(key) != pod["metadata"].get("uid"):
+            return False
+        if pod["metadata"].get("deletionTimestamp"):
+            with contextlib.suppress(errors.StatusError):
+                self._cluster.delete(
+                    self._pods_rt, *key, options=DeleteOptions(grace_period_seconds=0)
+                )
+        return True
+
+    async def _handle_pod_resources(self, request: web.Request) -> web.Response:
+        try:
+            return web.json_response(self.pod_resources(request.match_info["node"]))
+        except errors.StatusError as err:
+            return web.json_response(err.status(), status=err.code)
 
     async def _handle_evict(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
@@ -328,8 +407,11 @@ class Kubelet:
         )
 
     def _forget(self, key: PodKey, uid: str) -> None:
+        if self._rejected.get(key) == uid:
+            del self._rejected[key]
         entry = self._pods.get(key)
         if entry is not None and entry.uid == uid:
+            self.devices.release(key)
             del self._pods[key]
             self._ips.release(entry.pod_ip)
             self._queue.cancel(key)
@@ -356,15 +438,19 @@ class Kubelet:
         if pod is None:
             return
         meta = pod["metadata"]
+        if self._rejected and self._rejected_pod(key, pod):
+            return
         now = self._clock.now()
         entry = self._pods.get(key)
         if entry is None or entry.uid != meta.get("uid"):
             if entry is not None:
                 self._forget(key, entry.uid)
-            entry = _Pod(uid=str(meta.get("uid", "")), runtime=ps.PodRuntime(created_at=now))
-            self._pods[key] = entry
             if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 self.events.scheduled(pod)
+                if not self._admit_devices(key, pod):
+                    return
+            entry = _Pod(uid=str(meta.get("uid", "")), runtime=ps.PodRuntime(created_at=now))
+            self._pods[key] = entry
         timing = ps.PodTiming.from_annotations(
             meta.get("annotations") or {},
             start_default=self._settings.start_seconds,
@@ -383,6 +469,7 @@ class Kubelet:
             self._volumes.pod_started(pod)
         if entry.runtime.stage == "Terminated":
             self._volumes.pod_stopped(*key)
+            self.devices.release(key)
 
         status = podstatus.render_status(
             pod,

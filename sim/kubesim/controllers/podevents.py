@@ -146,6 +146,10 @@ class PodEvents:
     def evicted(self, pod: Mapping[str, Any], message: str) -> None:
         self._kubelet(pod).event(pod, "Warning", "Evicted", message)
 
+    def rejected(self, pod: Mapping[str, Any], reason: str, message: str) -> None:
+        """The kubelet refused the pod at admission (`rejectPod`)."""
+        self._kubelet(pod).event(pod, "Warning", reason, message)
+
     def container_event(
         self,
         pod: Mapping[str, Any],

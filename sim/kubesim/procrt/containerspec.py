@@ -91,12 +91,15 @@ def resolve(
     cluster_domain: str = "cluster.local",
     allocatable: Mapping[str, Any] = NODE_ALLOCATABLE,
     container_id: str | None = None,
+    device_env: Mapping[str, str] | None = None,
 ) -> ProcessSpec:
     """The process `container` of `pod` runs with `image`, or ContainerConfigError.
 
     `pod_ip` / `host_ip` are the IP or all of `status.podIPs` / `status.hostIPs` (an empty string
     before there is one). `container_id` only completes containerd's message when there is no
-    command. Errors come in the kubelet's order: ConfigMap/Secret/field references, then
+    command. `device_env` is what the device plugins' `Allocate` answered
+    (`NVIDIA_VISIBLE_DEVICES`): the kubelet passes it before the container's own variables, so
+    those win. Errors come in the kubelet's order: ConfigMap/Secret/field references, then
     runAsNonRoot, then the command. `hostsfiles.hostname`'s ValueError passes through: such a pod
     never gets a sandbox.
     """
@@ -131,6 +134,7 @@ def resolve(
         merged["TERM"] = "xterm"
     merged["HOSTNAME"] = hostname(pod, cluster_domain)
     merged.update(image.env)
+    merged.update(device_env or {})
     merged.update(env.env)
     if not merged.get("HOME"):
         # runc checks os.Getenv("HOME") == "": an empty HOME is replaced in place, a missing one

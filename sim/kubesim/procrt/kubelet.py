@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors
+from kubesim import devices, errors
 from kubesim.cluster import DeleteOptions
 from kubesim.controllers import get_or_none
 from kubesim.controllers.kubelet import POD_NETWORK, Kubelet, PodKey
@@ -65,6 +65,8 @@ class ProcessKubelet(Kubelet):
         self._dns_server: DNSServer | None = None
         self._host_passwd = Path("/etc/passwd").read_text()
         self._host_group = Path("/etc/group").read_text()
+        self._visible: dict[tuple[PodKey, str], str | None] = {}
+        """NVIDIA_VISIBLE_DEVICES each container was started with (None: unset)."""
         volumes.add_sync_listener(self._volumes_synced)
 
     # --- life of the runtime
@@ -118,7 +120,7 @@ class ProcessKubelet(Kubelet):
     def _sync(self, key: PodKey) -> None:
         worker = self._workers.get(key)
         pod = self._assigned_pod(key, worker.uid if worker else None)
-        if pod is None:
+        if pod is None or (self._rejected and self._rejected_pod(key, pod)):
             return
         uid = str(pod["metadata"].get("uid", ""))
         if worker is not None and worker.uid != uid:
@@ -131,6 +133,9 @@ class ProcessKubelet(Kubelet):
                 self._delete(key)
                 return
             self.events.scheduled(pod)
+            terminal = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+            if not terminal and not self._admit_devices(key, pod):
+                return
             self._workers[key] = PodWorker(self, pod)
             return
         worker.update(pod)
@@ -139,6 +144,9 @@ class ProcessKubelet(Kubelet):
         worker = self._workers.get(key)
         if worker is not None and worker.uid == uid:
             del self._workers[key]
+            self.devices.release(key)
+            for rec in [*worker.record.init_containers, *worker.record.containers]:
+                self._visible.pop((key, rec.name), None)
             self._stop_worker(worker)
         super()._forget(key, uid)
 
@@ -200,6 +208,8 @@ class ProcessKubelet(Kubelet):
     def publish(self, worker: PodWorker) -> None:
         if self._workers.get(worker.key) is not worker:
             return
+        if worker.record.phase in ("Succeeded", "Failed"):
+            self.devices.release(worker.key)  # every container has exited
         pod = get_or_none(self._cluster, self._pods_rt, *worker.key)
         if pod is None or str(pod["metadata"].get("uid", "")) != worker.uid:
             return
@@ -253,6 +263,8 @@ class ProcessKubelet(Kubelet):
 
     async def stop_sandbox(self, worker: PodWorker) -> None:
         self._volumes.pod_stopped(*worker.key)
+        if self._workers.get(worker.key) is worker:
+            self.devices.release(worker.key)
         if worker.sandbox is not None:
             await worker.sandbox.stop()
 
@@ -264,6 +276,15 @@ class ProcessKubelet(Kubelet):
         with contextlib.suppress(errors.StatusError):
             self._cluster.delete(self._pods_rt, *key, options=DeleteOptions(grace_period_seconds=0))
 
+    def visible_devices_value(
+        self, key: PodKey, container: Mapping[str, Any], allocated: tuple[str, ...]
+    ) -> str | None:
+        """What the container was started with; before it starts, what it would get."""
+        name = str(container.get("name", ""))
+        if (key, name) in self._visible:
+            return self._visible[(key, name)]
+        return super().visible_devices_value(key, container, allocated)
+
     def _volumes_synced(self, key: PodKey, pod: Mapping[str, Any], files: Any) -> None:
         worker = self._workers.get(key)
         if worker is not None and self._state is not None:
@@ -274,6 +295,7 @@ class ProcessKubelet(Kubelet):
     ) -> RunSpec:
         pod = worker.pod
         image = self._settings.images.get(str(container.get("image", "")))
+        allocated = self.devices.allocation(worker.key).get(rec.name) or ()
         try:
             spec = containerspec.resolve(
                 pod,
@@ -286,7 +308,9 @@ class ProcessKubelet(Kubelet):
                 host_ip=self.host_ip(pod),
                 node_name=str(pod["spec"].get("nodeName") or self._settings.node_name),
                 cluster_domain=self._settings.cluster_domain,
+                device_env=devices.plugin_env(allocated),
             )
+            self._visible[(worker.key, rec.name)] = dict(spec.env).get(devices.VISIBLE_DEVICES)
             volumes_root = self.pod_dir(worker) / "volumes"
             plan = volumefiles.prepare_container(pod, container, volumes_root, env=dict(spec.env))
         except containerspec.ContainerConfigError as err:

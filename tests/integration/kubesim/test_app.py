@@ -3,6 +3,7 @@ cleanly."""
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
@@ -35,6 +36,26 @@ async def test_controllers_run_inside_the_started_cluster(
     )
     assert (await core.read_namespaced_pod("p", "default")).status.phase == "Running"
     assert kubesim.controllers.all
+
+
+async def test_the_controllers_endpoint_counts_syncs_and_their_cpu(
+    kube_api: ApiClient, kubesim: KubeSim
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    await core.create_namespaced_pod("default", pod("p"))
+    pods = kubesim.cluster.registry.by_kind("v1", "Pod")
+    assert pods is not None
+    await wait_for(
+        kubesim, lambda: kubesim.cluster.get(pods, "default", "p")["status"]["phase"] == "Running"
+    )
+    async with (
+        aiohttp.ClientSession(kubesim.url) as session,
+        session.get("/kubesim/v1/controllers") as resp,
+    ):
+        stats = (await resp.json())["controllers"]
+    assert {"scheduler", "kubelet"} <= set(stats)
+    assert stats["kubelet"]["syncs"] >= 2  # started, then ready
+    assert stats["kubelet"]["cpuSeconds"] >= 0.0
 
 
 async def test_a_clock_in_the_settings_drives_the_controllers() -> None:
