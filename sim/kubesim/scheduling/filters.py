@@ -170,12 +170,15 @@ def filter_node(
             f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}"
         )
         return Failure((reason,), resolvable=False)
+    if node.unlimited:
+        # The default cluster's one node stands for room for every pod, in whatever pool it asks
+        # for: a shaped cluster (`--nodes`, `--cluster`) is where selectors decide placement.
+        return None
     if not matches_node_affinity(spec, node.name, node.labels):
         return Failure((AFFINITY_MISMATCH,), resolvable=False)
-    if not node.unlimited:
-        reasons = insufficient(requests, node)
-        if reasons:
-            return Failure(tuple(reasons), resolvable=True)
+    reasons = insufficient(requests, node)
+    if reasons:
+        return Failure(tuple(reasons), resolvable=True)
     return None
 
 

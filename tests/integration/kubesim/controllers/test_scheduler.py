@@ -279,18 +279,39 @@ class TestDefaultCluster:
     async def test_a_pod_that_fails_a_filter_there_is_left_to_the_scheduler(
         self, sim: KubeSim, clock: FakeClock
     ) -> None:
-        create(sim, pod("picky", nodeSelector={"zone": "z"}))
+        node = sim.cluster.get(builtins.NODES, None, "kubesim-node")
+        node["spec"]["unschedulable"] = True
+        sim.cluster.update(builtins.NODES, None, "kubesim-node", node)
+        create(sim, pod("picky"))
         await clock.settle()
         assert node_of(sim, "picky") is None
         assert scheduled_condition(sim, "picky")["message"] == (
-            "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. "
+            "0/1 nodes are available: 1 node(s) were unschedulable. "
             "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
         )
         node = sim.cluster.get(builtins.NODES, None, "kubesim-node")
-        node["metadata"]["labels"]["zone"] = "z"
+        node["spec"]["unschedulable"] = False
         sim.cluster.update(builtins.NODES, None, "kubesim-node", node)
         await clock.advance(1.0)
         assert node_of(sim, "picky") == "kubesim-node"
+
+    async def test_its_one_node_takes_a_pod_whatever_pool_it_selects(
+        self, sim: KubeSim, clock: FakeClock
+    ) -> None:
+        """The default cluster stands for room for every pod: a nodeSelector or a required affinity
+        that names a pool (as Kueue's flavours or a GPU pool do) finds it there, as before nodes."""
+        affinity = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}
+                    ]
+                }
+            }
+        }
+        create(sim, pod("selective", nodeSelector={"zone": "z"}, affinity=affinity))
+        await clock.settle()
+        assert node_of(sim, "selective") == "kubesim-node"
 
 
 GANGS = {
