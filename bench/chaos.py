@@ -16,8 +16,8 @@ The invariants (`chaoslib.invariants`) are counted from a kubesim cluster listen
 runs; the report is one table of counters, then what was done. Exit status 1 when any violation was
 counted.
 
-    .venv/bin/python bench/chaos.py [--jobs 50] [--seconds 180] [--seed 1] .venv/bin/python
-    bench/chaos.py --ci      # 4 jobs, 25 s of chaos: what tests/e2e/test_chaos_smoke.py runs
+    .venv/bin/python bench/chaos.py [--jobs 50] [--seconds 180] [--seed 1]
+    .venv/bin/python bench/chaos.py --ci   # 4 jobs, 25 s of chaos: tests/e2e/test_chaos_smoke.py
 """
 
 from __future__ import annotations

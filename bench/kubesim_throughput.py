@@ -5,9 +5,10 @@ bench/out/kubesim.md.
 kubesim runs as `mpi-operator sim` in its own process (controllers on, as users run it), so the
 client load generated here does not count against its CPU or memory.
 
-    .venv/bin/python bench/kubesim_throughput.py [--objects 10000] [--watchers 10] [--concurrency
-    32] .venv/bin/python bench/kubesim_throughput.py fanin [--jobs 1000] [--workers 8] [--profile
-    FILE] [--nodes 100 --node-allocatable cpu=256,memory=1Ti,nvidia.com/gpu=8,pods=110]
+    .venv/bin/python bench/kubesim_throughput.py [--objects 10000] [--watchers 10] \
+        [--concurrency 32]
+    .venv/bin/python bench/kubesim_throughput.py fanin [--jobs 1000] [--workers 8] \
+        [--profile FILE] [--nodes 100 --node-allocatable cpu=256,memory=1Ti,nvidia.com/gpu=8]
 
 `fanin` plays the operator's writes for N MPIJobs x W workers (bench/kubesim_fanin.py) and reports
 kubesim's CPU time, RSS and the time until every pod is Running (bench/out/kubesim-fanin.md).

@@ -9,8 +9,8 @@ it. Scale and replacement times are measured up to the moment the launcher pod's
 read. kubesim's request record is in-process only, so the operator's requests come from its own
 `rest_client_requests_total` and the writes in a window are named from its JSON log.
 
-    .venv/bin/python bench/operator_elastic.py [--jobs 50] [--scale-jobs 10] [--replace-jobs 10]
-    [--quick]
+    .venv/bin/python bench/operator_elastic.py [--jobs 50] [--scale-jobs 10] \
+        [--replace-jobs 10] [--quick]
 """
 
 from __future__ import annotations

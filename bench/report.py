@@ -13,8 +13,8 @@ its default client settings unless `--operator-qps`/`--operator-burst` say other
 5. discovery comparison (bench/latency.py): a scale-out seen in the launcher's mounted
    discover_hosts.sh, with the operator's launcher-pod annotation and with the ConfigMap alone.
 
-    .venv/bin/python bench/report.py            # 1,000 x 8: see bench/README.md for how long it
-    takes .venv/bin/python bench/report.py --quick    # 5 x 2, all scenarios: under a minute
+    .venv/bin/python bench/report.py            # 1,000 x 8: bench/README.md says how long
+    .venv/bin/python bench/report.py --quick    # 5 x 2, all scenarios: under a minute
 """
 
 from __future__ import annotations
