@@ -96,28 +96,42 @@ class ContainerRun:
             stderr=asyncio.subprocess.PIPE,
         )
         run = cls(proc, spec)
+        try:
+            await run._handshake()
+        except BaseException:
+            # Cancelled mid-start (the pod deleted, kubesim stopping): the shim, and with it the
+            # container, must not outlive the run nobody will wait for.
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+        return run
+
+    async def _handshake(self) -> None:
+        """Sends the spec and reads the shim's answer until `started` or an error."""
+        proc = self._proc
         assert proc.stdin is not None
         assert proc.stdout is not None
-        proc.stdin.write(spec.to_json().encode())
+        proc.stdin.write(self.spec.to_json().encode())
         await proc.stdin.drain()
         proc.stdin.close()
         while True:
             line = (await proc.stdout.readline()).decode(errors="replace").rstrip("\n")
             if not line:
                 err = await proc.stderr.read() if proc.stderr else b""
-                run.error = (
-                    run.error or f"container runtime failed: {err.decode(errors='replace')[-2000:]}"
+                self.error = (
+                    self.error
+                    or f"container runtime failed: {err.decode(errors='replace')[-2000:]}"
                 )
-                break
+                return
             word, _, rest = line.partition(" ")
             if word == "pid1":
-                run.pid1 = int(rest)
+                self.pid1 = int(rest)
             elif word == "error":
-                run.error = rest
-                break
+                self.error = rest
+                return
             elif word == "started":
-                break
-        return run
+                return
 
     @property
     def running(self) -> bool:
