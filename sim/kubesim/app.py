@@ -22,7 +22,7 @@ from kubesim import kubeconfig
 from kubesim.clock import Clock, FakeClock
 from kubesim.cluster import Cluster, EventType
 from kubesim.control import Control
-from kubesim.controllers import Controller, Watching
+from kubesim.controllers import Controller, WatchingController
 from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
@@ -87,7 +87,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     kubelet.power_listeners.append(node_lifecycle.kubelet_power)
     taint_eviction = TaintEvictionController(cluster, clock)
     podgroups = PodGroupController(cluster, clock)
-    watching: list[Watching] = [
+    watching: list[WatchingController] = [
         scheduler,
         volumes,
         kubelet,
@@ -112,18 +112,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
 
     cluster.add_listener(fan_out)
     return Controllers(
-        all=[
-            scheduler,
-            kubelet,
-            volumes,
-            jobs,
-            gc,
-            namespaces,
-            disruption,
-            node_lifecycle,
-            taint_eviction,
-            podgroups,
-        ],
+        all=list(watching),
         routes=[*volumes.routes(), *kubelet.routes(), _sync_stats_route(clock)],
         clock=clock,
         kubelet=kubelet,

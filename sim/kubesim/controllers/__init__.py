@@ -33,6 +33,10 @@ class Watching(Protocol):
         write)."""
 
 
+class WatchingController(Controller, Watching, Protocol):
+    """A controller that also learns of every committed change (all of kubesim's do)."""
+
+
 def resource_type(cluster: Cluster, api_version: str, kind: str) -> ResourceType:
     rt = cluster.registry.by_kind(api_version, kind)
     if rt is None:
