@@ -1,10 +1,9 @@
 """Pure status: an MPIJob and its observed children -> the status to store and the events to record.
 
 A port of upstream's `syncHandler` status steps and `updateMPIJobStatus` with its condition engine
-(`conditions`), in the wire format the status subresource stores (camelCase, RFC 3339 times at
-second precision, zero counts omitted). Additions: `observedGeneration`, for workers `ready` (Ready
-pods) and `selector` (for the scale subresource and HPA), and for elastic jobs `elastic` (the
-reconciler fills it from the elastic decision; it is kept here like any owned field).
+(`conditions`), in the status subresource's wire format (camelCase, RFC 3339 seconds, zero counts
+omitted). Additions: `observedGeneration`, for workers `ready` and `selector` (scale subresource,
+HPA), and for elastic jobs `elastic` (filled by the reconciler from the elastic decision).
 
 Deliberate departures from upstream, all so that a converged job makes no writes: events
 (MPIJobRunning, MPIJobSucceeded, the failure and eviction warnings) are recorded when their

@@ -49,7 +49,11 @@ def test_module_docstrings_say_what_a_module_owns_in_at_most_12_lines() -> None:
     too_long = {}
     for root in ("operator", "discovery", "sim"):
         for path in sorted((ROOT / root).rglob("*.py")):
-            doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
-            if doc is not None and len(doc.splitlines()) > 12:
-                too_long[str(path.relative_to(ROOT))] = len(doc.splitlines())
+            body = ast.parse(path.read_text()).body
+            first = body[0] if body else None
+            # Counted as a reader sees it: the source lines from the opening to the closing quotes.
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                lines = (first.end_lineno or first.lineno) - first.lineno + 1
+                if isinstance(first.value.value, str) and lines > 12:
+                    too_long[str(path.relative_to(ROOT))] = lines
     assert too_long == {}

@@ -8,8 +8,7 @@ version, and prints one line per finding:
     FILE[DOC]: note: legacy -> canonical    a legacy field and its v2beta1 equivalent
     FILE[DOC]: OK MPIJob "name" (...)       one line per valid job
 
-Exit status: 0 when every job is valid, 1 when any document is invalid or not YAML, 2 when a file
-cannot be read (the highest applies).
+Exit status (the highest applies): 0 all valid, 1 a document invalid or not YAML, 2 a file unread.
 """
 
 from __future__ import annotations

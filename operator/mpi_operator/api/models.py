@@ -1,5 +1,4 @@
-"""The canonical `kubeflow.org/v2beta1` MPIJob as frozen pydantic models (upstream types.go +
-elasticPolicy).
+"""The canonical `kubeflow.org/v2beta1` MPIJob as frozen pydantic models (types.go + elasticPolicy).
 
 These models are the single source of the CRD's OpenAPI schema (`api/crd.py` renders
 `MPIJob.model_json_schema(by_alias=True)`), so every field carries a description, enums are

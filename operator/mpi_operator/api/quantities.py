@@ -1,5 +1,4 @@
-"""Resource quantities and what pod templates ask for: GPUs, whole-number resources, resource-list
-sums.
+"""Resource quantities and what pod templates ask for: GPUs, whole-number resources, list sums.
 
 The operator never rewrites a template's resources (GPUs and every other extended resource pass
 through untouched); it reads them to derive slots (`defaults`), to map legacy fields (`legacy`), to

@@ -3,8 +3,7 @@
 Objects are the raw JSON dicts the API server sent. READ-ONLY RULE: whatever `get`, `list` or
 `by_index` returns is shared with the store and every other reader, exactly like client-go's cache;
 never mutate it. Build a new dict (`copy.deepcopy` the parts you change) for anything you send back.
-The store never copies on the way in or out because that is what keeps memory and CPU proportional
-to what is owned.
+Never copying in or out is what keeps memory and CPU proportional to what is owned.
 
 Indexes map an index value to the keys of the objects that produce it. Two are built in: by
 namespace and by controller-owner uid (the `ownerReferences` entry with `controller: true`), which

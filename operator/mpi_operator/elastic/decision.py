@@ -1,8 +1,7 @@
 """What one elastic step decides: `ElasticDecision` and the pod writes it asks for.
 
-`sync.py` turns a decision into plan actions, each in its phase (`planning.Phase`), so each write
-goes out only after the ones before it succeeded and every crash window between two is harmless
-(`step.py`):
+`sync.py` turns a decision into plan actions, each in its phase (`planning.Phase`): a write goes
+out only after the ones before it succeeded, so every crash window between two is harmless:
 
 1. DRAIN: the `drain` patches (merge-patch the pod annotations; a None value deletes the key);
 2. DISCOVERY: the ConfigMap: `discover_hosts.sh` from `discovered`, plus the published state;

@@ -8,8 +8,7 @@ the only writer of a job's children (`docs/architecture.md`, "The write path"). 
   * Patch -> 404 means nothing is left to patch: skipped, its events not recorded;
   * an `urgent` plan sends its DISCOVERY and ANNOUNCE actions ahead of the client's queue;
   * anything else propagates (backoff), a failed Pod or launcher Job create reported on the MPIJob.
-API `Warning` headers are collected per write through a context variable, because the one `Kube`
-client has one `on_warning` callback for every concurrent reconcile.
+API `Warning` headers reach their write through a context variable (one `Kube`, one callback).
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@
   6 apply    the `Applier` sends the plan: the only writes to children
   7 status   `compute_status`, merge-patched to /status only when changed; workers left beyond the
              window: `Result(requeue=True)`, the next window queued behind the other jobs
-Departures from upstream (an `Invalid` condition, `LegacyFieldsMapped` once per generation,
-`PodTemplateWarning` events, watch labels on every child) are in `docs/architecture.md`.
+Departures from upstream (`Invalid`, `LegacyFieldsMapped`, ...) are in `docs/architecture.md`.
 """
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ the kind's validation, the update (immutability) rules and CEL rules. A refusal 
 `AdmissionError`: 422 Invalid with field causes, or 400 BadRequest when the body cannot be decoded
 as the kind at all (wrong JSON types, bad quantities or base64, strict unknown fields).
 
-Requirements on the caller: for built-in Jobs, `metadata.uid` must already be set on CREATE (the Job
-selector is generated from it); `obj` is never changed (a new dict comes back; for built-in kinds it
-may share the parts that equal `old`'s, so the caller hands over `obj` and keeps `old` unchanged).
+The caller sets a built-in Job's `metadata.uid` before CREATE (its selector comes from it). `obj`
+is never changed: a new dict comes back, which may share the parts equal to `old`'s.
 """
 
 from __future__ import annotations

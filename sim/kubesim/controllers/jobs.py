@@ -6,10 +6,9 @@ counts survive pod deletion. A failure or success criterion first sets the inter
 (`FailureTarget` / `SuccessCriteriaMet`) and deletes the active pods; `Failed` / `Complete` follow
 once no pod is left terminating. Replacement pods wait for the pod-failure back-off
 (`settings.job_backoff_seconds`, doubling). A Job whose `spec.managedBy` names another controller is
-left alone. Only NonIndexed completion mode is modelled; podFailurePolicy, successPolicy and
-backoffLimitPerIndex are not evaluated. It records the Events 1.32's records (source
-`job-controller`): SuccessfulCreate / SuccessfulDelete per pod, Suspended / Resumed, and Completed
-or the failure's reason (BackoffLimitExceeded, DeadlineExceeded) as the Job ends.
+left alone. Only NonIndexed completion is modelled (no podFailurePolicy, successPolicy or
+backoffLimitPerIndex). Its Events are 1.32's: SuccessfulCreate / SuccessfulDelete per pod,
+Suspended / Resumed, and Completed or the failure's reason as the Job ends.
 """
 
 from __future__ import annotations

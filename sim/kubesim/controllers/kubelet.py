@@ -4,12 +4,11 @@ It keeps a `PodRuntime` (`podstate.py`) per pod bound to an existing node, wakes
 on timers (one pending timer per pod), and writes `.status` through the status subresource only
 when it changed. A deleted pod has its containers stopped after min(deletionGracePeriodSeconds,
 `kubesim/termination-seconds`), is moved to a terminal phase, then deleted with grace 0. GPUs are
-allocated at admission (`kubesim.devices`), listed as the PodResources API lists them:
-`GET /kubesim/v1/nodes/{node}/podresources`.
+allocated at admission (`kubesim.devices`), listed at `GET /kubesim/v1/nodes/{node}/podresources`.
 
 Tests drive node faults through `evict()`, `kill()`, `node_down()`, `node_up()`, or over HTTP:
-`POST /kubesim/v1/namespaces/{ns}/pods/{pod}/evict` (body `{"message": ...}`), `.../kill` (body
-`{"exitCode": N}`, default 137) and `POST /kubesim/v1/nodes/{node}/down` or `.../up`.
+`POST .../pods/{pod}/evict` (`{"message": ...}`), `.../kill` (`{"exitCode": N}`, default 137) and
+`POST /kubesim/v1/nodes/{node}/down` or `.../up`.
 """
 
 from __future__ import annotations
