@@ -24,22 +24,16 @@ from pathlib import Path
 import pytest
 
 import rbac_audit
-from kubesim.control import REQUEST_LOG_ENV, Control, RecordedRequest, observe_requests
+from kubesim.control import (
+    LOG_FIELDS,
+    REQUEST_LOG_ENV,
+    Control,
+    RecordedRequest,
+    observe_requests,
+)
 from session_audits import SessionAudits
 
 FORCE_UNUSED_ENV = "RBAC_AUDIT_UNUSED"
-LOG_FIELDS = (
-    "user_agent",
-    "method",
-    "path",
-    "verb",
-    "group",
-    "resource",
-    "subresource",
-    "namespace",
-    "name",
-)
-"""The fields of kubesim's request log (`kubesim.control.log_requests_from_env`) the audit reads."""
 
 
 def as_request(

@@ -121,22 +121,11 @@ def log_requests_from_env() -> Callable[[], None] | None:
     seen: set[tuple[str, ...]] = set()
 
     def write(control: Control, request: RecordedRequest) -> None:
-        r = request
-        key = (
-            r.user_agent,
-            r.method,
-            r.path,
-            r.verb,
-            r.group,
-            r.resource,
-            r.subresource,
-            r.namespace,
-            r.name,
-        )
+        key = tuple(getattr(request, name) for name in LOG_FIELDS)
         if key in seen:
             return
         seen.add(key)
-        fields = dict(zip(_LOG_FIELDS, key, strict=True))
+        fields = dict(zip(LOG_FIELDS, key, strict=True))
         line = json.dumps({**fields, "test": os.environ.get("PYTEST_CURRENT_TEST", "")})
         with open(path, "a", encoding="utf-8") as sink:
             sink.write(line + "\n")
@@ -144,7 +133,7 @@ def log_requests_from_env() -> Callable[[], None] | None:
     return observe_requests(write)
 
 
-_LOG_FIELDS = (
+LOG_FIELDS = (
     "user_agent",
     "method",
     "path",
@@ -155,6 +144,7 @@ _LOG_FIELDS = (
     "namespace",
     "name",
 )
+"""The fields of a request each line of the request log names (the readers' contract)."""
 
 
 class Control:
