@@ -77,8 +77,7 @@ class Driver:
         self.pods: ResourceType = resource_type(sim.cluster, "v1", "Pod")
         checker.known_at = self.known_at
 
-    # --- bookkeeping
-    # ---------------------------------------------------------------------------------
+    # --- bookkeeping ------------------------------------------------------------------------------
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
@@ -177,8 +176,7 @@ class Driver:
             out[f"faults injected: {rule.status}"] += rule.hits
         return dict(out)
 
-    # --- cluster reads (in-process: one consistent moment)
-    # ----------------------------------------------
+    # --- cluster reads (in-process: one consistent moment) ----------------------------------------
     def _pods_of(self, job: str, role: str) -> list[dict[str, Any]]:
         selector = f"{JOB_LABEL}={job},{ROLE_LABEL}={role}"
         return list(self.sim.cluster.list(self.pods, NS, label_selector=selector)["items"])
@@ -257,8 +255,7 @@ class Driver:
             for obj in self.sim.cluster.list(rt, NS)["items"]:
                 yield kind, obj
 
-    # --- the run
-    # ---------------------------------------------------------------------------------------
+    # --- the run ----------------------------------------------------------------------------------
     async def create_all(self) -> None:
         for plan in self.jobs:
             await retry_transient(
@@ -380,8 +377,7 @@ class Driver:
         else:
             kubelet.evict(NS, pod)
 
-    # --- the operator replicas
-    # --------------------------------------------------------------------------
+    # --- the operator replicas --------------------------------------------------------------------
     async def _operator_events(self, seconds: float, events: Iterable[tuple[float, str]]) -> None:
         start = time.monotonic()
         for fraction, what in events:

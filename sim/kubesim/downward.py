@@ -68,8 +68,7 @@ class DownwardAPIError(ValueError):
     kubelet's."""
 
 
-# --- fieldpath
-# -------------------------------------------------------------------------------------------
+# --- fieldpath ------------------------------------------------------------------------------------
 def go_quote(text: str) -> str:
     """strconv.Quote, which `%q` uses: printable runes as they are, the rest as Go escapes."""
     out = ['"']
@@ -183,8 +182,7 @@ def pod_field_value(
     return object_field_value(pod, field_path)
 
 
-# --- pkg/api/v1/resource
-# ----------------------------------------------------------------------------------
+# --- pkg/api/v1/resource --------------------------------------------------------------------------
 def _quantity(raw: Any, what: str) -> Fraction:
     if raw is None or raw == "":
         return Fraction(0)

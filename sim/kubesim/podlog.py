@@ -122,8 +122,7 @@ def pod_log(pod: Mapping[str, Any], container: str | None, *, previous: bool = F
     return "".join(f"[kubesim] {text}\n" for _, text in records(pod, container, previous=previous))
 
 
-# --- reading records, for both runtimes
-# ---------------------------------------------------------------
+# --- reading records, for both runtimes -----------------------------------------------------------
 
 
 def nano_stamp(stamp: str) -> str:

@@ -129,8 +129,7 @@ class ApiHandler:
         self.control = control
         self.encoder = encoding.ObjectEncoder()
 
-    # --- discovery, version, OpenAPI
-    # ---------------------------------------------------------------
+    # --- discovery, version, OpenAPI --------------------------------------------------------------
     async def version(self, request: web.Request) -> web.Response:
         return json_response(discovery.VERSION_INFO)
 

@@ -248,8 +248,7 @@ class Store:
         return base64.urlsafe_b64encode(raw).decode()
 
 
-# --- watch streams
-# ---------------------------------------------------------------------------------
+# --- watch streams --------------------------------------------------------------------------------
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 

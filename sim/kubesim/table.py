@@ -67,8 +67,7 @@ def _age(stamp: Any, now: datetime) -> str | None:
     return human_duration((now - moment).total_seconds())
 
 
-# --- restricted JSONPath (`.a.b`, `['a.b']`, `[0]`, `[-1:]`, `[*]`, `[?(@.type=="Ready")]`)
-# -----------
+# --- restricted JSONPath (`.a.b`, `['a.b']`, `[0]`, `[-1:]`, `[*]`, `[?(@.type=="Ready")]`) -------
 _TOKEN = re.compile(
     r"""\.\.?(?P<field>[A-Za-z0-9_\-$]+)"""
     r"""|\[\s*'(?P<quoted>[^']*)'\s*\]|\[\s*"(?P<dquoted>[^"]*)"\s*\]"""
@@ -132,8 +131,7 @@ def _step(values: Iterable[Any], m: re.Match[str]) -> list[Any]:
     return out
 
 
-# --- columns
-# -----------------------------------------------------------------------------------------
+# --- columns --------------------------------------------------------------------------------------
 def _custom_cell(column: Column, obj: dict[str, Any], now: datetime) -> Any:
     found = jsonpath(obj, str(column.get("jsonPath", "")))
     if not found:

@@ -282,8 +282,7 @@ def test_the_client_limit_of_the_settings(
     assert TokenBucket(*expected[:2]).unlimited is (expected[0] <= 0)
 
 
-# --- upstream's flags (issue 14, item 2)
-# --------------------------------------------------------------
+# --- upstream's flags (issue 14, item 2) ----------------------------------------------------------
 
 UPSTREAM_ARGS = ["-alsologtostderr", "--lock-namespace=mpi-operator"]
 """Upstream's manifests/base/deployment.yaml args plus its overlays' --lock-namespace, exactly."""

@@ -171,8 +171,7 @@ def _merge_patch_pod(sim: KubeSim, name: str, patch: dict[str, Any]) -> None:
     )
 
 
-# --- ConfigMap and Secret volumes
-# ------------------------------------------------------------------------
+# --- ConfigMap and Secret volumes -----------------------------------------------------------------
 async def test_configmap_and_secret_files_modes_layout_and_decoding(kubesim: KubeSim) -> None:
     create(
         kubesim,
@@ -402,8 +401,7 @@ async def test_memory_empty_dir_is_one_tmpfs_shared_by_init_and_main_containers(
     assert _listing(on_machine) == []
 
 
-# --- updates: subPath vs whole volume, pod updates, downward API
-# --------------------------------------
+# --- updates: subPath vs whole volume, pod updates, downward API ----------------------------------
 async def test_configmap_update_reaches_the_volume_at_the_sync_but_never_a_sub_path(
     kubesim: KubeSim,
 ) -> None:
@@ -486,8 +484,7 @@ async def test_downward_api_volume_follows_the_pod_labels(kubesim: KubeSim) -> N
     assert await _out(kubesim, "dapi", "cat", "/etc/podinfo/labels") == want
 
 
-# --- users and images
-# ------------------------------------------------------------------------------------
+# --- users and images -----------------------------------------------------------------------------
 async def test_image_root_entrypoint_env_workdir_and_passwd(kubesim: KubeSim) -> None:
     machine_passwd = _machine_file("/etc/passwd")
     assert machine_passwd is not None

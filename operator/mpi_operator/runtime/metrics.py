@@ -95,8 +95,7 @@ class Metrics:
         self.reconcile_errors = Counter(
             "mpi_operator_reconcile_errors", "Reconciles that raised (retried or not)", registry=r
         )
-        # --- elastic jobs
-        # ---------------------------------------------------------------------------
+        # --- elastic jobs -------------------------------------------------------------------------
         self.discovery_updates = Counter(
             "mpi_operator_elastic_discovery_updates",
             "Changes of discover_hosts.sh published for elastic jobs",
@@ -136,8 +135,7 @@ class Metrics:
         )
         self._children: dict[tuple[Counter, tuple[str, ...]], Any] = {}
 
-    # --- hooks for the reconciler
-    # ------------------------------------------------------------------
+    # --- hooks for the reconciler -----------------------------------------------------------------
     def job_created(self) -> None:
         """An MPIJob was seen for the first time (its Created condition was just set)."""
         self.jobs_created.inc()
@@ -196,8 +194,7 @@ class Metrics:
         with contextlib.suppress(KeyError):
             self.elastic_min_replicas.remove(namespace, mpijob)
 
-    # --- hooks for the runtime
-    # ---------------------------------------------------------------------
+    # --- hooks for the runtime --------------------------------------------------------------------
     def set_leader(self, leading: bool) -> None:
         self.is_leader.set(1 if leading else 0)
 

@@ -76,8 +76,7 @@ class GarbageCollector:
         """Objects whose ownerReferences name `owner_uid` (the graph the GC keeps)."""
         return set(self._dependents.get(owner_uid, ()))
 
-    # --- graph maintenance
-    # -------------------------------------------------------------------------
+    # --- graph maintenance ------------------------------------------------------------------------
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:

@@ -105,8 +105,7 @@ class JobController:
         else:
             self._sync_job(key[1], key[2])
 
-    # --- orphans
-    # -----------------------------------------------------------------------------------
+    # --- orphans ----------------------------------------------------------------------------------
     def _sync_orphan(self, ns: str, name: str) -> None:
         """A pod keeps the tracking finalizer only while a live Job controls it."""
         pod = get_or_none(self._cluster, self._pods_rt, ns, name, copy=False)
@@ -125,8 +124,7 @@ class JobController:
         body = {**pod, "metadata": {**meta, "finalizers": remaining}}
         self._cluster.update(self._pods_rt, meta["namespace"], meta["name"], body)
 
-    # --- jobs
-    # --------------------------------------------------------------------------------------
+    # --- jobs -------------------------------------------------------------------------------------
     def _owned_pods(self, uid: str) -> list[dict[str, Any]]:
         pods = []
         for ns, name in list(self._pods_by_job.get(uid, ())):

@@ -69,8 +69,7 @@ class ProcessKubelet(Kubelet):
         """NVIDIA_VISIBLE_DEVICES each container was started with (None: unset)."""
         volumes.add_sync_listener(self._volumes_synced)
 
-    # --- life of the runtime
-    # -----------------------------------------------------------------------
+    # --- life of the runtime ----------------------------------------------------------------------
     async def run(self) -> None:
         problem = missing_requirements()
         if problem is not None:
@@ -115,8 +114,7 @@ class ProcessKubelet(Kubelet):
     def routes(self) -> list[web.RouteDef]:
         return [*logs.routes(self._cluster, self._pods_rt, self.log_dir), *super().routes()]
 
-    # --- the work queue
-    # ------------------------------------------------------------------------------
+    # --- the work queue ---------------------------------------------------------------------------
     def _sync(self, key: PodKey) -> None:
         worker = self._workers.get(key)
         pod = self._assigned_pod(key, worker.uid if worker else None)

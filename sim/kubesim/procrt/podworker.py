@@ -155,8 +155,7 @@ class PodWorker:
             )
         return float(grace)
 
-    # --- the life
-    # ----------------------------------------------------------------------------------
+    # --- the life ---------------------------------------------------------------------------------
     async def _run(self) -> None:
         try:
             if await self._start_sandbox() and await self._run_init_containers():

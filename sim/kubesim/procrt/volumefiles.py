@@ -98,8 +98,7 @@ def volume_dir(volumes_root: Path, name: str) -> Path:
     return volumes_root / name
 
 
-# --- setting volumes up
-# -------------------------------------------------------------------------------
+# --- setting volumes up ---------------------------------------------------------------------------
 def setup(
     pod: Mapping[str, Any],
     pod_dir: Path,
@@ -296,8 +295,7 @@ def _unescape_mountinfo(text: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
 
 
-# --- where containers mount them
-# ----------------------------------------------------------------------
+# --- where containers mount them ------------------------------------------------------------------
 def mount_plan(
     pod: Mapping[str, Any],
     container: Mapping[str, Any],
@@ -508,8 +506,7 @@ def _bytes(quantity: Any) -> int:
         raise VolumeError(str(err)) from err
 
 
-# --- subPathExpr
-# ---------------------------------------------------------------------------------------
+# --- subPathExpr ----------------------------------------------------------------------------------
 def expand_sub_path_expr(expr: str, env: Mapping[str, str]) -> str:
     """kubecontainer.ExpandContainerVolumeMounts: every `$(VAR)` must have a non-empty value."""
     missing: set[str] = set()

@@ -234,8 +234,7 @@ class Watcher:
     def __post_init__(self) -> None:
         self.pods: ResourceType = resource_type(self.sim.cluster, "v1", "Pod")
 
-    # --- replay log
-    # --------------------------------------------------------------------------------
+    # --- replay log -------------------------------------------------------------------------------
     def note(self, what: str) -> None:
         self.log.append(f"+{time.monotonic() - self.started:6.2f}s {what}")
 
@@ -262,8 +261,7 @@ class Watcher:
     def violate(self, what: str) -> None:
         self.violations.append(f"+{time.monotonic() - self.started:6.2f}s {what}\n{self.context()}")
 
-    # --- kubesim state, read in-process (no await: one consistent moment)
-    # ----------------------------
+    # --- kubesim state, read in-process (no await: one consistent moment) -------------------------
     def worker_pods(self, job: str) -> list[dict[str, Any]]:
         selector = f"{JOB_LABEL}={job},{ROLE_LABEL}=worker"
         return list(self.sim.cluster.list(self.pods, NS, label_selector=selector)["items"])
@@ -281,8 +279,7 @@ class Watcher:
         found = volumes.read_file(NS, name, SCRIPT) if volumes is not None and name else None
         return [h for h, _ in hostfile.parse_discover_hosts(found.data.decode())] if found else None
 
-    # --- the cluster listener
-    # -----------------------------------------------------------------------
+    # --- the cluster listener ---------------------------------------------------------------------
     def on_change(
         self, event: EventType, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
@@ -317,8 +314,7 @@ class Watcher:
                 return record.user_agent
         return None
 
-    # --- the polling consumer
-    # -----------------------------------------------------------------------
+    # --- the polling consumer ---------------------------------------------------------------------
     async def consume(self, job: JobPlan, http: aiohttp.ClientSession, tmp: Path) -> None:
         """Polls until cancelled, as Horovod's discovery thread does (only faster)."""
         while True:

@@ -256,8 +256,7 @@ def test_named_ssh_port(ports: Any, port: int | None) -> None:
     assert named_ssh_port({"ports": ports}) == port
 
 
-# --- properties
-# ------------------------------------------------------------------------------------
+# --- properties -----------------------------------------------------------------------------------
 
 words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 sshd_like = st.sampled_from(
@@ -371,8 +370,7 @@ def test_one_bad_port_makes_it_unknown(invocation: Invocation, bad: str) -> None
     assert sshd_port([*invocation.arguments, "-p", bad]) is None
 
 
-# --- sshd itself as the oracle
-# ---------------------------------------------------------------------
+# --- sshd itself as the oracle --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

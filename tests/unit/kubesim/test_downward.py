@@ -27,8 +27,7 @@ from kubesim.downward import (
     volume_resource_value,
 )
 
-# --- go_quote, format_map, split_subscript
-# ------------------------------------------------------------
+# --- go_quote, format_map, split_subscript --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -114,8 +113,7 @@ def test_split_subscript(path: str, split: tuple[str, str] | None) -> None:
     assert split_subscript(path) == split
 
 
-# --- field values
-# --------------------------------------------------------------------------------------
+# --- field values ---------------------------------------------------------------------------------
 POD: dict[str, Any] = {
     "metadata": {
         "name": "web-0",
@@ -239,8 +237,7 @@ def test_env_field_errors(path: str, api_version: str, message: str) -> None:
     assert str(caught.value).startswith(message)
 
 
-# --- resource values
-# -----------------------------------------------------------------------------------
+# --- resource values ------------------------------------------------------------------------------
 MAIN = {
     "name": "main",
     "resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}, "requests": {"cpu": "250m"}},

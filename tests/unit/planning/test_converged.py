@@ -192,8 +192,7 @@ def test_plan_never_mutates_its_inputs() -> None:
     assert desired_state == desired_snapshot
 
 
-# --- idempotence
-# -------------------------------------------------------------------------------------
+# --- idempotence ----------------------------------------------------------------------------------
 
 _CHILDREN = ("service", "config_map", "secret", "launcher_job", "pod_group")
 

@@ -403,8 +403,7 @@ async def test_kubelet_registers_its_ready_node(sim: KubeSim, clock: FakeClock) 
     assert pod["status"]["hostIP"] == node["status"]["addresses"][0]["address"]
 
 
-# --- init containers
-# ---------------------------------------------------------------------------------
+# --- init containers ------------------------------------------------------------------------------
 
 
 def init_container(name: str, *, sidecar: bool = False) -> dict[str, Any]:

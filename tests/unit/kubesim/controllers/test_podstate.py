@@ -333,8 +333,7 @@ def test_qos_class(resources: list[dict[str, Any]], expected: str) -> None:
     assert podstatus.qos_class(spec) == expected
 
 
-# --- init containers
-# ---------------------------------------------------------------------------------
+# --- init containers ------------------------------------------------------------------------------
 
 
 def init_pod(*init: str, restart_policy: str = "Never") -> dict[str, Any]:

@@ -161,8 +161,7 @@ def test_nothing_to_run_is_containerds_create_error(container_id: str | None, me
     assert (err.reason, err.message, str(err)) == ("CreateContainerError", message, message)
 
 
-# --- $(VAR) expansion
-# ------------------------------------------------------------------------------
+# --- $(VAR) expansion -----------------------------------------------------------------------------
 
 EXPANSION_VARS = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}
 
@@ -269,8 +268,7 @@ def test_env_values_expand_against_earlier_definitions_only() -> None:
     assert env["IMG"] == "$(LANG)"
 
 
-# --- valueFrom
-# -------------------------------------------------------------------------------------
+# --- valueFrom ------------------------------------------------------------------------------------
 
 LABELLED = {
     "labels": {"app": "web", "tier": "front"},
@@ -552,8 +550,7 @@ def test_each_object_is_fetched_once_per_container() -> None:
     assert dict(result.env)["B_MODE"] == "fast"
 
 
-# --- order and override
-# ----------------------------------------------------------------------------
+# --- order and override ---------------------------------------------------------------------------
 
 
 def test_environment_order_is_runtime_then_image_then_kubelet_then_home() -> None:
@@ -643,8 +640,7 @@ def test_working_directory() -> None:
     assert run(make_pod({"workingDir": "/work"}), MPI_IMAGE).cwd == "/work"
 
 
-# --- user and groups
-# -------------------------------------------------------------------------------
+# --- user and groups ------------------------------------------------------------------------------
 
 
 def test_root_by_default() -> None:
@@ -750,8 +746,7 @@ def test_merge_id_file_appends_new_ids_and_keeps_other_lines() -> None:
     assert merge_id_file("", ()) == ""
 
 
-# --- runAsNonRoot
-# ----------------------------------------------------------------------------------
+# --- runAsNonRoot ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -295,8 +295,7 @@ def test_reverse_prefers_the_service_cluster_ip() -> None:
     assert dns.reverse("10.244.0.99") is None
 
 
-# --- properties
-# -------------------------------------------------------------------------------------
+# --- properties -----------------------------------------------------------------------------------
 
 LABELS = st.dictionaries(st.sampled_from(["app", "role"]), st.sampled_from(["a", "b"]), max_size=2)
 NAMESPACES = st.sampled_from(["default", "other"])
@@ -421,8 +420,7 @@ def test_incremental_updates_match_a_fresh_computation(
             assert dns.resolve(fqdn) is None
 
 
-# --- wire answers
-# -----------------------------------------------------------------------------------
+# --- wire answers ---------------------------------------------------------------------------------
 
 
 def ask(dns: ClusterDNS, name: str, qtype: str = "A", *, max_size: int | None = 512) -> DNSRecord:
@@ -518,8 +516,7 @@ def test_other_classes_are_refused() -> None:
     assert DNSRecord.parse(reply).header.rcode == RCODE.REFUSED
 
 
-# --- /etc/hosts, resolv.conf, hostname
-# --------------------------------------------------------------
+# --- /etc/hosts, resolv.conf, hostname ------------------------------------------------------------
 
 LOCALHOST = (
     "# Kubernetes-managed hosts file.\n"

@@ -47,8 +47,7 @@ def target(tmp_path: Path) -> Path:
     return path
 
 
-# --- AtomicWriter
-# ------------------------------------------------------------------------------------
+# --- AtomicWriter ---------------------------------------------------------------------------------
 def test_layout_is_the_kubelets(target: Path) -> None:
     assert AtomicWriter(target).write(payload(hostfile="w-0\n", conf__a__b="deep"))
     [ts] = ts_dirs(target)
@@ -130,8 +129,7 @@ def test_payload_paths_the_kubelet_refuses(target: Path, path: str, message: str
     assert list(target.iterdir()) == []
 
 
-# --- setup / refresh: modes and owners
-# ----------------------------------------------------------------
+# --- setup / refresh: modes and owners ------------------------------------------------------------
 def make_pod(
     volumes: list[dict[str, Any]],
     mounts: list[dict[str, Any]] | None = None,
@@ -296,8 +294,7 @@ def test_teardown_removes_read_only_and_foreign_files(tmp_path: Path) -> None:
     volumefiles.teardown(tmp_path)
 
 
-# --- hostPath
-# ------------------------------------------------------------------------------------------
+# --- hostPath -------------------------------------------------------------------------------------
 def test_host_path_types(tmp_path: Path) -> None:
     allowed = tmp_path / "host"
     made = allowed / "a" / "b"
@@ -319,8 +316,7 @@ def test_host_path_types(tmp_path: Path) -> None:
         volumefiles.setup(missing, tmp_path / "pod")
 
 
-# --- downward API
-# ---------------------------------------------------------------------------------------
+# --- downward API ---------------------------------------------------------------------------------
 DOWNWARD_POD: dict[str, Any] = {
     "metadata": {
         "name": "launcher",
@@ -429,8 +425,7 @@ def test_downward_api_items_the_kubelet_cannot_resolve(item: dict[str, Any], mes
         downward([{"path": "x", **item}])
 
 
-# --- subPath and the mount plan
-# --------------------------------------------------------------------------
+# --- subPath and the mount plan -------------------------------------------------------------------
 def plan(pod: dict[str, Any], root: Path) -> list[Mount]:
     container = pod["spec"]["containers"][0]
     return volumefiles.mount_plan(pod, container, root, env=container_env(pod, container))
