@@ -95,6 +95,16 @@ class Client:
                 self.writes += 1
             return await resp.json()
 
+    async def controller_stats(self) -> dict[str, Any]:
+        """Each controller's syncs and CPU; empty from a kubesim older than the endpoint (the
+        scheduling scenario's baseline commit)."""
+        async with self.session.get(self.url + "/kubesim/v1/controllers") as resp:
+            if resp.status == 404:
+                return {}
+            resp.raise_for_status()
+            stats: dict[str, Any] = (await resp.json())["controllers"]
+            return stats
+
 
 def _condition(kind: str, now: str) -> dict[str, Any]:
     return {"type": kind, "status": "True", "reason": f"MPIJob{kind}", "lastTransitionTime": now}
@@ -249,7 +259,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
                 await fan.all_reported.wait()
                 await asyncio.gather(*fan.followups)
             elapsed = time.perf_counter() - started
-            stats = (await client.call("GET", "/kubesim/v1/controllers"))["controllers"]
+            stats = await client.controller_stats()
             scheduler = stats.get("scheduler") or {}
             results["scheduler_syncs"] = scheduler.get("syncs", 0)
             results["scheduler_cpu_s"] = scheduler.get("cpuSeconds", 0.0)

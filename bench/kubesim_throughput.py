@@ -106,12 +106,19 @@ async def start_sim(args: argparse.Namespace) -> tuple[asyncio.subprocess.Proces
         shape += ["--nodes", str(args.nodes)]
     if getattr(args, "node_allocatable", None):
         shape += ["--node-allocatable", args.node_allocatable]
+    # `sim_tree`: kubesim from another checkout (an older commit), the same interpreter and client.
+    tree = getattr(args, "sim_tree", None)
+    env = None
+    if tree is not None:
+        paths = [str(tree / d) for d in ("operator", "discovery", "sim")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, *profile, "-m", "mpi_operator", "sim", "--port", str(port)),
         *("--kubeconfig-out", str(kubeconfig), "--start-seconds", sec, "--ready-seconds", sec),
         *shape,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
+        env=env,
     )
     assert proc.stdout is not None
     async with asyncio.timeout(60):

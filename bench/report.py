@@ -11,7 +11,9 @@ its default client settings unless `--operator-qps`/`--operator-burst` say other
    allocated, by tracemalloc, with `--heap-jobs` jobs Running;
 4. scale reaction (bench/latency.py): one elastic job scaled up one worker at a time;
 5. discovery comparison (bench/latency.py): a scale-out seen in the launcher's mounted
-   discover_hosts.sh, with the operator's launcher-pod annotation and with the ConfigMap alone.
+   discover_hosts.sh, with the operator's launcher-pod annotation and with the ConfigMap alone;
+6. scheduling (bench/cluster_fanin.py): kubesim's fan-in with and without its scheduler, and on a
+   cluster of nodes with capacity.
 
     .venv/bin/python bench/report.py            # 1,000 x 8: bench/README.md says how long
     .venv/bin/python bench/report.py --quick    # 5 x 2, all scenarios: under a minute
@@ -33,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import cluster_fanin
 import latency
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
 import report_md
@@ -58,7 +61,7 @@ FULL |= {
     "discovery_samples": 5,
     "timeout": 900.0,
 }
-FULL |= {"ramp_steps": 10, "heap_jobs": 200}
+FULL |= {"ramp_steps": 10, "heap_jobs": 200, "cluster_rounds": 3, "cluster_nodes": 100}
 QUICK = {"jobs": 5, "workers": 2, "pod_seconds": 0.3, "steady_seconds": 2.0, "restart_seconds": 1.0}
 QUICK |= {
     "idle_seconds": 1.0,
@@ -68,6 +71,7 @@ QUICK |= {
     "timeout": 120.0,
 }
 QUICK |= {"volume_sync_seconds": 3.0, "ramp_steps": 2, "heap_jobs": 3}
+QUICK |= {"cluster_rounds": 1, "cluster_nodes": 3}
 
 
 def machine() -> dict[str, Any]:
@@ -127,6 +131,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with cluster(args, args.volume_sync_seconds) as c:
         await timed("reaction", latency.reaction(c, args))
         await timed("discovery", latency.discovery(c, args))
+    await timed("scheduling", cluster_fanin.run(args))
     results["machine"] |= {"loadavg_end": os.getloadavg(), "wall_s": time.monotonic() - t0}
     return results
 
@@ -180,6 +185,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--operator-workers", type=int, default=Settings.workers, help="`run --workers`"
     )
+    cluster_fanin.add_arguments(parser)
     parser.add_argument(
         "--no-profile", dest="profile", action="store_false", help="no py-spy profiles"
     )

@@ -27,7 +27,7 @@ def _row(what: str, measured: str, target: str, ok: bool | None) -> str:
 
 
 TABLE = ["| | measured | target | |", "|---|---|---|---|"]
-SCENARIOS = ("scale", "memory", "heap", "reaction", "discovery")
+SCENARIOS = ("scale", "memory", "heap", "reaction", "discovery", "scheduling")
 
 
 def _machine(r: dict[str, Any]) -> list[str]:
@@ -475,6 +475,64 @@ def _discovery(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _scheduling(r: dict[str, Any]) -> list[str]:
+    sc = r["scheduling"]
+    now, base, shaped = sc["default"], sc["baseline"], sc["shaped"]
+    jobs, workers = int(shaped["jobs"]), int(shaped["workers"])
+    overhead = 100 * (now["cpu_s"] / base["cpu_s"] - 1) if base["cpu_s"] else math.nan
+    per_pod = shaped["scheduler_cpu_s"] / shaped["pods"] * 1e6 if shaped["pods"] else math.nan
+    share = (
+        100 * shaped["scheduler_cpu_s"] / shaped["sim_cpu_s"] if shaped["sim_cpu_s"] else math.nan
+    )
+
+    def runs(arm: dict[str, Any]) -> str:
+        return ", ".join(_f(x["sim_cpu_s"]) for x in arm["runs"])
+
+    return [
+        f"## Scheduling: kubesim's fan-in of {jobs:,} x {workers} on clusters with limits",
+        "",
+        "kubesim alone (a bare client plays the operator's writes, `bench/kubesim_fanin.py`). "
+        f"The default cluster (one node that limits nothing) now and at commit "
+        f"`{sc['baseline_commit']}`, before kubesim had nodes, a scheduler, preemption, gangs, "
+        f"node lifecycle and disruption budgets: {sc['rounds']} alternating rounds, medians. "
+        f"Then a cluster of {int(shaped['nodes'])} nodes of `{shaped['allocatable']}` each, "
+        "where the scheduler places every pod (filters, score, binding write).",
+        "",
+        *TABLE,
+        _row(
+            "kubesim CPU, default cluster: now / before the scheduler",
+            f"{_f(now['cpu_s'])} s / {_f(base['cpu_s'])} s ({overhead:+.1f} %; runs: "
+            f"{runs(now)} / {runs(base)} s)",
+            "at most +10 %",
+            overhead <= 10,
+        ),
+        _row(
+            "until every pod is Running, default cluster: now / before",
+            f"{_f(now['running_s'])} s / {_f(base['running_s'])} s",
+            "",
+            None,
+        ),
+        _row(
+            f"kubesim CPU, {int(shaped['nodes'])} nodes",
+            f"{_f(shaped['sim_cpu_s'])} s; every pod Running after {_f(shaped['all_running_s'])} s",
+            "",
+            None,
+        ),
+        _row(
+            f"scheduler CPU per pod, {int(shaped['nodes'])} nodes",
+            f"{_f(per_pod, 0)} µs ({int(shaped['scheduler_syncs']):,} attempts for "
+            f"{int(shaped['pods']):,} pods)",
+            "",
+            None,
+        ),
+        "",
+        f"**Bottleneck:** the scheduler took {_f(share, 0)} % of kubesim's CPU on "
+        f"{int(shaped['nodes'])} nodes; the rest is what the default cluster spends too "
+        "(admission, the kubelet, the Job controller, watch delivery).",
+        "",
+    ]
+
+
 def _profiles(r: dict[str, Any]) -> list[str]:
     lines = [
         "## Profiles of the fan-in",
@@ -522,6 +580,7 @@ def render(r: dict[str, Any], images: list[str], plots: Path) -> str:
     lines += _heap(r)
     lines += _reaction(r) + img("scale_reaction.png", "scale reaction per step")
     lines += _discovery(r) + img("discovery.png", "discovery comparison")
+    lines += _scheduling(r)
     lines += _profiles(r)
     for process in r["scale"]["fan_in"]["profiles"]:
         lines += img(f"flame_{process}.png", f"flame graph of {process}")

@@ -95,11 +95,24 @@ SECTIONS = [
             "discovery.ratio_p50",
         ],
     ),
+    (
+        "## Scheduling: kubesim's fan-in of 5 x 2",
+        [],
+        [
+            "scheduling.default.cpu_s",
+            "scheduling.baseline.cpu_s",
+            "scheduling.shaped.sim_cpu_s",
+            "scheduling.shaped.scheduler_cpu_s",
+            "scheduling.shaped.scheduler_syncs",
+        ],
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("heading", "measured", "positive"), SECTIONS, ids=["scale", "heap", "reaction", "discovery"]
+    ("heading", "measured", "positive"),
+    SECTIONS,
+    ids=["scale", "heap", "reaction", "discovery", "scheduling"],
 )
 def test_every_scenario_is_reported_with_numbers(
     run: tuple[Path, str, dict[str, Any]], heading: str, measured: list[str], positive: list[str]
