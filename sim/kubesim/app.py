@@ -29,6 +29,7 @@ from kubesim.controllers.jobs import JobController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
 from kubesim.controllers.nodelifecycle import NodeLifecycleController
+from kubesim.controllers.podgc import PodGarbageCollector
 from kubesim.controllers.podgroups import PodGroupController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.tainteviction import TaintEvictionController
@@ -87,6 +88,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
     kubelet.power_listeners.append(node_lifecycle.kubelet_power)
     taint_eviction = TaintEvictionController(cluster, clock)
     podgroups = PodGroupController(cluster, clock)
+    podgc = PodGarbageCollector(cluster, clock, settings.terminated_pod_gc_threshold)
     watching: list[WatchingController] = [
         scheduler,
         volumes,
@@ -98,6 +100,7 @@ def build_controllers(cluster: Cluster, settings: SimSettings) -> Controllers:
         node_lifecycle,
         taint_eviction,
         podgroups,
+        podgc,
     ]
 
     def fan_out(

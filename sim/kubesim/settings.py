@@ -35,6 +35,9 @@ class SimSettings:
     node_monitor_grace_seconds: float = 40.0
     """kube-controller-manager's `--node-monitor-grace-period`: how long a node's kubelet may be
     silent (`POST /kubesim/v1/nodes/{node}/down`) before its Ready condition becomes Unknown."""
+    terminated_pod_gc_threshold: int = 12_500
+    """kube-controller-manager's `--terminated-pod-gc-threshold`: finished pods kept before the
+    oldest are deleted (0 keeps them all)."""
     time_scale: float = 1.0
     """Real seconds per simulated second for every controller timer (0.01 runs the cluster 100x
     faster)."""

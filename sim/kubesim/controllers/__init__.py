@@ -1,6 +1,6 @@
-"""The controllers a cluster runs, simulated: kubelet, Job controller, garbage collector,
-namespaces, volumes, disruption budgets (one module each; the process runtime's kubelet is
-`kubesim.procrt`).
+"""The controllers a cluster runs, simulated: kubelet, scheduler, Job controller, the garbage
+collectors of owners and of pods, namespaces, volumes, disruption budgets, node lifecycle, taint
+eviction, gangs (one module each; the process runtime's kubelet is `kubesim.procrt`).
 
 This package module owns what they share: the `Controller` and `Watching` protocols and the lookups
 they all make. The controllers learn about changes through one `Cluster.add_listener` callback that
