@@ -154,6 +154,7 @@ def build_launcher_pod_template(
     podtemplate.append_env(container, [*launcher_env(job), *extra_env])
     ssh_auth.setup_ssh_on_pod(spec, job)
     spec["restartPolicy"] = job.launcher.restart_policy
+    podtemplate.set_priority_class(spec, job)
     spec.setdefault("volumes", []).append(config_volume(job))
     container.setdefault("volumeMounts", []).append(
         {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}
