@@ -1,7 +1,8 @@
 """`schedulingPolicy.priorityClass` through the API: it reaches the worker and launcher pods that
 name no class of their own (kubesim's Priority admission resolves it into `spec.priority`, which the
 scheduler ranks and preempts by), a template's own class wins for its pods, and the Volcano
-PodGroup carries it too."""
+PodGroup carries it too. A class that does not exist is the API server's refusal, told in an
+event."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime import handlers
+from mpi_operator.runtime.manager import Manager
 
-from .harness import NS, install_pod_groups, mpijob, pods_of, running_operator
+from .harness import NS, install_pod_groups, mpijob, pods_of, running_operator, wait_event
 
 
 def priority_class(name: str, value: int) -> dict[str, Any]:
@@ -62,3 +64,14 @@ async def test_the_policys_class_reaches_the_pods_and_the_pod_group(
         assert pod["spec"]["priority"] == (1000 if want == "high" else 10), name
     if group is not None:
         assert group["spec"]["priorityClassName"] == "high"
+
+
+async def test_a_class_that_does_not_exist_is_told_in_an_event(
+    kubesim: KubeSim, kube: Kube, operator: Manager
+) -> None:
+    body = mpijob("typo", runPolicy={"schedulingPolicy": {"priorityClass": "hihg"}})
+    await kube.create(resources.MPIJOB, body)
+    event = await wait_event(kube, "typo", "MPIJobFailed")
+    assert event["type"] == "Warning"
+    assert "no PriorityClass with name hihg was found" in event["message"]
+    assert await pods_of(kube, "typo", "worker") == []
