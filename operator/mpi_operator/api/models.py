@@ -138,7 +138,8 @@ class SchedulingPolicy(ApiModel):
     min_available: int | None = optional_field(
         "Minimum number of pods the gang scheduler must place together (PodGroup minMember); "
         "default: the workers (elastic: minReplicas), + 1 when launcherCreationPolicy is "
-        f"AtStartup; at most {c.MAX_GANG_MEMBERS}.",
+        "AtStartup; with WaitForWorkersReady at most the workers (the launcher comes later); "
+        f"at most {c.MAX_GANG_MEMBERS}.",
         ge=0,
         maximum=c.MAX_GANG_MEMBERS,
     )

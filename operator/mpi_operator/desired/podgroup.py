@@ -84,13 +84,16 @@ def launcher_in_gang(job: MPIJob) -> bool:
 
 def min_available(job: MPIJob, default: int | None = None) -> int:
     """Upstream `calculateMinAvailable`: the policy's minAvailable, else `default`, else the
-    workers, + 1 for a launcher created at startup (upstream: always + 1)."""
+    workers, + 1 for a launcher created at startup (upstream: always + 1). A minAvailable above
+    the workers counts a launcher that waits for them, so it is capped at the workers there."""
     policy = job.spec.run_policy.scheduling_policy
+    workers = job.worker.replicas if job.worker is not None else 0
     if policy is not None and policy.min_available is not None:
-        return policy.min_available
+        if launcher_in_gang(job):
+            return policy.min_available
+        return min(policy.min_available, workers)
     if default is not None:
         return default
-    workers = job.worker.replicas if job.worker is not None else 0
     return workers + (1 if launcher_in_gang(job) else 0)
 
 

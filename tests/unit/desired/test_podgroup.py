@@ -254,17 +254,25 @@ def test_a_launcher_that_waits_for_the_workers_is_outside_min_member(gang: Any) 
     """`WaitForWorkersReady` creates the launcher once the workers are Ready: counting it in
     minMember would hold the workers at the gang scheduler for a pod that waits on them. The
     first gang is the workers, and minResources theirs."""
-    job = make_job(
-        "test",
-        "ns",
-        workers=2,
-        launcher_template=_tmpl(None, {"cpu": "1"}),
-        worker_template=_tmpl(None, {"cpu": "10"}),
-        launcherCreationPolicy="WaitForWorkersReady",
-    )
+
+    def job_with(**spec: Any) -> Any:
+        return make_job(
+            "test",
+            "ns",
+            workers=2,
+            launcher_template=_tmpl(None, {"cpu": "1"}),
+            worker_template=_tmpl(None, {"cpu": "10"}),
+            launcherCreationPolicy="WaitForWorkersReady",
+            **spec,
+        )
+
+    job = job_with()
     assert not podgroup.launcher_in_gang(job)
     spec = podgroup.build_pod_group(job, gang, {})["spec"]
     assert (spec["minMember"], spec["minResources"]) == (2, {"cpu": "20"})
+    # An upstream manifest's minAvailable of workers + 1 counts that launcher: capped.
+    capped = job_with(runPolicy={"schedulingPolicy": {"minAvailable": 3}})
+    assert podgroup.build_pod_group(capped, gang, {})["spec"]["minMember"] == 2
     # An elastic job's gang of minReplicas counts that many workers, not all of them.
     got = podgroup.compute_min_resources(job, 1, {})
     assert got is not None
