@@ -133,11 +133,13 @@ class ApiModel(BaseModel):
 
 
 class SchedulingPolicy(ApiModel):
-    """Gang-scheduling knobs, used only when the operator runs with --gang-scheduling."""
+    """Gang-scheduling knobs (used with --gang-scheduling) and the job's PriorityClass."""
 
     min_available: int | None = optional_field(
         "Minimum number of pods the gang scheduler must place together (PodGroup minMember); "
-        f"default: workers + 1; at most {c.MAX_GANG_MEMBERS}.",
+        "default: the workers (elastic: minReplicas), + 1 when launcherCreationPolicy is "
+        "AtStartup; with WaitForWorkersReady at most the workers (the launcher comes later); "
+        f"at most {c.MAX_GANG_MEMBERS}.",
         ge=0,
         maximum=c.MAX_GANG_MEMBERS,
     )
@@ -147,7 +149,8 @@ class SchedulingPolicy(ApiModel):
         "replicas."
     )
     priority_class: str | None = optional_field(
-        "PriorityClass of the PodGroup (volcano only); default: the launcher's, else the workers'."
+        "PriorityClass of the launcher and worker pods whose template names none, and of the "
+        "Volcano PodGroup (default there: the launcher's, else the workers')."
     )
     schedule_timeout_seconds: int | None = optional_field(
         "Seconds the scheduler-plugins coscheduler waits for the whole gang (scheduler-plugins "

@@ -4,20 +4,20 @@ Upstream's Job and pod template (runPolicy's limits, `podReplacementPolicy: Fail
 never a second launcher while the first terminates, the `ssh-auth` and `mpi-job-config` volumes),
 with `containers[0].env` appended after the user's, in this order: `K_MPI_JOB_ROLE=launcher`; the
 MPI implementation's variables (upstream's, then the Open MPI 5 / PRRTE and current MPICH names,
-which those releases read instead); the NVIDIA variables blanked only when the launcher neither
-requests GPUs nor runs as a worker; then the caller's `extra_env` (elastic bounds,
-`elastic.launcher_env`).
+which those releases read instead); the NVIDIA variables blanked when the launcher asks for no
+NVIDIA device, even as a worker (a CUDA image's `all` would show it every GPU of its node); then
+the caller's `extra_env` (elastic bounds, `elastic.launcher_env`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, TypedDict, Unpack
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import slots_per_worker
 from mpi_operator.api.models import MPIJob
-from mpi_operator.api.quantities import pod_gpus
+from mpi_operator.api.quantities import pod_containers, pod_gpus
 from mpi_operator.desired import naming, podgroup, podtemplate, ssh_auth
 from mpi_operator.desired.config import DISCOVER_HOSTS_KEY, HOSTFILE_KEY
 from mpi_operator.desired.workers import ROLE_ENV
@@ -36,6 +36,7 @@ OPENMPI_SLOTS_ENV: Final = "OMPI_MCA_orte_set_default_slots"
 PRRTE_SLOTS_ENV: Final = "PRTE_MCA_prte_set_default_slots"
 INTEL_SLOTS_ENV: Final = "I_MPI_PERHOST"
 NVIDIA_ENV: Final = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+NVIDIA_RESOURCE_PREFIX: Final = "nvidia.com/"
 
 
 def _env(pairs: list[tuple[str, str]]) -> list[KubeObject]:
@@ -81,9 +82,21 @@ def mpi_env(job: MPIJob) -> list[KubeObject]:
 
 
 def hides_gpus(job: MPIJob) -> bool:
-    """Whether the launcher's NVIDIA variables are blanked: it neither asks for GPUs nor runs
-    ranks."""
-    return not job.spec.run_launcher_as_worker and pod_gpus(job.launcher.template) == 0
+    """Whether the launcher's NVIDIA variables are blanked: it asks for no GPU and no other NVIDIA
+    device (MIG slices), so the device plugin gives it none. Upstream also keeps them for a
+    launcher that runs as a worker without GPUs, which then sees whatever its image names."""
+    template = job.launcher.template
+    nvidia = any(
+        str(name).startswith(NVIDIA_RESOURCE_PREFIX)
+        for container in pod_containers(template)
+        for section in ("limits", "requests")
+        for name in _mapping((_mapping(container.get("resources"))).get(section))
+    )
+    return not nvidia and pod_gpus(template) == 0
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def launcher_env(job: MPIJob) -> list[KubeObject]:
@@ -154,6 +167,7 @@ def build_launcher_pod_template(
     podtemplate.append_env(container, [*launcher_env(job), *extra_env])
     ssh_auth.setup_ssh_on_pod(spec, job)
     spec["restartPolicy"] = job.launcher.restart_policy
+    podtemplate.set_priority_class(spec, job)
     spec.setdefault("volumes", []).append(config_volume(job))
     container.setdefault("volumeMounts", []).append(
         {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}

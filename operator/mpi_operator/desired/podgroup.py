@@ -1,10 +1,13 @@
 """Gang scheduling: the PodGroup `<job>` (Volcano or scheduler-plugins) and the pods' decoration.
 
-Upstream `pkg/controller/podgroup.go` field for field: `minMember` (minAvailable, else workers + 1),
-the Volcano queue and priority class or scheduler-plugins' timeout, the scheduler name and group
-marker on the pods, and `minResources` summed over the first minMember pods by PriorityClass value
-(given as a mapping, so this stays pure; an unknown class counts 0). Fields are omitted where Go's
-`omitempty` would omit them, so the objects equal upstream's JSON.
+Upstream `pkg/controller/podgroup.go` field for field: `minMember` (minAvailable, else the pods that
+exist before the gang must go: the workers, plus the launcher when it is created at startup), the
+Volcano queue and priority class or scheduler-plugins' timeout, the scheduler name and group marker
+on the pods, and `minResources` summed over the first minMember pods by PriorityClass value (given
+as a mapping, so this stays pure; an unknown class counts 0). Fields are omitted where Go's
+`omitempty` would omit them, so the objects equal upstream's JSON. Where upstream counts a launcher
+that `WaitForWorkersReady` holds back until the workers run, the group would wait for itself: here
+that launcher is a member outside minMember (docs/elastic.md, "Gang scheduling").
 """
 
 from __future__ import annotations
@@ -71,15 +74,27 @@ def decorate_pod_template(
         }
 
 
+def launcher_in_gang(job: MPIJob) -> bool:
+    """Whether the launcher's pod is among the first minMember: only when it is created with the
+    workers. Under `WaitForWorkersReady` it comes once the workers are Ready, which they cannot be
+    while the group waits for it; it then joins the running group as an extra member."""
+    workers = job.worker.replicas if job.worker is not None else 0
+    return job.spec.launcher_creation_policy == c.LAUNCHER_CREATION_AT_STARTUP or workers == 0
+
+
 def min_available(job: MPIJob, default: int | None = None) -> int:
-    """Upstream `calculateMinAvailable`: the policy's minAvailable, else `default`, else workers +
-    1."""
+    """Upstream `calculateMinAvailable`: the policy's minAvailable, else `default`, else the
+    workers, + 1 for a launcher created at startup (upstream: always + 1). A minAvailable above
+    the workers counts a launcher that waits for them, so it is capped at the workers there."""
     policy = job.spec.run_policy.scheduling_policy
+    workers = job.worker.replicas if job.worker is not None else 0
     if policy is not None and policy.min_available is not None:
-        return policy.min_available
+        if launcher_in_gang(job):
+            return policy.min_available
+        return min(policy.min_available, workers)
     if default is not None:
         return default
-    return (job.worker.replicas if job.worker is not None else 0) + 1
+    return workers + (1 if launcher_in_gang(job) else 0)
 
 
 def _pc_name(template: Mapping[str, Any]) -> str:
@@ -112,12 +127,18 @@ class _Replica:
 def compute_min_resources(
     job: MPIJob, min_member: int, priority_classes: Mapping[str, int]
 ) -> ResourceList | None:
-    """Upstream `calculatePGMinResources` / `calPGMinResource`."""
+    """Upstream `calculatePGMinResources` / `calPGMinResource`; a launcher outside the first gang
+    (`launcher_in_gang`) counts nothing."""
     policy = job.spec.run_policy.scheduling_policy
     if policy is not None and policy.min_resources is not None:
         return {name: Quantity.parse(value) for name, value in policy.min_resources.items()}
     if min_member == 0:
         return None
+    if not launcher_in_gang(job):
+        # The first gang is workers only: minMember of them (or all, when fewer).
+        if job.worker is None:
+            return {}
+        return _add_template({}, job.worker.template, min(job.worker.replicas, min_member))
     order = [_Replica(c.REPLICA_LAUNCHER, 0, job.launcher.replicas, job.launcher.template)]
     if job.worker is not None:
         order.append(_Replica(c.REPLICA_WORKER, 0, job.worker.replicas, job.worker.template))
@@ -133,10 +154,15 @@ def compute_min_resources(
             order[1].replicas = min_member - 1
     total: ResourceList = {}
     for replica in order:
-        for container in pod_containers(replica.template):
-            resources = container.get("resources")
-            if isinstance(resources, Mapping):
-                total = add_resources(total, resources, replica.replicas)
+        total = _add_template(total, replica.template, replica.replicas)
+    return total
+
+
+def _add_template(total: ResourceList, template: Mapping[str, Any], replicas: int) -> ResourceList:
+    for container in pod_containers(template):
+        resources = container.get("resources")
+        if isinstance(resources, Mapping):
+            total = add_resources(total, resources, replicas)
     return total
 
 
@@ -149,8 +175,8 @@ def build_pod_group(
 ) -> KubeObject:
     """The PodGroup `<job>` for the configured gang scheduler.
 
-    `min_member` replaces the workers + 1 default (elastic jobs: minReplicas + 1); an explicit
-    `schedulingPolicy.minAvailable` still wins."""
+    `min_member` replaces the default (elastic jobs: minReplicas, + 1 for a launcher created at
+    startup); an explicit `schedulingPolicy.minAvailable` still wins."""
     min_member = min_available(job, min_member)
     resources = compute_min_resources(job, min_member, priority_classes or {})
     metadata = naming.object_meta(job, naming.pod_group_name(job), {})

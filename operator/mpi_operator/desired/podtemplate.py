@@ -1,5 +1,5 @@
 """What the worker pods and the launcher's pod template share: template copying and pod-level
-defaults.
+defaults (identity, DNS, the job's PriorityClass).
 
 Builders start from a deep copy of the replica's template (the pydantic models are frozen, but
 nested dicts are not, and the template may come from a cached object), so no builder ever mutates
@@ -12,7 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
-from mpi_operator.api.models import ReplicaSpec
+from mpi_operator.api.models import MPIJob, ReplicaSpec
 from mpi_operator.objects import KubeObject
 
 CLUSTER_FIRST_WITH_HOST_NET: Final = "ClusterFirstWithHostNet"
@@ -76,3 +76,11 @@ def set_pod_identity(
 def append_env(container: KubeObject, env: list[KubeObject]) -> None:
     """Upstream appends: user env first, so the operator's value wins for a duplicate name."""
     container["env"] = [*(container.get("env") or []), *env]
+
+
+def set_priority_class(pod_spec: KubeObject, job: MPIJob) -> None:
+    """`schedulingPolicy.priorityClass` on a pod whose template names no class of its own, so the
+    scheduler ranks and preempts the job's pods by it (upstream gives it to the PodGroup only)."""
+    policy = job.spec.run_policy.scheduling_policy
+    if policy is not None and policy.priority_class and not pod_spec.get("priorityClassName"):
+        pod_spec["priorityClassName"] = policy.priority_class

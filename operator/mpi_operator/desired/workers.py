@@ -94,6 +94,7 @@ def build_worker(
         naming.dns_search_domain(job, cluster_domain),
     )
     spec["restartPolicy"] = job.worker.restart_policy
+    podtemplate.set_priority_class(spec, job)
 
     container = spec["containers"][0]
     apply_default_command(container)

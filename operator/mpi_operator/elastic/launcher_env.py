@@ -4,9 +4,9 @@
 by hand, so the launcher gets the computed values: `MPIJOB_MIN_NP`/`MPIJOB_MAX_NP` (the bounds times
 the slots, plus the launcher's slots when it is a worker), `MPIJOB_MIN_REPLICAS`,
 `MPIJOB_MAX_REPLICAS`, `MPIJOB_SLOTS_PER_WORKER` and `MPIJOB_DISCOVERY_SCRIPT`. The gang is
-minReplicas + the launcher. `discovery_revision_annotation` goes on the launcher pod after each
-change of `discover_hosts.sh`, so the kubelet refreshes the mounted script at once rather than at
-its next periodic sync.
+minReplicas (+ a launcher created at startup). `discovery_revision_annotation` goes on the
+launcher pod after each change of `discover_hosts.sh`, so the kubelet refreshes the mounted script
+at once rather than at its next periodic sync.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Final
 from mpi_discovery import hostfile
 from mpi_operator.api.defaults import launcher_slots, slots_per_worker
 from mpi_operator.api.models import ElasticPolicy, MPIJob
+from mpi_operator.desired import podgroup
 from mpi_operator.desired.config import DISCOVER_HOSTS_KEY
 from mpi_operator.desired.launcher import CONFIG_MOUNT_PATH
 from mpi_operator.objects import KubeObject
@@ -56,9 +57,10 @@ def launcher_env(job: MPIJob, policy: ElasticPolicy) -> list[KubeObject]:
     return [{"name": name, "value": str(value)} for name, value in pairs]
 
 
-def pod_group_min_member(policy: ElasticPolicy) -> int:
-    """PodGroup `minMember` of an elastic job: minReplicas workers + the launcher."""
-    return policy.min_replicas + 1
+def pod_group_min_member(job: MPIJob, policy: ElasticPolicy) -> int:
+    """PodGroup `minMember` of an elastic job: minReplicas workers, + the launcher when it is
+    created with them (`desired.podgroup.launcher_in_gang`)."""
+    return policy.min_replicas + (1 if podgroup.launcher_in_gang(job) else 0)
 
 
 def discovery_revision(discovered: Sequence[tuple[str, int]]) -> str:

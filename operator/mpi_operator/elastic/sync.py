@@ -78,7 +78,7 @@ def prepare(
     clamped = clamp_replicas(job)
     inputs = ElasticInputs(
         launcher_env=tuple(launcher_env(clamped, policy)),
-        pod_group_min_member=pod_group_min_member(policy),
+        pod_group_min_member=pod_group_min_member(clamped, policy),
     )
     actions: list[Action] = []
     if decision is not None:

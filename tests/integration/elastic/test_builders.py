@@ -111,7 +111,7 @@ def test_elastic_inputs_reach_every_child() -> None:
     ids=["static-workers-plus-launcher", "elastic-min-plus-launcher", "explicit-minAvailable-wins"],
 )
 def test_pod_group_min_member(min_available: int | None, default: int | None, want: int) -> None:
-    spec: dict[str, Any] = {}
+    spec: dict[str, Any] = {"launcherCreationPolicy": "AtStartup"}
     if min_available is not None:
         spec["runPolicy"] = {"schedulingPolicy": {"minAvailable": min_available}}
     group = podgroup.build_pod_group(job(4, **spec), "volcano", {}, min_member=default)
@@ -174,7 +174,7 @@ def test_prepare_is_none_for_a_static_job_and_clamps_an_elastic_one() -> None:
     assert [e.reason for e in sync.decision.events] == ["ReplicasOutOfBounds"]
     env = {e["name"]: e["value"] for e in sync.inputs.launcher_env}
     assert (env["MPIJOB_MIN_NP"], env["MPIJOB_MAX_NP"]) == ("2", "4")
-    assert sync.inputs.pod_group_min_member == 3
+    assert sync.inputs.pod_group_min_member == 2, "minReplicas; the launcher waits for them"
     assert set(sync.inputs.worker_hostnames or {}) == {0, 1, 2, 3}
     assert sync.writes.paces_scale_in
     assert sync.writes.launcher_ready_workers == 2

@@ -47,6 +47,51 @@ async def running_operator(kubesim: KubeSim, **overrides: Any) -> AsyncIterator[
         yield mgr
 
 
+def pod_group_crd(resource: Resource) -> dict[str, Any]:
+    """A minimal stand-in for a gang scheduler's PodGroup CRD (free-form spec and status): the
+    operator only writes PodGroups, and kubesim's gang schedulers act once the kind is served."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{resource.plural}.{resource.group}"},
+        "spec": {
+            "group": resource.group,
+            "scope": "Namespaced",
+            "names": {"plural": resource.plural, "singular": "podgroup", "kind": "PodGroup"},
+            "versions": [
+                {
+                    "name": resource.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
+                }
+            ],
+        },
+    }
+
+
+async def install_pod_groups(kube: Kube, resource: Resource) -> None:
+    """Installs the PodGroup CRD and waits until the kind is served."""
+    await kube.create(CRD, pod_group_crd(resource))
+
+    async def served() -> bool:
+        try:
+            await kube.list(resource, NS)
+        except Exception:
+            return False
+        return True
+
+    await eventually(served, what=f"{resource.plural}.{resource.group} to be served")
+
+
 def container(name: str = "main", **fields: Any) -> dict[str, Any]:
     return {"name": name, "image": IMAGE, **fields}
 

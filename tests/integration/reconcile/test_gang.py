@@ -1,8 +1,8 @@
 """Gang scheduling through the API (upstream integration `TestMPIJobWithSchedulerPlugins`,
 `TestMPIJobWithVolcanoScheduler`): with `--gang-scheduling` the PodGroup is created before the
-workers, the pods name the gang scheduler and their group, and schedulingPolicy changes reach the
-PodGroup. The PodGroup CRDs are minimal stand-ins (free-form spec), as the operator only writes
-them."""
+workers, the pods name the gang scheduler and their group, schedulingPolicy changes reach the
+PodGroup, and a gang runs under either launcher creation policy. The PodGroup CRDs are minimal
+stand-ins (free-form spec), as the operator only writes them."""
 
 from __future__ import annotations
 
@@ -18,7 +18,15 @@ from mpi_operator.kube.client import Kube
 from mpi_operator.kube.resources import Resource
 from mpi_operator.runtime import handlers
 
-from .harness import CRD, NS, OPERATOR_AGENT, container, list_names, mpijob, running_operator
+from .harness import (
+    NS,
+    OPERATOR_AGENT,
+    container,
+    install_pod_groups,
+    list_names,
+    mpijob,
+    running_operator,
+)
 
 GANGS: dict[str, tuple[Resource, str]] = {
     "scheduler-plugins": (resources.SCHEDULER_PLUGINS_POD_GROUP, "scheduler-plugins-scheduler"),
@@ -26,50 +34,12 @@ GANGS: dict[str, tuple[Resource, str]] = {
 }
 
 
-def pod_group_crd(resource: Resource) -> dict[str, Any]:
-    schema = {
-        "type": "object",
-        "properties": {
-            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        },
-    }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{resource.plural}.{resource.group}"},
-        "spec": {
-            "group": resource.group,
-            "scope": "Namespaced",
-            "names": {"plural": resource.plural, "singular": "podgroup", "kind": "PodGroup"},
-            "versions": [
-                {
-                    "name": resource.version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}},
-                }
-            ],
-        },
-    }
-
-
 @pytest.mark.parametrize("gang", list(GANGS))
 async def test_pod_group_created_first_and_kept_in_sync(
     kubesim: KubeSim, kube: Kube, gang: str
 ) -> None:
     resource, scheduler = GANGS[gang]
-    await kube.create(CRD, pod_group_crd(resource))
-
-    async def served() -> bool:
-        try:
-            await kube.list(resource, NS)
-        except Exception:
-            return False
-        return True
-
-    await eventually(served, what=f"{resource.plural}.{resource.group} to be served")
+    await install_pod_groups(kube, resource)
     policy = {"schedulingPolicy": {"scheduleTimeoutSeconds": 900, "queue": "q1"}}
     async with running_operator(kubesim, gang_scheduling=gang):
         await kube.create(resources.MPIJOB, mpijob("pi", runPolicy=policy))
@@ -131,7 +101,7 @@ async def test_pod_group_min_resources_follow_the_priority_classes_kubesim_serve
     launcher, so all 3 workers count and the launcher is cut to 1; without the class both are
     priority 0 and the workers give way instead."""
     resource, _ = GANGS["volcano"]
-    await kube.create(CRD, pod_group_crd(resource))
+    await install_pod_groups(kube, resource)
     if with_class:
         high = {
             "apiVersion": "scheduling.k8s.io/v1",
@@ -139,15 +109,6 @@ async def test_pod_group_min_resources_follow_the_priority_classes_kubesim_serve
             "metadata": {"name": "high"},
         }
         await kube.create(handlers.PRIORITY_CLASS, {**high, "value": 1000})
-
-    async def served() -> bool:
-        try:
-            await kube.list(resource, NS)
-        except Exception:
-            return False
-        return True
-
-    await eventually(served, what=f"{resource.plural}.{resource.group} to be served")
     job = mpijob(
         "prio",
         workers=3,
@@ -169,54 +130,26 @@ async def test_pod_group_min_resources_follow_the_priority_classes_kubesim_serve
     assert got == {"cpu": "7" if with_class else "3"}, got
 
 
-@pytest.mark.parametrize(("policy", "runs"), [("AtStartup", True), ("WaitForWorkersReady", False)])
-async def test_a_default_group_against_kubesims_coscheduling(
-    kubesim: KubeSim, kube: Kube, policy: str, runs: bool
+@pytest.mark.parametrize("gang", list(GANGS))
+@pytest.mark.parametrize("policy", ["AtStartup", "WaitForWorkersReady"])
+async def test_the_default_group_runs_under_either_launcher_policy(
+    kubesim: KubeSim, kube: Kube, gang: str, policy: str
 ) -> None:
-    """kubesim binds a coscheduling gang all or nothing, so the default `minMember` = workers + 1
-    needs the launcher's pod: created at startup it completes the group and all three go together;
-    held back until the workers are Ready (`WaitForWorkersReady`), it never comes, as the workers
-    wait for it. The second is the operator's known gap, shown as a real scheduler behaves."""
-    resource, _ = GANGS["scheduler-plugins"]
-    await kube.create(CRD, pod_group_crd(resource))
-
-    async def served() -> bool:
-        try:
-            await kube.list(resource, NS)
-        except Exception:
-            return False
-        return True
-
-    await eventually(served, what=f"{resource.plural}.{resource.group} to be served")
-    async with running_operator(kubesim, gang_scheduling="scheduler-plugins"):
+    """kubesim binds a gang all or nothing, as the real gang schedulers do. A launcher created at
+    startup completes minMember = workers + 1 and all three go together; one that waits for the
+    workers to be Ready (`WaitForWorkersReady`) is not counted (minMember = workers), so the
+    workers go first and the launcher joins the running group, instead of the workers waiting
+    for it while it waits for them (upstream's minMember = workers + 1)."""
+    resource, _ = GANGS[gang]
+    await install_pod_groups(kube, resource)
+    async with running_operator(kubesim, gang_scheduling=gang):
         await kube.create(resources.MPIJOB, mpijob("gang", launcherCreationPolicy=policy))
 
-        async def pods() -> list[dict[str, Any]]:
+        async def all_bound() -> bool:
             listed = kubesim.cluster.list(builtins.PODS, NS)["items"]
-            return [p for p in listed if p["metadata"]["name"].startswith("gang-")]
+            found = [p for p in listed if p["metadata"]["name"].startswith("gang-")]
+            return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
 
-        if runs:
-
-            async def all_bound() -> bool:
-                found = await pods()
-                return len(found) == 3 and all(p["spec"].get("nodeName") for p in found)
-
-            await eventually(all_bound, what="the launcher and both workers bound together")
-            return
-
-        async def workers_waiting() -> bool:
-            found = await pods()
-            conditions = [
-                c
-                for p in found
-                for c in p["status"].get("conditions") or []
-                if c["type"] == "PodScheduled"
-            ]
-            return (
-                len(found) == 2
-                and len(conditions) == 2
-                and all("minMember of group: 3" in c["message"] for c in conditions)
-            )
-
-        await eventually(workers_waiting, what="two workers waiting for a third member")
-        assert all(not p["spec"].get("nodeName") for p in await pods())
+        await eventually(all_bound, what="the launcher and both workers bound")
+        group = await kube.get(resource, "gang", NS)
+    assert group["spec"]["minMember"] == (3 if policy == "AtStartup" else 2)

@@ -1,21 +1,35 @@
 """GPU pass-through through the API (upstream `TestNewLauncherAndWorker` launcher-as-worker): worker
 template resources reach the pods untouched, slots default to the per-worker GPU count when
-slotsPerWorker is unset, the launcher gets blank NVIDIA variables and no GPUs, unless it runs as a
-worker (then no blanking, and it is the first hostfile entry)."""
+slotsPerWorker is unset, the launcher gets blank NVIDIA variables and no GPUs unless it asks for
+them (as a worker it is the first hostfile entry). What each container then sees is read from
+kubesim's PodResources listing, with an image that sets NVIDIA_VISIBLE_DEVICES=all as CUDA's do."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from kubesim.app import KubeSim
+from kubesim.images import ImageCatalog, ImageSpec
+from kubesim.settings import SimSettings
 from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
 
-from .harness import NS, list_names, mpijob, pods_of
+from .harness import NS, container, list_names, mpijob, pods_of
+
+CUDA = "example/cuda:12"
+
+
+@pytest.fixture
+def kubesim_settings(kubesim_settings: SimSettings) -> SimSettings:
+    """The tier's kubesim with an image that names every GPU, as NVIDIA's CUDA images do."""
+    cuda = ImageCatalog({CUDA: ImageSpec(env=(("NVIDIA_VISIBLE_DEVICES", "all"),))})
+    return dataclasses.replace(kubesim_settings, images=kubesim_settings.images.merged(cuda))
+
 
 GPU_WORKER = {
     "name": "main",
@@ -97,3 +111,43 @@ async def test_launcher_as_worker_keeps_gpus_visible(kube: Kube, operator: Manag
     assert await list_names(kube, resources.POD, "mpi_job_name=pi,mpi_role_type=worker") == [
         "pi-worker-0"
     ]
+
+
+@pytest.mark.parametrize(
+    ("launcher_gpus", "as_worker"),
+    [(0, False), (0, True), (1, True)],
+    ids=["launcher", "launcher-as-worker-without-gpus", "launcher-as-worker-with-a-gpu"],
+)
+async def test_each_pod_sees_exactly_the_gpus_it_was_given(
+    kubesim: KubeSim, kube: Kube, operator: Manager, launcher_gpus: int, as_worker: bool
+) -> None:
+    """On one node, every container's image says `all`: each worker sees its own two GPUs (the
+    device plugin's variable overrides the image's), and the launcher sees its own or none."""
+
+    def cuda(name: str, gpus: int) -> dict[str, Any]:
+        limits = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+        return container(name, image=CUDA, resources=limits)
+
+    body = mpijob(
+        "gpus",
+        worker_container=cuda("worker", 2),
+        launcher_container=cuda("launcher", launcher_gpus),
+        runLauncherAsWorker=as_worker,
+    )
+    await kube.create(resources.MPIJOB, body)
+    kubelet = kubesim.controllers.kubelet
+    assert kubelet is not None
+
+    async def listed() -> dict[str, dict[str, Any]] | None:
+        pods = kubelet.pod_resources(kubesim.settings.node_name)["podResources"]
+        found = {p["name"]: p["containers"][0] for p in pods if p["name"].startswith("gpus-")}
+        return found if len(found) == 3 else None
+
+    found = await eventually(listed, what="the launcher and both workers on the node")
+    seen: set[str] = set()
+    for name, entry in found.items():
+        given = [i for d in entry["devices"] for i in d["deviceIds"]]
+        assert entry["nvidiaVisibleDevices"] == given, name
+        assert len(given) == (launcher_gpus if name.startswith("gpus-launcher") else 2), name
+        assert not seen & set(given), f"{name} shares a GPU"
+        seen |= set(given)

@@ -170,14 +170,18 @@ def _gpus(name: str, amount: int) -> dict[str, Any]:
         (_gpus("nvidia.com/gpu", 1), False, False),
         (_gpus("amd.com/gpu", 1), False, False),
         (_gpus("example.com/fpga", 1), False, True),
-        (template(), True, False),
+        (_gpus("nvidia.com/mig-1g.5gb", 1), False, False),
+        (template(), True, True),
+        (_gpus("nvidia.com/gpu", 1), True, False),
     ],
     ids=[
         "cpu-launcher",
         "nvidia-launcher",
         "amd-launcher",
         "other-extended-resource",
-        "launcher-as-worker",
+        "mig-launcher",
+        "launcher-as-worker-without-gpus",
+        "launcher-as-worker-with-gpus",
     ],
 )
 def test_nvidia_variables(

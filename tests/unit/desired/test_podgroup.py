@@ -1,5 +1,6 @@
 """desired.podgroup: Volcano and scheduler-plugins PodGroups, minMember and minResources as
-upstream."""
+upstream (whose launcher is created at startup), and without the launcher in minMember when it
+waits for the workers."""
 
 from __future__ import annotations
 
@@ -32,7 +33,12 @@ def _job(
     launcher: dict[str, Any], worker: dict[str, Any] | None, workers: int | None, **spec: Any
 ) -> Any:
     return make_job(
-        "test", "ns", workers=workers, launcher_template=launcher, worker_template=worker, **spec
+        "test",
+        "ns",
+        workers=workers,
+        launcher_template=launcher,
+        worker_template=worker,
+        **{"launcherCreationPolicy": "AtStartup", **spec},
     )
 
 
@@ -128,7 +134,9 @@ def test_gpus_count_in_min_resources() -> None:
     ids=["explicit", "workers-plus-one", "explicit-zero"],
 )
 def test_min_available(policy: dict[str, Any], workers: int, expected: int) -> None:
-    job = make_job(workers=workers, runPolicy={"schedulingPolicy": policy})
+    job = make_job(
+        workers=workers, runPolicy={"schedulingPolicy": policy}, launcherCreationPolicy="AtStartup"
+    )
     assert podgroup.min_available(job) == expected
 
 
@@ -231,6 +239,7 @@ def test_pod_group(
         worker_template=_tmpl(None, {"cpu": "10"}),
         annotations=annotations,
         runPolicy=run_policy,
+        launcherCreationPolicy="AtStartup",
     )
     assert podgroup.build_pod_group(job, gang, {}) == {
         "apiVersion": expected["apiVersion"],
@@ -238,6 +247,36 @@ def test_pod_group(
         "metadata": {"name": "test", "namespace": "ns", "ownerReferences": [OWNER]},
         "spec": expected["spec"],
     }
+
+
+@pytest.mark.parametrize("gang", ["volcano", "scheduler-plugins"])
+def test_a_launcher_that_waits_for_the_workers_is_outside_min_member(gang: Any) -> None:
+    """`WaitForWorkersReady` creates the launcher once the workers are Ready: counting it in
+    minMember would hold the workers at the gang scheduler for a pod that waits on them. The
+    first gang is the workers, and minResources theirs."""
+
+    def job_with(**spec: Any) -> Any:
+        return make_job(
+            "test",
+            "ns",
+            workers=2,
+            launcher_template=_tmpl(None, {"cpu": "1"}),
+            worker_template=_tmpl(None, {"cpu": "10"}),
+            launcherCreationPolicy="WaitForWorkersReady",
+            **spec,
+        )
+
+    job = job_with()
+    assert not podgroup.launcher_in_gang(job)
+    spec = podgroup.build_pod_group(job, gang, {})["spec"]
+    assert (spec["minMember"], spec["minResources"]) == (2, {"cpu": "20"})
+    # An upstream manifest's minAvailable of workers + 1 counts that launcher: capped.
+    capped = job_with(runPolicy={"schedulingPolicy": {"minAvailable": 3}})
+    assert podgroup.build_pod_group(capped, gang, {})["spec"]["minMember"] == 2
+    # An elastic job's gang of minReplicas counts that many workers, not all of them.
+    got = podgroup.compute_min_resources(job, 1, {})
+    assert got is not None
+    assert render_resource_list(got) == {"cpu": "10"}
 
 
 def test_launcher_only_job_without_resources() -> None:

@@ -210,7 +210,7 @@ def test_launcher_env_carries_effective_bounds(
     env = {e["name"]: e["value"] for e in launcher_env(job, policy)}
     assert env["MPIJOB_DISCOVERY_SCRIPT"] == "/etc/mpi/discover_hosts.sh"
     assert want_env.items() <= env.items()
-    assert pod_group_min_member(policy) == policy.min_replicas + 1
+    assert pod_group_min_member(job, policy) == policy.min_replicas  # the launcher waits
 
 
 def test_discovery_revision_changes_with_the_host_list() -> None:
@@ -220,5 +220,8 @@ def test_discovery_revision_changes_with_the_host_list() -> None:
     assert one != discovery_revision_annotation([])
 
 
-def test_min_member_follows_min_replicas() -> None:
-    assert pod_group_min_member(ElasticPolicy(min_replicas=3, max_replicas=5)) == 4
+@pytest.mark.parametrize(("launcher", "want"), [("AtStartup", 4), ("WaitForWorkersReady", 3)])
+def test_min_member_follows_min_replicas(launcher: str, want: int) -> None:
+    """The launcher counts only when it is created with the workers (desired.podgroup)."""
+    job = horovod_job("horovodrun python t.py", launcherCreationPolicy=launcher)
+    assert pod_group_min_member(job, ElasticPolicy(min_replicas=3, max_replicas=5)) == want

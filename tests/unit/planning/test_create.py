@@ -167,11 +167,17 @@ def test_pod_group_created_before_workers(gang: str) -> None:
 def test_pod_group_spec_propagates(gang: str, change: dict[str, object], field: str) -> None:
     """TestMPIJobWithSchedulerPlugins / TestMPIJobWithVolcanoScheduler: a policy edit updates the
     PG."""
-    before = make_job(workers=2, runPolicy={"schedulingPolicy": {"scheduleTimeoutSeconds": 900}})
+    before = make_job(
+        workers=2,
+        runPolicy={"schedulingPolicy": {"scheduleTimeoutSeconds": 900}},
+        launcherCreationPolicy="AtStartup",  # upstream's: minMember workers + 1
+    )
     observed = converged(before, gang=gang)  # type: ignore[arg-type]
     assert plan_for(before, observed, gang=gang).empty  # type: ignore[arg-type]
     after = make_job(
-        workers=2, runPolicy={"schedulingPolicy": {"scheduleTimeoutSeconds": 900, **change}}
+        workers=2,
+        runPolicy={"schedulingPolicy": {"scheduleTimeoutSeconds": 900, **change}},
+        launcherCreationPolicy="AtStartup",
     )
     the_plan = plan_for(after, observed, gang=gang)  # type: ignore[arg-type]
     assert steps(the_plan) == [f"update PodGroup default/test ({field})"]
