@@ -254,8 +254,9 @@ def node_object(shape: NodeShape, index: int, now: str) -> dict[str, Any]:
         spec["taints"] = [t.to_json() for t in shape.taints]
 
     status = {
-        "capacity": dict(shape.allocatable),
-        "allocatable": dict(shape.allocatable),
+        # A kubelet always reports `pods` (--max-pods, 110 by default), whatever else it has.
+        "capacity": {"pods": DEFAULT_PODS, **shape.allocatable},
+        "allocatable": {"pods": DEFAULT_PODS, **shape.allocatable},
         "conditions": posted_conditions((), now),
         "addresses": [
             {"type": "InternalIP", "address": node_ip(index)},

@@ -124,3 +124,10 @@ def test_a_node_object_reads_like_a_registered_kubelets() -> None:
         {"type": "Hostname", "address": "kubesim-2"},
     ]
     assert status["nodeInfo"]["kubeletVersion"] == "v1.32.0"
+
+
+def test_a_shape_without_pods_still_reports_the_kubelets_110() -> None:
+    """A shape built in code with only `cpu` (not through the parsers) must not read as a node
+    that takes no pods at all ("Too many pods")."""
+    node = nodes.node_object(nodes.NodeShape("kubesim-1", {"cpu": "4"}), 1, "2024-01-01T00:00:00Z")
+    assert node["status"]["allocatable"] == {"pods": "110", "cpu": "4"}
