@@ -63,6 +63,7 @@ _ELASTIC_FIELDS: Final = (
     "discovered",
     "draining",
     "replacements",
+    "disruptions",
     "minReplicas",
     "maxReplicas",
 )

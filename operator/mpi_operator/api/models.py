@@ -299,8 +299,8 @@ class ElasticPolicy(ApiModel):
     max_replacements: int = Field(
         c.DEFAULT_MAX_REPLACEMENTS,
         ge=0,
-        description="How many failed or evicted workers may be replaced over the job's life "
-        "(default 10).",
+        description="How many workers whose program failed may be replaced over the job's life "
+        "(default 10); workers lost to preemption, eviction or node loss do not count.",
     )
     below_min_timeout_seconds: int = Field(
         c.DEFAULT_BELOW_MIN_TIMEOUT_SECONDS,
@@ -407,7 +407,18 @@ class ElasticStatus(ApiModel):
     draining: int = Field(
         0, ge=0, description="Workers out of discovery waiting for their scale-in grace."
     )
-    replacements: int = Field(0, ge=0, description="Failed or lost workers replaced so far.")
+    replacements: int = Field(
+        0,
+        ge=0,
+        description="Workers whose program failed, replaced so far (counted against "
+        "maxReplacements).",
+    )
+    disruptions: int = Field(
+        0,
+        ge=0,
+        description="Workers the cluster took (preemption, eviction, node loss, deletion), "
+        "replaced so far; not counted against maxReplacements.",
+    )
     min_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.minReplicas.")
     max_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.maxReplicas.")
 

@@ -229,6 +229,7 @@ def elastic_step(
         changed_at=clock if changed else state.changed_at,
         incarnations=_bumped(incarnations),
         replacements=healed.replacements,
+        disruptions=healed.disruptions,
         reached_min=below.reached_min,
         below_min_since=below.since,
         failures=tuple(healed.failures),
@@ -248,6 +249,7 @@ def elastic_step(
             discovered=len(pace.members),
             draining=scale.draining,
             replacements=healed.replacements,
+            disruptions=healed.disruptions,
         ),
         events=events,
         fail=below.fail,
@@ -279,6 +281,7 @@ def _status(
     discovered: int,
     draining: int,
     replacements: int,
+    disruptions: int,
 ) -> dict[str, int]:
     """The `status.elastic` block."""
     return {
@@ -287,6 +290,7 @@ def _status(
         "discovered": discovered,
         "draining": draining,
         "replacements": replacements,
+        "disruptions": disruptions,
         "minReplicas": policy.min_replicas,
         "maxReplicas": policy.max_replicas,
     }
@@ -353,6 +357,7 @@ def _suspended_step(
         changed_at=now if state.members else state.changed_at,
         incarnations=_bumped(incarnations),
         replacements=state.replacements,
+        disruptions=state.disruptions,
         failures=state.failures,
         out_of_bounds_reported=out_of_bounds,
     )
@@ -366,6 +371,7 @@ def _suspended_step(
             discovered=0,
             draining=0,
             replacements=state.replacements,
+            disruptions=state.disruptions,
         ),
         events=events,
         discovery_changed=bool(state.members),
