@@ -1,0 +1,286 @@
+"""Disruption is not failure, side by side with static jobs: for each way a cluster takes a worker
+(preemption, the taint manager, the Eviction API, the kubelet's node-pressure eviction, its node
+dying), an elastic job replaces it under a fresh host name without using `maxReplacements` and
+keeps running, while a static job keeps upstream's semantics: the kubelet's eviction fails it
+(`MPIJobEvicted`), any other loss recreates the worker under the same name and host name.
+
+Three nodes with room for one worker each (the launcher shares the first); the worker on the third
+node is the one taken. Workers tolerate an unreachable node for 0 s, so a dead node's pods go to
+the taint manager as soon as kubesim's node lifecycle controller notices, on a short grace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from chaoslib.invariants import is_ready
+
+from integration.reconcile.harness import (
+    NS,
+    conditions,
+    container,
+    events_for,
+    get_job,
+    mpijob,
+    wait_condition,
+)
+from kubesim.app import KubeSim
+from kubesim.nodes import NodeShape
+from kubesim.settings import SimSettings
+from kubesim.testing import eventually
+from mpi_operator.kube import resources
+from mpi_operator.kube.client import Kube
+from mpi_operator.runtime.manager import Manager
+
+from .harness import VOLUME_SYNC_SECONDS, elastic_job, host, wait_mounted, worker_pods
+
+NODES = tuple(
+    NodeShape(f"kubesim-{i}", {"cpu": "4", "memory": "16Gi", "pods": "110"}) for i in (1, 2, 3)
+)
+TAKEN_NODE = "kubesim-3"
+JOB = "dis"
+
+
+@pytest.fixture
+def kubesim_settings() -> SimSettings:
+    return SimSettings(
+        start_seconds=0.1,
+        ready_seconds=0.1,
+        job_backoff_seconds=0.1,
+        bookmark_seconds=0.5,
+        volume_sync_seconds=VOLUME_SYNC_SECONDS,
+        node_monitor_grace_seconds=0.2,
+        nodes=NODES,
+    )
+
+
+def with_placement(body: dict[str, Any]) -> dict[str, Any]:
+    """One worker per node (3 of 4 cpus), low priority, gone from an unreachable node at once; the
+    launcher on the first node."""
+    specs = body["spec"]["mpiReplicaSpecs"]
+    worker = specs["Worker"]["template"]["spec"]
+    three = {"cpu": "3"}
+    worker["containers"] = [container(resources={"requests": three, "limits": three})]
+    worker["priorityClassName"] = "low"
+    worker["tolerations"] = [
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 0,
+        }
+    ]
+    # A deleted worker stays Terminating until the test ends it (`capacity_returns`), so the
+    # operator sees why it went whatever its load.
+    worker["terminationGracePeriodSeconds"] = 600
+    annotations = specs["Worker"]["template"]["metadata"]["annotations"]
+    annotations["kubesim/termination-seconds"] = "600"
+    launcher = specs["Launcher"]["template"]["spec"]
+    launcher["nodeSelector"] = {"kubernetes.io/hostname": "kubesim-1"}
+    return body
+
+
+async def post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> None:
+    async with http.post(url, json=body) as response:
+        assert response.status in (200, 201), await response.text()
+
+
+async def create_priority_classes(sim: KubeSim, http: aiohttp.ClientSession) -> None:
+    for name, value in (("low", 1), ("high", 1000)):
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        await post(http, f"{sim.url}/apis/scheduling.k8s.io/v1/priorityclasses", body)
+
+
+Disrupt = Callable[[KubeSim, aiohttp.ClientSession, str], Awaitable[None]]
+
+
+async def preempt(sim: KubeSim, http: aiohttp.ClientSession, _pod: str) -> None:
+    three = {"cpu": "3"}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "urgent", "namespace": NS},
+        "spec": {
+            "priorityClassName": "high",
+            "nodeSelector": {"kubernetes.io/hostname": TAKEN_NODE},
+            "containers": [container(resources={"requests": three, "limits": three})],
+        },
+    }
+    await post(http, f"{sim.url}/api/v1/namespaces/{NS}/pods", body)
+
+
+async def taint(sim: KubeSim, http: aiohttp.ClientSession, _pod: str) -> None:
+    await set_taints(sim, http, [{"key": "maintenance", "effect": "NoExecute"}])
+
+
+async def set_taints(
+    sim: KubeSim, http: aiohttp.ClientSession, taints: list[dict[str, str]] | None
+) -> None:
+    patch = {"spec": {"taints": taints}}
+    async with http.patch(
+        f"{sim.url}/api/v1/nodes/{TAKEN_NODE}",
+        json=patch,
+        headers={"Content-Type": "application/merge-patch+json"},
+    ) as response:
+        assert response.status == 200, await response.text()
+
+
+async def evict_api(sim: KubeSim, http: aiohttp.ClientSession, pod: str) -> None:
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": NS},
+    }
+    await post(http, f"{sim.url}/api/v1/namespaces/{NS}/pods/{pod}/eviction", body)
+
+
+async def kubelet_evict(sim: KubeSim, _http: aiohttp.ClientSession, pod: str) -> None:
+    sim.controllers.kubelet.evict(NS, pod)
+
+
+async def node_dies(sim: KubeSim, _http: aiohttp.ClientSession, _pod: str) -> None:
+    sim.controllers.kubelet.node_down(TAKEN_NODE)
+
+
+CASES: dict[str, tuple[Disrupt, str]] = {
+    "preemption": (preempt, "PreemptionByScheduler"),
+    "taint-manager": (taint, "DeletionByTaintManager"),
+    "eviction-api": (evict_api, "EvictionByEvictionAPI"),
+    "kubelet-eviction": (kubelet_evict, "TerminationByKubelet"),
+    "node-dies": (node_dies, "DeletionByTaintManager"),
+}
+
+
+async def started(kube: Kube, body: dict[str, Any]) -> tuple[int, str, str]:
+    """Creates the job and waits for three Ready workers: `(index, pod, uid)` of the one on the
+    node to be taken."""
+    await kube.create(resources.MPIJOB, with_placement(body))
+    await wait_condition(kube, JOB, "Running")
+
+    async def placed() -> tuple[int, str, str]:
+        pods = await worker_pods(kube, JOB)
+        assert len(pods) == 3, sorted(pods)
+        assert all(is_ready(p) for p in pods.values()), "not all Ready"
+        (name,) = [n for n, p in pods.items() if p["spec"].get("nodeName") == TAKEN_NODE]
+        return int(name.rsplit("-", 1)[1]), name, pods[name]["metadata"]["uid"]
+
+    return await eventually(placed, what="three Ready workers, one per node")
+
+
+async def capacity_returns(
+    sim: KubeSim, http: aiohttp.ClientSession, kube: Kube, case: str, pod: str, uid: str
+) -> None:
+    """The taken pod finishes terminating, then what took it goes away: the preemptor ends (after
+    the worker's replacement waited Pending for it), the taint is removed, the node is back (a pod
+    deleted on a dead node stays Terminating until its kubelet returns)."""
+    if case != "kubelet-eviction":
+
+        async def terminating() -> bool:
+            old = (await worker_pods(kube, JOB)).get(pod)
+            assert old is not None, f"{pod} gone already"
+            return bool(old["metadata"].get("deletionTimestamp"))
+
+        await eventually(terminating, what=f"{pod} terminating")
+    if case == "node-dies":
+        sim.controllers.kubelet.node_up(TAKEN_NODE)
+    elif case != "kubelet-eviction":
+        await kube.delete(resources.POD, pod, namespace=NS, uid=uid, grace_period_seconds=0)
+    if case == "preemption":
+
+        async def waits_for_room() -> bool:
+            urgent = await kube.get(resources.POD, "urgent", NS)
+            new = (await worker_pods(kube, JOB)).get(pod)
+            return (
+                bool(urgent["spec"].get("nodeName"))
+                and new is not None
+                and (new["metadata"]["uid"] != uid and not new["spec"].get("nodeName"))
+            )
+
+        await eventually(waits_for_room, what=f"the preemptor bound, {pod} Pending")
+        await kube.delete(resources.POD, "urgent", namespace=NS)
+    elif case == "taint-manager":
+        await set_taints(sim, http, None)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_an_elastic_job_replaces_a_disrupted_worker_under_a_fresh_host_name(
+    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, case: str
+) -> None:
+    disrupt, reason = CASES[case]
+    await create_priority_classes(kubesim, http)
+    body = elastic_job(JOB, workers=3, min_replicas=1, max_replicas=3)
+    body["spec"]["elasticPolicy"]["maxReplacements"] = 0
+    index, pod, uid = await started(kube, body)
+    await wait_mounted(kube, kubesim, http, JOB, [host(JOB, i) for i in range(3)])
+
+    await disrupt(kubesim, http, pod)
+    # Out of Horovod's world at once, the job still running on the other two.
+    await wait_mounted(kube, kubesim, http, JOB, [host(JOB, i) for i in range(3) if i != index])
+    event = await _event(kube, "WorkerDisrupted")
+    assert f"({reason})" in event["message"], event["message"]
+    assert f"replacing it as host {host(JOB, index, 1)}" in event["message"]
+
+    await capacity_returns(kubesim, http, kube, case, pod, uid)
+
+    async def replaced() -> bool:
+        new = (await worker_pods(kube, JOB)).get(pod)
+        assert new is not None, "no replacement yet"
+        assert new["metadata"]["uid"] != uid, "the old pod is still there"
+        assert new["spec"]["hostname"] == f"{pod}-r1"
+        return is_ready(new)
+
+    await eventually(replaced, what=f"a Ready replacement of {pod} as {pod}-r1")
+    await wait_mounted(kube, kubesim, http, JOB, [host(JOB, i, int(i == index)) for i in range(3)])
+    job = await get_job(kube, JOB)
+    assert "Failed" not in conditions(job)
+    elastic = job["status"]["elastic"]
+    assert (elastic["replacements"], elastic["disruptions"]) == (0, 1)
+    assert not [e for e in await events_for(kube, JOB) if e["reason"] == "WorkerFailed"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_a_static_job_keeps_upstream_semantics(
+    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, case: str
+) -> None:
+    disrupt, _ = CASES[case]
+    await create_priority_classes(kubesim, http)
+    _, pod, uid = await started(kube, mpijob(JOB, workers=3))
+
+    await disrupt(kubesim, http, pod)
+    if case == "kubelet-eviction":
+        job = await wait_condition(kube, JOB, "Failed")
+        assert conditions(job)["Failed"]["reason"] == "MPIJobEvicted"
+        pods = await worker_pods(kube, JOB)
+        assert pods[pod]["metadata"]["uid"] == uid, "an evicted worker stays, as upstream"
+        return
+
+    await capacity_returns(kubesim, http, kube, case, pod, uid)
+
+    async def recreated() -> bool:
+        new = (await worker_pods(kube, JOB)).get(pod)
+        assert new is not None, "not recreated yet"
+        assert new["metadata"]["uid"] != uid, "the old pod is still there"
+        assert new["spec"]["hostname"] == pod, "upstream reuses the host name"
+        return is_ready(new)
+
+    await eventually(recreated, what=f"{pod} recreated under the same name")
+    job = await get_job(kube, JOB)
+    assert "Failed" not in conditions(job)
+    assert "elastic" not in job["status"]
+
+
+async def _event(kube: Kube, reason: str) -> dict[str, Any]:
+    async def found() -> dict[str, Any]:
+        matching = [e for e in await events_for(kube, JOB) if e["reason"] == reason]
+        assert matching, f"no {reason} event yet"
+        return matching[0]
+
+    return await eventually(found, what=f"a {reason} event")
