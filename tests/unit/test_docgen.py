@@ -47,6 +47,7 @@ NOT_REASONS = {
     "Invalid": "a condition type (documented with the conditions)",
     "Superseded": "a pod deletion cause in the elastic decision, not an event or condition reason",
     "ScaledIn": "a pod deletion cause in the elastic decision, not an event or condition reason",
+    "StuckTerminating": "a pod deletion cause in the elastic decision (a force delete)",
     "DisruptionTarget": "a pod condition type (elastic/losses.py reads it)",
     "PreemptionByScheduler": "a DisruptionTarget reason on a pod, read, never written",
     "DeletionByTaintManager": "a DisruptionTarget reason on a pod, read, never written",

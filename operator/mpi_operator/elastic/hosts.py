@@ -56,6 +56,8 @@ class WorkerPod:
     exit_code: int | None
     disruption: str | None = None
     """Why the cluster took the pod (`losses.disruption_reason`); None: not taken by the cluster."""
+    deletion_deadline: float | None = None
+    """`metadata.deletionTimestamp`: when its kubelet should have finished deleting it."""
 
     @property
     def member(self) -> Member:
@@ -112,6 +114,9 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     since_text = annotations.get(DRAINING_ANNOTATION) if isinstance(annotations, Mapping) else None
     since = parse_time(since_text)
+    deadline = parse_time(
+        metadata.get("deletionTimestamp") if isinstance(metadata, Mapping) else None
+    )
     phase = pod_phase(pod)
     reason, exit_code, restarted = _terminated_state(pod)
     pod_reason = pod_status_field(pod, "reason")
@@ -134,6 +139,7 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
         failure_reason=reason,
         exit_code=exit_code,
         disruption=losses.disruption_reason(pod),
+        deletion_deadline=deadline.timestamp() if isinstance(deadline, datetime) else None,
     )
 
 

@@ -34,6 +34,10 @@ BELOW_MIN_REPLICAS: Final = "BelowMinReplicas"
 """Event when ready workers drop below minReplicas, and the Failed condition's reason at the
 timeout."""
 SUPERSEDED: Final = "Superseded"
+STUCK_TERMINATING: Final = "StuckTerminating"
+STUCK_SECONDS: Final = 30.0
+"""How long past its deletion deadline a replaced pod may stay Terminating before it is
+force-deleted: its kubelet (a dead node's) is not going to finish, and it holds the pod name."""
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Replacements:
     failures: list[WorkerFailure]
     replace: list[PodDeletion] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    wait: float | None = None
+    """Seconds until a replaced pod stuck Terminating is to be force-deleted."""
 
 
 def _record(
@@ -108,6 +114,8 @@ def plan_replacements(
         if worker.incarnation < current:
             if not worker.terminating:
                 out.replace.append(PodDeletion(worker.name, worker.uid, index, SUPERSEDED))
+            else:
+                _force_if_stuck(out, worker, now)
             continue
         if index >= replicas:
             if worker.terminating:
@@ -125,6 +133,8 @@ def plan_replacements(
             _lost(out, job, index, current, reason, code, now, cluster_domain, disrupted=loss)
             if not worker.terminating:
                 out.replace.append(PodDeletion(worker.name, worker.uid, index, reason))
+            else:
+                _force_if_stuck(out, worker, now)
         elif (new := _record(out, job, index, current, reason, code, now)) is not None:
             out.events.append(
                 Event(
@@ -135,6 +145,21 @@ def plan_replacements(
                 )
             )
     return out
+
+
+def _force_if_stuck(out: Replacements, worker: WorkerPod, now: float) -> None:
+    """Force-delete a replaced pod its kubelet has not finished deleting `STUCK_SECONDS` past the
+    deadline, so its successor can take the pod name; else come back then. Safe because its host
+    name is retired: Horovod will not use it again, and the successor has another."""
+    if worker.deletion_deadline is None:
+        return
+    due = worker.deletion_deadline + STUCK_SECONDS
+    if now >= due:
+        out.replace.append(
+            PodDeletion(worker.name, worker.uid, worker.index, STUCK_TERMINATING, force=True)
+        )
+    else:
+        out.wait = min(due - now, out.wait if out.wait is not None else due - now)
 
 
 def _lost(

@@ -220,7 +220,7 @@ def elastic_step(
             )
         )
 
-    waits = [w for w in (pace.wait, scale.wait, below.wait) if w is not None]
+    waits = [w for w in (pace.wait, scale.wait, below.wait, healed.wait) if w is not None]
     wanted_after = wanted_members(workers, incarnations, replicas, pace.members)
     if changed and pace.members != wanted_after:
         waits.append(float(policy.settle_seconds))

@@ -31,9 +31,11 @@ from kubesim.app import KubeSim
 from kubesim.nodes import NodeShape
 from kubesim.settings import SimSettings
 from kubesim.testing import eventually
+from mpi_operator.elastic.replacement import STUCK_SECONDS
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
+from operator_testing import SteppedClock
 
 from .harness import VOLUME_SYNC_SECONDS, elastic_job, host, wait_mounted, worker_pods
 
@@ -41,6 +43,8 @@ NODES = tuple(
     NodeShape(f"kubesim-{i}", {"cpu": "4", "memory": "16Gi", "pods": "110"}) for i in (1, 2, 3)
 )
 TAKEN_NODE = "kubesim-3"
+GRACE = 600
+"""The workers' termination grace period, and how long the simulated ones take to stop."""
 JOB = "dis"
 
 
@@ -75,9 +79,9 @@ def with_placement(body: dict[str, Any]) -> dict[str, Any]:
     ]
     # A deleted worker stays Terminating until the test ends it (`capacity_returns`), so the
     # operator sees why it went whatever its load.
-    worker["terminationGracePeriodSeconds"] = 600
+    worker["terminationGracePeriodSeconds"] = GRACE
     annotations = specs["Worker"]["template"]["metadata"]["annotations"]
-    annotations["kubesim/termination-seconds"] = "600"
+    annotations["kubesim/termination-seconds"] = str(GRACE)
     launcher = specs["Launcher"]["template"]["spec"]
     launcher["nodeSelector"] = {"kubernetes.io/hostname": "kubesim-1"}
     return body
@@ -176,11 +180,19 @@ async def started(kube: Kube, body: dict[str, Any]) -> tuple[int, str, str]:
 
 
 async def capacity_returns(
-    sim: KubeSim, http: aiohttp.ClientSession, kube: Kube, case: str, pod: str, uid: str
+    sim: KubeSim,
+    http: aiohttp.ClientSession,
+    kube: Kube,
+    case: str,
+    pod: str,
+    uid: str,
+    clock: SteppedClock | None = None,
 ) -> None:
     """The taken pod finishes terminating, then what took it goes away: the preemptor ends (after
-    the worker's replacement waited Pending for it), the taint is removed, the node is back (a pod
-    deleted on a dead node stays Terminating until its kubelet returns)."""
+    the worker's replacement waited Pending for it), the taint is removed, the node is back. A pod
+    deleted on a dead node stays Terminating until its kubelet returns; given the operator's
+    `clock`, its deadline passes first and the elastic operator force-deletes it, so the
+    replacement waits Pending for room instead."""
     if case != "kubelet-eviction":
 
         async def terminating() -> bool:
@@ -189,6 +201,12 @@ async def capacity_returns(
             return bool(old["metadata"].get("deletionTimestamp"))
 
         await eventually(terminating, what=f"{pod} terminating")
+    if case == "node-dies" and clock is not None:
+        clock.advance(GRACE + STUCK_SECONDS)
+        await eventually(
+            lambda: pending_successor(kube, pod, uid),
+            what=f"{pod} force-deleted, its successor Pending",
+        )
     if case == "node-dies":
         sim.controllers.kubelet.node_up(TAKEN_NODE)
     elif case != "kubelet-eviction":
@@ -197,12 +215,7 @@ async def capacity_returns(
 
         async def waits_for_room() -> bool:
             urgent = await kube.get(resources.POD, "urgent", NS)
-            new = (await worker_pods(kube, JOB)).get(pod)
-            return (
-                bool(urgent["spec"].get("nodeName"))
-                and new is not None
-                and (new["metadata"]["uid"] != uid and not new["spec"].get("nodeName"))
-            )
+            return bool(urgent["spec"].get("nodeName")) and await pending_successor(kube, pod, uid)
 
         await eventually(waits_for_room, what=f"the preemptor bound, {pod} Pending")
         await kube.delete(resources.POD, "urgent", namespace=NS)
@@ -210,9 +223,19 @@ async def capacity_returns(
         await set_taints(sim, http, None)
 
 
+async def pending_successor(kube: Kube, pod: str, uid: str) -> bool:
+    new = (await worker_pods(kube, JOB)).get(pod)
+    return new is not None and new["metadata"]["uid"] != uid and not new["spec"].get("nodeName")
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_an_elastic_job_replaces_a_disrupted_worker_under_a_fresh_host_name(
-    kube: Kube, kubesim: KubeSim, http: aiohttp.ClientSession, operator: Manager, case: str
+    kube: Kube,
+    kubesim: KubeSim,
+    http: aiohttp.ClientSession,
+    operator: Manager,
+    clock: SteppedClock,
+    case: str,
 ) -> None:
     disrupt, reason = CASES[case]
     await create_priority_classes(kubesim, http)
@@ -228,7 +251,7 @@ async def test_an_elastic_job_replaces_a_disrupted_worker_under_a_fresh_host_nam
     assert f"({reason})" in event["message"], event["message"]
     assert f"replacing it as host {host(JOB, index, 1)}" in event["message"]
 
-    await capacity_returns(kubesim, http, kube, case, pod, uid)
+    await capacity_returns(kubesim, http, kube, case, pod, uid, clock)
 
     async def replaced() -> bool:
         new = (await worker_pods(kube, JOB)).get(pod)

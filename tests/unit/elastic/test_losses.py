@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mpi_operator.elastic import losses
+from mpi_operator.elastic import losses, replacement
 
 from .cluster import ElasticCluster, elastic_job
 
@@ -119,3 +119,23 @@ def test_a_program_failure_still_uses_the_budget_and_is_told_apart() -> None:
     assert failed is not None
     assert "hvd-worker-0 (host hvd-worker-0): preempted by the scheduler" in failed.message
     assert "hvd-worker-1 (host hvd-worker-1-r1): Error, exit code 2" in failed.message
+
+
+def test_a_replaced_pod_stuck_terminating_is_force_deleted_past_its_deadline() -> None:
+    """A dead node's kubelet never finishes the taint manager's delete; the pod holds the name its
+    successor needs, and its host name is retired, so it goes by force `STUCK_SECONDS` later."""
+    cluster = running()
+    cluster.disrupt(1, "DeletionByTaintManager")  # deletionTimestamp: now, a 0 s grace period
+    first = cluster.step()
+    assert first.incarnations == {1: 1}
+    assert first.replace == []
+    assert first.requeue_after == replacement.STUCK_SECONDS
+    cluster.tick(replacement.STUCK_SECONDS - 1)
+    assert cluster.step().replace == []
+    cluster.tick(1)
+    forced = cluster.step()
+    assert [(d.name, d.reason, d.force) for d in forced.replace] == [
+        ("hvd-worker-1", "StuckTerminating", True)
+    ]
+    assert cluster.hostname(1) == "hvd-worker-1-r1", "the successor is created under its new name"
+    assert forced.status["disruptions"] == 1, "the force delete is no second loss"
