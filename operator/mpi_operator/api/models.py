@@ -396,6 +396,24 @@ class ReplicaStatuses(ApiModel):
     worker: ReplicaStatus | None = optional_field("Worker pod counts.", alias=c.REPLICA_WORKER)
 
 
+class ElasticLoss(ApiModel):
+    """One worker lost: its program failed, or the cluster took it (a disruption)."""
+
+    pod: str = Field(description="The worker pod's name.")
+    host: str = Field(description="The host name it had, now retired.")
+    kind: str = Field(
+        description="Failure (its program failed; counted against maxReplacements) or Disruption "
+        "(preempted, evicted, its node lost, deleted; not counted)."
+    )
+    reason: str = Field(
+        description="The container's or pod's reason, or the DisruptionTarget condition's reason "
+        "(PreemptionByScheduler, DeletionByTaintManager, EvictionByEvictionAPI, "
+        "TerminationByKubelet, DeletionByPodGC), Deleted without one."
+    )
+    exit_code: int | None = optional_field("The container's exit code, for a failure.")
+    time: Time | None = optional_field("When the operator saw the loss (RFC 3339).")
+
+
 class ElasticStatus(ApiModel):
     """Where an elastic job stands: desired, ready, discovered and draining workers; its bounds."""
 
@@ -418,6 +436,9 @@ class ElasticStatus(ApiModel):
         ge=0,
         description="Workers the cluster took (preemption, eviction, node loss, deletion), "
         "replaced so far; not counted against maxReplacements.",
+    )
+    losses: list[ElasticLoss] | None = optional_field(
+        "The most recent lost workers (at most 10), oldest first, and which kind of loss each was."
     )
     min_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.minReplicas.")
     max_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.maxReplicas.")

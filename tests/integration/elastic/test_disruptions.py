@@ -266,6 +266,13 @@ async def test_an_elastic_job_replaces_a_disrupted_worker_under_a_fresh_host_nam
     assert "Failed" not in conditions(job)
     elastic = job["status"]["elastic"]
     assert (elastic["replacements"], elastic["disruptions"]) == (0, 1)
+    (loss,) = elastic["losses"]
+    assert (loss["pod"], loss["host"], loss["kind"], loss["reason"]) == (
+        pod,
+        pod,
+        "Disruption",
+        reason,
+    )
     assert not [e for e in await events_for(kube, JOB) if e["reason"] == "WorkerFailed"]
 
 

@@ -106,6 +106,12 @@ def test_a_program_failure_still_uses_the_budget_and_is_told_apart() -> None:
         "WorkerFailed",
     ]
     assert (decision.status["replacements"], decision.status["disruptions"]) == (1, 1)
+    assert [
+        (x["pod"], x["kind"], x["reason"], x.get("exitCode")) for x in decision.status["losses"]
+    ] == [
+        ("hvd-worker-0", "Disruption", "PreemptionByScheduler", None),
+        ("hvd-worker-1", "Failure", "Error", 1),
+    ]
     cluster.gone(0)
     cluster.set_ready(1)
     cluster.step()
