@@ -54,6 +54,8 @@ NOT_REASONS = {
     "EvictionByEvictionAPI": "a DisruptionTarget reason on a pod, read, never written",
     "TerminationByKubelet": "a DisruptionTarget reason on a pod, read, never written",
     "DeletionByPodGC": "a DisruptionTarget reason on a pod, read, never written",
+    "Unknown": "a lost container's reason (a node reboot), read, never written",
+    "ContainerStatusUnknown": "a lost container's reason, read, never written",
     "Deleted": "the loss of a pod deleted without DisruptionTarget, in WorkerDisrupted's message",
     "WorkerReplaced": "defined in elastic/replacement.py but recorded by no code path",
 }

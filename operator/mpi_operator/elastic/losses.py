@@ -3,9 +3,10 @@
 The cluster says so on the pod, as Kubernetes components do since 1.26: condition
 `DisruptionTarget=True` with the reason of whoever took it (scheduler preemption, the taint manager,
 the Eviction API, the kubelet's node-pressure eviction, the pod garbage collector), or, from older
-kubelets, `status.reason: Evicted`. A pod deleted without either was deleted by a user or another
-controller, which is no failure of the program either. Only a program failure counts against
-`maxReplacements`. Pure: pod JSON in, strings out.
+kubelets, `status.reason: Evicted`; a container the runtime lost with its node (a reboot) ends with
+reason `Unknown` or `ContainerStatusUnknown`, never by itself. A pod deleted without any of these
+was deleted by a user or another controller: no program failure either. Only a program failure
+counts against `maxReplacements`. Pure: pod JSON in, strings out.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ DELETION_BY_TAINT_MANAGER: Final = "DeletionByTaintManager"
 EVICTION_BY_EVICTION_API: Final = "EvictionByEvictionAPI"
 TERMINATION_BY_KUBELET: Final = "TerminationByKubelet"
 DELETION_BY_POD_GC: Final = "DeletionByPodGC"
+CONTAINER_UNKNOWN: Final = "Unknown"
+CONTAINER_STATUS_UNKNOWN: Final = "ContainerStatusUnknown"
 DELETED: Final = "Deleted"
 """Deleted without a `DisruptionTarget` condition: by a user or another controller."""
 
@@ -32,12 +35,14 @@ _WHO: Final = {
     TERMINATION_BY_KUBELET: "evicted by the kubelet under node pressure",
     DELETION_BY_POD_GC: "deleted by the pod garbage collector, its node gone",
     DELETED: "deleted by a user or a controller",
+    CONTAINER_UNKNOWN: "lost with its node, its container gone without exiting",
+    CONTAINER_STATUS_UNKNOWN: "lost with its node, its container gone without exiting",
 }
 
 
 def disruption_reason(pod: Mapping[str, Any]) -> str | None:
     """The reason of the pod's `DisruptionTarget=True` condition, `TerminationByKubelet` for a
-    pod the kubelet evicted, else None."""
+    pod the kubelet evicted, a lost container's reason, else None."""
     status = pod.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     for condition in conditions if isinstance(conditions, list) else []:
@@ -49,6 +54,19 @@ def disruption_reason(pod: Mapping[str, Any]) -> str | None:
             return str(condition.get("reason") or DISRUPTION_TARGET)
     if pod_status_field(pod, "reason") == reasons.EVICTED_POD_REASON:
         return TERMINATION_BY_KUBELET
+    return _lost_container(status)
+
+
+def _lost_container(status: Any) -> str | None:
+    """The reason of a container that ended with its node rather than by itself, if any."""
+    statuses = status.get("containerStatuses") if isinstance(status, Mapping) else None
+    for cs in statuses if isinstance(statuses, list) else []:
+        for key in ("state", "lastState"):
+            state = cs.get(key) if isinstance(cs, Mapping) else None
+            ended = state.get("terminated") if isinstance(state, Mapping) else None
+            reason = ended.get("reason") if isinstance(ended, Mapping) else None
+            if reason in (CONTAINER_UNKNOWN, CONTAINER_STATUS_UNKNOWN):
+                return str(reason)
     return None
 
 

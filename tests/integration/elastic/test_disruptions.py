@@ -25,6 +25,7 @@ from integration.reconcile.harness import (
     events_for,
     get_job,
     mpijob,
+    settle,
     wait_condition,
 )
 from kubesim.app import KubeSim
@@ -61,7 +62,7 @@ def kubesim_settings() -> SimSettings:
     )
 
 
-def with_placement(body: dict[str, Any]) -> dict[str, Any]:
+def with_placement(body: dict[str, Any], unreachable_seconds: int = 0) -> dict[str, Any]:
     """One worker per node (3 of 4 cpus), low priority, gone from an unreachable node at once; the
     launcher on the first node."""
     specs = body["spec"]["mpiReplicaSpecs"]
@@ -74,7 +75,7 @@ def with_placement(body: dict[str, Any]) -> dict[str, Any]:
             "key": "node.kubernetes.io/unreachable",
             "operator": "Exists",
             "effect": "NoExecute",
-            "tolerationSeconds": 0,
+            "tolerationSeconds": unreachable_seconds,
         }
     ]
     # A deleted worker stays Terminating until the test ends it (`capacity_returns`), so the
@@ -154,19 +155,36 @@ async def node_dies(sim: KubeSim, _http: aiohttp.ClientSession, _pod: str) -> No
     sim.controllers.kubelet.node_down(TAKEN_NODE)
 
 
+async def node_reboots(sim: KubeSim, http: aiohttp.ClientSession, pod: str) -> None:
+    """The node goes down and comes back before the taint manager acts: the kubelet reports the
+    container that died with it as ended, exit code 255, reason Unknown."""
+    sim.controllers.kubelet.node_down(TAKEN_NODE)
+
+    async def unready() -> bool:
+        async with http.get(f"{sim.url}/api/v1/namespaces/{NS}/pods/{pod}") as response:
+            return not is_ready(await response.json())
+
+    await eventually(unready, what=f"{pod} not Ready on its silent node")
+    sim.controllers.kubelet.node_up(TAKEN_NODE)
+
+
+STAYS = ("kubelet-eviction", "node-reboots")
+"""The cases whose pod ends Failed instead of being deleted."""
+
 CASES: dict[str, tuple[Disrupt, str]] = {
     "preemption": (preempt, "PreemptionByScheduler"),
     "taint-manager": (taint, "DeletionByTaintManager"),
     "eviction-api": (evict_api, "EvictionByEvictionAPI"),
     "kubelet-eviction": (kubelet_evict, "TerminationByKubelet"),
+    "node-reboots": (node_reboots, "Unknown"),
     "node-dies": (node_dies, "DeletionByTaintManager"),
 }
 
 
-async def started(kube: Kube, body: dict[str, Any]) -> tuple[int, str, str]:
+async def started(kube: Kube, body: dict[str, Any], case: str) -> tuple[int, str, str]:
     """Creates the job and waits for three Ready workers: `(index, pod, uid)` of the one on the
     node to be taken."""
-    await kube.create(resources.MPIJOB, with_placement(body))
+    await kube.create(resources.MPIJOB, with_placement(body, 3600 if case == "node-reboots" else 0))
     await wait_condition(kube, JOB, "Running")
 
     async def placed() -> tuple[int, str, str]:
@@ -193,7 +211,7 @@ async def capacity_returns(
     deleted on a dead node stays Terminating until its kubelet returns; given the operator's
     `clock`, its deadline passes first and the elastic operator force-deletes it, so the
     replacement waits Pending for room instead."""
-    if case != "kubelet-eviction":
+    if case not in STAYS:
 
         async def terminating() -> bool:
             old = (await worker_pods(kube, JOB)).get(pod)
@@ -209,7 +227,7 @@ async def capacity_returns(
         )
     if case == "node-dies":
         sim.controllers.kubelet.node_up(TAKEN_NODE)
-    elif case != "kubelet-eviction":
+    elif case not in STAYS:
         await kube.delete(resources.POD, pod, namespace=NS, uid=uid, grace_period_seconds=0)
     if case == "preemption":
 
@@ -241,7 +259,7 @@ async def test_an_elastic_job_replaces_a_disrupted_worker_under_a_fresh_host_nam
     await create_priority_classes(kubesim, http)
     body = elastic_job(JOB, workers=3, min_replicas=1, max_replicas=3)
     body["spec"]["elasticPolicy"]["maxReplacements"] = 0
-    index, pod, uid = await started(kube, body)
+    index, pod, uid = await started(kube, body, case)
     await wait_mounted(kube, kubesim, http, JOB, [host(JOB, i) for i in range(3)])
 
     await disrupt(kubesim, http, pod)
@@ -282,9 +300,23 @@ async def test_a_static_job_keeps_upstream_semantics(
 ) -> None:
     disrupt, _ = CASES[case]
     await create_priority_classes(kubesim, http)
-    _, pod, uid = await started(kube, mpijob(JOB, workers=3))
+    _, pod, uid = await started(kube, mpijob(JOB, workers=3), case)
 
     await disrupt(kubesim, http, pod)
+    if case == "node-reboots":
+
+        async def failed() -> dict[str, Any]:
+            old = (await worker_pods(kube, JOB))[pod]
+            assert old["metadata"]["uid"] == uid
+            assert old["status"].get("phase") == "Failed", "not Failed yet"
+            return old
+
+        ended = (await eventually(failed, what=f"{pod} Failed"))["status"]["containerStatuses"]
+        assert ended[0]["state"]["terminated"]["reason"] == "Unknown"
+        await settle(kube, operator, JOB)
+        assert (await worker_pods(kube, JOB))[pod]["metadata"]["uid"] == uid, "left, as upstream"
+        assert "Failed" not in conditions(await get_job(kube, JOB)), "the launcher's to decide"
+        return
     if case == "kubelet-eviction":
         job = await wait_condition(kube, JOB, "Failed")
         assert conditions(job)["Failed"]["reason"] == "MPIJobEvicted"

@@ -30,6 +30,11 @@ def target(reason: str, status: str = "True") -> dict[str, Any]:
     return {"type": "DisruptionTarget", "status": status, "reason": reason}
 
 
+def ended(reason: str, code: int) -> dict[str, Any]:
+    terminated = {"terminated": {"reason": reason, "exitCode": code}}
+    return {"phase": "Failed", "containerStatuses": [{"name": "main", "state": terminated}]}
+
+
 @pytest.mark.parametrize(
     ("status", "reason"),
     [
@@ -39,6 +44,9 @@ def target(reason: str, status: str = "True") -> dict[str, Any]:
         ({"conditions": [target("PreemptionByScheduler", "False")]}, None),
         ({"phase": "Failed", "reason": "DeadlineExceeded"}, None),
         ({"phase": "Running"}, None),
+        (ended("Unknown", 255), "Unknown"),
+        (ended("ContainerStatusUnknown", 137), "ContainerStatusUnknown"),
+        (ended("Error", 1), None),
     ],
     ids=[
         "preempted",
@@ -47,6 +55,9 @@ def target(reason: str, status: str = "True") -> dict[str, Any]:
         "condition-false",
         "deadline",
         "alive",
+        "node-rebooted",
+        "container-lost",
+        "program-failed",
     ],
 )
 def test_disruption_reason_is_read_from_the_pod(status: dict[str, Any], reason: str | None) -> None:
