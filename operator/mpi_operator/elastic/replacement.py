@@ -242,6 +242,6 @@ def check_below_min(
     named = "; ".join(f.describe() for f in failures) or "none recorded"
     message = (
         f"only {ready} of minReplicas {min_replicas} workers ready for {timeout_seconds:g}s; "
-        f"failed workers: {named}"
+        f"lost workers: {named}"
     )
     return BelowMin(True, since, fail=JobFailure(BELOW_MIN_REPLICAS, message))
