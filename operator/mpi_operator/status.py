@@ -63,6 +63,7 @@ _ELASTIC_FIELDS: Final = (
     "discovered",
     "draining",
     "replacements",
+    "disruptions",
     "minReplicas",
     "maxReplicas",
 )
@@ -164,6 +165,13 @@ def normalize_status(raw: Mapping[str, Any] | None) -> Status:
             for key, value in elastic.items()
             if key in _ELASTIC_FIELDS and isinstance(value, int) and not isinstance(value, bool)
         }
+        losses = elastic.get("losses")
+        if isinstance(losses, list) and losses:
+            out["elastic"]["losses"] = [
+                {k: _time(v) if k == "time" else v for k, v in loss.items() if v is not None}
+                for loss in losses
+                if isinstance(loss, Mapping)
+            ]
     return out
 
 

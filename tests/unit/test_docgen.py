@@ -47,6 +47,16 @@ NOT_REASONS = {
     "Invalid": "a condition type (documented with the conditions)",
     "Superseded": "a pod deletion cause in the elastic decision, not an event or condition reason",
     "ScaledIn": "a pod deletion cause in the elastic decision, not an event or condition reason",
+    "StuckTerminating": "a pod deletion cause in the elastic decision (a force delete)",
+    "DisruptionTarget": "a pod condition type (elastic/losses.py reads it)",
+    "PreemptionByScheduler": "a DisruptionTarget reason on a pod, read, never written",
+    "DeletionByTaintManager": "a DisruptionTarget reason on a pod, read, never written",
+    "EvictionByEvictionAPI": "a DisruptionTarget reason on a pod, read, never written",
+    "TerminationByKubelet": "a DisruptionTarget reason on a pod, read, never written",
+    "DeletionByPodGC": "a DisruptionTarget reason on a pod, read, never written",
+    "Unknown": "a lost container's reason (a node reboot), read, never written",
+    "ContainerStatusUnknown": "a lost container's reason, read, never written",
+    "Deleted": "the loss of a pod deleted without DisruptionTarget, in WorkerDisrupted's message",
     "WorkerReplaced": "defined in elastic/replacement.py but recorded by no code path",
 }
 _CAMEL = re.compile(r"[A-Z][A-Za-z]+")

@@ -302,8 +302,8 @@ class ElasticPolicy(ApiModel):
     max_replacements: int = Field(
         c.DEFAULT_MAX_REPLACEMENTS,
         ge=0,
-        description="How many failed or evicted workers may be replaced over the job's life "
-        "(default 10).",
+        description="How many workers whose program failed may be replaced over the job's life "
+        "(default 10); workers lost to preemption, eviction or node loss do not count.",
     )
     below_min_timeout_seconds: int = Field(
         c.DEFAULT_BELOW_MIN_TIMEOUT_SECONDS,
@@ -399,6 +399,24 @@ class ReplicaStatuses(ApiModel):
     worker: ReplicaStatus | None = optional_field("Worker pod counts.", alias=c.REPLICA_WORKER)
 
 
+class ElasticLoss(ApiModel):
+    """One worker lost: its program failed, or the cluster took it (a disruption)."""
+
+    pod: str = Field(description="The worker pod's name.")
+    host: str = Field(description="The host name it had, now retired.")
+    kind: str = Field(
+        description="Failure (its program failed; counted against maxReplacements) or Disruption "
+        "(preempted, evicted, its node lost, deleted; not counted)."
+    )
+    reason: str = Field(
+        description="The container's or pod's reason, or the DisruptionTarget condition's reason "
+        "(PreemptionByScheduler, DeletionByTaintManager, EvictionByEvictionAPI, "
+        "TerminationByKubelet, DeletionByPodGC), Deleted without one."
+    )
+    exit_code: int | None = optional_field("The container's exit code, for a failure.")
+    time: Time | None = optional_field("When the operator saw the loss (RFC 3339).")
+
+
 class ElasticStatus(ApiModel):
     """Where an elastic job stands: desired, ready, discovered and draining workers; its bounds."""
 
@@ -410,7 +428,21 @@ class ElasticStatus(ApiModel):
     draining: int = Field(
         0, ge=0, description="Workers out of discovery waiting for their scale-in grace."
     )
-    replacements: int = Field(0, ge=0, description="Failed or lost workers replaced so far.")
+    replacements: int = Field(
+        0,
+        ge=0,
+        description="Workers whose program failed, replaced so far (counted against "
+        "maxReplacements).",
+    )
+    disruptions: int = Field(
+        0,
+        ge=0,
+        description="Workers the cluster took (preemption, eviction, node loss, deletion), "
+        "replaced so far; not counted against maxReplacements.",
+    )
+    losses: list[ElasticLoss] | None = optional_field(
+        "The most recent lost workers (at most 10), oldest first, and which kind of loss each was."
+    )
     min_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.minReplicas.")
     max_replicas: int = Field(0, ge=0, description="Effective elasticPolicy.maxReplicas.")
 

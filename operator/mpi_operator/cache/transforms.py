@@ -27,7 +27,8 @@ POD_STATUS_KEPT: Final = frozenset(
 CONTAINER_STATUS_KEPT: Final = frozenset(
     {"name", "ready", "started", "restartCount", "state", "lastState"}
 )
-POD_CONDITIONS_KEPT: Final = frozenset({"Ready"})
+POD_CONDITIONS_KEPT: Final = frozenset({"Ready", "DisruptionTarget"})
+"""Ready for discovery; DisruptionTarget tells a worker the cluster took from a failed one."""
 METADATA_DROPPED: Final = frozenset({"managedFields"})
 
 

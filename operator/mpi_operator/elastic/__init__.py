@@ -5,9 +5,10 @@ No I/O, no asyncio, no clock of its own: the reconciler calls `sync.prepare` wit
 stores hold and `now`, and gets the builders' inputs and the plan's elastic writes back. `sync` is
 the entry point, `step` the decision inside it; `hosts` (who may be discovered), `identity` (a host
 name per pod incarnation, the blacklist-safe replacement design), `pacing` (one change at a time),
-`scalein` (graceful drain), `replacement` (self-healing, the below-min timeout), `state` (what lives
-in the API), `decision` (what a step returns and how it is applied), `launcher_env` (bounds for
-horovodrun), `launcher_stop` (ending the launcher Job of a job failed below minReplicas).
+`scalein` (graceful drain), `replacement` (self-healing, the below-min timeout), `losses` (a
+disruption or a program failure), `state` (what lives in the API), `decision` (what a step
+returns and how it is applied), `launcher_env` (bounds for horovodrun), `launcher_stop` (ending the
+launcher Job of a job failed below minReplicas).
 """
 
 from mpi_operator.elastic.decision import (

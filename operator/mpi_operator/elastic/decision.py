@@ -41,6 +41,8 @@ class PodDeletion:
     uid: str | None
     index: int
     reason: str
+    force: bool = False
+    """With grace period 0: a replaced pod whose kubelet never finished its deletion."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from mpi_operator.api.defaults import launcher_slots, slots_per_worker
 from mpi_operator.api.models import MPIJob
 from mpi_operator.desired import config
 from mpi_operator.desired.naming import is_controlled_by, launcher_fqdn
+from mpi_operator.elastic import losses
 from mpi_operator.elastic.identity import pod_incarnation, worker_host
 from mpi_operator.elastic.state import Member
 from mpi_operator.objects import (
@@ -53,6 +54,10 @@ class WorkerPod:
     draining_since: float | None
     failure_reason: str
     exit_code: int | None
+    disruption: str | None = None
+    """Why the cluster took the pod (`losses.disruption_reason`); None: not taken by the cluster."""
+    deletion_deadline: float | None = None
+    """`metadata.deletionTimestamp`: when its kubelet should have finished deleting it."""
 
     @property
     def member(self) -> Member:
@@ -62,6 +67,14 @@ class WorkerPod:
     def usable(self) -> bool:
         """Horovod can run on it now (whether or not the operator wants it)."""
         return self.ready and not self.terminating and not self.finished and not self.restarted
+
+    @property
+    def loss(self) -> str | None:
+        """Once its life is over, why: the disruption, or `Deleted` for a pod deleted without
+        one; None for a program failure (or a pod still alive)."""
+        if self.disruption is not None:
+            return self.disruption
+        return losses.DELETED if self.terminating and not self.failed else None
 
     @property
     def failed(self) -> bool:
@@ -101,6 +114,9 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     since_text = annotations.get(DRAINING_ANNOTATION) if isinstance(annotations, Mapping) else None
     since = parse_time(since_text)
+    deadline = parse_time(
+        metadata.get("deletionTimestamp") if isinstance(metadata, Mapping) else None
+    )
     phase = pod_phase(pod)
     reason, exit_code, restarted = _terminated_state(pod)
     pod_reason = pod_status_field(pod, "reason")
@@ -122,6 +138,8 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
         draining_since=since.timestamp() if isinstance(since, datetime) else None,
         failure_reason=reason,
         exit_code=exit_code,
+        disruption=losses.disruption_reason(pod),
+        deletion_deadline=deadline.timestamp() if isinstance(deadline, datetime) else None,
     )
 
 

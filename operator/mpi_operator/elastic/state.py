@@ -3,10 +3,11 @@
 
 In the same object as `discover_hosts.sh`, so "what is published" and "what we remember publishing"
 are one atomic write, and a restarted operator or a new leader continues from it. It records the
-listed members and when they changed, each index's incarnation, the replacements used, the
-below-minimum clock, the recent failures and the last out-of-bounds replicas reported; the fields
-are listed in docs/architecture.md#the-elastic-state-machine ("The published state"). Draining is
-recorded on the pod instead (`scalein.py`). Times are epoch seconds (floats) in the JSON.
+listed members and when they changed, each index's incarnation, the replacements used (and the
+disruptions, which use none), the below-minimum clock, the recent losses and the last out-of-bounds
+replicas reported; the fields are listed in docs/architecture.md#the-elastic-state-machine ("The
+published state"). Draining is recorded on the pod instead (`scalein.py`). Times are epoch seconds
+(floats) in the JSON.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from mpi_operator.elastic.losses import describe_disruption
 
 STATE_ANNOTATION: Final = "mpi-operator.kubeflow.org/elastic-state"
 """On the ConfigMap `<job>-config`: the JSON of `PublishedState`."""
@@ -26,7 +29,8 @@ Member = tuple[int, int]
 
 @dataclass(frozen=True)
 class WorkerFailure:
-    """One worker that failed, was evicted or was deleted under the job, and why."""
+    """One worker lost to a failure of its program or taken by the cluster (`disruption`), and
+    why."""
 
     index: int
     incarnation: int
@@ -35,8 +39,11 @@ class WorkerFailure:
     reason: str
     exit_code: int | None = None
     at: float = 0.0
+    disruption: bool = False
 
     def describe(self) -> str:
+        if self.disruption:
+            return f"{self.pod} (host {self.host}): {describe_disruption(self.reason)}"
         code = f", exit code {self.exit_code}" if self.exit_code is not None else ""
         return f"{self.pod} (host {self.host}): {self.reason}{code}"
 
@@ -49,6 +56,7 @@ class PublishedState:
     changed_at: float | None = None
     incarnations: Mapping[int, int] = field(default_factory=dict)
     replacements: int = 0
+    disruptions: int = 0
     reached_min: bool = False
     below_min_since: float | None = None
     failures: tuple[WorkerFailure, ...] = ()
@@ -68,6 +76,8 @@ class PublishedState:
             doc["incarnations"] = incarnations
         if self.replacements:
             doc["replacements"] = self.replacements
+        if self.disruptions:
+            doc["disruptions"] = self.disruptions
         if self.reached_min:
             doc["reachedMin"] = True
         if self.below_min_since is not None:
@@ -81,6 +91,7 @@ class PublishedState:
                     "host": f.host,
                     "reason": f.reason,
                     **({"exitCode": f.exit_code} if f.exit_code is not None else {}),
+                    **({"disruption": True} if f.disruption else {}),
                     "at": f.at,
                 }
                 for f in self.failures
@@ -104,6 +115,7 @@ class PublishedState:
                     reason=str(f.get("reason", "")),
                     exit_code=int(f["exitCode"]) if f.get("exitCode") is not None else None,
                     at=float(f.get("at", 0.0)),
+                    disruption=bool(f.get("disruption", False)),
                 )
                 for f in doc.get("failures", [])
             )
@@ -114,6 +126,7 @@ class PublishedState:
                     int(i): int(n) for i, n in doc.get("incarnations", {}).items() if int(n)
                 },
                 replacements=int(doc.get("replacements", 0)),
+                disruptions=int(doc.get("disruptions", 0)),
                 reached_min=bool(doc.get("reachedMin", False)),
                 below_min_since=_float_or_none(doc.get("belowMinSince")),
                 failures=failures,

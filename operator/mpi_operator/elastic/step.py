@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from mpi_discovery import hostfile
@@ -35,8 +35,14 @@ from mpi_operator.elastic.identity import parse_worker_host, worker_host
 from mpi_operator.elastic.pacing import Change, next_members
 from mpi_operator.elastic.replacement import BELOW_MIN_REPLICAS, check_below_min, plan_replacements
 from mpi_operator.elastic.scalein import plan_scale_in
-from mpi_operator.elastic.state import Member, PublishedState, state_from_config_map
+from mpi_operator.elastic.state import (
+    Member,
+    PublishedState,
+    WorkerFailure,
+    state_from_config_map,
+)
 from mpi_operator.reasons import Event
+from mpi_operator.status import format_time
 
 HOSTS_ADDED: Final = "DiscoveryHostsAdded"
 HOSTS_REMOVED: Final = "DiscoveryHostsRemoved"
@@ -220,7 +226,7 @@ def elastic_step(
             )
         )
 
-    waits = [w for w in (pace.wait, scale.wait, below.wait) if w is not None]
+    waits = [w for w in (pace.wait, scale.wait, below.wait, healed.wait) if w is not None]
     wanted_after = wanted_members(workers, incarnations, replicas, pace.members)
     if changed and pace.members != wanted_after:
         waits.append(float(policy.settle_seconds))
@@ -229,6 +235,7 @@ def elastic_step(
         changed_at=clock if changed else state.changed_at,
         incarnations=_bumped(incarnations),
         replacements=healed.replacements,
+        disruptions=healed.disruptions,
         reached_min=below.reached_min,
         below_min_since=below.since,
         failures=tuple(healed.failures),
@@ -248,6 +255,8 @@ def elastic_step(
             discovered=len(pace.members),
             draining=scale.draining,
             replacements=healed.replacements,
+            disruptions=healed.disruptions,
+            losses=healed.failures,
         ),
         events=events,
         fail=below.fail,
@@ -279,17 +288,38 @@ def _status(
     discovered: int,
     draining: int,
     replacements: int,
-) -> dict[str, int]:
+    disruptions: int,
+    losses: Iterable[WorkerFailure] = (),
+) -> dict[str, Any]:
     """The `status.elastic` block."""
-    return {
+    status: dict[str, Any] = {
         "desired": replicas,
         "ready": ready,
         "discovered": discovered,
         "draining": draining,
         "replacements": replacements,
+        "disruptions": disruptions,
         "minReplicas": policy.min_replicas,
         "maxReplicas": policy.max_replicas,
     }
+    if recent := [_loss(f) for f in losses]:
+        status["losses"] = recent
+    return status
+
+
+def _loss(failure: WorkerFailure) -> dict[str, Any]:
+    """One entry of `status.elastic.losses`."""
+    loss: dict[str, Any] = {
+        "pod": failure.pod,
+        "host": failure.host,
+        "kind": "Disruption" if failure.disruption else "Failure",
+        "reason": failure.reason,
+    }
+    if failure.exit_code is not None and not failure.disruption:
+        loss["exitCode"] = failure.exit_code
+    if failure.at:
+        loss["time"] = format_time(datetime.fromtimestamp(failure.at, UTC))
+    return loss
 
 
 def _check_bounds(
@@ -353,6 +383,7 @@ def _suspended_step(
         changed_at=now if state.members else state.changed_at,
         incarnations=_bumped(incarnations),
         replacements=state.replacements,
+        disruptions=state.disruptions,
         failures=state.failures,
         out_of_bounds_reported=out_of_bounds,
     )
@@ -366,6 +397,8 @@ def _suspended_step(
             discovered=0,
             draining=0,
             replacements=state.replacements,
+            disruptions=state.disruptions,
+            losses=state.failures,
         ),
         events=events,
         discovery_changed=bool(state.members),

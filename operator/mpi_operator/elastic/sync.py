@@ -145,7 +145,13 @@ def decision_actions(
             )
         )
     actions.extend(
-        Delete(ref=_pod(job, gone.name), uid=gone.uid, phase=Phase.RELEASE, why=gone.reason)
+        Delete(
+            ref=_pod(job, gone.name),
+            uid=gone.uid,
+            phase=Phase.RELEASE,
+            why=gone.reason,
+            grace_period_seconds=0 if gone.force else None,
+        )
         for gone in [*decision.replace, *decision.delete]
     )
     return actions

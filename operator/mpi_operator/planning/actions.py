@@ -145,9 +145,12 @@ class Delete:
     phase: Phase = Phase.WORKLOAD
     why: str = ""
     """For the log line: what made the pod go (an elastic scale-in or replacement)."""
+    grace_period_seconds: int | None = None
+    """0: a force delete, of a pod whose kubelet no longer answers (elastic/replacement.py)."""
 
     def describe(self) -> str:
-        return f"delete {self.ref}" + (f" ({self.why})" if self.why else "")
+        force = " --force" if self.grace_period_seconds == 0 else ""
+        return f"delete{force} {self.ref}" + (f" ({self.why})" if self.why else "")
 
 
 @dataclass(frozen=True)

@@ -243,7 +243,8 @@ class Applier:
                 log.info("%s: gone, nothing to patch", action.describe())
                 return None
         assert isinstance(action, Delete)
-        if action.uid is not None and action.uid in self.deleted:
+        forced = action.grace_period_seconds is not None
+        if action.uid is not None and action.uid in self.deleted and not forced:
             return None
         log.info("%s", action.describe())
         try:
@@ -253,6 +254,7 @@ class Applier:
                 namespace=ref.namespace,
                 uid=action.uid,
                 propagation_policy=action.propagation_policy,
+                grace_period_seconds=action.grace_period_seconds,
             )
         except errors.NotFound:
             pass

@@ -213,6 +213,14 @@ def test_a_pod_keeps_its_ready_condition_only() -> None:
     assert transforms.pod(pod())["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
 
 
+def test_a_pod_keeps_its_disruption_target_condition() -> None:
+    """elastic.losses reads it: a worker the cluster took is not a program failure."""
+    taken = pod()
+    target = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    taken["status"]["conditions"].append(target)
+    assert transforms.pod(taken)["status"]["conditions"][-1] == target
+
+
 def test_an_object_without_metadata_passes_through() -> None:
     assert transforms.strip_managed_fields({"kind": "X"}) == {"kind": "X"}
 

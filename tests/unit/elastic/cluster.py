@@ -142,6 +142,18 @@ class ElasticCluster:
         """Someone deletes the pod (it lingers as terminating until `gone`)."""
         self.pod(index)["metadata"]["deletionTimestamp"] = self.now.isoformat()
 
+    def disrupt(self, index: int, reason: str) -> None:
+        """The cluster takes the pod: `DisruptionTarget=True` with `reason`, then the graceful
+        delete (the kubelet's `TerminationByKubelet` ends the pod Failed/Evicted instead)."""
+        if reason == "TerminationByKubelet":
+            self.fail(index, evicted=True)
+        else:
+            self.terminate(index)
+        status = self.pod(index)["status"]
+        status.setdefault("conditions", []).append(
+            {"type": "DisruptionTarget", "status": "True", "reason": reason}
+        )
+
     def gone(self, index: int) -> None:
         del self.pods[naming.worker_name(self.job, index)]
 

@@ -84,6 +84,7 @@ def test_a_suspended_job_lists_no_host_and_reports_its_pods_as_they_are() -> Non
         "discovered": 0,
         "draining": 0,
         "replacements": 0,
+        "disruptions": 0,
         "minReplicas": 2,
         "maxReplicas": 8,
     }

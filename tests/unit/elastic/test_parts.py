@@ -79,6 +79,7 @@ failures = st.builds(
     reason=st.sampled_from(["Error", "Evicted", "OOMKilled"]),
     exit_code=st.none() | st.integers(0, 255),
     at=st.floats(0, 2e9, allow_nan=False),
+    disruption=st.booleans(),
 )
 states = st.builds(
     PublishedState,
@@ -88,6 +89,7 @@ states = st.builds(
     changed_at=st.none() | st.floats(0, 2e9, allow_nan=False),
     incarnations=st.dictionaries(st.integers(0, 50), st.integers(1, 9)),
     replacements=st.integers(0, 100),
+    disruptions=st.integers(0, 100),
     reached_min=st.booleans(),
     below_min_since=st.none() | st.floats(0, 2e9, allow_nan=False),
     failures=st.lists(failures, max_size=3).map(tuple),
