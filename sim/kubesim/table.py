@@ -445,8 +445,10 @@ def include_object(value: str | None) -> IncludeObject:
     """The `includeObject` table option; absent or empty means `Metadata`, as on the apiserver."""
     if value in (None, "", "Metadata"):
         return "Metadata"
-    if value == "None" or value == "Object":
-        return value
+    if value == "None":
+        return "None"
+    if value == "Object":
+        return "Object"
     raise errors.bad_request(
         f'Invalid table options: includeObject: Invalid value: "{value}": '
         "must be 'Metadata', 'Object', 'None', or empty"
