@@ -24,6 +24,7 @@ from mpi_operator import planning, reasons
 from mpi_operator.api import InvalidMPIJob, MPIJob
 from mpi_operator.api import constants as c
 from mpi_operator.api.validation import worker_limit
+from mpi_operator.api.versions import PREFERRED_API_VERSION
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
@@ -592,7 +593,9 @@ class MPIJobReconciler:
             self._event(raw, event.type, event.reason, event.message)
 
     def _event(self, raw: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
-        obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": raw.get("metadata") or {}}
+        # The version `kubectl events --for mpijob/NAME` selects on (api/versions.py).
+        meta = raw.get("metadata") or {}
+        obj = {"apiVersion": PREFERRED_API_VERSION, "kind": c.KIND, "metadata": meta}
         self.recorder.record(
             obj, "Warning" if event_type == reasons.WARNING else "Normal", reason, message
         )
