@@ -238,9 +238,11 @@ class LauncherReplicaSpec(ReplicaSpec):
 class WorkerReplicaSpec(ReplicaSpec):
     """The workers: plain pods `<job>-worker-<i>` running an SSH server the launcher reaches."""
 
-    # The upper bound is for the CRD only, like the launcher's: validation reports it with the limit
-    # in force (the operator's --max-workers-per-job may be lower) and whose limit it is, and
-    # api/elastic.py builds ElasticPolicy from horovodrun's flags, whatever numbers they hold.
+    # The CRD's minimum is 1, so admission gives one error for `replicas: -1`; 0 here lets the pure
+    # core build launcher-only jobs. The upper bound is for the CRD only, like the launcher's:
+    # validation reports it with the limit in force (the operator's --max-workers-per-job may be
+    # lower) and whose limit it is, and api/elastic.py builds ElasticPolicy from horovodrun's flags,
+    # whatever numbers they hold.
     replicas: int = Field(
         c.DEFAULT_WORKER_REPLICAS,
         ge=0,
@@ -248,7 +250,7 @@ class WorkerReplicaSpec(ReplicaSpec):
         "set; at most "
         f"{c.MAX_WORKER_REPLICAS} (the operator's --max-workers-per-job may lower that). "
         "Scaled through the scale subresource.",
-        json_schema_extra={"maximum": c.MAX_WORKER_REPLICAS},
+        json_schema_extra={"minimum": 1, "maximum": c.MAX_WORKER_REPLICAS},
     )
     restart_policy: c.RestartPolicy = Field(
         c.DEFAULT_WORKER_RESTART_POLICY,
