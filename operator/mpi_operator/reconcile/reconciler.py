@@ -23,6 +23,7 @@ from mpi_operator import desired as desired_state
 from mpi_operator import planning, reasons
 from mpi_operator.api import InvalidMPIJob, MPIJob
 from mpi_operator.api import constants as c
+from mpi_operator.api.normalize import unknown_fields
 from mpi_operator.api.validation import worker_limit
 from mpi_operator.api.versions import PREFERRED_API_VERSION
 from mpi_operator.desired import DesiredState, naming
@@ -187,7 +188,9 @@ class MPIJobReconciler:
         try:
             normalized = self._parsed.parse(key, raw, obj)
         except InvalidMPIJob as exc:
-            await self._report_invalid(key, raw, [str(e) for e in exc.errors])
+            # A typo the API server dropped often explains the error: name it, and its fix.
+            dropped = [u.message("dropped by the API server") for u in unknown_fields(raw)]
+            await self._report_invalid(key, raw, [*(str(e) for e in exc.errors), *dropped])
             return Result()
         memory = self.memories.of(key)
         job = without_invalid(normalized.job)  # step 1: the job, valid and canonical
