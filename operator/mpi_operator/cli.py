@@ -169,6 +169,9 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="mpi-operator",
         description="Kubernetes operator for kubeflow.org MPIJobs with elastic Horovod.",
     )
+    parser.add_argument(
+        "--version", action="version", version=runflags.version_text(), help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser(
