@@ -8,9 +8,8 @@ version, and prints one line per finding:
     FILE[DOC]: note: legacy -> canonical    a legacy field and its v2beta1 equivalent
     FILE[DOC]: OK MPIJob "name" (...)       one line per valid job
 
-Unknown fields are errors, as `kubectl apply`'s default strict field validation makes them. Exit
-status (the highest applies): 0 all valid, 1 a document invalid, not YAML, or a file without any
-MPIJob (unless --allow-empty), 2 a file unread.
+Unknown fields are errors, as under `kubectl apply`'s strict default. Exit status (the highest
+applies): 0 all valid, 1 invalid, not YAML, or no MPIJob (unless --allow-empty), 2 a file unread.
 """
 
 from __future__ import annotations
