@@ -1,7 +1,6 @@
 """`mpi-operator validate FILE...`: check MPIJob manifests offline with the operator's own rules.
 
-Reads multi-document YAML files (`-` is stdin), validates every MPIJob document of every served
-version, and prints one line per finding:
+Checks every MPIJob of every served version in YAML files (`-`: stdin), one line per finding:
 
     FILE[DOC]: field.path: message          an error (DOC = 0-based position in the YAML stream)
     FILE[DOC]: warning: ...                 e.g. an unknown field, with --validate=warn
