@@ -24,6 +24,12 @@ def test_demo_scales_out_and_in_and_exits_zero() -> None:
     too_wide = [line for line in lines if len(line) > 100]
     assert not too_wide, too_wide
     steps = [line for line in lines if line.strip() and line.lstrip()[0].isdigit()]
+    # Columns stay apart: the workers column starts at the same place on every row that has one.
+    header = next(line for line in lines if line.lstrip().startswith("time"))
+    at = header.index("workers")
+    rows = [line for line in steps if " ready" in line]
+    assert rows, steps
+    assert all(line[at - 1] == " " and line[at].isdigit() for line in rows), (at, rows)
     assert any("2 workers ready and discovered" in line for line in steps)
     assert any("scaled out to 3" in line for line in steps)
     # The legend says what the short host names stand for and why the grace is short.
