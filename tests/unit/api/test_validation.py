@@ -345,3 +345,12 @@ def test_merge_errors_drops_errors_under_reported_paths() -> None:
     assert is_under("a.b[0]", "a.b")
     assert is_under("a.b.c", "a.b")
     assert not is_under("a.bc", "a.b")
+
+
+@pytest.mark.parametrize("replicas", [-1, 0])
+def test_too_few_workers_is_one_error_naming_the_bound_the_crd_has(replicas: int) -> None:
+    obj = _job()
+    obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = replicas
+    with pytest.raises(InvalidMPIJob) as caught:
+        parse_and_validate(obj)
+    assert [str(e) for e in caught.value.errors] == [f"{W}.replicas: must be >= 1"]
