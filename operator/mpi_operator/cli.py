@@ -93,7 +93,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from mpi_operator.api import manifests
 
     return manifests.validate_main(
-        args.files, gpus_per_node=args.gpus_per_node, max_workers=args.max_workers_per_job
+        args.files,
+        gpus_per_node=args.gpus_per_node,
+        max_workers=args.max_workers_per_job,
+        field_validation=args.validate,
+        allow_empty=args.allow_empty,
     )
 
 
@@ -164,6 +168,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mpi-operator",
         description="Kubernetes operator for kubeflow.org MPIJobs with elastic Horovod.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=runflags.version_text(), help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -260,6 +267,17 @@ def _build_parser() -> argparse.ArgumentParser:
         default=runflags.max_workers(None),
         help="the operator's --max-workers-per-job: refuse jobs with more workers (default: the "
         "ceiling)",
+    )
+    validate.add_argument(
+        "--validate",
+        choices=("strict", "warn", "ignore"),
+        default="strict",
+        help="unknown fields: errors (strict, kubectl apply's default), warnings, or ignored",
+    )
+    validate.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="a file (or stdin) without any MPIJob passes instead of failing",
     )
     validate.set_defaults(func=_cmd_validate)
 

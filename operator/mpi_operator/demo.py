@@ -6,7 +6,7 @@ it, through kubesim's file endpoint). kubesim keeps the kubelet's 60 s volume sy
 finishing within seconds shows the operator's launcher-pod touch at work. Scale-in shows both
 halves: the hosts leave discovery at once while their pods drain, and the pods are deleted after the
 (shortened) grace period. Each step waits with a deadline and the demo fails loudly, naming the step
-and what it saw, when something does not happen.
+and what it saw, when something does not happen. Every line fits a 100-column terminal.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ DEMO_GRACE_SECONDS = 3
 """The demo's copy of the example drains scaled-in workers for 3 s instead of 30 s."""
 DEMO_SETTLE_SECONDS = 2
 DRAINING_ANNOTATION = "mpi-operator.kubeflow.org/draining-since"
+STEP_WIDTH, WORKERS_WIDTH = 32, 22
+WIDTH = 100
+"""The terminal width every line of the demo fits in."""
 
 
 class DemoFailed(Exception):
@@ -61,13 +64,18 @@ class Timeline:
     out: TextIO
     started: float
 
-    def row(self, step: str, pods: str, hosts: str) -> None:
+    def header(self) -> None:
+        step, workers = "step", "workers"
+        self.out.write(f"{'time':>7}  {step:<{STEP_WIDTH}} {workers:<{WORKERS_WIDTH}} hosts\n")
+
+    def row(self, step: str, workers: str, hosts: str) -> None:
         elapsed = time.monotonic() - self.started
-        self.out.write(f"{elapsed:6.1f}s  {step:<34} {pods:<28} {hosts}\n")
+        line = f"{elapsed:6.1f}s  {step:<{STEP_WIDTH}} {workers:<{WORKERS_WIDTH}} {hosts}"
+        self.out.write(line.rstrip() + "\n")
         self.out.flush()
 
-    def progress(self, text: str) -> None:
-        self.out.write(f"        … {text}\n")
+    def progress(self, goal: str, now: str) -> None:
+        self.out.write(f'{"":9}… until "{goal}": now {now}\n')
         self.out.flush()
 
 
@@ -98,7 +106,7 @@ async def _wait(what: str, check: Callable[[], Awaitable[str | None]], timeline:
         if now > deadline:
             raise DemoFailed(f"{what}: not done after {STEP_TIMEOUT:.0f}s; last seen: {seen}")
         if seen != last_seen or now - last_report > 2.0:
-            timeline.progress(f"{what}: {seen}")
+            timeline.progress(what, seen)
             last_seen, last_report = seen, now
         await asyncio.sleep(0.1)
 
@@ -124,7 +132,7 @@ class Demo:
         draining = [
             p for p in pods if DRAINING_ANNOTATION in (p["metadata"].get("annotations") or {})
         ]
-        summary = f"workers {len(ready)}/{len(pods)} ready"
+        summary = f"{len(ready)}/{len(pods)} ready"
         return f"{summary}, {len(draining)} draining" if draining else summary
 
     async def configmap_hosts(self) -> list[str]:
@@ -148,9 +156,33 @@ class Demo:
                     return _hosts(await response.text())
         return None
 
+    def short(self, host: str) -> str:
+        """`<job>-worker-0.<job>.<ns>.svc:1` as `worker-0:1` (the legend gives the whole name)."""
+        name, _, slots = host.partition(":")
+        worker = name.split(".", 1)[0].removeprefix(f"{self.name}-")
+        return f"{worker}:{slots}" if slots else worker
+
+    def legend(self, out: TextIO) -> None:
+        example = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))["spec"]["elasticPolicy"]
+        grace = example.get("scaleInGracePeriodSeconds", c.DEFAULT_SCALE_IN_GRACE_PERIOD_SECONDS)
+        settle = example.get("settleSeconds", c.DEFAULT_SETTLE_SECONDS)
+        service = f"{self.name}.{NAMESPACE}.svc"
+        out.write(
+            f"The elastic example {self.name}, scaled out and in. To finish in seconds, "
+            f"scaled-in\nworkers drain for {DEMO_GRACE_SECONDS}s (the example says {grace}s) and "
+            f"discovery settles for {DEMO_SETTLE_SECONDS}s (the example: {settle}s).\n"
+            "hosts: what discover_hosts.sh prints in the launcher pod (host:slots); worker-0:1 "
+            f"stands for\n{self.name}-worker-0.{service}:1.\n"
+            '"… until": the step being waited for, then what the cluster shows now.\n\n'
+        )
+
     async def row(self, step: str) -> None:
         hosts = await self.launcher_hosts()
-        shown = "(launcher not running yet)" if hosts is None else " ".join(hosts) or "(none)"
+        shown = (
+            "(launcher not running yet)"
+            if hosts is None
+            else " ".join(self.short(h) for h in hosts) or "(none)"
+        )
         self.timeline.row(step, await self.pods_summary(), shown)
 
     async def expect_hosts(self, count: int, step: str, *, pods: int | None = None) -> None:
@@ -166,10 +198,9 @@ class Demo:
             mounted = len(hosts) if hosts is not None else 0
             if len(workers) == want_pods and len(ready) >= count and mounted == count:
                 return None
+            listed = len(await self.configmap_hosts())
             return (
-                f"{len(ready)}/{len(workers)} workers ready, {mounted} in the launcher's "
-                "discover_hosts.sh, "
-                f"{len(await self.configmap_hosts())} in the ConfigMap"
+                f"{len(ready)}/{len(workers)} ready; hosts: {mounted} launcher, {listed} ConfigMap"
             )
 
         await _wait(step, check, self.timeline)
@@ -190,8 +221,8 @@ class Demo:
             resources.MPIJOB, self.name, scale, namespace=NAMESPACE, subresource="scale"
         )
         self.timeline.row("kubectl scale --replicas=1", "", "")
-        await self.expect_hosts(1, "1 host discovered, 2 pods draining", pods=3)
-        await self.expect_hosts(1, f"scaled in to 1 ({DEMO_GRACE_SECONDS}s grace over)")
+        await self.expect_hosts(1, "scaled in to 1, 2 pods draining", pods=3)
+        await self.expect_hosts(1, f"drained pods deleted after {DEMO_GRACE_SECONDS}s")
 
 
 async def install_crd(kube: Kube, timeline: Timeline) -> None:
@@ -228,10 +259,10 @@ async def run_demo(out: TextIO) -> int:
                 except (DemoFailed, KubeError) as exc:
                     out.write(f"\nDEMO FAILED: installing the MPIJob CRD: {exc}\n")
                     return 1
-                out.write(
-                    f"{'time':>7}  {'step':<34} {'pods':<28} discover_hosts.sh (host:slots)\n"
-                )
-                failure = await _run_with_operator(Demo(sim, kube, http, timeline), str(kubeconfig))
+                demo = Demo(sim, kube, http, timeline)
+                demo.legend(out)
+                timeline.header()
+                failure = await _run_with_operator(demo, str(kubeconfig))
     if failure is not None:
         out.write(f"\nDEMO FAILED: {failure}\n")
         return 1

@@ -213,8 +213,9 @@ class ApiHandler:
             how = table.negotiate(request.headers.get("Accept", ""))
             if how == "object":
                 return encoded_response(self.encoder.object_list(listed), warnings=warnings)
+            include = table.include_object(query.get("includeObject"))
             return json_response(
-                table.render_list(rt, listed, how, self.cluster.now()), warnings=warnings
+                table.render_list(rt, listed, how, self.cluster.now(), include), warnings=warnings
             )
         if (
             rt.namespaced
@@ -233,7 +234,9 @@ class ApiHandler:
             how = table.negotiate(request.headers.get("Accept", ""))
             if how == "object":
                 return encoded_response(self.encoder.object(obj), warnings=warnings)
-            return json_response(table.render(rt, obj, how, self.cluster.now()), warnings=warnings)
+            include = table.include_object(query.get("includeObject"))
+            rendered = table.render(rt, obj, how, self.cluster.now(), include)
+            return json_response(rendered, warnings=warnings)
         if verb == "create":
             body = await self._json_body(request)
             if sub == "eviction" and "eviction" in rt.subresources:
@@ -408,6 +411,7 @@ class ApiHandler:
         self, request: web.Request, rt: ResourceType, ns: str | None
     ) -> web.StreamResponse:
         query = request.query
+        include = table.include_object(query.get("includeObject"))
         batches = self.cluster.watch_batches(
             rt,
             ns,
@@ -451,7 +455,8 @@ class ApiHandler:
                         elif how == "object":
                             lines.append(self.encoder.event(event.type, event.object))
                         else:
-                            obj = table.render(rt, event.object, how, self.cluster.now())
+                            now = self.cluster.now()
+                            obj = table.render(rt, event.object, how, now, include)
                             lines.append(encoding.dumps({"type": event.type, "object": obj}))
                     # A burst of changes goes out in one write (one chunk, one send), not one per
                     # event.

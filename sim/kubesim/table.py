@@ -4,7 +4,7 @@ and PartialObjectMetadata (metadata-only clients), chosen from the Accept header
 Custom resources get the CRD version's `additionalPrinterColumns` (evaluated with the restricted
 JSONPath the apiserver allows there); built-in kinds get the columns the apiserver's printers give
 the common ones. `date` cells are humanised on the server (`13s`, `5m3s`, `2d4h`) as the apiserver
-does.
+does. Each row carries its object as `includeObject` asks (`kubectl get --sort-by` asks `Object`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from kubesim import errors
 from kubesim.registry import ResourceType
 
 Column = dict[str, Any]
@@ -437,8 +438,32 @@ def partial(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def row(rt: ResourceType, obj: dict[str, Any], now: datetime) -> dict[str, Any]:
-    return {"cells": cells(rt, obj, now), "object": partial(obj)}
+IncludeObject = Literal["None", "Metadata", "Object"]
+
+
+def include_object(value: str | None) -> IncludeObject:
+    """The `includeObject` table option; absent or empty means `Metadata`, as on the apiserver."""
+    if value in (None, "", "Metadata"):
+        return "Metadata"
+    if value == "None":
+        return "None"
+    if value == "Object":
+        return "Object"
+    raise errors.bad_request(
+        f'Invalid table options: includeObject: Invalid value: "{value}": '
+        "must be 'Metadata', 'Object', 'None', or empty"
+    )
+
+
+def row(
+    rt: ResourceType, obj: dict[str, Any], now: datetime, include: IncludeObject = "Metadata"
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"cells": cells(rt, obj, now)}
+    if include == "Metadata":
+        out["object"] = partial(obj)
+    elif include == "Object":
+        out["object"] = obj
+    return out
 
 
 def table(
@@ -448,6 +473,7 @@ def table(
     resource_version: str | None = None,
     continue_token: str | None = None,
     now: datetime | None = None,
+    include: IncludeObject = "Metadata",
 ) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     metadata: dict[str, Any] = {}
@@ -460,7 +486,7 @@ def table(
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
         "columnDefinitions": columns(rt),
-        "rows": [row(rt, o, now) for o in objects],
+        "rows": [row(rt, o, now, include) for o in objects],
     }
 
 
@@ -482,7 +508,11 @@ def negotiate(accept: str) -> Representation:
 
 
 def render_list(
-    rt: ResourceType, listed: dict[str, Any], how: Representation, now: datetime
+    rt: ResourceType,
+    listed: dict[str, Any],
+    how: Representation,
+    now: datetime,
+    include: IncludeObject = "Metadata",
 ) -> dict[str, Any]:
     """A `<Kind>List` from `Cluster.list` in the negotiated representation."""
     if how == "object":
@@ -495,6 +525,7 @@ def render_list(
             resource_version=meta["resourceVersion"],
             continue_token=meta.get("continue"),
             now=now,
+            include=include,
         )
     items = [partial(o) for o in listed["items"]]
     return {
@@ -506,13 +537,16 @@ def render_list(
 
 
 def render(
-    rt: ResourceType, obj: dict[str, Any], how: Representation, now: datetime
+    rt: ResourceType,
+    obj: dict[str, Any],
+    how: Representation,
+    now: datetime,
+    include: IncludeObject = "Metadata",
 ) -> dict[str, Any]:
     """One object (a GET or a watch event) in the negotiated representation."""
     if how == "table":
-        return table(
-            rt, [obj], resource_version=(obj.get("metadata") or {}).get("resourceVersion"), now=now
-        )
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        return table(rt, [obj], resource_version=rv, now=now, include=include)
     if how == "metadata":
         return partial(obj)
     return obj

@@ -84,11 +84,17 @@ async def test_scale_within_bounds_and_refused_beyond_them(installed: Kubectl) -
     await _ok(installed, "scale", "mpijob", NAME, "--replicas=4")
     rc, _, err = await installed("scale", "mpijob", NAME, "--replicas=5")
     assert rc == 1
-    assert "Worker replicas must be <= elasticPolicy.maxReplicas" in err
-    patch = json.dumps({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 0}}}})
+    assert "Worker replicas must be <= elasticPolicy.maxReplicas (4)" in err
+    # One mistake, one error: the schema's minimum, not also the elastic bound's rule.
+    patch = json.dumps({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": -1}}}})
     rc, _, err = await installed("patch", "mpijob", NAME, "--type=merge", "-p", patch)
     assert rc == 1
-    assert "Worker replicas must be >= 1" in err
+    assert "should be greater than or equal to 1" in err
+    assert err.count("Invalid value") == 1, err
+    too_many = json.dumps({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 100000}}}})
+    rc, _, err = await installed("patch", "mpijob", NAME, "--type=merge", "-p", too_many)
+    assert rc == 1
+    assert err.count("Invalid value") == 1, err
     stored = yaml.safe_load(await _ok(installed, "get", "mpijob", NAME, "-o", "yaml"))
     assert stored["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 4
 
@@ -97,7 +103,7 @@ async def test_min_above_max_and_bad_names_are_refused_at_admission(installed: K
     bad_bounds = EXAMPLE.read_text().replace("minReplicas: 1", "minReplicas: 6")
     rc, _, err = await installed("apply", "-f", "-", stdin=bad_bounds.replace(NAME, "bad-bounds"))
     assert rc == 1
-    assert "minReplicas must be <= maxReplicas" in err
+    assert "minReplicas (6) must be <= maxReplicas (4)" in err
     rc, _, err = await installed(
         "apply", "-f", "-", stdin=EXAMPLE.read_text().replace(NAME, "1-starts-digit")
     )

@@ -31,7 +31,7 @@ import pytest
 import operator_testing
 from kubesim.app import KubeSim
 from kubesim.settings import SimSettings
-from kubesim.testing import Kubectl
+from kubesim.testing import Kubectl, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
@@ -268,3 +268,25 @@ async def test_migration_claim_plain_get_is_quiet_and_alphas_warn(kubectl: Kubec
     assert rc == 0, err
     assert "tensorflow2-mnist-elastic" in out
     assert "kubeflow.org/v1alpha2 MPIJob is deprecated; use kubeflow.org/v2beta1" in err
+
+
+async def test_kubectl_events_for_the_job_and_sorted_by_last_timestamp(
+    kubectl: Kubectl, kubesim: KubeSim
+) -> None:
+    """docs/troubleshooting.md's `kubectl events --for mpijob/NAME` and `--sort-by=.lastTimestamp`:
+    the first selects on involvedObject.apiVersion, which must be the version `mpijob` resolves to
+    (v1, ranked above v2beta1); the second needs the Table rows' whole objects."""
+    env = await _install(kubectl)
+    async with operator_testing.running_operator(operator_testing.operator_settings(kubesim)):
+
+        async def listed() -> str | None:
+            argv = kubectl.argv("events", "--for", "mpijob/tensorflow2-mnist-elastic")
+            rc, out, err = await _run(argv, env)
+            assert rc == 0, err
+            return out if "MPIJobCreated" in out else None
+
+        out = await eventually(listed, what="the MPIJob's events through `mpijob/NAME`")
+        assert "MPIJob/tensorflow2-mnist-elastic" in out, out
+    rc, out, err = await _run(kubectl.argv("get", "events", "--sort-by=.lastTimestamp"), env)
+    assert rc == 0, err
+    assert "MPIJobCreated" in out, out

@@ -486,9 +486,12 @@ def test_abbreviations_are_refused_as_go_does(capsys: pytest.CaptureFixture[str]
     assert "unrecognized arguments: --thread=2" in capsys.readouterr().err
 
 
-def test_version_prints_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv", [["run", "-version"], ["run", "--version"], ["--version"]], ids=" ".join
+)
+def test_version_prints_and_exits_0(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        cli.main(["run", "-version"])
+        cli.main(argv)
     assert exited.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("mpi-operator 0.")

@@ -60,22 +60,24 @@ _SPEC_RULES: Final[list[dict[str, str]]] = [
         "fieldPath": ".mpiReplicaSpecs",
         "reason": "FieldValueRequired",
     },
-    {
-        "rule": f"!({_HAS_WORKER_REPLICAS}) || {_WORKERS}.replicas >= 1",
-        "message": "Worker replicas must be >= 1",
-        "fieldPath": ".mpiReplicaSpecs.Worker.replicas",
-    },
+    # The schema's minimum (1) and maximum refuse what is out of any bound; these rules stay silent
+    # then, so one mistake gets one error. messageExpression puts the bound in the message.
     {
         "rule": f"!has(self.elasticPolicy) || !({_HAS_WORKER_REPLICAS}) || "
-        f"(!has(self.elasticPolicy.minReplicas) || {_WORKERS}.replicas >= "
-        "self.elasticPolicy.minReplicas)",
+        f"!has(self.elasticPolicy.minReplicas) || {_WORKERS}.replicas < 1 || "
+        f"{_WORKERS}.replicas >= self.elasticPolicy.minReplicas",
         "message": "Worker replicas must be >= elasticPolicy.minReplicas",
+        "messageExpression": "'Worker replicas must be >= elasticPolicy.minReplicas (' + "
+        "string(self.elasticPolicy.minReplicas) + ')'",
         "fieldPath": ".mpiReplicaSpecs.Worker.replicas",
     },
     {
         "rule": f"!has(self.elasticPolicy) || !({_HAS_WORKER_REPLICAS}) || "
+        f"{_WORKERS}.replicas > {c.MAX_WORKER_REPLICAS} || "
         f"{_WORKERS}.replicas <= self.elasticPolicy.maxReplicas",
         "message": "Worker replicas must be <= elasticPolicy.maxReplicas",
+        "messageExpression": "'Worker replicas must be <= elasticPolicy.maxReplicas (' + "
+        "string(self.elasticPolicy.maxReplicas) + ')'",
         "fieldPath": ".mpiReplicaSpecs.Worker.replicas",
     },
 ]
@@ -84,6 +86,8 @@ _ELASTIC_RULES: Final[list[dict[str, str]]] = [
     {
         "rule": "!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",
         "message": "minReplicas must be <= maxReplicas",
+        "messageExpression": "'minReplicas (' + string(self.minReplicas) + ') must be <= "
+        "maxReplicas (' + string(self.maxReplicas) + ')'",
         "fieldPath": ".minReplicas",
     }
 ]

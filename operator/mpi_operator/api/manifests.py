@@ -1,14 +1,14 @@
 """`mpi-operator validate FILE...`: check MPIJob manifests offline with the operator's own rules.
 
-Reads multi-document YAML files (`-` is stdin), validates every MPIJob document of every served
-version, and prints one line per finding:
+Checks every MPIJob of every served version in YAML files (`-`: stdin), one line per finding:
 
     FILE[DOC]: field.path: message          an error (DOC = 0-based position in the YAML stream)
-    FILE[DOC]: warning: ...                 e.g. an unknown field the API server would drop
+    FILE[DOC]: warning: ...                 e.g. an unknown field, with --validate=warn
     FILE[DOC]: note: legacy -> canonical    a legacy field and its v2beta1 equivalent
     FILE[DOC]: OK MPIJob "name" (...)       one line per valid job
 
-Exit status (the highest applies): 0 all valid, 1 a document invalid or not YAML, 2 a file unread.
+Unknown fields are errors, as under `kubectl apply`'s strict default. Exit status (the highest
+applies): 0 all valid, 1 invalid, not YAML, or no MPIJob (unless --allow-empty), 2 a file unread.
 """
 
 from __future__ import annotations
@@ -16,18 +16,22 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, Literal, TextIO
 
 import yaml
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import elastic
 from mpi_operator.api.normalize import Normalized, parse_and_validate
-from mpi_operator.api.validation import InvalidMPIJob
+from mpi_operator.api.validation import InvalidMPIJob, UnknownField
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_UNREADABLE = 2
+
+FieldValidation = Literal["strict", "warn", "ignore"]
+FIELD_VALIDATION: Final[tuple[FieldValidation, ...]] = ("strict", "warn", "ignore")
+"""kubectl's `--validate` values: what an unknown field is (kubectl's default is strict)."""
 
 
 class ManifestLoader(yaml.SafeLoader):
@@ -79,8 +83,27 @@ def _summary(result: Normalized, api_version: Any) -> str:
     return f'OK MPIJob "{job.name}" ({", ".join(parts)})'
 
 
+def _unknown_fields(
+    label: str, unknown: list[UnknownField], mode: FieldValidation, out: TextIO
+) -> bool:
+    """Prints the unknown fields as `mode` says; whether they make the job invalid."""
+    for field in unknown if mode != "ignore" else ():
+        if mode == "strict":
+            print(f"{label}: {field.message('which kubectl apply refuses')}", file=out)
+        else:
+            print(
+                f"{label}: warning: {field.message('will be dropped by the API server')}", file=out
+            )
+    return mode == "strict" and bool(unknown)
+
+
 def _check_job(
-    label: str, doc: dict[str, Any], gpus_per_node: int, max_workers: int, out: TextIO
+    label: str,
+    doc: dict[str, Any],
+    gpus_per_node: int,
+    max_workers: int,
+    out: TextIO,
+    mode: FieldValidation = "strict",
 ) -> bool:
     try:
         result = parse_and_validate(doc, gpus_per_node=gpus_per_node, max_workers=max_workers)
@@ -89,6 +112,7 @@ def _check_job(
             print(f"{label}: note: {note}", file=out)
         for warning in exc.warnings:
             print(f"{label}: warning: {warning}", file=out)
+        _unknown_fields(label, exc.unknown, mode, out)
         for error in exc.errors:
             print(f"{label}: {error}", file=out)
         return False
@@ -96,6 +120,8 @@ def _check_job(
         print(f"{label}: note: {note}", file=out)
     for warning in result.warnings:
         print(f"{label}: warning: {warning}", file=out)
+    if _unknown_fields(label, result.unknown, mode, out):
+        return False
     inferred = (
         elastic.infer_elastic_policy(result.job) if result.job.spec.elastic_policy is None else None
     )
@@ -123,11 +149,15 @@ def validate_text(
     gpus_per_node: int,
     out: TextIO,
     max_workers: int = c.MAX_WORKER_REPLICAS,
+    field_validation: FieldValidation = "strict",
+    allow_empty: bool = False,
 ) -> int:
     """Validate every MPIJob in one YAML stream; returns EXIT_OK or EXIT_INVALID.
 
     `gpus_per_node` and `max_workers` are the operator's `--gpus-per-node` and
-    `--max-workers-per-job`, so a manifest is judged as the operator that will run it judges it."""
+    `--max-workers-per-job`, so a manifest is judged as the operator that will run it judges it.
+    A stream without an MPIJob (say, the empty output of a failed `generate`) is invalid unless
+    `allow_empty`."""
     status = EXIT_OK
     jobs = 0
     index = -1
@@ -154,21 +184,31 @@ def validate_text(
                     print(f"{item_label}: note: skipped {kind} (not a {c.GROUP} MPIJob)", file=out)
                     continue
                 jobs += 1
-                if not _check_job(item_label, item, gpus_per_node, max_workers, out):
+                if not _check_job(
+                    item_label, item, gpus_per_node, max_workers, out, field_validation
+                ):
                     status = EXIT_INVALID
     except yaml.YAMLError as exc:
         print(f"{name}[{index + 1}]: {_yaml_problem(exc)}", file=out)
         return EXIT_INVALID
     if jobs == 0 and status == EXIT_OK:
-        print(f"{name}: note: no MPIJob found", file=out)
+        if allow_empty:
+            print(f"{name}: note: no MPIJob found", file=out)
+        else:
+            print(f"{name}: no MPIJob found (--allow-empty accepts that)", file=out)
+            status = EXIT_INVALID
     return status
 
 
 def validate_main(
-    files: list[str], *, gpus_per_node: int, max_workers: int = c.MAX_WORKER_REPLICAS
+    files: list[str],
+    *,
+    gpus_per_node: int,
+    max_workers: int = c.MAX_WORKER_REPLICAS,
+    field_validation: FieldValidation = "strict",
+    allow_empty: bool = False,
 ) -> int:
-    """Entry point of `mpi-operator validate FILE... [--gpus-per-node N] [--max-workers-per-job N]`;
-    returns the exit status."""
+    """Entry point of `mpi-operator validate FILE...` and its flags; returns the exit status."""
     status = EXIT_OK
     for name in files:
         try:
@@ -182,7 +222,13 @@ def validate_main(
         status = max(
             status,
             validate_text(
-                label, text, gpus_per_node=gpus_per_node, max_workers=max_workers, out=sys.stdout
+                label,
+                text,
+                gpus_per_node=gpus_per_node,
+                max_workers=max_workers,
+                out=sys.stdout,
+                field_validation=field_validation,
+                allow_empty=allow_empty,
             ),
         )
     return status

@@ -17,7 +17,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -238,20 +238,28 @@ class LauncherReplicaSpec(ReplicaSpec):
     )
 
 
+def _not_negative_workers(value: int) -> int:
+    # 0 passes here (the pure core builds launcher-only jobs) and fails the ">= 1" rule in
+    # validation; a negative count gets that same message, as the CRD's minimum 1 would give.
+    if value < 0:
+        raise PydanticCustomError("greater_than_equal", "must be >= 1", {"ge": 1})
+    return value
+
+
 class WorkerReplicaSpec(ReplicaSpec):
     """The workers: plain pods `<job>-worker-<i>` running an SSH server the launcher reaches."""
 
-    # The upper bound is for the CRD only, like the launcher's: validation reports it with the limit
-    # in force (the operator's --max-workers-per-job may be lower) and whose limit it is, and
-    # api/elastic.py builds ElasticPolicy from horovodrun's flags, whatever numbers they hold.
-    replicas: int = Field(
+    # The CRD's minimum is 1, so admission gives one error for `replicas: -1`. The upper bound is
+    # for the CRD only, like the launcher's: validation reports it with the limit in force (the
+    # operator's --max-workers-per-job may be lower) and whose limit it is, and api/elastic.py
+    # builds ElasticPolicy from horovodrun's flags, whatever numbers they hold.
+    replicas: Annotated[int, AfterValidator(_not_negative_workers)] = Field(
         c.DEFAULT_WORKER_REPLICAS,
-        ge=0,
         description="Number of worker pods; must be >= 1, and within elasticPolicy bounds when "
         "set; at most "
         f"{c.MAX_WORKER_REPLICAS} (the operator's --max-workers-per-job may lower that). "
         "Scaled through the scale subresource.",
-        json_schema_extra={"maximum": c.MAX_WORKER_REPLICAS},
+        json_schema_extra={"minimum": 1, "maximum": c.MAX_WORKER_REPLICAS},
     )
     restart_policy: c.RestartPolicy = Field(
         c.DEFAULT_WORKER_RESTART_POLICY,

@@ -3,20 +3,25 @@ error.
 
 Pipeline: copy into plain JSON data (dropping nulls, as the API server prunes them) -> check
 apiVersion/kind -> map legacy fields (`legacy.py`) -> parse with pydantic (which applies the static
-defaults), reporting unknown fields as warnings. When parsing fails, the offending values are
+defaults), reporting unknown fields with the closest known name. When parsing fails, the values are
 dropped (or empty objects put where one is required) and parsing retried, so the cross-field rules
 still run on what is left and one pass reports every problem.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import difflib
+import json
 import math
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import legacy
@@ -26,6 +31,7 @@ from mpi_operator.api.validation import (
     FieldError,
     InvalidMPIJob,
     LegacyNote,
+    UnknownField,
     describe,
     format_path,
     is_under,
@@ -45,6 +51,7 @@ _OBJECT_META_FIELDS = frozenset(
         "annotations", "ownerReferences", "finalizers", "managedFields",
     }
 )  # fmt: skip
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
 _MAX_DEPTH = 100
 _MAX_REPAIR_ROUNDS = 25
 Loc = tuple[str | int, ...]
@@ -59,6 +66,8 @@ class Normalized:
     warnings: list[str] = field(default_factory=list)
     path_aliases: tuple[tuple[str, str], ...] = ()
     """(canonical path, path in the input) pairs for fields that legacy mapping moved."""
+    unknown: list[UnknownField] = field(default_factory=list)
+    """Fields the schema does not have: the API server drops them, or refuses them when strict."""
 
 
 class _NotJSON(Exception):
@@ -141,14 +150,45 @@ def _sort_key(loc: Loc) -> tuple[str, ...]:
     return tuple(f"{p:012d}" if isinstance(p, int) else p for p in loc)
 
 
-def _parse(data: dict[str, Any]) -> tuple[MPIJob | None, list[FieldError], list[str]]:
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The API model that holds the object at `loc` in an MPIJob, if it is one."""
+    kind: Any = MPIJob
+    for part in loc:
+        while typing.get_origin(kind) in (typing.Union, types.UnionType, typing.Annotated):
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        if isinstance(part, int) or typing.get_origin(kind) is dict:
+            args = typing.get_args(kind)
+            kind = args[-1] if args else None
+        elif isinstance(kind, type) and issubclass(kind, BaseModel):
+            found = [f for f in kind.model_fields.values() if f.alias == part]
+            kind = found[0].annotation if found else None
+        else:
+            return None
+    while typing.get_origin(kind) in (typing.Union, types.UnionType):
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
+def _unknown(loc: Loc) -> UnknownField:
+    """`loc` as an unknown field, with the known name at its place that is closest, if any is."""
+    parent = loc[:-1]
+    known: Sequence[str] = ()
+    if parent == ("metadata",):
+        known = sorted(_OBJECT_META_FIELDS)
+    elif (model := _model_at(parent)) is not None:
+        known = [f.alias for f in model.model_fields.values() if f.alias]
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    return UnknownField(format_path(loc), close[0] if close else None)
+
+
+def _parse(data: dict[str, Any]) -> tuple[MPIJob | None, list[FieldError], list[UnknownField]]:
     """Parse, repairing the data after a failure so that the cross-field rules can still run.
 
     pydantic reports every schema problem in its first pass; later passes only see what the repairs
     did (and list indexes shifted by them), so only the first pass is reported.
     """
     errors: list[FieldError] = []
-    warnings: list[str] = []
+    warnings: list[UnknownField] = []
     filled: set[Loc] = set()
     for round_ in range(_MAX_REPAIR_ROUNDS):
         try:
@@ -165,7 +205,7 @@ def _parse(data: dict[str, Any]) -> tuple[MPIJob | None, list[FieldError], list[
             path = format_path(loc)
             if detail["type"] == "extra_forbidden":
                 if round_ == 0:
-                    warnings.append(f"{path}: unknown field, will be dropped by the API server")
+                    warnings.append(_unknown(loc))
                 deletions.append(loc)
                 continue
             if round_ == 0 and not any(is_under(path, e.path) for e in errors):
@@ -244,7 +284,7 @@ def _normalize(obj: Mapping[str, Any], gpus_per_node: int, max_workers: int) -> 
     errors = merge_errors(errors, conversion.errors)
     metadata = data.get("metadata")
     unknown_meta = [
-        f"metadata.{key}: unknown field, will be dropped by the API server"
+        _unknown(("metadata", key))
         for key in (metadata if isinstance(metadata, dict) else {})
         if key not in _OBJECT_META_FIELDS
     ]
@@ -254,19 +294,21 @@ def _normalize(obj: Mapping[str, Any], gpus_per_node: int, max_workers: int) -> 
     if job is None:
         raise InvalidMPIJob(
             errors or [FieldError(ROOT_PATH, "cannot be parsed as an MPIJob")],
-            warnings=conversion.warnings + unknown,
+            warnings=conversion.warnings,
             notes=conversion.notes,
+            unknown=unknown,
         )
     if errors:
         raise InvalidMPIJob(
             merge_errors(
                 errors, _relabel(semantic_errors(job, max_workers=max_workers), conversion.aliases)
             ),
-            warnings=conversion.warnings + unknown,
+            warnings=conversion.warnings,
             notes=conversion.notes,
+            unknown=unknown,
         )
     return Normalized(
-        job, conversion.notes, conversion.warnings + unknown, tuple(conversion.aliases)
+        job, conversion.notes, conversion.warnings, tuple(conversion.aliases), unknown
     )
 
 
@@ -286,9 +328,32 @@ def parse_and_validate(
     errors = validate(result.job, max_workers=max_workers, cluster_domain=cluster_domain)
     if errors:
         raise InvalidMPIJob(
-            _relabel(errors, result.path_aliases), warnings=result.warnings, notes=result.notes
+            _relabel(errors, result.path_aliases),
+            warnings=result.warnings,
+            notes=result.notes,
+            unknown=result.unknown,
         )
     return result
+
+
+def unknown_fields(obj: Mapping[str, Any]) -> list[UnknownField]:
+    """The unknown fields of `obj`, and of the manifest `kubectl apply` last applied to it (its
+    annotation): the API server dropped those, so only the annotation still shows a typo."""
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    applied = annotations.get(LAST_APPLIED) if isinstance(annotations, Mapping) else None
+    found: dict[str, UnknownField] = {}
+    sources: list[Any] = [obj]
+    if isinstance(applied, str):
+        with contextlib.suppress(ValueError):  # not kubectl's JSON: nothing to learn from it
+            sources.append(json.loads(applied))
+    for source in sources:
+        try:
+            unknown = normalize(source).unknown
+        except InvalidMPIJob as exc:
+            unknown = exc.unknown
+        found.update((u.path, u) for u in unknown if u.path not in found)
+    return list(found.values())
 
 
 def to_canonical_dict(job: MPIJob) -> dict[str, Any]:

@@ -58,11 +58,24 @@ class LegacyNote:
         return f"{text} ({self.detail})" if self.detail else text
 
 
+@dataclass(frozen=True)
+class UnknownField:
+    """A field the schema does not have, with the known name closest to it, if one is close."""
+
+    path: str
+    suggestion: str | None = None
+
+    def message(self, consequence: str) -> str:
+        """`path: unknown field, <consequence>; did you mean "name"?`"""
+        hint = f'; did you mean "{self.suggestion}"?' if self.suggestion else ""
+        return f"{self.path}: unknown field, {consequence}{hint}"
+
+
 class InvalidMPIJob(Exception):
     """The object is not a valid MPIJob; `errors` lists every problem found.
 
-    `warnings` and `notes` (legacy mappings) carry what normalization found besides the errors, so a
-    caller can show everything at once.
+    `warnings`, `notes` (legacy mappings) and `unknown` fields carry what normalization found
+    besides the errors, so a caller can show everything at once.
     """
 
     def __init__(
@@ -71,10 +84,12 @@ class InvalidMPIJob(Exception):
         *,
         warnings: Sequence[str] = (),
         notes: Sequence[LegacyNote] = (),
+        unknown: Sequence[UnknownField] = (),
     ) -> None:
         self.errors: list[FieldError] = list(errors)
         self.warnings: list[str] = list(warnings)
         self.notes: list[LegacyNote] = list(notes)
+        self.unknown: list[UnknownField] = list(unknown)
         super().__init__("; ".join(str(e) for e in self.errors) or "invalid MPIJob")
 
 

@@ -111,6 +111,10 @@ def published_state(
     )
 
 
+def _workers(count: int) -> str:
+    return f"{count} worker" if count == 1 else f"{count} workers"
+
+
 def _names(job: MPIJob, members: Iterable[Member], cluster_domain: str) -> str:
     return ", ".join(worker_host(job, i, n, cluster_domain) for i, n in sorted(members))
 
@@ -190,7 +194,7 @@ def elastic_step(
             Event(
                 reasons.NORMAL,
                 HOSTS_ADDED,
-                f"discover_hosts.sh lists {len(pace.members)} workers; added "
+                f"discover_hosts.sh lists {_workers(len(pace.members))}; added "
                 f"{_names(job, pace.added, cluster_domain)}",
             )
         )
@@ -199,7 +203,7 @@ def elastic_step(
             Event(
                 reasons.NORMAL,
                 HOSTS_REMOVED,
-                f"discover_hosts.sh lists {len(pace.members)} workers; scaled in "
+                f"discover_hosts.sh lists {_workers(len(pace.members))}; scaled in "
                 f"{_names(job, pace.removed, cluster_domain)}",
             )
         )
@@ -208,7 +212,7 @@ def elastic_step(
             Event(
                 reasons.WARNING,
                 HOSTS_LOST,
-                f"discover_hosts.sh lists {len(pace.members)} workers; dropped hosts that cannot "
+                f"discover_hosts.sh lists {_workers(len(pace.members))}; dropped hosts that cannot "
                 "run "
                 f"{_names(job, pace.removed, cluster_domain)}",
             )

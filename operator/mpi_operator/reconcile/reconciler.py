@@ -23,7 +23,9 @@ from mpi_operator import desired as desired_state
 from mpi_operator import planning, reasons
 from mpi_operator.api import InvalidMPIJob, MPIJob
 from mpi_operator.api import constants as c
+from mpi_operator.api.normalize import unknown_fields
 from mpi_operator.api.validation import worker_limit
+from mpi_operator.api.versions import PREFERRED_API_VERSION
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
@@ -186,7 +188,9 @@ class MPIJobReconciler:
         try:
             normalized = self._parsed.parse(key, raw, obj)
         except InvalidMPIJob as exc:
-            await self._report_invalid(key, raw, [str(e) for e in exc.errors])
+            # A typo the API server dropped often explains the error: name it, and its fix.
+            dropped = [u.message("dropped by the API server") for u in unknown_fields(raw)]
+            await self._report_invalid(key, raw, [*(str(e) for e in exc.errors), *dropped])
             return Result()
         memory = self.memories.of(key)
         job = without_invalid(normalized.job)  # step 1: the job, valid and canonical
@@ -592,7 +596,9 @@ class MPIJobReconciler:
             self._event(raw, event.type, event.reason, event.message)
 
     def _event(self, raw: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
-        obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": raw.get("metadata") or {}}
+        # The version `kubectl events --for mpijob/NAME` selects on (api/versions.py).
+        meta = raw.get("metadata") or {}
+        obj = {"apiVersion": PREFERRED_API_VERSION, "kind": c.KIND, "metadata": meta}
         self.recorder.record(
             obj, "Warning" if event_type == reasons.WARNING else "Normal", reason, message
         )

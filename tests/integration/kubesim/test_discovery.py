@@ -132,6 +132,30 @@ async def test_pod_table_has_ready_status_restarts(kubesim: KubeSim, kube_api: A
     assert tbl["rows"][0]["cells"][:4] == ["p", "0/1", "Pending", 0]
 
 
+async def test_table_rows_carry_the_object_include_object_asks_for(
+    kubesim: KubeSim, kube_api: ApiClient
+) -> None:
+    await client.CoreV1Api(kube_api).create_namespaced_pod(
+        "default",
+        {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+    )
+    base = kubesim.url + "/api/v1/namespaces/default/pods"
+    seen: dict[str, Any] = {}
+    for include in ("None", "Metadata", "Object", ""):
+        for url in (f"{base}?includeObject={include}", f"{base}/p?includeObject={include}"):
+            _, _, tbl = await _get(url, TABLE)
+            seen.setdefault(include, set()).add(tbl["rows"][0].get("object", {}).get("kind"))
+    assert seen == {
+        "None": {None},
+        "Metadata": {"PartialObjectMetadata"},
+        "Object": {"Pod"},
+        "": {"PartialObjectMetadata"},
+    }
+    status, _, body = await _get(f"{base}?includeObject=Everything", TABLE)
+    assert status == 400, body
+    assert "includeObject" in body["message"], body
+
+
 @pytest.mark.parametrize(
     "path",
     [

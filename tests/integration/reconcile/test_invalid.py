@@ -7,10 +7,13 @@ field."""
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
+from mpi_operator.api.normalize import LAST_APPLIED
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
@@ -99,6 +102,23 @@ async def test_invalid_job_creates_nothing_explains_itself_and_recovers_when_fix
     assert "Invalid" not in conditions(job)
     assert job["status"]["conditions"][0]["type"] == "Created"
     assert job["status"]["observedGeneration"] == 2
+
+
+async def test_the_event_names_a_typo_the_api_server_dropped_and_its_fix(
+    kube: Kube, operator: Manager
+) -> None:
+    # As `kubectl apply --validate=false` leaves it: the typo pruned, but kept in the annotation.
+    body = mpijob("typo")
+    body["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"] = [
+        {"name": "main"}
+    ]
+    applied = copy.deepcopy(body)
+    applied["spec"]["slotPerWorker"] = 2
+    body["metadata"]["annotations"] = {LAST_APPLIED: json.dumps(applied)}
+    await kube.create(resources.MPIJOB, body)
+    event = await wait_event(kube, "typo", "ValidationError")
+    hint = 'unknown field, dropped by the API server; did you mean "slotsPerWorker"?'
+    assert f"spec.slotPerWorker: {hint}" in event["message"], event["message"]
 
 
 async def test_junk_objects_never_crash_the_operator(

@@ -200,10 +200,17 @@ def test_cel_rules_cover_the_admission_invariants(generated: dict[str, Any]) -> 
     spec = schema["properties"]["spec"]
     spec_messages = {rule["message"] for rule in spec["x-kubernetes-validations"]}
     assert {
-        "Worker replicas must be >= 1",
         "Worker replicas must be >= elasticPolicy.minReplicas",
         "Worker replicas must be <= elasticPolicy.maxReplicas",
     } <= spec_messages
+    # Each bound is named in the message, which the rule's messageExpression builds.
+    assert all(
+        "string(self.elasticPolicy." in rule["messageExpression"]
+        for rule in spec["x-kubernetes-validations"]
+        if rule["message"].startswith("Worker replicas")
+    )
+    worker = spec["properties"]["mpiReplicaSpecs"]["properties"]["Worker"]["properties"]
+    assert worker["replicas"]["minimum"] == 1
     elastic = spec["properties"]["elasticPolicy"]["x-kubernetes-validations"]
     assert [r["message"] for r in elastic] == ["minReplicas must be <= maxReplicas"]
     launcher = spec["properties"]["mpiReplicaSpecs"]["properties"]["Launcher"]["properties"][

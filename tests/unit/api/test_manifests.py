@@ -37,7 +37,8 @@ def test_multi_document_file() -> None:
         for line in (
             "0]: note: skipped Namespace (not a kubeflow.org MPIJob)",
             '1]: OK MPIJob "pi" (kubeflow.org/v2beta1, 2 workers)',
-            "3]: warning: spec.slotPerWorker: unknown field, will be dropped by the API server",
+            "3]: spec.slotPerWorker: unknown field, which kubectl apply refuses; "
+            'did you mean "slotsPerWorker"?',
             '3]: spec.runPolicy.cleanPodPolicy: Unsupported value: "Always": '
             'supported values: "All", "Running", "None"',
             "3]: spec.mpiReplicaSpecs.Worker.replicas: must be >= 1",
@@ -114,7 +115,7 @@ def test_malformed_yaml_from_stdin_reports_line_and_column() -> None:
 @pytest.mark.parametrize(
     ("text", "status", "lines"),
     [
-        ("", EXIT_OK, ["f.yaml: note: no MPIJob found"]),
+        ("", EXIT_INVALID, ["f.yaml: no MPIJob found (--allow-empty accepts that)"]),
         (
             "- a\n- b\n",
             EXIT_INVALID,
@@ -122,10 +123,10 @@ def test_malformed_yaml_from_stdin_reports_line_and_column() -> None:
         ),
         (
             "apiVersion: training.kubedl.io/v1alpha1\nkind: MPIJob\n",
-            EXIT_OK,
+            EXIT_INVALID,
             [
                 "f.yaml[0]: note: skipped MPIJob (not a kubeflow.org MPIJob)",
-                "f.yaml: note: no MPIJob found",
+                "f.yaml: no MPIJob found",
             ],
         ),
         (
@@ -164,6 +165,44 @@ def test_validate_text(text: str, status: int, lines: list[str]) -> None:
     assert len(got) == len(lines), got
     for line, want in zip(got, lines, strict=True):
         assert line.startswith(want), (line, want)
+
+
+TYPO = MANIFESTS / "mixed" / "slot-per-worker-typo.yaml"
+SUGGESTION = 'spec.slotPerWorker: unknown field, {}; did you mean "slotsPerWorker"?'
+
+
+@pytest.mark.parametrize(
+    ("flags", "status", "lines"),
+    [
+        ((), EXIT_INVALID, [SUGGESTION.format("which kubectl apply refuses")]),
+        (
+            ("--validate=warn",),
+            EXIT_OK,
+            [
+                "warning: " + SUGGESTION.format("will be dropped by the API server"),
+                'OK MPIJob "pi" (kubeflow.org/v2beta1, 2 workers)',
+            ],
+        ),
+        (("--validate=ignore",), EXIT_OK, ['OK MPIJob "pi" (kubeflow.org/v2beta1, 2 workers)']),
+    ],
+    ids=["strict-by-default", "warn", "ignore"],
+)
+def test_unknown_fields_are_errors_as_kubectl_apply_makes_them(
+    flags: tuple[str, ...], status: int, lines: list[str]
+) -> None:
+    run = _run(str(TYPO), *flags)
+    assert run.returncode == status, run.stdout
+    assert run.stdout.splitlines() == [f"{TYPO}[0]: {line}" for line in lines]
+
+
+def test_empty_input_fails_unless_allowed() -> None:
+    # `mpi-operator generate ... | mpi-operator validate -` after generate failed: CI must not pass.
+    run = _run("-", stdin="")
+    assert run.returncode == EXIT_INVALID
+    assert run.stdout == "<stdin>: no MPIJob found (--allow-empty accepts that)\n"
+    run = _run("-", "--allow-empty", stdin="")
+    assert run.returncode == EXIT_OK
+    assert run.stdout == "<stdin>: note: no MPIJob found\n"
 
 
 def test_timestamps_stay_strings_as_with_kubectl() -> None:

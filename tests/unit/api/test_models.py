@@ -286,7 +286,7 @@ def test_schema_carries_enums_bounds_and_defaults() -> None:
         1,
         1,
     )
-    assert defs["WorkerReplicaSpec"]["properties"]["replicas"]["minimum"] == 0
+    assert defs["WorkerReplicaSpec"]["properties"]["replicas"]["minimum"] == 1
     elastic = defs["ElasticPolicy"]
     assert elastic["required"] == ["maxReplicas"]
     assert {k: v.get("minimum") for k, v in elastic["properties"].items()} == {

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from mpi_operator.api import InvalidMPIJob, normalize, parse_and_validate, validate
+from mpi_operator.api.normalize import LAST_APPLIED, unknown_fields
 from mpi_operator.api.validation import FieldError, format_path, is_under, merge_errors
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -233,23 +235,37 @@ def test_name_check_uses_the_highest_worker_index() -> None:
     assert f'"{name}-worker-10"' in caught.value.errors[0].message
 
 
-def test_unknown_fields_are_warnings_not_errors() -> None:
+def test_unknown_fields_are_reported_with_the_closest_known_name() -> None:
     obj = _job(slotPerWorker=2, runPolicy={"cleanupPolicy": "All"})
     obj["spec"]["mpiReplicaSpecs"]["Worker"]["replica"] = 3
+    obj["spec"]["mpiReplicaSpecs"]["worker"] = {}
     obj["status"] = {"phase": "Running"}
     obj["metadata"]["lables"] = {"team": "ml"}
+    obj["spec"]["zzz"] = 1
     result = parse_and_validate(obj)
-    assert sorted(result.warnings) == sorted(
-        f"{path}: unknown field, will be dropped by the API server"
-        for path in (
-            "metadata.lables",
-            "spec.slotPerWorker",
-            "spec.runPolicy.cleanupPolicy",
-            f"{W}.replica",
-            "status.phase",
-        )
-    )
+    assert sorted((u.path, u.suggestion) for u in result.unknown) == [
+        ("metadata.lables", "labels"),
+        ("spec.mpiReplicaSpecs.Worker.replica", "replicas"),
+        ("spec.mpiReplicaSpecs.worker", "Worker"),
+        ("spec.runPolicy.cleanupPolicy", "cleanPodPolicy"),
+        ("spec.slotPerWorker", "slotsPerWorker"),
+        ("spec.zzz", None),
+        ("status.phase", None),
+    ]
+    assert result.warnings == []
     assert result.job.spec.slots_per_worker is None
+
+
+def test_unknown_fields_of_the_last_applied_manifest_are_found() -> None:
+    # The API server dropped the typo; kubectl apply's annotation still has it.
+    applied = _job(slotPerWorker=2)
+    stored = _job()
+    stored["metadata"]["annotations"] = {LAST_APPLIED: json.dumps(applied)}
+    assert [u.message("dropped") for u in unknown_fields(stored)] == [
+        'spec.slotPerWorker: unknown field, dropped; did you mean "slotsPerWorker"?'
+    ]
+    stored["metadata"]["annotations"] = {LAST_APPLIED: "{not json"}
+    assert unknown_fields(stored) == []
 
 
 def test_unknown_fields_inside_pod_templates_are_kept_silently() -> None:
@@ -265,8 +281,8 @@ def test_snake_case_names_are_not_accepted_from_manifests() -> None:
     # populate_by_name is for Python callers; the API server would prune these keys.
     result = normalize(_job(slots_per_worker=4))
     assert result.job.spec.slots_per_worker is None
-    assert result.warnings == [
-        "spec.slots_per_worker: unknown field, will be dropped by the API server"
+    assert [(u.path, u.suggestion) for u in result.unknown] == [
+        ("spec.slots_per_worker", "slotsPerWorker")
     ]
 
 
@@ -329,3 +345,12 @@ def test_merge_errors_drops_errors_under_reported_paths() -> None:
     assert is_under("a.b[0]", "a.b")
     assert is_under("a.b.c", "a.b")
     assert not is_under("a.bc", "a.b")
+
+
+@pytest.mark.parametrize("replicas", [-1, 0])
+def test_too_few_workers_is_one_error_naming_the_bound_the_crd_has(replicas: int) -> None:
+    obj = _job()
+    obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = replicas
+    with pytest.raises(InvalidMPIJob) as caught:
+        parse_and_validate(obj)
+    assert [str(e) for e in caught.value.errors] == [f"{W}.replicas: must be >= 1"]

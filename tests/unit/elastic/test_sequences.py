@@ -323,3 +323,17 @@ def test_only_dropping_a_lost_host_is_urgent() -> None:
     assert urgent == [False, False, False]
     assert lost.urgent, "a failed listed worker must leave discovery ahead of queued writes"
     assert 0 not in cluster.listed_indices()
+
+
+def test_discovery_events_count_workers_in_the_singular_and_plural() -> None:
+    cluster = ElasticCluster(elastic_job(2))
+    cluster.step()
+    cluster.set_ready()
+    added = cluster.step()
+    assert added.events[0].message.startswith("discover_hosts.sh lists 2 workers; added "), added
+    cluster.tick(5)
+    cluster.scale(1)
+    removed = cluster.step()
+    messages = [e.message for e in removed.events if e.reason == "DiscoveryHostsRemoved"]
+    assert messages, removed.events
+    assert messages[0].startswith("discover_hosts.sh lists 1 worker; scaled in "), messages

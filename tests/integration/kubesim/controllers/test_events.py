@@ -101,6 +101,19 @@ async def test_describe_pod_lists_the_events(
     assert "kubelet" in lines[3], section
 
 
+async def test_get_events_sorted_by_last_timestamp(
+    sim: KubeSim, clock: FakeClock, kubectl: Kubectl
+) -> None:
+    # --sort-by asks the Table's rows to carry the whole object (includeObject=Object).
+    create(sim, "Pod", pod("sorted"))
+    await clock.advance(2.0)
+    rc, out, err = await kubectl("get", "events", "-n", "default", "--sort-by=.lastTimestamp")
+    assert rc == 0, err
+    reasons = [line.split()[2] for line in out.strip().splitlines()[1:]]
+    assert reasons[0] == "Scheduled", out
+    assert "Started" in reasons, out
+
+
 async def test_a_crash_loop_backs_off_and_aggregates(
     sim: KubeSim, clock: FakeClock, kubectl: Kubectl
 ) -> None:
