@@ -67,6 +67,9 @@ CONDITION_TYPES: Final = (
     CONDITION_SUSPENDED,
     CONDITION_FAILED,
 )
+CONDITION_WORKERS_PENDING: Final = "WorkersPending"
+"""This operator's own: True while the scheduler cannot place some workers (their PodScheduled
+condition says why); removed, like `Invalid`, once it can, so the State column moves on."""
 ConditionStatus = Literal["True", "False", "Unknown"]
 CONDITION_STATUSES: Final = ("True", "False", "Unknown")
 

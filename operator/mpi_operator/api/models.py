@@ -358,7 +358,8 @@ class JobCondition(ApiModel):
     """One observed condition of the job."""
 
     type: str = Field(
-        description="Condition type: Created, Running, Restarting, Succeeded, Suspended or Failed."
+        description="Condition type: Created, Running, Restarting, Succeeded, Suspended or Failed; "
+        "this operator's own: WorkersPending (workers the scheduler cannot place) and Invalid."
     )
     status: c.ConditionStatus = Field(description="Condition status: True, False or Unknown.")
     reason: str | None = optional_field("Machine-readable CamelCase reason of the last transition.")

@@ -27,7 +27,7 @@ POD_STATUS_KEPT: Final = frozenset(
 CONTAINER_STATUS_KEPT: Final = frozenset(
     {"name", "ready", "started", "restartCount", "state", "lastState"}
 )
-POD_CONDITIONS_KEPT: Final = frozenset({"Ready"})
+POD_CONDITIONS_KEPT: Final = frozenset({"Ready", "PodScheduled"})
 METADATA_DROPPED: Final = frozenset({"managedFields"})
 
 

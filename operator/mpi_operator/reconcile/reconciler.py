@@ -24,6 +24,7 @@ from mpi_operator import planning, reasons
 from mpi_operator.api import InvalidMPIJob, MPIJob
 from mpi_operator.api import constants as c
 from mpi_operator.api.validation import worker_limit
+from mpi_operator.conditions import is_finished
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
@@ -175,6 +176,7 @@ class MPIJobReconciler:
                 launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace
             )
             self.deps.metrics.remove_elastic_workers(namespace=namespace, mpijob=name)
+            self.deps.metrics.remove_pending_workers(namespace=namespace, mpijob=name)
             return Result()
         meta = _mapping(raw.get("metadata"))
         if meta.get("deletionTimestamp"):
@@ -324,6 +326,7 @@ class MPIJobReconciler:
         update = compute_status(job, after, now=now, fail_on_eviction=sync is None)
         if decision is not None:
             update = elastic_sync.finish_status(update, decision, now=now)
+        self._gauge_pending(job, update)
         stored = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
         if hold and progress_only(stored, update.status):
             held = True  # the requeue below writes it, unless an earlier sync does
@@ -501,6 +504,17 @@ class MPIJobReconciler:
             discovered=status["discovered"],
             min_replicas=status["minReplicas"],
         )
+
+    def _gauge_pending(self, job: MPIJob, update: StatusUpdate) -> None:
+        """Every unfinished job's unplaceable workers, 0 included (an alert reads a 0 as fine and
+        a missing series as unknown); a finished job's series goes."""
+        metrics = self.deps.metrics
+        if is_finished(update.status):
+            metrics.remove_pending_workers(namespace=job.namespace, mpijob=job.name)
+        else:
+            metrics.set_pending_workers(
+                namespace=job.namespace, mpijob=job.name, pending=update.pending_workers
+            )
 
     def _track_convergence(self, key: str, job: MPIJob, decision: ElasticDecision) -> None:
         """Times how long discovered workers differ from the desired count (process-local, best

@@ -47,6 +47,7 @@ def pod() -> dict[str, Any]:
             "conditions": [
                 {"type": "PodScheduled", "status": "True"},
                 {"type": "Ready", "status": "True"},
+                {"type": "Initialized", "status": "True"},
             ],
             "podIP": "10.0.0.1",
             "hostIP": "192.168.0.1",
@@ -115,7 +116,8 @@ POD_KEPT = [
     "status.reason",  # eviction
     "status.message",
     "status.startTime",
-    "status.conditions.0.status",  # readiness: Ready, now the first
+    "status.conditions.0.status",  # status.pending: PodScheduled=False, Unschedulable
+    "status.conditions.1.status",  # readiness: Ready
     "status.containerStatuses.0.ready",
     "status.containerStatuses.0.restartCount",  # elastic.hosts: restarted
     "status.containerStatuses.0.state.running",
@@ -125,7 +127,7 @@ POD_STRIPPED = [
     "metadata.managedFields",
     "spec.containers",
     "spec.volumes",
-    "status.conditions.1",  # PodScheduled is never read
+    "status.conditions.2",  # Initialized is never read
     "status.podIP",
     "status.hostIP",
     "status.qosClass",
@@ -209,8 +211,11 @@ def test_owner_references_are_shared_between_a_jobs_pods() -> None:
     assert ra["uid"] is rb["uid"]
 
 
-def test_a_pod_keeps_its_ready_condition_only() -> None:
-    assert transforms.pod(pod())["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+def test_a_pod_keeps_its_ready_and_scheduled_conditions_only() -> None:
+    assert transforms.pod(pod())["status"]["conditions"] == [
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "True"},
+    ]
 
 
 def test_an_object_without_metadata_passes_through() -> None:
