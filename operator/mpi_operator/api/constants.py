@@ -107,6 +107,19 @@ LAUNCHER_CREATION_POLICIES: Final = (
     LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY,
 )
 
+# spec.disruptionBudgetPolicy: whether the workers get a PodDisruptionBudget (desired.pdb).
+DISRUPTION_BUDGET_AUTO: Final = "Auto"
+DISRUPTION_BUDGET_ALWAYS: Final = "Always"
+DISRUPTION_BUDGET_NEVER: Final = "Never"
+DisruptionBudgetPolicy = Literal["Auto", "Always", "Never"]
+DISRUPTION_BUDGET_POLICIES: Final = (
+    DISRUPTION_BUDGET_AUTO,
+    DISRUPTION_BUDGET_ALWAYS,
+    DISRUPTION_BUDGET_NEVER,
+)
+DEFAULT_DISRUPTION_BUDGET_POLICY: Final = DISRUPTION_BUDGET_AUTO
+"""What an unset field means; never written into the spec, so stored jobs keep their shape."""
+
 # spec.runPolicy.managedBy
 CONTROLLER_NAME: Final = "kubeflow.org/mpi-operator"
 MULTIKUEUE_CONTROLLER_NAME: Final = "kueue.x-k8s.io/multikueue"

@@ -352,6 +352,12 @@ class MPIJobSpec(ApiModel):
         "Makes the job elastic (Horovod host discovery): worker bounds, scale-in grace and failure "
         "budget."
     )
+    disruption_budget_policy: c.DisruptionBudgetPolicy | None = optional_field(
+        "Whether the workers get a policy/v1 PodDisruptionBudget `<job>-workers`, so voluntary "
+        "evictions (kubectl drain, cluster autoscalers) stop at a floor: Auto (when unset; "
+        "elastic jobs only, minAvailable: minReplicas), Always (static jobs too, minAvailable: "
+        "every worker) or Never."
+    )
 
 
 class JobCondition(ApiModel):

@@ -27,7 +27,9 @@ POD_STATUS_KEPT: Final = frozenset(
 CONTAINER_STATUS_KEPT: Final = frozenset(
     {"name", "ready", "started", "restartCount", "state", "lastState"}
 )
-POD_CONDITIONS_KEPT: Final = frozenset({"Ready", "PodScheduled"})
+POD_CONDITIONS_KEPT: Final = frozenset({"Ready"})
+POD_CONDITIONS_KEPT_UNLESS_TRUE: Final = frozenset({"PodScheduled"})
+"""Read only while False (why a worker waits: `status.pending`); a placed pod drops it."""
 METADATA_DROPPED: Final = frozenset({"managedFields"})
 
 
@@ -86,7 +88,14 @@ def pod(obj: KubeObject) -> KubeObject:
             status["conditions"] = [
                 c
                 for c in conditions
-                if isinstance(c, Mapping) and c.get("type") in POD_CONDITIONS_KEPT
+                if isinstance(c, Mapping)
+                and (
+                    c.get("type") in POD_CONDITIONS_KEPT
+                    or (
+                        c.get("type") in POD_CONDITIONS_KEPT_UNLESS_TRUE
+                        and c.get("status") != "True"
+                    )
+                )
             ]
         statuses = status.get("containerStatuses")
         if isinstance(statuses, list):

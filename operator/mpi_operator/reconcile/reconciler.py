@@ -103,6 +103,7 @@ def with_watch_labels(state: DesiredState, job: MPIJob) -> DesiredState:
         secret=labelled(state.secret, extra) if state.secret is not None else None,
         launcher_job=labelled(state.launcher_job, extra),
         pod_group=labelled(state.pod_group, extra) if state.pod_group is not None else None,
+        pdb=labelled(state.pdb, extra) if state.pdb is not None else None,
     )
 
 

@@ -47,7 +47,6 @@ def pod() -> dict[str, Any]:
             "conditions": [
                 {"type": "PodScheduled", "status": "True"},
                 {"type": "Ready", "status": "True"},
-                {"type": "Initialized", "status": "True"},
             ],
             "podIP": "10.0.0.1",
             "hostIP": "192.168.0.1",
@@ -116,8 +115,7 @@ POD_KEPT = [
     "status.reason",  # eviction
     "status.message",
     "status.startTime",
-    "status.conditions.0.status",  # status.pending: PodScheduled=False, Unschedulable
-    "status.conditions.1.status",  # readiness: Ready
+    "status.conditions.0.status",  # readiness: Ready, now the first
     "status.containerStatuses.0.ready",
     "status.containerStatuses.0.restartCount",  # elastic.hosts: restarted
     "status.containerStatuses.0.state.running",
@@ -127,7 +125,7 @@ POD_STRIPPED = [
     "metadata.managedFields",
     "spec.containers",
     "spec.volumes",
-    "status.conditions.2",  # Initialized is never read
+    "status.conditions.1",  # PodScheduled is never read
     "status.podIP",
     "status.hostIP",
     "status.qosClass",
@@ -211,11 +209,15 @@ def test_owner_references_are_shared_between_a_jobs_pods() -> None:
     assert ra["uid"] is rb["uid"]
 
 
-def test_a_pod_keeps_its_ready_and_scheduled_conditions_only() -> None:
-    assert transforms.pod(pod())["status"]["conditions"] == [
-        {"type": "PodScheduled", "status": "True"},
-        {"type": "Ready", "status": "True"},
-    ]
+def test_a_pod_keeps_its_ready_condition_only() -> None:
+    assert transforms.pod(pod())["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+
+
+def test_a_pod_keeps_pod_scheduled_only_while_it_is_not_placed() -> None:
+    waiting = pod()
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    waiting["status"]["conditions"] = [unschedulable]
+    assert transforms.pod(waiting)["status"]["conditions"] == [unschedulable]
 
 
 def test_an_object_without_metadata_passes_through() -> None:
