@@ -23,6 +23,7 @@ from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
 
+from ..reconcile.harness import list_names, mpijob
 from .harness import NS, VOLUME_SYNC_SECONDS, elastic_job, get_job, worker_pods
 
 GPU_NODE = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "1"}
@@ -97,6 +98,19 @@ async def test_the_budget_follows_the_spec_and_goes_with_the_job(
         return not kubesim.cluster.list(builtins.PDBS, NS)["items"]
 
     await eventually(collected, what="the budget garbage-collected with its job")
+
+
+async def test_a_static_job_gets_one_only_when_it_asks(kube: Kube, operator: Manager) -> None:
+    await kube.create(resources.MPIJOB, mpijob("plain", workers=2))
+    await kube.create(resources.MPIJOB, mpijob("asks", workers=2, disruptionBudgetPolicy="Always"))
+    made = await eventually(lambda: budget(kube, "asks-workers"), what="the opted-in budget")
+    assert made["spec"]["minAvailable"] == 2
+
+    async def plain_started() -> bool:
+        return "plain-launcher" in await list_names(kube, resources.JOB)
+
+    await eventually(plain_started, what="the static job's launcher")  # its budget came before
+    assert await budget(kube, "plain-workers") is None
 
 
 async def test_drain_stops_at_min_replicas(

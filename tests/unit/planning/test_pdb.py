@@ -89,3 +89,13 @@ def test_a_budget_it_does_not_control_is_left_alone_when_none_is_wanted() -> Non
     )
     observed = dataclasses.replace(converged(job), pdb=theirs)
     assert budget_steps(job, observed) == []
+
+
+def test_suspending_deletes_the_budget_and_resuming_brings_it_back() -> None:
+    job = make_job("pi", workers=2, elasticPolicy=ELASTIC)
+    observed = converged(job)
+    suspended = with_spec(job, runPolicy={"suspend": True})
+    assert budget_steps(suspended, observed) == ["delete PodDisruptionBudget default/pi-workers"]
+    resumed = with_spec(suspended, runPolicy={"suspend": False})
+    gone = dataclasses.replace(observed, pdb=None)
+    assert budget_steps(resumed, gone) == ["create PodDisruptionBudget default/pi-workers"]
