@@ -507,10 +507,10 @@ class MPIJobReconciler:
         )
 
     def _gauge_pending(self, job: MPIJob, update: StatusUpdate) -> None:
-        """Every unfinished job's unplaceable workers, 0 included (an alert reads a 0 as fine and
-        a missing series as unknown); a finished job's series goes."""
+        """Every running job's unplaceable workers, 0 included (an alert reads a 0 as fine and a
+        missing series as unknown); a finished or suspended job waits for nothing: no series."""
         metrics = self.deps.metrics
-        if is_finished(update.status):
+        if is_finished(update.status) or job.spec.run_policy.suspend:
             metrics.remove_pending_workers(namespace=job.namespace, mpijob=job.name)
         else:
             metrics.set_pending_workers(

@@ -128,7 +128,8 @@ class Metrics:
         )
         self.pending_workers = Gauge(
             "mpi_operator_job_pending_workers",
-            "Workers of an unfinished MPIJob that the scheduler could not place "
+            "Workers of a running (not finished, not suspended) MPIJob that the scheduler could "
+            "not place "
             "(PodScheduled=False, Unschedulable)",
             ["namespace", "mpijob"],
             registry=r,
@@ -205,7 +206,7 @@ class Metrics:
         self.pending_workers.labels(namespace=namespace, mpijob=mpijob).set(pending)
 
     def remove_pending_workers(self, *, namespace: str, mpijob: str) -> None:
-        """Drops a finished or deleted job's series."""
+        """Drops a finished, suspended or deleted job's series."""
         with contextlib.suppress(KeyError):
             self.pending_workers.remove(namespace, mpijob)
 
