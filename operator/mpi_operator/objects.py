@@ -117,6 +117,23 @@ def pod_status_field(pod: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def unschedulable_message(pod: Mapping[str, Any]) -> str | None:
+    """The scheduler's message on a pod it could not place (`PodScheduled=False`, reason
+    `Unschedulable`, still Pending and not being deleted); None for any other pod."""
+    if pod_phase(pod) not in ("", POD_PENDING) or is_terminating(pod):
+        return None
+    conditions = status_field(pod, "conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
+        if (
+            is_mapping(cond)
+            and cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return str(cond.get("message") or "")
+    return None
+
+
 def is_pod_ready(pod: Mapping[str, Any]) -> bool:
     """Phase Running, condition Ready=True and not being deleted: a pod that answers now and is not
     about to stop (the EndpointSlice sense of `ready`, which a terminating endpoint never is).

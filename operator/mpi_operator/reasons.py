@@ -38,6 +38,10 @@ ERR_RESOURCE_EXISTS: Final = "ErrResourceExists"
 SET_POD_TEMPLATE_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
 # This operator's own (upstream never probes workers, so it has nothing to warn about).
 SSH_PORT_UNKNOWN: Final = "SSHPortUnknown"
+# This operator's own: workers the scheduler cannot place (the WorkersPending condition's reason).
+WORKERS_PENDING: Final = "WorkersPending"
+UNSCHEDULABLE: Final = "Unschedulable"
+"""kube-scheduler's `PodScheduled=False` reason for a pod that fits on no node."""
 
 JOB_REASON_BACKOFF_LIMIT_EXCEEDED: Final = "BackoffLimitExceeded"
 """The batch/v1 Job's Failed reason after which upstream appends the last failed launcher pod's
@@ -100,6 +104,12 @@ def failed_message(namespace: str, name: str) -> str:
 
 def evicted_message(evicted: int, workers: int) -> str:
     return f"{evicted}/{workers} workers are evicted"
+
+
+def workers_pending_message(pending: int, workers: int, pod: str, scheduler: str) -> str:
+    """The WorkersPending condition's and event's message: the count and one worker's
+    `PodScheduled` message, in the scheduler's own words."""
+    return truncate_message(f"{pending}/{workers} workers are Pending; {pod}: {scheduler}")
 
 
 def validation_error_message(errors: str) -> str:

@@ -37,10 +37,12 @@ from mpi_operator.objects import (
     is_pod_ready,
     job_condition,
     metadata,
+    name_of,
     parse_time,
     pod_phase,
     pod_status_field,
     status_field,
+    unschedulable_message,
 )
 from mpi_operator.planning.observed import Observed, launcher_pods_of, workers_by_index
 from mpi_operator.reasons import Event
@@ -86,6 +88,8 @@ class StatusUpdate:
     events: tuple[Event, ...] = ()
     counters: tuple[JobCounter, ...] = ()
     """Transitions to count in the job metrics (created / succeeded / failed totals)."""
+    pending_workers: int = 0
+    """Workers the scheduler could not place (`mpi_operator_job_pending_workers`)."""
 
 
 # --- wire format ---------------------------------------------------------------------------------
@@ -269,6 +273,7 @@ class _Sync:
         self.status: Status = copy.deepcopy(self.old)
         self.events: list[Event] = []
         self.counters: list[JobCounter] = []
+        self.pending_workers = 0
 
     def result(self) -> StatusUpdate:
         return StatusUpdate(
@@ -276,6 +281,7 @@ class _Sync:
             changed=status_changed(self.old, self.status),
             events=tuple(self.events),
             counters=tuple(self.counters),
+            pending_workers=self.pending_workers,
         )
 
     def condition(
@@ -345,6 +351,38 @@ class _Sync:
             if self.condition(c.CONDITION_FAILED, "True", reasons.MPIJOB_EVICTED, message):
                 self.event(reasons.WARNING, reasons.MPIJOB_EVICTED, message)
         return counts["active"]
+
+    def pending(self, pods: Sequence[Mapping[str, Any]], expected: int) -> None:
+        """The WorkersPending condition from the workers (in index order) the scheduler could not
+        place. Unlike `set_condition`, a new message is news here (the count or the scheduler's
+        words changed): the condition and its Warning are renewed, once per change, never per
+        sync. The condition goes once every worker is placed."""
+        waiting = [
+            (name_of(pod), said) for pod in pods if (said := unschedulable_message(pod)) is not None
+        ]
+        self.pending_workers = len(waiting)
+        conditions = self.status.get("conditions", [])
+        current = get_condition(self.status, c.CONDITION_WORKERS_PENDING)
+        others = [x for x in conditions if x.get("type") != c.CONDITION_WORKERS_PENDING]
+        if not waiting:
+            if current is not None:
+                self.status["conditions"] = others
+            return
+        pod, said = waiting[0]
+        message = reasons.workers_pending_message(len(waiting), expected, pod, said)
+        if current is not None and current.get("message") == message:
+            return
+        since = current.get("lastTransitionTime") if current is not None else None
+        condition: Status = {
+            "type": c.CONDITION_WORKERS_PENDING,
+            "status": "True",
+            "reason": reasons.UNSCHEDULABLE,
+            "message": message,
+            "lastUpdateTime": self.now,
+            "lastTransitionTime": since or self.now,
+        }
+        self.status["conditions"] = [*others, condition]
+        self.event(reasons.WARNING, reasons.WORKERS_PENDING, message)
 
     def running_never_set(self) -> None:
         """Upstream #787: a job that finished unseen gets Running=False dated no later than its
@@ -419,6 +457,7 @@ def compute_status(
             c.CLEAN_POD_POLICY_RUNNING,
         ):
             sync.replica_statuses[c.REPLICA_WORKER] = {}
+        sync.pending((), 0)
         return sync.result()
 
     if status.get("startTime") is None and not suspended:
@@ -449,11 +488,14 @@ def compute_status(
     running, expected = 0, 0
     if done or suspended:
         sync.replica_statuses[c.REPLICA_WORKER] = {}
+        sync.pending((), 0)
     else:
         # Upstream counts the pods of indices 0..replicas-1 (created in this sync if missing).
         expected = config.worker_replicas(job)
-        pods = [pod for index, pod in workers_by_index(job, observed).items() if index < expected]
+        own = workers_by_index(job, observed)
+        pods = [own[index] for index in sorted(own) if index < expected]
         running = sync.workers(pods, expected, fail_on_eviction=fail_on_eviction)
+        sync.pending(pods, expected)
 
     if suspended:
         message = reasons.suspended_running_message(namespace, name)

@@ -305,7 +305,10 @@ async def test_every_selected_metric_is_served(
     )
     exposed = exposed_sample_names(text)
     assert f'mpi_operator_elastic_min_replicas{{mpijob="elastic",namespace="{NS}"}} 1.0' in text
-    assert 'mpijob="static"' not in text, "static jobs have no elastic series"
+    static = [line for line in text.splitlines() if 'mpijob="static"' in line]
+    assert static == [
+        f'mpi_operator_job_pending_workers{{mpijob="static",namespace="{NS}"}} 0.0'
+    ], "static jobs have no elastic series"
     missing = {
         f"{where}: {name}"
         for where, expr in expressions()

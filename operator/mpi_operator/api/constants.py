@@ -67,6 +67,9 @@ CONDITION_TYPES: Final = (
     CONDITION_SUSPENDED,
     CONDITION_FAILED,
 )
+CONDITION_WORKERS_PENDING: Final = "WorkersPending"
+"""This operator's own: True while the scheduler cannot place some workers (their PodScheduled
+condition says why); removed, like `Invalid`, once it can, so the State column moves on."""
 ConditionStatus = Literal["True", "False", "Unknown"]
 CONDITION_STATUSES: Final = ("True", "False", "Unknown")
 
@@ -103,6 +106,19 @@ LAUNCHER_CREATION_POLICIES: Final = (
     LAUNCHER_CREATION_AT_STARTUP,
     LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY,
 )
+
+# spec.disruptionBudgetPolicy: whether the workers get a PodDisruptionBudget (desired.pdb).
+DISRUPTION_BUDGET_AUTO: Final = "Auto"
+DISRUPTION_BUDGET_ALWAYS: Final = "Always"
+DISRUPTION_BUDGET_NEVER: Final = "Never"
+DisruptionBudgetPolicy = Literal["Auto", "Always", "Never"]
+DISRUPTION_BUDGET_POLICIES: Final = (
+    DISRUPTION_BUDGET_AUTO,
+    DISRUPTION_BUDGET_ALWAYS,
+    DISRUPTION_BUDGET_NEVER,
+)
+DEFAULT_DISRUPTION_BUDGET_POLICY: Final = DISRUPTION_BUDGET_AUTO
+"""What an unset field means; never written into the spec, so stored jobs keep their shape."""
 
 # spec.runPolicy.managedBy
 CONTROLLER_NAME: Final = "kubeflow.org/mpi-operator"

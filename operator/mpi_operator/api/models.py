@@ -363,13 +363,20 @@ class MPIJobSpec(ApiModel):
         "Makes the job elastic (Horovod host discovery): worker bounds, scale-in grace and failure "
         "budget."
     )
+    disruption_budget_policy: c.DisruptionBudgetPolicy | None = optional_field(
+        "Whether the workers get a policy/v1 PodDisruptionBudget `<job>-workers`, so voluntary "
+        "evictions (kubectl drain, cluster autoscalers) stop at a floor: Auto (when unset; "
+        "elastic jobs only, minAvailable: minReplicas), Always (static jobs too, minAvailable: "
+        "every worker) or Never."
+    )
 
 
 class JobCondition(ApiModel):
     """One observed condition of the job."""
 
     type: str = Field(
-        description="Condition type: Created, Running, Restarting, Succeeded, Suspended or Failed."
+        description="Condition type: Created, Running, Restarting, Succeeded, Suspended or Failed; "
+        "this operator's own: WorkersPending (workers the scheduler cannot place) and Invalid."
     )
     status: c.ConditionStatus = Field(description="Condition status: True, False or Unknown.")
     reason: str | None = optional_field("Machine-readable CamelCase reason of the last transition.")

@@ -29,6 +29,8 @@ CONTAINER_STATUS_KEPT: Final = frozenset(
 )
 POD_CONDITIONS_KEPT: Final = frozenset({"Ready", "DisruptionTarget"})
 """Ready for discovery; DisruptionTarget tells a worker the cluster took from a failed one."""
+POD_CONDITIONS_KEPT_UNLESS_TRUE: Final = frozenset({"PodScheduled"})
+"""Read only while False (why a worker waits: `status.pending`); a placed pod drops it."""
 METADATA_DROPPED: Final = frozenset({"managedFields"})
 
 
@@ -87,7 +89,14 @@ def pod(obj: KubeObject) -> KubeObject:
             status["conditions"] = [
                 c
                 for c in conditions
-                if isinstance(c, Mapping) and c.get("type") in POD_CONDITIONS_KEPT
+                if isinstance(c, Mapping)
+                and (
+                    c.get("type") in POD_CONDITIONS_KEPT
+                    or (
+                        c.get("type") in POD_CONDITIONS_KEPT_UNLESS_TRUE
+                        and c.get("status") != "True"
+                    )
+                )
             ]
         statuses = status.get("containerStatuses")
         if isinstance(statuses, list):

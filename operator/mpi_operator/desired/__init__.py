@@ -6,7 +6,8 @@ Kubeflow MPI Operator v2beta1's wire format, plus the improvements `docs/archite
 `build()` is the one entry point the reconciler calls; the submodules own one object each: `naming`
 (names, labels, owner references, FQDNs), `service`, `config` (hostfile, discover_hosts.sh),
 `secret` (SSH keys), `ssh_auth` (how the keys are mounted), `workers`, `launcher`, `podtemplate`
-(what the two share), `podgroup` (gang scheduling), `resources` (GPUs, slots, quantities).
+(what the two share), `podgroup` (gang scheduling), `pdb` (the workers' disruption budget),
+`resources` (GPUs, slots, quantities).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpi_operator.api.models import MPIJob
-from mpi_operator.desired import config, launcher, podgroup, service, workers
+from mpi_operator.desired import config, launcher, pdb, podgroup, service, workers
 from mpi_operator.desired.config import discoverable_workers
 from mpi_operator.desired.secret import SSHKeyPair, build_secret, generate_ssh_keys
 from mpi_operator.objects import KubeObject
@@ -59,6 +60,8 @@ class DesiredState:
     workers: Mapping[int, KubeObject] = field(default_factory=dict)
     """Built when read (`workers.LazyWorkers`): a sync reads only the pods it creates."""
     pod_group: KubeObject | None = None
+    pdb: KubeObject | None = None
+    """The workers' PodDisruptionBudget, when the job gets one (`pdb.min_available`)."""
 
 
 def build(
@@ -124,6 +127,7 @@ def build(
         else podgroup.build_pod_group(
             job, gang, priority_classes or {}, min_member=inputs.pod_group_min_member
         ),
+        pdb=pdb.build_pdb(job),
     )
 
 

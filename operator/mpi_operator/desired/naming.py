@@ -2,9 +2,10 @@
 format).
 
 Child names are deterministic (`<job>`, `<job>-config`, `<job>-ssh`, `<job>-worker-<i>`,
-`<job>-launcher`), so a reconcile can find its children by name and a crash loses nothing. Pods
-carry upstream's `training.kubeflow.org/*` labels plus the pre-v2 `mpi_job_name` / `mpi_role_type`
-pair, so old `kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes still work.
+`<job>-launcher`, the PodDisruptionBudget `<job>-workers`), so a reconcile can find its children by
+name and a crash loses nothing. Pods carry upstream's `training.kubeflow.org/*` labels plus the
+pre-v2 `mpi_job_name` / `mpi_role_type` pair, so old
+`kubectl get pods -l mpi_job_name=X,mpi_role_type=launcher` recipes still work.
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ def launcher_name(job: MPIJob) -> str:
 
 def pod_group_name(job: MPIJob) -> str:
     return job.name
+
+
+PDB_SUFFIX: Final = "-workers"
+
+
+def pdb_name(job: MPIJob) -> str:
+    """The workers' PodDisruptionBudget (`desired.pdb`); not `<job>`, the name a user who made one
+    by hand before the operator did most likely gave it (it would stand in the way)."""
+    return job.name + PDB_SUFFIX
 
 
 def worker_name(job: MPIJob, index: int) -> str:

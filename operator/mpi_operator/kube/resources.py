@@ -56,6 +56,9 @@ SECRET = Resource("", "v1", "secrets", True, "Secret")
 EVENT = Resource("", "v1", "events", True, "Event")
 NAMESPACE = Resource("", "v1", "namespaces", False, "Namespace")
 JOB = Resource("batch", "v1", "jobs", True, "Job")
+POD_DISRUPTION_BUDGET = Resource(
+    "policy", "v1", "poddisruptionbudgets", True, "PodDisruptionBudget"
+)
 LEASE = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
 VOLCANO_POD_GROUP = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", True, "PodGroup")
 SCHEDULER_PLUGINS_POD_GROUP = Resource(

@@ -35,6 +35,8 @@ class Observed:
     launcher_pods: Sequence[KubeObject] = ()
     worker_pods: Sequence[KubeObject] = ()
     pod_group: KubeObject | None = None
+    pdb: KubeObject | None = None
+    """The PodDisruptionBudget `<job>-workers` (`desired.pdb`)."""
 
 
 def launcher_pods_of(
@@ -72,6 +74,7 @@ _SLOTS = {
     "ConfigMap": "config_map",
     "Secret": "secret",
     "Job": "launcher_job",
+    "PodDisruptionBudget": "pdb",
 }
 
 

@@ -111,6 +111,23 @@ def secret_update(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> Up
     return Update.of(obj, "data")
 
 
+PDB_SPEC_FIELDS: Final = ("minAvailable", "selector", "unhealthyPodEvictionPolicy")
+"""The budget's spec is ours whole: `maxUnavailable` is never set (the API refuses both)."""
+
+
+def pdb_update(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> Update | None:
+    """The spec fields the builder sets, replaced when one differs (a `minReplicas` edit)."""
+    have, want = _mapping(observed.get("spec")), _mapping(desired.get("spec"))
+    fields = [f"spec.{key}" for key in PDB_SPEC_FIELDS if have.get(key) != want.get(key)]
+    if "maxUnavailable" in have:
+        fields.append("spec.maxUnavailable")
+    if not fields:
+        return None
+    obj = _for_write(observed, desired)
+    obj["spec"] = copy.deepcopy(dict(want))
+    return Update.of(obj, *fields)
+
+
 def pod_group_update(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> Update | None:
     """The spec is replaced when one of the fields we set differs (upstream `pgSpecsAreEqual`)."""
     have, want = _mapping(observed.get("spec")), _mapping(desired.get("spec"))

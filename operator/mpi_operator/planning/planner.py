@@ -2,11 +2,12 @@
 `syncHandler`.
 
 Pure and idempotent: a converged job, or what a plan leaves behind (`observed_after`), plans
-nothing. Upstream's order: a finished job gets only its cleanPodPolicy cleanup; otherwise Service,
-ConfigMap, Secret, then (unless suspended) PodGroup, workers (never re-templated, failed ones not
-replaced) and the launcher Job; then `suspend` aligned, and a suspended job's workers and PodGroup
-deleted. Each action has a `Phase` (docs/architecture.md#the-write-path). An object with our name
-that the job does not control stops the plan there, in `Plan.conflicts`, never adopted.
+nothing. Upstream's order: a finished job gets only its cleanPodPolicy cleanup (and loses its
+PodDisruptionBudget); otherwise Service, ConfigMap, Secret, our PodDisruptionBudget, then (unless
+suspended) PodGroup, workers (never re-templated, failed ones not replaced) and the launcher Job;
+then `suspend` aligned, and a suspended job's workers and PodGroup deleted. Each action has a
+`Phase` (docs/architecture.md#the-write-path). An object with our name that the job does not control
+stops the plan there, in `Plan.conflicts`, never adopted.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mpi_operator import reasons
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
 from mpi_operator.conditions import is_finished
-from mpi_operator.desired import DesiredState, config, naming, podgroup
+from mpi_operator.desired import DesiredState, config, naming, pdb, podgroup
 from mpi_operator.desired import launcher as launcher_builder
 from mpi_operator.desired import workers as worker_builder
 from mpi_operator.desired.naming import is_controlled_by
@@ -152,6 +153,7 @@ class _Planner:
         self.get_or_create(observed.service, desired.service, owned.service_update)
         self.get_or_create(observed.config_map, desired.config_map, owned.config_map_update)
         self.secret()
+        self.pdb()
         if not self.job.spec.run_policy.suspend:
             if desired.pod_group is not None:
                 self.get_or_create(observed.pod_group, desired.pod_group, owned.pod_group_update)
@@ -177,6 +179,19 @@ class _Planner:
             update = owned.secret_update(observed, self.desired.secret)
             if update is not None:
                 self.add(Phase.DISCOVERY, update)
+
+    def pdb(self) -> None:
+        """The workers' budget is created before them, kept to the spec, and deleted when the job
+        no longer gets one (opted out, suspended, finished)."""
+        desired, observed = self.desired.pdb, self.observed.pdb
+        if desired is not None:
+            self.get_or_create(observed, desired, owned.pdb_update)
+        elif (
+            observed is not None
+            and is_controlled_by(observed, self.job)
+            and not is_terminating(observed)
+        ):
+            self.delete(observed, pdb.API_VERSION, pdb.KIND)
 
     def workers(self, *, delete_excess: bool) -> None:
         """Upstream `getOrCreateWorker`: remove excess pods, then create the missing ones in index
@@ -318,6 +333,9 @@ def plan(
         if is_completed(job):
             if policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
                 planner.clean_up_workers(running_only=policy == c.CLEAN_POD_POLICY_RUNNING)
+            # Workers kept by cleanPodPolicy have nothing left to protect.
+            planner.desired = dataclasses.replace(planner.desired, pdb=None)
+            planner.pdb()
             return planner.result(elastic)
         launcher = observed.launcher_job
         if launcher is not None:

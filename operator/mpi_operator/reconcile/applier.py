@@ -53,6 +53,7 @@ _RESOURCES: dict[tuple[str, str], Resource] = {
         resources.CONFIG_MAP,
         resources.SECRET,
         resources.JOB,
+        resources.POD_DISRUPTION_BUDGET,
         resources.VOLCANO_POD_GROUP,
         resources.SCHEDULER_PLUGINS_POD_GROUP,
     )

@@ -56,6 +56,7 @@ def observe(stores: Stores, job: MPIJob, in_flight: Iterable[KubeObject] = ()) -
         launcher_pods=tuple(stores.pods.controlled_by(launcher_uid)) if launcher_uid else (),
         worker_pods=tuple(workers.values()),
         pod_group=_get(stores.pod_groups, ns, naming.pod_group_name(job)),
+        pdb=_get(stores.pdbs, ns, naming.pdb_name(job)),
     )
 
 

@@ -26,6 +26,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.normalize import unknown_fields
 from mpi_operator.api.validation import worker_limit
 from mpi_operator.api.versions import PREFERRED_API_VERSION
+from mpi_operator.conditions import is_finished
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
@@ -104,6 +105,7 @@ def with_watch_labels(state: DesiredState, job: MPIJob) -> DesiredState:
         secret=labelled(state.secret, extra) if state.secret is not None else None,
         launcher_job=labelled(state.launcher_job, extra),
         pod_group=labelled(state.pod_group, extra) if state.pod_group is not None else None,
+        pdb=labelled(state.pdb, extra) if state.pdb is not None else None,
     )
 
 
@@ -177,6 +179,7 @@ class MPIJobReconciler:
                 launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace
             )
             self.deps.metrics.remove_elastic_workers(namespace=namespace, mpijob=name)
+            self.deps.metrics.remove_pending_workers(namespace=namespace, mpijob=name)
             return Result()
         meta = _mapping(raw.get("metadata"))
         if meta.get("deletionTimestamp"):
@@ -328,6 +331,7 @@ class MPIJobReconciler:
         update = compute_status(job, after, now=now, fail_on_eviction=sync is None)
         if decision is not None:
             update = elastic_sync.finish_status(update, decision, now=now)
+        self._gauge_pending(job, update)
         stored = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
         if hold and progress_only(stored, update.status):
             held = True  # the requeue below writes it, unless an earlier sync does
@@ -505,6 +509,17 @@ class MPIJobReconciler:
             discovered=status["discovered"],
             min_replicas=status["minReplicas"],
         )
+
+    def _gauge_pending(self, job: MPIJob, update: StatusUpdate) -> None:
+        """Every running job's unplaceable workers, 0 included (an alert reads a 0 as fine and a
+        missing series as unknown); a finished or suspended job waits for nothing: no series."""
+        metrics = self.deps.metrics
+        if is_finished(update.status) or job.spec.run_policy.suspend:
+            metrics.remove_pending_workers(namespace=job.namespace, mpijob=job.name)
+        else:
+            metrics.set_pending_workers(
+                namespace=job.namespace, mpijob=job.name, pending=update.pending_workers
+            )
 
     def _track_convergence(self, key: str, job: MPIJob, decision: ElasticDecision) -> None:
         """Times how long discovered workers differ from the desired count (process-local, best

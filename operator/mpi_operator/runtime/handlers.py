@@ -61,12 +61,13 @@ class WatchSelectors:
     config_maps: str | None = None
     secrets: str | None = None
     pod_groups: str | None = None
+    pdbs: str | None = None
 
     @classmethod
     def owned_only(cls) -> WatchSelectors:
         """Every child informer filtered to the operator's label (needs the label on every
         child)."""
-        return cls(*(OWNED_SELECTOR,) * 6)
+        return cls(*(OWNED_SELECTOR,) * 7)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ def watches(gang_scheduling: GangScheduler | None, selectors: WatchSelectors) ->
         Watch("services", resources.SERVICE, selectors.services),
         Watch("configmaps", resources.CONFIG_MAP, selectors.config_maps),
         Watch("secrets", resources.SECRET, selectors.secrets),
+        Watch("poddisruptionbudgets", resources.POD_DISRUPTION_BUDGET, selectors.pdbs),
     ]
     pod_groups = pod_group_resource(gang_scheduling)
     if pod_groups is not None:

@@ -329,6 +329,7 @@ class Manager:
             services=inf["services"].store,
             config_maps=inf["configmaps"].store,
             secrets=inf["secrets"].store,
+            pdbs=inf["poddisruptionbudgets"].store,
             pod_groups=optional["podgroups"],
             priority_classes=optional["priorityclasses"],
         )

@@ -126,6 +126,14 @@ class Metrics:
             ["namespace", "mpijob"],
             registry=r,
         )
+        self.pending_workers = Gauge(
+            "mpi_operator_job_pending_workers",
+            "Workers of a running (not finished, not suspended) MPIJob that the scheduler could "
+            "not place "
+            "(PodScheduled=False, Unschedulable)",
+            ["namespace", "mpijob"],
+            registry=r,
+        )
         # --- API client ---------------------------------------------------------------------------
         self.api_requests = Counter(
             "rest_client_requests",
@@ -193,6 +201,14 @@ class Metrics:
                 self.elastic_workers.remove(namespace, mpijob, state)
         with contextlib.suppress(KeyError):
             self.elastic_min_replicas.remove(namespace, mpijob)
+
+    def set_pending_workers(self, *, namespace: str, mpijob: str, pending: int) -> None:
+        self.pending_workers.labels(namespace=namespace, mpijob=mpijob).set(pending)
+
+    def remove_pending_workers(self, *, namespace: str, mpijob: str) -> None:
+        """Drops a finished, suspended or deleted job's series."""
+        with contextlib.suppress(KeyError):
+            self.pending_workers.remove(namespace, mpijob)
 
     # --- hooks for the runtime --------------------------------------------------------------------
     def set_leader(self, leading: bool) -> None:

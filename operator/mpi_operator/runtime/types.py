@@ -67,6 +67,9 @@ class Stores:
     secrets: Store
     pod_groups: Store | None = None
     """Only with `--gang-scheduling` (volcano or scheduler-plugins PodGroups)."""
+    pdbs: Store | None = None
+    """The workers' PodDisruptionBudgets (`desired.pdb`); None: budgets are neither read nor
+    written."""
     priority_classes: Store | None = None
     """Only with `--gang-scheduling`: cluster-scoped PriorityClasses by name (PodGroup priority)."""
 

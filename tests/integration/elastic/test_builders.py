@@ -288,6 +288,7 @@ def test_the_planner_places_elastic_writes_in_their_phases() -> None:
         (Phase.DISCOVERY, "Service"),
         (Phase.DISCOVERY, "ConfigMap"),
         (Phase.DISCOVERY, "Secret"),
+        (Phase.DISCOVERY, "PodDisruptionBudget"),
         (Phase.ANNOUNCE, "Pod"),
         (Phase.RELEASE, "Pod"),
         (Phase.WORKLOAD, "Pod"),

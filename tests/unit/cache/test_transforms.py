@@ -221,6 +221,13 @@ def test_a_pod_keeps_its_disruption_target_condition() -> None:
     assert transforms.pod(taken)["status"]["conditions"][-1] == target
 
 
+def test_a_pod_keeps_pod_scheduled_only_while_it_is_not_placed() -> None:
+    waiting = pod()
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    waiting["status"]["conditions"] = [unschedulable]
+    assert transforms.pod(waiting)["status"]["conditions"] == [unschedulable]
+
+
 def test_an_object_without_metadata_passes_through() -> None:
     assert transforms.strip_managed_fields({"kind": "X"}) == {"kind": "X"}
 

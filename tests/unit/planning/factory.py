@@ -253,6 +253,7 @@ def converged(
         ),
         worker_pods=tuple(pods),
         pod_group=served(first.pod_group) if first.pod_group is not None else None,
+        pdb=served(first.pdb) if first.pdb is not None else None,
     )
 
 

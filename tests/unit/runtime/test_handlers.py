@@ -173,7 +173,18 @@ def test_a_deleted_incarnations_child_going_enqueues_the_job_now_of_that_name(
 @pytest.mark.parametrize(
     ("gang", "expected"),
     [
-        (None, ["mpijobs", "pods", "jobs", "services", "configmaps", "secrets"]),
+        (
+            None,
+            [
+                "mpijobs",
+                "pods",
+                "jobs",
+                "services",
+                "configmaps",
+                "secrets",
+                "poddisruptionbudgets",
+            ],
+        ),
         (
             "volcano",
             [
@@ -183,6 +194,7 @@ def test_a_deleted_incarnations_child_going_enqueues_the_job_now_of_that_name(
                 "services",
                 "configmaps",
                 "secrets",
+                "poddisruptionbudgets",
                 "podgroups",
                 "priorityclasses",
             ],
@@ -206,7 +218,7 @@ def test_watch_table(gang: handlers.GangScheduler | None, expected: list[str]) -
 def test_owned_only_filters_every_child() -> None:
     table = handlers.watches("scheduler-plugins", handlers.WatchSelectors.owned_only())
     children = [w for w in table if w.events == "child"]
-    assert len(children) == 6
+    assert len(children) == 7
     assert {w.selector for w in children} == {handlers.OWNED_SELECTOR}
 
 
