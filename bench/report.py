@@ -11,7 +11,9 @@ its default client settings unless `--operator-qps`/`--operator-burst` say other
    allocated, by tracemalloc, with `--heap-jobs` jobs Running;
 4. scale reaction (bench/latency.py): one elastic job scaled up one worker at a time;
 5. discovery comparison (bench/latency.py): a scale-out seen in the launcher's mounted
-   discover_hosts.sh, with the operator's launcher-pod annotation and with the ConfigMap alone.
+   discover_hosts.sh, with the operator's launcher-pod annotation and with the ConfigMap alone;
+6. big job (bench/bigjob.py): one elastic job of 2,000 workers created, scaled in to half and out
+   again, and 50 of its workers killed at once.
 
     .venv/bin/python bench/report.py            # 1,000 x 8: bench/README.md says how long
     .venv/bin/python bench/report.py --quick    # 5 x 2, all scenarios: under a minute
@@ -33,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import bigjob
 import latency
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
 import report_md
@@ -58,7 +61,7 @@ FULL |= {
     "discovery_samples": 5,
     "timeout": 900.0,
 }
-FULL |= {"ramp_steps": 10, "heap_jobs": 200}
+FULL |= {"ramp_steps": 10, "heap_jobs": 200, "big_workers": 2000, "big_kills": 50}
 QUICK = {"jobs": 5, "workers": 2, "pod_seconds": 0.3, "steady_seconds": 2.0, "restart_seconds": 1.0}
 QUICK |= {
     "idle_seconds": 1.0,
@@ -68,6 +71,7 @@ QUICK |= {
     "timeout": 120.0,
 }
 QUICK |= {"volume_sync_seconds": 3.0, "ramp_steps": 2, "heap_jobs": 3}
+QUICK |= {"big_workers": 20, "big_kills": 3}
 
 
 def machine() -> dict[str, Any]:
@@ -127,6 +131,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with cluster(args, args.volume_sync_seconds) as c:
         await timed("reaction", latency.reaction(c, args))
         await timed("discovery", latency.discovery(c, args))
+    async with cluster(args) as c:
+        await timed("bigjob", bigjob.run(c, args))
     results["machine"] |= {"loadavg_end": os.getloadavg(), "wall_s": time.monotonic() - t0}
     return results
 
@@ -161,6 +167,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--steps", type=int, help="scale-reaction steps (default 30; quick 5)")
     parser.add_argument("--step-pause-seconds", type=float, default=0.2, help="pause between steps")
+    parser.add_argument(
+        "--big-workers", type=int, help="workers of the big job (default 2000; quick 20)"
+    )
+    parser.add_argument(
+        "--big-kills", type=int, help="big-job workers killed at once (default 50; quick 3)"
+    )
     parser.add_argument("--discovery-samples", type=int, help="jobs per discovery arm (default 5)")
     parser.add_argument(
         "--volume-sync-seconds",
