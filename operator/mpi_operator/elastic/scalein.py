@@ -54,6 +54,8 @@ def plan_scale_in(
 ) -> ScaleIn:
     """Drain stamps, undrains and deletions for workers around the desired count."""
     out = ScaleIn()
+    # Sets: a scale-in of a thousand workers tests each against both.
+    listed, removed_now = frozenset(listed), frozenset(removed_now)
     for index in sorted(workers):
         worker = workers[index]
         if worker.terminating or worker.incarnation < incarnations.get(index, 0):
