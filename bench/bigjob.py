@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from typing import Any
 
@@ -116,6 +117,8 @@ async def run(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
         job = elastic_mpijob(
             NAME, workers=n, min_replicas=n // 4, max_replicas=n, settle=1, grace=1
         )
+        # Every killed worker is replaced (the default allows 10 over the job's life).
+        job["spec"]["elasticPolicy"]["maxReplacements"] = args.big_kills
         started = time.monotonic()
         await api.call("POST", JOBS, job)
         await pods.until(lambda: len(pods.ready) >= n, within)
@@ -135,15 +138,24 @@ async def run(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
             **await _sizes(api),
         }
         out["create"]["writes_per_pod"] = out["create"]["writes"] / n
+        _progress(out, "create")
         # 2. Scale-in to half.
         out["scale_in"] = await _scale(c, pods, launcher, n, half, args)
+        _progress(out, "scale_in")
         # 3. Scale-out back.
         out["scale_out"] = await _scale(c, pods, launcher, half, n, args)
+        _progress(out, "scale_out")
         # 4. Kill workers at once.
         out["kill"] = await _kill(c, pods, launcher, n, args)
+        _progress(out, "kill")
     finally:
         watcher.cancel()
     return out
+
+
+def _progress(out: dict[str, Any], step: str) -> None:
+    """Each step's figures as they come, so a run that times out later still shows them."""
+    print(f"bench/bigjob.py: {step} {json.dumps(out[step])}", file=sys.stderr, flush=True)
 
 
 async def _all_listed(api: Api, launcher: str, wanted: set[int]) -> bool:

@@ -244,3 +244,36 @@ async def test_the_plan_is_abandoned_once_the_job_is_gone(kube: Kube, kubesim: K
     applied = await applier(kube, is_current=batches).apply(creates(10))
     assert applied.abandoned
     assert len(pod_posts(kubesim)) == 3, "the two batches sent while the job was there"
+
+
+async def test_drain_marks_and_deletes_go_out_in_slow_start_batches_one_verb_at_a_time(
+    kube: Kube, kubesim: KubeSim
+) -> None:
+    """A scale-in of 1,000 workers drains and deletes 1,000 pods: one at a time, the drain marks
+    alone held the script's edit back by 8 s (bench/bigjob.py)."""
+    uids = [
+        (await kube.create(resources.POD, pod(f"pi-worker-{i}")))["metadata"]["uid"]
+        for i in range(10)
+    ]
+    drains = tuple(
+        Patch(
+            ref("Pod", f"pi-worker-{i}"),
+            {"metadata": {"annotations": {"drain": "now"}}},
+            Phase.DRAIN,
+            "drain",
+        )
+        for i in range(10)
+    )
+    script = Patch(ref("ConfigMap", "pi-config"), {"data": {"a": "b"}}, Phase.DISCOVERY, "script")
+    deletes = tuple(
+        Delete(ref("Pod", f"pi-worker-{i}"), uid, phase=Phase.RELEASE, why="scaled in")
+        for i, uid in enumerate(uids)
+    )
+    batches = Batches()
+    await applier(kube, is_current=batches).apply(Plan(actions=(*drains, script, *deletes)))
+    assert batches.count == 4 + 1 + 4, "1 + 2 + 4 + 3 marks, the script, 1 + 2 + 4 + 3 deletes"
+    sent = writes(kubesim)[-21:]
+    # Within a batch the requests race; the verbs and the phases keep their order.
+    assert sorted(sent[:10]) == sorted(f"patch pods/pi-worker-{i}" for i in range(10))
+    assert sent[10] == "patch configmaps/pi-config"
+    assert sorted(sent[11:]) == sorted(f"delete pods/pi-worker-{i}" for i in range(10))
