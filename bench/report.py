@@ -14,6 +14,8 @@ its default client settings unless `--operator-qps`/`--operator-burst` say other
    discover_hosts.sh, with the operator's launcher-pod annotation and with the ConfigMap alone;
 6. scheduling (bench/cluster_fanin.py): kubesim's fan-in with and without its scheduler, and on a
    cluster of nodes with capacity.
+7. big job (bench/bigjob.py): one elastic job of 2,000 workers created, scaled in to half and out
+   again, and 50 of its workers killed at once.
 
     .venv/bin/python bench/report.py            # 1,000 x 8: bench/README.md says how long
     .venv/bin/python bench/report.py --quick    # 5 x 2, all scenarios: under a minute
@@ -35,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import bigjob
 import cluster_fanin
 import latency
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
@@ -62,6 +65,7 @@ FULL |= {
     "timeout": 900.0,
 }
 FULL |= {"ramp_steps": 10, "heap_jobs": 200, "cluster_rounds": 3, "cluster_nodes": 100}
+FULL |= {"big_workers": 2000, "big_kills": 50}
 QUICK = {"jobs": 5, "workers": 2, "pod_seconds": 0.3, "steady_seconds": 2.0, "restart_seconds": 1.0}
 QUICK |= {
     "idle_seconds": 1.0,
@@ -72,6 +76,7 @@ QUICK |= {
 }
 QUICK |= {"volume_sync_seconds": 3.0, "ramp_steps": 2, "heap_jobs": 3}
 QUICK |= {"cluster_rounds": 1, "cluster_nodes": 3}
+QUICK |= {"big_workers": 20, "big_kills": 3}
 
 
 def machine() -> dict[str, Any]:
@@ -132,6 +137,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await timed("reaction", latency.reaction(c, args))
         await timed("discovery", latency.discovery(c, args))
     await timed("scheduling", cluster_fanin.run(args))
+    async with cluster(args) as c:
+        await timed("bigjob", bigjob.run(c, args))
     results["machine"] |= {"loadavg_end": os.getloadavg(), "wall_s": time.monotonic() - t0}
     return results
 
@@ -166,6 +173,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--steps", type=int, help="scale-reaction steps (default 30; quick 5)")
     parser.add_argument("--step-pause-seconds", type=float, default=0.2, help="pause between steps")
+    parser.add_argument(
+        "--big-workers", type=int, help="workers of the big job (default 2000; quick 20)"
+    )
+    parser.add_argument(
+        "--big-kills", type=int, help="big-job workers killed at once (default 50; quick 3)"
+    )
     parser.add_argument("--discovery-samples", type=int, help="jobs per discovery arm (default 5)")
     parser.add_argument(
         "--volume-sync-seconds",

@@ -27,7 +27,7 @@ def _row(what: str, measured: str, target: str, ok: bool | None) -> str:
 
 
 TABLE = ["| | measured | target | |", "|---|---|---|---|"]
-SCENARIOS = ("scale", "memory", "heap", "reaction", "discovery", "scheduling")
+SCENARIOS = ("scale", "memory", "heap", "reaction", "discovery", "scheduling", "bigjob")
 
 
 def _machine(r: dict[str, Any]) -> list[str]:
@@ -475,6 +475,89 @@ def _discovery(r: dict[str, Any]) -> list[str]:
     ]
 
 
+WRITES_CONSTANT = 50
+"""The issue's bound on a big-job step: two writes per pod it changes plus this constant."""
+
+
+def _bigjob(r: dict[str, Any]) -> list[str]:
+    b = r["bigjob"]
+    cr, si, so, kill = b["create"], b["scale_in"], b["scale_out"], b["kill"]
+
+    def writes(step: dict[str, Any], pods: int) -> str:
+        return _row(
+            f"writes, {step.get('what', '')}".rstrip(", "),
+            f"{step['writes']:.0f} for {pods} pods ({_f(step['writes'] / pods, 2)} a pod; "
+            f"{step['event_writes']:.0f} Event writes apart)",
+            f"<= 2 a pod + {WRITES_CONSTANT}",
+            step["writes"] <= 2 * pods + WRITES_CONSTANT,
+        )
+
+    n, half = b["workers"], si["to"]
+    slowest = max(
+        ("listing after all Ready", cr["listed_after_ready_s"]),
+        ("the scale-in's script edit", si["listed_s"]),
+        ("the replacements' listing", kill["replacements_listed_s"]),
+        key=lambda kv: kv[1],
+    )
+    return [
+        f"## Big job: one elastic job of {n} workers",
+        "",
+        f"elasticPolicy {b['min_replicas']}..{n}, settleSeconds 1, scaleInGracePeriodSeconds 1, "
+        "kubesim's timer runtime; times to the launcher's *mounted* `discover_hosts.sh`.",
+        "",
+        *TABLE,
+        _row("create to all workers Ready", f"{_f(cr['all_ready_s'])} s", "", None),
+        _row(
+            "all Ready to all listed",
+            f"{_f(cr['listed_after_ready_s'])} s (create to all listed {_f(cr['all_listed_s'])} s)",
+            "<= 10 s",
+            cr["listed_after_ready_s"] <= 10,
+        ),
+        writes({**cr, "what": "create"}, n),
+        _row(
+            "operator",
+            f"CPU {_f(cr['operator_cpu_s'])} s for the create; RSS {_f(cr['operator_rss_mib'])} "
+            f"MiB (peak {_f(cr['operator_peak_rss_mib'])} MiB)",
+            "",
+            None,
+        ),
+        _row(
+            "ConfigMap",
+            f"`hostfile` {cr['hostfile_bytes'] / 1024:.1f} KiB, `discover_hosts.sh` "
+            f"{cr['discover_hosts_bytes'] / 1024:.1f} KiB, the object "
+            f"{cr['config_map_bytes'] / 1024:.1f} KiB as JSON",
+            "",
+            None,
+        ),
+        _row(
+            f"scale-in {n} -> {half}: removed hosts out of the script",
+            f"{_f(si['listed_s'], 2)} s",
+            "<= 2 s",
+            si["listed_s"] <= 2,
+        ),
+        _row("scale-in: their pods gone", f"{_f(si['pods_gone_s'])} s", "", None),
+        writes({**si, "what": "scale-in"}, si["changed_pods"]),
+        _row(
+            f"scale-out {half} -> {n}: all listed",
+            f"{_f(so['listed_s'])} s ({_f(so['listed_after_ready_s'])} s after all Ready)",
+            "",
+            None,
+        ),
+        writes({**so, "what": "scale-out"}, so["changed_pods"]),
+        _row(
+            f"{kill['killed']} workers killed: replacements listed",
+            f"{_f(kill['replacements_listed_s'])} s",
+            "",
+            None,
+        ),
+        writes({**kill, "what": "replacements"}, kill["killed"]),
+        "",
+        f"**Bottleneck:** the slowest step to the mount is {slowest[0]} ({_f(slowest[1], 2)} s). "
+        f"The machine's CPU was {_f(b['machine_busy_pct'], 0)} % in use meanwhile.",
+        "",
+    ]
+
+
 def _scheduling(r: dict[str, Any]) -> list[str]:
     sc = r["scheduling"]
     now, base, shaped = sc["default"], sc["baseline"], sc["shaped"]
@@ -580,10 +663,11 @@ def render(r: dict[str, Any], images: list[str], plots: Path) -> str:
     lines += _heap(r)
     lines += _reaction(r) + img("scale_reaction.png", "scale reaction per step")
     lines += _discovery(r) + img("discovery.png", "discovery comparison")
-    lines += _scheduling(r)
+    lines += _scheduling(r) if "scheduling" in r else []
+    lines += _bigjob(r) if "bigjob" in r else []
     lines += _profiles(r)
     for process in r["scale"]["fan_in"]["profiles"]:
         lines += img(f"flame_{process}.png", f"flame graph of {process}")
-    walls = ", ".join(f"{k} {_f(r[k]['wall_s'], 0)} s" for k in SCENARIOS)
+    walls = ", ".join(f"{k} {_f(r[k]['wall_s'], 0)} s" for k in SCENARIOS if k in r)
     lines += [f"Scenario wall times: {walls}.", ""]
     return "\n".join(lines)

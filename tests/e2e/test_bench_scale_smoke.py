@@ -106,13 +106,32 @@ SECTIONS = [
             "scheduling.shaped.scheduler_syncs",
         ],
     ),
+    (
+        "## Big job: one elastic job of 20 workers",
+        ["bigjob.create.listed_after_ready_s", "bigjob.create.event_writes"],
+        [
+            "bigjob.create.all_ready_s",
+            "bigjob.create.all_listed_s",
+            "bigjob.create.writes",
+            "bigjob.create.operator_rss_mib",
+            "bigjob.create.hostfile_bytes",
+            "bigjob.create.discover_hosts_bytes",
+            "bigjob.create.config_map_bytes",
+            "bigjob.scale_in.listed_s",
+            "bigjob.scale_in.pods_gone_s",
+            "bigjob.scale_in.writes",
+            "bigjob.scale_out.listed_s",
+            "bigjob.scale_out.writes",
+            "bigjob.kill.replacements_listed_s",
+        ],
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("heading", "measured", "positive"),
     SECTIONS,
-    ids=["scale", "heap", "reaction", "discovery", "scheduling"],
+    ids=["scale", "heap", "reaction", "discovery", "scheduling", "bigjob"],
 )
 def test_every_scenario_is_reported_with_numbers(
     run: tuple[Path, str, dict[str, Any]], heading: str, measured: list[str], positive: list[str]

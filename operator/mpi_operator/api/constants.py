@@ -162,24 +162,58 @@ DNS1123_SUBDOMAIN_MAX_LENGTH: Final = hostfile.DNS1123_SUBDOMAIN_MAX_LENGTH
 # The most workers one MPIJob may have: `Worker.replicas`, `elasticPolicy.minReplicas/maxReplicas`,
 # the v1alpha1 `replicas`/`gpus`/`processingUnits` split and horovodrun's `--min-np/--max-np` all
 # meet it (the CRD's `maximum`, `api/validation.py`, `api/legacy.py`); `mpi-operator run
-# --max-workers-per-job` may only lower it. Why 1000: the ConfigMap `<job>-config` holds two lines
-# per worker, and its data must stay within the API's 1 MiB (1,048,576 bytes). A host name is at
-# most a 253-byte DNS name (`mpi_discovery.hostfile` refuses longer ones) and a slot count at most
-# 19 digits, so a worker costs at most 253 + 7 (` slots=`) + 19 + 1 (newline) = 280 bytes in
-# `hostfile` and 5 (`echo `) + 253 + 1 (`:`) + 19 + 1 = 279 in `discover_hosts.sh`: 559 bytes,
-# 559,000 for 1000 workers, 53 % of the limit in the worst case (with `cluster.local` and
-# 20-character job and namespace names a line is about 80 bytes: 16 %). The elastic state annotation
-# on the same ConfigMap costs under 60 bytes a worker, well within the 256 KiB annotation limit; the
-# PodGroup's `minMember` and every status hold counts, not lists. 2000 workers could overflow 1 MiB
-# at the longest names. Whatever still does not fit (huge user annotations, a long cluster domain)
-# is caught before the write: `planning/limits.py`.
-MAX_WORKER_REPLICAS: Final = 1000
-MAX_GANG_MEMBERS: Final = MAX_WORKER_REPLICAS + 1
-"""The largest PodGroup `minMember` (`schedulingPolicy.minAvailable`): every worker and the
-launcher."""
+# --max-workers-per-job` may only lower it. It is computed, not chosen: the ConfigMap `<job>-config`
+# holds a `hostfile` line and a `discover_hosts.sh` line per worker (and the launcher), and with the
+# longest host names the operator allows (below) and the most slot digits, that data must stay
+# within CONFIG_DATA_BUDGET_BYTES. Names longer than these (a longer `--cluster-domain`) are refused
+# per job by validation when they would not fit. Figures: docs/architecture.md#bounds.
+CONFIG_DATA_MAX_BYTES: Final = 1024 * 1024
+"""The API's limit on a ConfigMap's `data` and `binaryData` together (apiserver `MaxSecretSize`)."""
+CONFIG_DATA_BUDGET_BYTES: Final = CONFIG_DATA_MAX_BYTES * 9 // 10
+"""What the host lists may use in the worst case: a tenth of the limit stays free."""
+NAMESPACE_MAX_LENGTH: Final = 63
+"""A namespace is a DNS-1123 label."""
+WORKER_SUFFIX_MIN_LENGTH: Final = len("-worker-0")
+JOB_NAME_MAX_LENGTH: Final = DNS1035_LABEL_MAX_LENGTH - WORKER_SUFFIX_MIN_LENGTH
+"""`<job>-worker-<i>` is a pod host name (a DNS-1035 label), so a job name is at most 54."""
+REFERENCE_CLUSTER_DOMAIN: Final = "cluster.local"
+"""Kubernetes' default cluster domain: the ceiling is computed with it."""
 INT32_MAX: Final = 2**31 - 1
 """The largest value of a Go `int32` field: `runPolicy.backoffLimit` and `ttlSecondsAfterFinished`
 are copied to the launcher Job's int32 fields, as `schedulingPolicy.scheduleTimeoutSeconds` is to
-the PodGroup's; the API refuses a larger value on every retry, so validation refuses it first."""
+the PodGroup's, and `slotsPerWorker` is upstream's int32; the API refuses a larger value on every
+retry, so validation refuses it first."""
+LONGEST_HOST: Final = ".".join(
+    (
+        "h" * DNS1035_LABEL_MAX_LENGTH,
+        "j" * JOB_NAME_MAX_LENGTH,
+        "n" * NAMESPACE_MAX_LENGTH,
+        "svc",
+        REFERENCE_CLUSTER_DOMAIN,
+    )
+)
+"""`<worker host>.<job>.<namespace>.svc.cluster.local` at the longest of each (200 characters): a
+replaced elastic worker's host name takes the whole 63-character label (`elastic/identity.py`)."""
+
+
+def host_list_bytes(hosts: int, host: str = LONGEST_HOST) -> int:
+    """Bytes of `hostfile` and `discover_hosts.sh` together listing `hosts` hosts named like `host`
+    with the most slot digits, by the real renderers (Open MPI's hostfile format is the longest)."""
+    line = len(hostfile.render_hostfile_line(host, INT32_MAX))
+    line += len(hostfile.render_discover_hosts([(host, INT32_MAX)])) - len(hostfile.SHEBANG)
+    return len(hostfile.SHEBANG) + hosts * line
+
+
+def most_workers(host: str = LONGEST_HOST, budget: int = CONFIG_DATA_BUDGET_BYTES) -> int:
+    """The most workers whose host lists, the launcher's line included (`runLauncherAsWorker`), fit
+    in `budget` with every host named like `host`."""
+    per_host = host_list_bytes(1, host) - host_list_bytes(0, host)
+    return (budget - host_list_bytes(0, host)) // per_host - 1
+
+
+MAX_WORKER_REPLICAS: Final = most_workers()
+MAX_GANG_MEMBERS: Final = MAX_WORKER_REPLICAS + 1
+"""The largest PodGroup `minMember` (`schedulingPolicy.minAvailable`): every worker and the
+launcher."""
 INT64_MAX: Final = 2**63 - 1
 """The largest value of a Go `int64` field (`runPolicy.activeDeadlineSeconds`)."""

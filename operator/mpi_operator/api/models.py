@@ -330,6 +330,7 @@ class MPIJobSpec(ApiModel):
         "each "
         "worker requests, else 1.",
         ge=0,
+        le=c.INT32_MAX,
     )
     run_launcher_as_worker: bool = Field(
         False,

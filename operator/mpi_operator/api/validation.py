@@ -379,7 +379,7 @@ def _name_errors(job: MPIJob, cluster_domain: str = "") -> list[FieldError]:
         )
         length = host_name_length(job, "x" * longest, cluster_domain)
         if length <= c.DNS1123_SUBDOMAIN_MAX_LENGTH:
-            return []
+            return _host_list_errors(job, path, length)
         return [
             FieldError(
                 path,
@@ -396,6 +396,32 @@ def _name_errors(job: MPIJob, cluster_domain: str = "") -> list[FieldError]:
             path,
             f"Invalid value: {json.dumps(name)}: pods and services could not be created: "
             f"the worker hostname {json.dumps(hostname)} {problem} (DNS-1035 label)",
+        )
+    ]
+
+
+def _dns_name(length: int) -> str:
+    """A DNS name of `length` characters (labels of 62 and dots), standing for a real host name."""
+    return "".join("." if i % 63 == 62 and i < length - 1 else "h" for i in range(length))
+
+
+def _host_list_errors(job: MPIJob, path: str, host_length: int) -> list[FieldError]:
+    """Names longer than those the worker ceiling was computed with (a longer cluster domain) leave
+    room for fewer workers: the job's host lists must still fit (api/constants.py)."""
+    if host_length <= len(c.LONGEST_HOST):
+        return []
+    workers = max_worker_index(job) + 1
+    most = c.most_workers(_dns_name(host_length))
+    if workers <= most:
+        return []
+    return [
+        FieldError(
+            path,
+            f"Invalid value: {json.dumps(job.metadata.get('name'))}: with host names of up to "
+            f"{host_length} characters, the hostfile and discover_hosts.sh of {workers} workers "
+            f"would not fit well inside the ConfigMap's {c.CONFIG_DATA_MAX_BYTES} bytes: at most "
+            f"{most} workers; use a shorter job name, namespace or cluster domain, or fewer "
+            "workers",
         )
     ]
 

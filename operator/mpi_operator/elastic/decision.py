@@ -3,9 +3,9 @@
 `sync.py` turns a decision into plan actions, each in its phase (`planning.Phase`): a write goes
 out only after the ones before it succeeded, so every crash window between two is harmless:
 
-1. DRAIN: the `drain` patches (merge-patch the pod annotations; a None value deletes the key);
-2. DISCOVERY: the ConfigMap: `discover_hosts.sh` from `discovered`, plus the published state;
-3. ANNOUNCE: the launcher pod touched (`launcher_env.discovery_revision_annotation`) when it lags;
+1. DISCOVERY: the ConfigMap: `discover_hosts.sh` from `discovered`, plus the published state;
+2. ANNOUNCE: the launcher pod touched (`launcher_env.discovery_revision_annotation`) when it lags;
+3. DRAIN: the `drain` patches (merge-patch the pod annotations; a None value deletes the key);
 4. RELEASE: `replace` and `delete`: those pods deleted, preconditioned on their uid;
 5. WORKLOAD: missing worker pods created with `identity.worker_hostname(job, i, incarnation)`;
 6. then `status` into the MPIJob status, `events` recorded, and `fail` set as the Failed condition.

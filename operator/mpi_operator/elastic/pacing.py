@@ -53,22 +53,24 @@ def next_members(
     if published is None:
         return PacingResult(target, Change.INITIAL, added=target)
     current = tuple(sorted(set(published)))
-    kept = tuple(m for m in current if m in alive)
+    # Sets for every membership test: these run over thousands of workers on each sync.
+    alive_set = alive if isinstance(alive, set | frozenset) else frozenset(alive)
+    kept = tuple(m for m in current if m in alive_set)
     if kept != current:
-        lost = tuple(m for m in current if m not in alive)
+        lost = tuple(m for m in current if m not in alive_set)
         return PacingResult(kept, Change.LOST, removed=lost)
     if current == target:
         return PacingResult(current, Change.NONE)
     if changed_at is not None and now < changed_at + settle_seconds:
         return PacingResult(current, Change.NONE, wait=changed_at + settle_seconds - now)
-    added = tuple(m for m in target if m not in current)
+    current_set, target_set = frozenset(current), frozenset(target)
+    added = tuple(m for m in target if m not in current_set)
     if added:
         return PacingResult(tuple(sorted({*current, *added})), Change.ADDED, added=added)
-    unwanted = sorted((m for m in current if m not in target), reverse=True)
+    unwanted = sorted((m for m in current if m not in target_set), reverse=True)
     allowed = max(len(current) - min_workers, 0)
     removed = tuple(sorted(unwanted[:allowed]))
     if not removed:
         return PacingResult(current, Change.NONE)
-    return PacingResult(
-        tuple(m for m in current if m not in removed), Change.REMOVED, removed=removed
-    )
+    gone = frozenset(removed)
+    return PacingResult(tuple(m for m in current if m not in gone), Change.REMOVED, removed=removed)

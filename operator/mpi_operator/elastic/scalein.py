@@ -3,8 +3,9 @@
 Deleting a pod that still holds a Horovod rank is the failure path, while a host dropped from the
 script leaves at its next commit (docs/architecture.md#the-elastic-state-machine). So a worker at or
 above the desired count is first dropped from `discover_hosts.sh` (`pacing.py`), stamped with
-`DRAINING_ANNOTATION` in the same step, deleted `scaleInGracePeriodSeconds` later, and its
-identity retired. A pod Horovod never saw is deleted at once; a draining pod wanted again is reused.
+`DRAINING_ANNOTATION` in the same step (after the script's write), deleted
+`scaleInGracePeriodSeconds` later, and its identity retired. A pod Horovod never saw is deleted at
+once; a draining pod wanted again is reused.
 """
 
 from __future__ import annotations
@@ -51,9 +52,15 @@ def plan_scale_in(
     removed_now: Collection[Member],
     grace_seconds: float,
     now: float,
+    last_change: float | None = None,
+    last_removed: Collection[Member] = (),
 ) -> ScaleIn:
-    """Drain stamps, undrains and deletions for workers around the desired count."""
+    """Drain stamps, undrains and deletions for workers around the desired count. `last_change` and
+    `last_removed`: when the script last changed, and whom that change dropped."""
     out = ScaleIn()
+    # Sets: a scale-in of a thousand workers tests each against both.
+    listed, removed_now = frozenset(listed), frozenset(removed_now)
+    dropped = frozenset(last_removed) if last_change is not None else frozenset()
     for index in sorted(workers):
         worker = workers[index]
         if worker.terminating or worker.incarnation < incarnations.get(index, 0):
@@ -90,6 +97,16 @@ def plan_scale_in(
         if worker.member in listed:
             continue  # pacing has not taken it out of discovery yet
         since = worker.draining_since
+        if since is None and worker.member in dropped and not worker.failed:
+            assert last_change is not None
+            if now < last_change + grace_seconds:
+                # The script dropped it, and its stamp (written after the script) was lost: it
+                # drains from the script's change.
+                stamp = {DRAINING_ANNOTATION: format_since(last_change)}
+                out.drain.append(PodAnnotationPatch(worker.name, worker.uid, stamp))
+                out.draining += 1
+                out.wait = _earliest(out.wait, last_change + grace_seconds - now)
+                continue
         if since is not None and not worker.failed and now < since + grace_seconds:
             out.draining += 1
             out.wait = _earliest(out.wait, since + grace_seconds - now)

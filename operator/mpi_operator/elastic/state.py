@@ -3,11 +3,11 @@
 
 In the same object as `discover_hosts.sh`, so "what is published" and "what we remember publishing"
 are one atomic write, and a restarted operator or a new leader continues from it. It records the
-listed members and when they changed, each index's incarnation, the replacements used (and the
-disruptions, which use none), the below-minimum clock, the recent losses and the last out-of-bounds
-replicas reported; the fields are listed in docs/architecture.md#the-elastic-state-machine ("The
-published state"). Draining is recorded on the pod instead (`scalein.py`). Times are epoch seconds
-(floats) in the JSON.
+listed members, when they changed and whom the last change dropped, each index's incarnation, the
+replacements used (and the disruptions, which use none), the below-minimum clock, the recent losses
+and the last out-of-bounds replicas reported; the fields are listed in
+docs/architecture.md#the-elastic-state-machine ("The published state"). Draining is recorded on the
+pod instead (`scalein.py`). Times are epoch seconds (floats) in the JSON.
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ class PublishedState:
     below_min_since: float | None = None
     failures: tuple[WorkerFailure, ...] = ()
     out_of_bounds_reported: int | None = None
+    removed: tuple[Member, ...] = ()
+    """The members the last change dropped from the script gracefully (a scale-in): their drain
+    stamps are written after the script, and a crash in between must not cut their grace short."""
 
     def incarnation(self, index: int) -> int:
         return self.incarnations.get(index, 0)
@@ -98,6 +101,8 @@ class PublishedState:
             ]
         if self.out_of_bounds_reported is not None:
             doc["outOfBoundsReported"] = self.out_of_bounds_reported
+        if self.removed:
+            doc["removed"] = [list(m) for m in self.removed]
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -131,6 +136,7 @@ class PublishedState:
                 below_min_since=_float_or_none(doc.get("belowMinSince")),
                 failures=failures,
                 out_of_bounds_reported=_int_or_none(doc.get("outOfBoundsReported")),
+                removed=tuple(sorted((int(i), int(n)) for i, n in doc.get("removed", []))),
             )
         except (TypeError, KeyError, AttributeError, ValueError) as exc:
             raise ValueError(f"not an elastic state annotation: {exc}") from exc

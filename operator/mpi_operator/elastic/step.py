@@ -174,6 +174,8 @@ def elastic_step(
         removed_now=pace.removed if pace.change is Change.REMOVED else (),
         grace_seconds=policy.scale_in_grace_period_seconds,
         now=clock,
+        last_change=state.changed_at,
+        last_removed=state.removed,
     )
     for index in scale.retired:
         incarnations[index] = incarnations.get(index, 0) + 1
@@ -244,6 +246,9 @@ def elastic_step(
         below_min_since=below.since,
         failures=tuple(healed.failures),
         out_of_bounds_reported=out_of_bounds,
+        removed=pace.removed
+        if pace.change is Change.REMOVED
+        else (() if changed else state.removed),
     )
     return ElasticDecision(
         discovered=discovered_hosts(job, pace.members, cluster_domain=cluster_domain),

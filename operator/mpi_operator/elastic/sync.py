@@ -115,8 +115,8 @@ def _pod(job: MPIJob, name: str) -> ObjectRef:
 def decision_actions(
     job: MPIJob, decision: ElasticDecision, launcher_pods: Iterable[Mapping[str, Any]]
 ) -> list[Action]:
-    """The step's pod writes: drains, the launcher touch, the deletions (replaced ones first)."""
-    actions: list[Action] = [
+    """The step's pod writes: the launcher touch, drains, the deletions (replaced ones first)."""
+    drains: list[Action] = [
         Patch(
             ref=_pod(job, drain.name),
             patch=drain.merge_patch(),
@@ -127,6 +127,7 @@ def decision_actions(
         )
         for drain in decision.drain
     ]
+    actions: list[Action] = []
     annotations = discovery_revision_annotation(decision.discovered)
     revision = annotations[DISCOVERY_REVISION_ANNOTATION]
     # Compared with what each pod carries rather than following `discovery_changed`, so a crash
@@ -144,6 +145,7 @@ def decision_actions(
                 why=f"discover_hosts.sh revision {revision}",
             )
         )
+    actions.extend(drains)
     actions.extend(
         Delete(
             ref=_pod(job, gone.name),

@@ -1,13 +1,12 @@
 """EventRecorder: best-effort core/v1 Events about objects, with client-go's correlation of repeats.
 
 `record()` never raises into the caller and never blocks it: events are queued and written by one
-background task in order (`flush()` waits for them, `close()` flushes before shutdown). Repeats of
-the same event (same object, type, reason and message) within `aggregation_window` seconds do not
-create new Events: the existing one gets `count` + 1 and a new `lastTimestamp` (client-go's
-EventLogger), which keeps a crash-looping job from flooding etcd. If that Event has meanwhile
-expired (404), a new one is created. Messages are cut to 1024 bytes of UTF-8 on a character
-boundary: the API's limit for an Event's note (events.k8s.io/v1), which upstream's controller
-applies to its messages too.
+background task in order (`flush()` waits for them, `close()` flushes before shutdown). client-go's
+correlator (`eventcorrelator.py`) first folds similar events into one and holds back floods about
+one object; then repeats of one key within `aggregation_window` seconds update the existing Event
+(`count` + 1, a new `lastTimestamp`, client-go's EventLogger) instead of creating one, or create a
+new one if it has expired (404). Messages are cut to 1024 bytes of UTF-8 on a character boundary:
+the API's limit for an Event's note (events.k8s.io/v1), which upstream's controller applies too.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Any, Literal
 from mpi_operator import reasons
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
+from mpi_operator.kube.eventcorrelator import EventCorrelator
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ MAX_MESSAGE_LENGTH = reasons.MESSAGE_LIMIT
 AGGREGATION_WINDOW_SECONDS = 600.0
 CACHE_SIZE = 4096
 
-_Key = tuple[str, str, str, str, str, str]
+_Key = tuple[str, ...]
 
 
 @dataclass
@@ -77,6 +77,7 @@ class EventRecorder:
         aggregation_window: float = AGGREGATION_WINDOW_SECONDS,
         cache_size: int = CACHE_SIZE,
         now: Callable[[], float] = time.time,  # wall clock (epoch seconds); injectable for tests
+        correlator: EventCorrelator | None = None,
     ) -> None:
         self.kube = kube
         self.component = component
@@ -84,6 +85,7 @@ class EventRecorder:
         self.aggregation_window = aggregation_window
         self.cache_size = cache_size
         self._now = now
+        self.correlator = correlator or EventCorrelator(cache_size=cache_size)
         self._seen: OrderedDict[_Key, _Seen] = OrderedDict()
         self._pending: deque[tuple[Mapping[str, Any], EventType, str, str, float]] = deque()
         self._writer: asyncio.Task[None] | None = None
@@ -121,14 +123,13 @@ class EventRecorder:
     ) -> None:
         ref = involved_object(obj)
         namespace = ref.get("namespace") or "default"
-        key: _Key = (
-            ref.get("uid") or "",
-            ref.get("kind") or "",
-            f"{namespace}/{ref.get('name', '')}",
-            event_type,
-            reason,
-            message,
-        )
+        source = (self.component, self.host or "")
+        about = (ref.get("uid") or "", ref.get("kind") or "", f"{namespace}/{ref.get('name', '')}")
+        correlated = self.correlator.correlate(source, about, event_type, reason, message, now)
+        if correlated is None:
+            log.debug("too many events about %s, dropping %s: %s", about[2], reason, message[:200])
+            return
+        key, message = correlated.key, truncate(correlated.message)
         seen = self._seen.get(key)
         if seen is not None and now - seen.last <= self.aggregation_window:
             seen.count += 1
@@ -138,7 +139,7 @@ class EventRecorder:
                 await self.kube.patch(
                     resources.EVENT,
                     seen.name,
-                    {"count": seen.count, "lastTimestamp": _timestamp(now)},
+                    {"count": seen.count, "lastTimestamp": _timestamp(now), "message": message},
                     namespace=seen.namespace,
                     patch_type="merge",
                 )

@@ -21,20 +21,21 @@ PropagationPolicy = Literal["Background", "Foreground", "Orphan"]
 class Phase(IntEnum):
     """When an action is sent within its sync: a plan holds its actions in phase order.
 
-    Elastic writes are only safe after the ones before them succeeded: Horovod must stop using a
-    host (drain) before the script drops it, the script must be live (and the launcher told) before
-    a worker it no longer lists is deleted, and new workers come last. Stopping at any point (a
-    conflict, an error, a crash) leaves a state the next sync continues from.
+    Elastic writes are only safe after the ones before them succeeded: the script drops a host (and
+    the launcher is told) before its pod is stamped draining, the stamp comes before the delete, and
+    new workers come last. Stopping at any point (a conflict, an error, a crash) leaves a state the
+    next sync continues from (the published state names the hosts the script last dropped).
     """
 
-    DRAIN = 1
-    """Elastic: drain annotations on worker pods the script is about to drop (or re-add)."""
-    DISCOVERY = 2
+    DISCOVERY = 1
     """Service, ConfigMap (hostfile, discover_hosts.sh, the published elastic state), Secret,
     PodGroup."""
-    ANNOUNCE = 3
+    ANNOUNCE = 2
     """Elastic: the launcher pod annotated with the script's revision, so the kubelet refreshes it
     now."""
+    DRAIN = 3
+    """Elastic: drain annotations on worker pods the script has just dropped (or will list again):
+    after the script, so a thousand of them do not hold its edit back."""
     RELEASE = 4
     """Elastic: workers Horovod has let go (scaled in, or replaced) deleted with a uid
     precondition."""

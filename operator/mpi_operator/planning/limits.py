@@ -19,11 +19,11 @@ from typing import Any, Final
 
 import orjson
 
+from mpi_operator.api import constants as c
 from mpi_operator.planning.actions import Create, ObjectRef, Plan, Update, UpdateStatus
 
-DATA_MAX_BYTES: Final = 1024 * 1024
-"""ConfigMap and Secret: the values of `data` and `binaryData` together (apiserver
-`MaxSecretSize`)."""
+DATA_MAX_BYTES: Final = c.CONFIG_DATA_MAX_BYTES
+"""ConfigMap and Secret: the values of `data` and `binaryData` together."""
 ANNOTATIONS_MAX_BYTES: Final = 256 * 1024
 """The keys and values of one object's annotations together (apimachinery
 `TotalAnnotationSizeLimitB`)."""

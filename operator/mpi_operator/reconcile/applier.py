@@ -122,18 +122,19 @@ class DeletedRecently:
 
 
 SLOW_START_MAX: Final = 32
-"""Pod creates go out in batches of 1, 2, 4, ... up to this (client-go's slow start): a job whose
-creates all fail (a quota, a webhook) costs one request, a healthy one few round trips, and no more
-than a batch is in flight when the job is deleted."""
+"""Pod creates, drain marks and deletes go out in batches of 1, 2, 4, ... up to this (client-go's
+slow start): a job whose creates all fail (a quota, a webhook) costs one request, a healthy one few
+round trips, and no more than a batch is in flight when the job is deleted. One at a time, the
+1,000 drain marks of a scale-in took 8 s and its deletes 28 s (bench/bigjob.py)."""
 
 
 def _in_batches(action: Action) -> bool:
-    return isinstance(action, Create) and action.ref.kind == "Pod"
+    return isinstance(action, Create | Patch | Delete) and action.ref.kind == "Pod"
 
 
 def _batch(actions: Sequence[Action], start: int, size: int) -> Sequence[Action]:
-    """The next actions to send together: up to `size` pod creates of one phase, anything else
-    alone."""
+    """The next actions to send together: up to `size` pod writes of one verb and phase, anything
+    else alone."""
     first = actions[start]
     if not _in_batches(first):
         return actions[start : start + 1]
@@ -142,6 +143,7 @@ def _batch(actions: Sequence[Action], start: int, size: int) -> Sequence[Action]
         end < len(actions)
         and end - start < size
         and _in_batches(actions[end])
+        and type(actions[end]) is type(first)
         and actions[end].phase == first.phase
     ):
         end += 1
@@ -180,11 +182,15 @@ class Applier:
     async def apply(self, plan: Plan) -> Applied:
         applied = Applied()
         actions = plan.actions
-        start, size = 0, 1
+        start, size, previous = 0, 1, None
         while start < len(actions):
             if not self.is_current():
                 applied.abandoned = True
                 break
+            first = actions[start]
+            if (type(first), first.phase) != previous:
+                size = 1  # each verb and phase starts slow: its first request may be refused
+            previous = (type(first), first.phase)
             batch = _batch(actions, start, size)
             if len(batch) == 1:
                 results: list[KubeObject | BaseException | None] = [

@@ -254,12 +254,12 @@ def test_a_decision_becomes_drain_announce_and_release_writes() -> None:
     ]
     actions = elastic_sync.decision_actions(job(2, **ELASTIC), the_decision, pods)
     assert [(a.phase, type(a).__name__, a.ref.name) for a in actions] == [
-        (Phase.DRAIN, "Patch", "pi-worker-3"),
         (Phase.ANNOUNCE, "Patch", "pi-launcher-a"),
+        (Phase.DRAIN, "Patch", "pi-worker-3"),
         (Phase.RELEASE, "Delete", "pi-worker-1"),
         (Phase.RELEASE, "Delete", "pi-worker-3"),
     ], "only a live launcher pod without the current revision is touched; replacements go first"
-    drain, touch = actions[0], actions[1]
+    touch, drain = actions[0], actions[1]
     assert isinstance(drain, Patch)
     assert drain.patch == {"metadata": {"annotations": {"drain": "now"}}}
     assert isinstance(touch, Patch)
@@ -284,12 +284,12 @@ def test_the_planner_places_elastic_writes_in_their_phases() -> None:
     )
     plan = planning.plan(state, Observed(), job=j, elastic=writes)
     assert [(a.phase, a.ref.kind) for a in plan.actions] == [
-        (Phase.DRAIN, "Pod"),
         (Phase.DISCOVERY, "Service"),
         (Phase.DISCOVERY, "ConfigMap"),
         (Phase.DISCOVERY, "Secret"),
         (Phase.DISCOVERY, "PodDisruptionBudget"),
         (Phase.ANNOUNCE, "Pod"),
+        (Phase.DRAIN, "Pod"),
         (Phase.RELEASE, "Pod"),
         (Phase.WORKLOAD, "Pod"),
         (Phase.WORKLOAD, "Pod"),

@@ -120,3 +120,22 @@ async def test_recording_never_raises_into_the_caller(
     recorder.record(subject, "Normal", "Back", "the server is back")
     await recorder.close()
     assert [e["reason"] for e in await events(kube)] == ["Back"]
+
+
+async def test_a_flood_of_similar_events_about_one_object_comes_to_a_handful(
+    kube: Kube, subject: dict[str, Any]
+) -> None:
+    """A scale-in of 1,000 workers drains each with its own message: client-go's correlator
+    combines them after ten and its spam filter stops the writes after 25 (tests/unit/kube has the
+    rules)."""
+    clock = Clock()
+    recorder = EventRecorder(kube, now=clock)
+    for i in range(1000):
+        recorder.record(subject, "Normal", "WorkerDrained", f"worker job-worker-{i} deleted")
+        clock.now += 0.01
+    await recorder.flush()
+    got = await events(kube)
+    assert len(got) == 10
+    combined = [e for e in got if e["message"].startswith("(combined from similar events): ")]
+    assert len(combined) == 1
+    assert sum(e["count"] for e in got) == 25

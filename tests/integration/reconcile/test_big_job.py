@@ -15,10 +15,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
+from mpi_discovery import hostfile
 from mpi_operator.api.constants import MAX_WORKER_REPLICAS
-from mpi_operator.kube import resources
+from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.objects import is_pod_ready
 from mpi_operator.planning import WORKER_WINDOW
@@ -132,3 +135,27 @@ async def test_a_deleted_big_job_gets_no_child_more_than_1s_after_its_deletion(
     )
     last = max(at for at, _, _ in timeline.created) - deleted
     print(f"{created} workers created, the last child {last:.3f} s after the deletion")
+
+
+@pytest.mark.parametrize("workers", [2000, MAX_WORKER_REPLICAS])
+async def test_an_elastic_job_of_thousands_of_workers_is_accepted_and_runs(
+    kubesim: KubeSim, kube: Kube, operator: Manager, workers: int
+) -> None:
+    """The ceiling is computed from the ConfigMap's limit (tests/unit/api/test_ceiling.py): a job at
+    it, and the issue's 2,000 workers, are accepted by the CRD and the operator, and every worker
+    ends up Ready and listed in discover_hosts.sh."""
+    body = mpijob(
+        "big", workers=workers, elasticPolicy={"minReplicas": 500, "maxReplicas": workers}
+    )
+    await kube.create(resources.MPIJOB, body, namespace=NS)
+
+    async def all_listed() -> bool:
+        try:
+            config_map = await kube.get(resources.CONFIG_MAP, "big-config", NS)
+        except errors.NotFound:
+            return False
+        script = (config_map.get("data") or {}).get("discover_hosts.sh", "")
+        return len(hostfile.parse_discover_hosts(script)) == workers
+
+    await eventually(all_listed, sim=kubesim, within=300, what=f"{workers} workers listed")
+    await wait_condition(kube, "big", "Running", within=120)

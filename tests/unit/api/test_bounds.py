@@ -82,7 +82,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
     "replicas one over the ceiling": (
         job(CEILING + 1),
         {},
-        {f"{W}.replicas": f"Invalid value: 1001: {THE_CEILING}"},
+        {f"{W}.replicas": f"Invalid value: {CEILING + 1}: {THE_CEILING}"},
     ),
     "operator limit: at it": (job(100), {"max_workers": 100}, {}),
     "operator limit: one over": (
@@ -95,10 +95,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
         },
     ),
     "elastic bounds over the ceiling": (
-        job(2, elasticPolicy={"minReplicas": 1001, "maxReplicas": INT32_MAX}),
+        job(2, elasticPolicy={"minReplicas": CEILING + 1, "maxReplicas": INT32_MAX}),
         {},
         {
-            "spec.elasticPolicy.minReplicas": f"Invalid value: 1001: {THE_CEILING}",
+            "spec.elasticPolicy.minReplicas": f"Invalid value: {CEILING + 1}: {THE_CEILING}",
             "spec.elasticPolicy.maxReplicas": f"Invalid value: {INT32_MAX}: {THE_CEILING}",
             # The bounds rule of old reports the replicas below minReplicas as it always did.
             f"{W}.replicas": "must be between",
@@ -106,28 +106,31 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
     ),
     "elastic bounds at the ceiling": (job(2, elasticPolicy={"maxReplicas": CEILING}), {}, {}),
     "horovodrun --min-np over the ceiling": (
-        job(2, launcher_command=horovodrun("--min-np", "5000")),
+        job(2, launcher_command=horovodrun("--min-np", "9000")),
         {},
         {
-            f"{L}.template.spec.containers[0]": 'Invalid value: "--min-np 5000": 5000 workers of 1 '
+            f"{L}.template.spec.containers[0]": 'Invalid value: "--min-np 9000": 9000 workers of 1 '
             "slot: " + THE_CEILING
         },
     ),
     "horovodrun -np over the ceiling, 4 slots": (
-        job(2, launcher_command=horovodrun("-np", "8000"), slotsPerWorker=4),
+        job(2, launcher_command=horovodrun("-np", "12000"), slotsPerWorker=4),
         {},
         {
-            f"{L}.template.spec.containers[0]": 'Invalid value: "-np 8000": 2000 workers of 4 '
+            f"{L}.template.spec.containers[0]": 'Invalid value: "-np 12000": 3000 workers of 4 '
             "slots: " + THE_CEILING
         },
     ),
     "horovodrun --max-np over the ceiling": (
-        job(2, launcher_command=horovodrun("--min-np", "1", "--max-np", "1001")),
+        job(2, launcher_command=horovodrun("--min-np", "1", "--max-np", str(CEILING + 1))),
         {},
-        {f"{L}.template.spec.containers[0]": '"--max-np 1001": 1001 workers of 1 slot'},
+        {
+            f"{L}.template.spec.containers[0]": f'"--max-np {CEILING + 1}": '
+            f"{CEILING + 1} workers of 1 slot"
+        },
     ),
     "horovodrun at the ceiling": (
-        job(2, launcher_command=horovodrun("--min-np", "1", "--max-np", "1000")),
+        job(2, launcher_command=horovodrun("--min-np", "1", "--max-np", str(CEILING))),
         {},
         {},
     ),
@@ -135,9 +138,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
         job(2, runPolicy={"schedulingPolicy": {"minAvailable": CEILING + 2}}),
         {},
         {
-            "spec.runPolicy.schedulingPolicy.minAvailable": "Invalid value: 1002: must be no more "
-            "than "
-            "1001 pods (1000 workers and the launcher), the most an MPIJob may have"
+            "spec.runPolicy.schedulingPolicy.minAvailable": f"Invalid value: {CEILING + 2}: must "
+            f"be no more than {CEILING + 1} pods ({CEILING} workers and the launcher), the most an "
+            "MPIJob may have"
         },
     ),
     "gang size at the ceiling": (
@@ -161,12 +164,15 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = {
     "v1alpha1 gpus over the ceiling, gpusPerNode 8": (
         v1alpha1(gpus=8 * (CEILING + 1), gpusPerNode=8),
         {},
-        {"spec.gpus": f"Invalid value: 8008: 1001 workers of 8 nvidia.com/gpu: {THE_CEILING}"},
+        {
+            "spec.gpus": f"Invalid value: {8 * (CEILING + 1)}: {CEILING + 1} workers of 8 "
+            f"nvidia.com/gpu: {THE_CEILING}"
+        },
     ),
     "v1alpha1 gpus over the ceiling, the template's limit": (
         v1alpha1(gpu_limit=4, gpus=4 * (CEILING + 1)),
         {"gpus_per_node": 8},
-        {"spec.gpus": "1001 workers of 4 nvidia.com/gpu"},
+        {"spec.gpus": f"{CEILING + 1} workers of 4 nvidia.com/gpu"},
     ),
     "v1alpha1 gpus over the operator's limit": (
         v1alpha1(gpus=11),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mpi_operator.api.constants import MAX_WORKER_REPLICAS
 from mpi_operator.api.manifests import EXIT_INVALID, EXIT_OK, ManifestLoader, validate_text
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -94,7 +95,7 @@ def test_max_workers_per_job_judges_as_the_operator_would() -> None:
     ) in run.stdout.splitlines()
 
 
-@pytest.mark.parametrize("value", ["0", "1001", "many"])
+@pytest.mark.parametrize("value", ["0", str(MAX_WORKER_REPLICAS + 1), "many"])
 def test_max_workers_per_job_may_only_lower_the_ceiling(value: str) -> None:
     run = _run(
         str(MANIFESTS / "valid" / "v2beta1-elastic-gpu.yaml"), "--max-workers-per-job", value

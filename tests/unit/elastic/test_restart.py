@@ -75,8 +75,8 @@ def test_restart_continues_the_same(midpoint: Callable[[ElasticCluster], None]) 
 
 
 def test_crash_after_drain_patch_before_configmap_keeps_grace() -> None:
-    """Drain patches are written first; if the ConfigMap write is lost, the host is still listed and
-    its grace period starts again when it really leaves."""
+    """A stamp whose script change was lost (an operator that wrote the stamps first left it): the
+    host is still listed, and its grace period starts again when it really leaves."""
     cluster = ElasticCluster(elastic_job(3))
     cluster.step()
     cluster.set_ready()
@@ -99,6 +99,31 @@ def test_crash_after_drain_patch_before_configmap_keeps_grace() -> None:
     after = restarted(cluster).step()
     assert after.delete == []  # still listed: removed now, stamped now, not deleted
     assert [p.annotations[DRAINING_ANNOTATION] for p in after.drain] == ["2026-11-25T12:00:45Z"]
+
+
+def test_crash_after_configmap_before_drain_patch_keeps_grace() -> None:
+    """The drain stamps are written after the script (a thousand of them must not hold its edit
+    back); if they are lost, the published state names whom the script dropped, and they drain from
+    the script's change: stamped then, deleted a grace period after it, not at once."""
+    cluster = ElasticCluster(elastic_job(3))
+    cluster.step()
+    cluster.set_ready()
+    cluster.step()
+    cluster.tick(5)
+    cluster.scale(2)
+    decision = cluster.step()  # the script drops worker-2 ...
+    assert [p.name for p in decision.drain] == ["hvd-worker-2"]
+    assert decision.publish.removed == ((2, 0),)
+    cluster.pods["hvd-worker-2"]["metadata"]["annotations"].pop(DRAINING_ANNOTATION)  # ... crash
+    cluster.tick(10)
+    after = restarted(cluster).step()
+    assert after.delete == [], "deleted at once, as a pod Horovod never saw"
+    # The script changed at 12:00:05: its grace runs from then.
+    assert [p.annotations[DRAINING_ANNOTATION] for p in after.drain] == ["2026-11-25T12:00:05Z"]
+    cluster = restarted(cluster)
+    cluster.apply(after, create=False)
+    cluster.tick(21)  # 31 s after the script's change: past the grace period
+    assert [d.name for d in cluster.step().delete] == ["hvd-worker-2"]
 
 
 def test_crash_after_configmap_before_replacement_delete_counts_once() -> None:
