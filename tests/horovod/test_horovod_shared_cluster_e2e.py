@@ -4,11 +4,11 @@ Three nodes with 2 GPUs each (`hvd_shared.py`). A low-priority elastic job of th
 (one GPU per worker, 2..6 workers) fills the six GPUs; then, in turn, three disruptions each take
 two of its workers: a high-priority static job preempts them; `kubectl drain` evicts a node's two;
 a node dies (kubesim's node down) and the taint manager deletes its two. Each time the job must
-shrink to its four survivors without failing and keep training (Horovod's world: rank 0's size and
+shrink to its survivors without failing and keep training (Horovod's world: rank 0's size and
 the pods its ranks run in), replace the lost workers under names Horovod never saw without using
 `maxReplacements` (0 here), keep its one launcher, and grow back to six once the GPUs are free:
-the urgent job done, the node uncordoned, the node back up. One cluster for the three acts: the
-job's start is most of the cost, and CI's budget for this is five minutes.
+the urgent job done, the node uncordoned, the node back up. One cluster for the three acts saves
+two starts of the job: CI's budget for this test is five minutes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from hvd_shared import (
     HIGH,
     LOW,
     MAX,
+    MIN,
     NODES,
     STATIC,
     condition,
@@ -88,6 +89,8 @@ class Scene:
         self.root = root
         self.lost: dict[str, str] = {}
         """Elastic worker host names (FQDN) -> the DisruptionTarget reason their pod got."""
+        self.unschedulable: set[str] = set()
+        """Elastic worker host names (FQDN) whose pod the scheduler found no room for."""
         self.mark = 0
         """How many lines the launcher had written when the disruption began."""
         self.launcher_uid = ""
@@ -137,22 +140,27 @@ class Scene:
             print(self.report())
             raise
 
-    async def world(self, hosts: set[str], within: float = 240) -> None:
-        """Waits until Horovod trains in a world of exactly `hosts`: rank 0 reports that many
-        processes since the driver's last reset, and a rank runs in each of their pods and in no
-        other worker pod."""
+    async def world(self, hosts: set[str], within: float = 240, *, exact: bool = True) -> None:
+        """Waits until Horovod trains in a world of exactly `hosts` (not `exact`: of at least
+        `MIN` of them): rank 0 reports as many processes, since the driver's last reset, as there
+        are worker pods running a rank, and those pods are the hosts."""
 
         async def formed() -> bool:
-            if current_size(self.since_mark()) != len(hosts):
+            size = current_size(self.since_mark())
+            if size is None:
                 return False
-            return await rank_hosts(self.sim) == hosts
+            ranks = await rank_hosts(self.sim)
+            if exact:
+                return size == len(hosts) and ranks == hosts
+            return size == len(ranks) >= MIN and ranks <= hosts
 
-        await self.until(formed, f"Horovod to train on {sorted(hosts)}", within)
+        what = f"Horovod to train on {'' if exact else 'some of '}{sorted(hosts)}"
+        await self.until(formed, what, within)
 
     @contextmanager
     def watching_losses(self) -> Iterator[None]:
-        """Records each elastic worker that gets a DisruptionTarget condition, as kubesim commits
-        it (the pod may be gone by the time a test looks)."""
+        """Records each elastic worker that gets a DisruptionTarget condition or is found no room,
+        as kubesim commits it (the pod may have moved on by the time a test looks)."""
         pod_type = resource_type(self.sim.cluster, "v1", "Pod")
 
         def record(
@@ -161,9 +169,13 @@ class Scene:
             labels = pod["metadata"].get("labels") or {}
             if rt != pod_type or labels.get("training.kubeflow.org/job-name") != ELASTIC:
                 return
+            host = fqdn(str(pod["spec"].get("hostname")))
             reason = disruption(pod)
-            if reason is not None and pod["spec"].get("hostname"):
-                self.lost.setdefault(fqdn(pod["spec"]["hostname"]), reason)
+            if reason is not None:
+                self.lost.setdefault(host, reason)
+            for c in (pod.get("status") or {}).get("conditions") or []:
+                if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable":
+                    self.unschedulable.add(host)
 
         self.sim.cluster.add_listener(record)
         try:
@@ -211,7 +223,9 @@ async def shrinks_and_heals(scene: Scene, full: set[str], lost: set[str]) -> set
     """What every act shares once `lost` are gone: Horovod trains on the survivors, the job has
     not failed, and the lost indices are replaced under fresh host names. Returns those."""
     survivors = full - lost
-    await scene.world(survivors)
+    # On a loaded machine a survivor's rank may also fail in that reset: Horovod blacklists it
+    # for its cooldown, so the world may be fewer than all the survivors for a while.
+    await scene.world(survivors, exact=False)
     assert not condition(mpijob(scene.sim, ELASTIC), "Failed"), scene.report()
 
     def replacements() -> set[str] | None:
@@ -264,6 +278,8 @@ async def preemption(scene: Scene) -> None:
             return condition(mpijob(scene.sim, STATIC), "Succeeded")
 
         await scene.until(succeeded, f"{STATIC} to succeed", 240)
+        # The replacements waited for the urgent job's GPUs rather than take them back.
+        assert fresh <= scene.unschedulable, scene.report()
         await grown_back(scene, full - lost, fresh, "PreemptionByScheduler")
         assert len(scene.lost) == 2, scene.lost
 
@@ -297,7 +313,7 @@ async def node_death(scene: Scene, node: str) -> None:
     assert kubelet is not None
     with scene.watching_losses():
         kubelet.node_down(node)
-        await scene.world(full - lost)
+        await scene.world(full - lost, exact=False)
         assert not condition(mpijob(scene.sim, ELASTIC), "Failed"), scene.report()
 
         # No kubelet confirms those deletes while the node is down: the pods stay Terminating.
