@@ -218,6 +218,31 @@ async def test_a_node_going_down_kills_its_pods_processes_and_reports_nothing(
     await wait_for(kubesim, lambda: len(_processes_with(marker)) == 1)
 
 
+async def test_a_pod_deleted_while_its_node_is_down_ends_when_the_node_returns(
+    kubesim: KubeSim,
+) -> None:
+    """As the taint manager leaves it: Terminating on a dead node. The returning kubelet finishes
+    the delete; it does not start the pod again."""
+    marker = "kubesim-deleted-while-down-marker"
+    script = f"echo up; exec python3 -c 'import time; time.sleep(1000)' {marker}"
+    create(kubesim, pod("doomed", shell("main", script)))
+    await wait_for(kubesim, lambda: "up" in log_text(kubesim, "doomed"))
+    pids = _processes_with(marker)
+    assert len(pids) == 1
+    kubelet = kubesim.controllers.kubelet
+    assert kubelet is not None
+    node = str(get_pod(kubesim, "doomed")["spec"]["nodeName"])
+
+    kubelet.node_down(node)
+    await asyncio.wait_for(_exited(pids[0]), 30)
+    kubesim.cluster.delete(rt(kubesim, "Pod"), "default", "doomed")
+    assert get_pod(kubesim, "doomed")["metadata"]["deletionTimestamp"]
+
+    kubelet.node_up(node)
+    await wait_for(kubesim, lambda: is_gone(kubesim, "doomed"))
+    assert _processes_with(marker) == []
+
+
 def _processes_with(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

@@ -125,9 +125,9 @@ class ProcessKubelet(Kubelet):
             self._forget(key, worker.uid)
             worker = None
         if worker is None:
-            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") and pod[
-                "metadata"
-            ].get("deletionTimestamp"):
+            # Nothing of a pod runs here without a worker (its node came back, or it was deleted
+            # before it started): a terminating one is finished, never started again.
+            if pod["metadata"].get("deletionTimestamp"):
                 self._delete(key)
                 return
             self.events.scheduled(pod)
