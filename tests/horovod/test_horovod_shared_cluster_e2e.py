@@ -326,12 +326,6 @@ async def node_death(scene: Scene, node: str) -> None:
         await grown_back(scene, full - lost, fresh, "DeletionByTaintManager")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="today's operator counts each disruption against maxReplacements "
-    "(status.elastic.replacements is 2 after the preemption, with maxReplacements: 0) and its "
-    "WorkerFailed events say 'Deleted', not which disruption it was (issue 22, point 3)",
-)
 @pytest.mark.timeout(900)
 async def test_an_elastic_job_shrinks_for_preemption_a_drain_and_a_dead_node_and_grows_back(
     kubesim: KubeSim, kubectl: Kubectl, tmp_path: Path
