@@ -6,8 +6,9 @@ MPIJob), and only if that MPIJob is cached with that uid. The deletion of a dele
 child enqueues the MPIJob now of that name (`successor_key`): it may be what blocked its same-named
 child. Events are plain `add`s (the per-key rate limiter is for errors only); a worker pod that
 could run before an event and cannot after it (`lost_pod`) is enqueued urgently, at the front, so
-an elastic job drops that host before Horovod tries it. It lives in the runtime though it knows the
-MPIJob's ownership shape: the manager needs it before any reconciler exists (preflight, informers).
+an elastic job drops that host before Horovod tries it; a pod update that changes nothing a sync
+reads (`pod_update_matters`) enqueues nothing. It lives in the runtime though it knows the MPIJob's
+ownership shape: the manager needs it before any reconciler exists (preflight, informers).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from mpi_operator.api import constants
 from mpi_operator.cache import transforms
@@ -37,6 +38,66 @@ def lost_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bo
     """A pod that could run a Horovod worker before the event and cannot after it (None: no
     object)."""
     return old is not None and is_pod_ready(old) and (new is None or not is_pod_ready(new))
+
+
+METADATA_UNREAD: Final = frozenset({"resourceVersion", "managedFields"})
+"""Metadata that changes with every write and that no sync reads."""
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    """Ready=True: no reader tells False from Unknown or from no condition at all."""
+    conditions = status.get("conditions")
+    return any(
+        isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True"
+        for cond in (conditions if isinstance(conditions, list) else ())
+    )
+
+
+def _terminated(state: object) -> object:
+    return state.get("terminated") if isinstance(state, Mapping) else None
+
+
+def pod_status_read(pod: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a sync reads of a pod's status (`objects.is_pod_ready`, `status.py`, `elastic.hosts`):
+    the phase, reason and message, whether it is Ready=True (not the condition's times), and per
+    container its restart count and terminated states. Not: startTime, other conditions, the
+    containers' ready, started, running or waiting states."""
+    status = pod.get("status")
+    if not isinstance(status, Mapping):
+        return ()
+    containers = status.get("containerStatuses")
+    read = (
+        (
+            cs.get("name"),
+            cs.get("restartCount"),
+            _terminated(cs.get("state")),
+            _terminated(cs.get("lastState")),
+        )
+        for cs in (containers if isinstance(containers, list) else ())
+        if isinstance(cs, Mapping)
+    )
+    return (
+        status.get("phase"),
+        status.get("reason"),
+        status.get("message"),
+        _ready(status),
+        # A container that never restarted nor ended says nothing to a sync (its first status).
+        tuple(c for c in read if c[1] or c[2] is not None or c[3] is not None),
+    )
+
+
+def pod_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a pod update can change a sync's plan or status: any metadata but the
+    resourceVersion (and managedFields), any spec, or what `pod_status_read` reads. The rest (the
+    kubelet's start bookkeeping) would cost a sync that writes nothing."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if any(
+        old_meta.get(k) != new_meta.get(k)
+        for k in old_meta.keys() | new_meta.keys()
+        if k not in METADATA_UNREAD
+    ):
+        return True
+    return old.get("spec") != new.get("spec") or pod_status_read(old) != pod_status_read(new)
 
 
 BATCH_GROUP = "batch"
@@ -219,7 +280,8 @@ class EventHandlers:
     # --- pods ----------------------------------------------------------------------------------
     def on_pod_update(self, old: KubeObject, new: KubeObject) -> None:
         if not lost_pod(old, new):
-            self.on_child_update(old, new)
+            if pod_update_matters(old, new):
+                self.on_child_update(old, new)
             return
         key = owner_key(new, mpijobs=self.mpijobs, jobs=self.jobs)
         if key is not None:
