@@ -7,9 +7,8 @@ Each loop: `get` a key -> `reconcile(key)` inside `key_context(key)` ->
   * `PermanentError` -> `forget`, logged, not requeued (the next watch event brings it back);
   * any other exception -> `add_rate_limited` (per-key exponential backoff + global bucket);
 and always `done(key)`, so no key is held by two loops and one that changed meanwhile runs again.
-Each reconcile's writes are counted (`Metrics.counting_writes`): syncs that wrote nothing are a
-metric of their own.
-Loops exit when the queue raises `ShutDown`.
+Loops exit when the queue raises `ShutDown`; each reconcile's writes are counted (syncs that wrote
+nothing are a metric of their own).
 """
 
 from __future__ import annotations
