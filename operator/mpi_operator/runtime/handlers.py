@@ -7,8 +7,9 @@ child enqueues the MPIJob now of that name (`successor_key`): it may be what blo
 child. Events are plain `add`s (the per-key rate limiter is for errors only); a worker pod that
 could run before an event and cannot after it (`lost_pod`) is enqueued urgently, at the front, so
 an elastic job drops that host before Horovod tries it; a pod update that changes nothing a sync
-reads (`pod_update_matters`) enqueues nothing. It lives in the runtime though it knows the MPIJob's
-ownership shape: the manager needs it before any reconciler exists (preflight, informers).
+reads (`pod_update_matters`), or only an MPIJob's status (`mpijob_update_matters`), enqueues
+nothing. It lives in the runtime though it knows the MPIJob's ownership shape: the manager needs it
+before any reconciler exists (preflight, informers).
 """
 
 from __future__ import annotations
@@ -98,6 +99,24 @@ def pod_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     ):
         return True
     return old.get("spec") != new.get("spec") or pod_status_read(old) != pod_status_read(new)
+
+
+def mpijob_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether an MPIJob update can change a sync's plan or status: anything but its status and
+    the metadata no sync reads. A status-only update is the echo of a status write, the operator's
+    own almost always; a write whose outcome the next sync depends on asks for that sync itself
+    (`reconcile.reconciler`), and a status written by someone else is rewritten at the job's next
+    sync."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if any(
+        old_meta.get(k) != new_meta.get(k)
+        for k in old_meta.keys() | new_meta.keys()
+        if k not in METADATA_UNREAD
+    ):
+        return True
+    return any(
+        old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in ("metadata", "status")
+    )
 
 
 BATCH_GROUP = "batch"
@@ -244,7 +263,8 @@ class EventHandlers:
         self.enqueue(mpijob_key(obj))
 
     def on_mpijob_update(self, old: KubeObject, new: KubeObject) -> None:
-        self.enqueue(mpijob_key(new))
+        if mpijob_update_matters(old, new):
+            self.enqueue(mpijob_key(new))
 
     # --- children ------------------------------------------------------------------------------
     def on_child(self, obj: KubeObject) -> None:

@@ -117,7 +117,7 @@ def test_mpijob_events_map_to_own_key_on_add_update_and_delete(stores: tuple[Sto
     h = handlers.EventHandlers(added.append, mpijobs=mpijobs, jobs=jobs)
     job = mpijob("other", "ns2", "uid-2")  # not even cached: MPIJob events never need a lookup
     h.on_mpijob(job)
-    h.on_mpijob_update(job, job)
+    h.on_mpijob_update(job, {**job, "spec": {"runPolicy": {"suspend": True}}})
     h.on_mpijob(job)
     assert added == ["ns2/other"] * 3
 
@@ -358,4 +358,40 @@ def test_a_pod_update_enqueues_its_job_only_when_it_changes_what_a_sync_reads(
     )
     h.on_pod_update(old, new)
     assert handlers.pod_update_matters(old, new) is matters
+    assert added == (["ns/pi"] if matters else [])
+
+
+def with_spec(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**obj, "spec": {**obj.get("spec", {}), **fields}}
+
+
+SPEC = with_spec(mpijob(), runPolicy={"suspend": False})
+# (id, new, matters): an MPIJob update from SPEC that changed only its status and unread metadata,
+# or more.
+MPIJOB_UPDATES = [
+    ("status-only", {**SPEC, "status": {"conditions": [{"type": "Created"}]}}, False),
+    ("resource-version", with_meta(SPEC, resourceVersion="2"), False),
+    ("managed-fields", with_meta(SPEC, managedFields=[{"manager": "kubectl"}]), False),
+    ("spec", with_spec(SPEC, runPolicy={"suspend": True}), True),
+    ("generation", with_meta(SPEC, generation=2), True),
+    ("deletion", with_meta(SPEC, deletionTimestamp="2026-11-26T00:00:00Z"), True),
+    ("finalizers", with_meta(SPEC, finalizers=["x"]), True),
+    ("annotation", with_meta(SPEC, annotations={"a": "b"}), True),
+    ("label", with_meta(SPEC, labels={"a": "b"}), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("new", "matters"), [c[1:] for c in MPIJOB_UPDATES], ids=[c[0] for c in MPIJOB_UPDATES]
+)
+def test_an_mpijob_update_enqueues_it_unless_only_its_status_changed(
+    stores: tuple[Store, Store], new: dict[str, Any], matters: bool
+) -> None:
+    mpijobs, jobs = stores
+    added: list[str] = []
+    h = handlers.EventHandlers(
+        lambda key, *, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
+    )
+    h.on_mpijob_update(SPEC, new)
+    assert handlers.mpijob_update_matters(SPEC, new) is matters
     assert added == (["ns/pi"] if matters else [])
