@@ -395,3 +395,86 @@ def test_an_mpijob_update_enqueues_it_unless_only_its_status_changed(
     h.on_mpijob_update(SPEC, new)
     assert handlers.mpijob_update_matters(SPEC, new) is matters
     assert added == (["ns/pi"] if matters else [])
+
+
+PENDING = pod(ready=False, phase="Pending")
+RUNNING_NOT_READY = pod(ready=False)
+# (id, old, new, progressed): a pod only moving on towards Ready, or more.
+PROGRESS = [
+    ("pending-to-running", PENDING, RUNNING_NOT_READY, True),
+    ("to-ready", RUNNING_NOT_READY, pod(), True),
+    ("pending-to-ready", PENDING, pod(), True),
+    ("not-ready", pod(), RUNNING_NOT_READY, False),
+    ("failed", RUNNING_NOT_READY, pod(ready=False, phase="Failed"), False),
+    ("running-to-pending", RUNNING_NOT_READY, PENDING, False),
+    (
+        "restarted",
+        STARTED,
+        with_status(STARTED, containerStatuses=containers(restartCount=1)),
+        False,
+    ),
+    ("reason", PENDING, with_status(RUNNING_NOT_READY, reason="x"), False),
+    ("annotated", PENDING, with_meta(RUNNING_NOT_READY, annotations={"a": "b"}), False),
+    ("deleting", PENDING, pod(ready=False, deleting=True), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "progressed"), [c[1:] for c in PROGRESS], ids=[c[0] for c in PROGRESS]
+)
+def test_pod_progressed(old: dict[str, Any], new: dict[str, Any], progressed: bool) -> None:
+    assert handlers.pod_progressed(old, new) is progressed
+
+
+def worker(index: int, *, ready: bool) -> dict[str, Any]:
+    obj = pod(ready=ready)
+    obj["metadata"] = {**obj["metadata"], "name": f"pi-worker-{index}"}
+    return obj
+
+
+class Pods:
+    def __init__(self, *pods: dict[str, Any]) -> None:
+        self.pods = list(pods)
+
+    def controlled_by(self, uid: str) -> list[dict[str, Any]]:
+        assert uid == JOB_UID
+        return self.pods
+
+
+@pytest.mark.parametrize(
+    ("held", "others_ready", "enqueued"),
+    [(set(), False, True), ({"ns/pi"}, False, False), ({"ns/pi"}, True, True)],
+    ids=["not-held", "held", "held-but-the-last-to-be-ready"],
+)
+def test_a_workers_progress_waits_for_its_jobs_held_sync_unless_it_settles_the_job(
+    stores: tuple[Store, Store], held: set[str], others_ready: bool, enqueued: bool
+) -> None:
+    mpijobs, jobs = stores
+    added: list[str] = []
+    new = worker(1, ready=True)
+    h = handlers.EventHandlers(
+        lambda key, *, urgent=False: added.append(key),
+        mpijobs=mpijobs,
+        jobs=jobs,
+        pods=Pods(worker(0, ready=others_ready), new),
+        held=held,
+    )
+    h.on_pod_update(worker(1, ready=False), new)
+    assert added == (["ns/pi"] if enqueued else [])
+
+
+def test_a_launcher_pods_progress_never_waits(stores: tuple[Store, Store]) -> None:
+    mpijobs, jobs = stores
+    added: list[str] = []
+    h = handlers.EventHandlers(
+        lambda key, *, urgent=False: added.append(key),
+        mpijobs=mpijobs,
+        jobs=jobs,
+        pods=Pods(),
+        held={"ns/pi"},
+    )
+    launcher = child("Pod", "pi-launcher-x7", BATCH_REF)
+    h.on_pod_update(
+        {**launcher, "status": {"phase": "Pending"}}, {**launcher, "status": {"phase": "Running"}}
+    )
+    assert added == ["ns/pi"]
