@@ -361,7 +361,7 @@ class MPIJobReconciler:
             # waits behind every other queued job (and recomputes any elastic timer).
             return Result(requeue=True)
         if decision is None:
-            return Result(requeue_after=hold, held=True) if held else Result()
+            return Result(requeue_after=hold if held else None)
         return Result(requeue_after=decision.requeue_after)
 
     def _expect(self, key: str, job: MPIJob) -> Callable[[KubeObject], None]:

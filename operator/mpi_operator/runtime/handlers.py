@@ -1,20 +1,21 @@
 """Which informers the operator runs, and watch event -> MPIJob key (client-go's event handlers).
 
 An MPIJob maps to its own key (deletes included, so the reconciler forgets the job); a child to the
-MPIJob its controller ownerReference names, a launcher Pod through its launcher Job, and only if
-that MPIJob is cached with that uid. A deleted incarnation's child going enqueues the MPIJob now of
-that name (`successor_key`): it may have blocked its same-named child. Events are plain `add`s; a
-worker pod that could run before an event and cannot after it (`lost_pod`) is enqueued urgently,
-at the front, so an elastic job drops that host before Horovod tries it. Updates that change
-nothing a sync reads (`pod_update_matters`, `mpijob_update_matters`), and a worker's progress
-while its job's sync holds a write back, enqueue nothing. It lives in the runtime though it knows
-the MPIJob's ownership shape: the manager needs it before any reconciler exists.
+MPIJob its controller ownerReference names, a launcher Pod through its launcher Job (Pod -> Job ->
+MPIJob), and only if that MPIJob is cached with that uid. The deletion of a deleted incarnation's
+child enqueues the MPIJob now of that name (`successor_key`): it may be what blocked its same-named
+child. Events are plain `add`s (the per-key rate limiter is for errors only); a worker pod that
+could run before an event and cannot after it (`lost_pod`) is enqueued urgently, at the front, so
+an elastic job drops that host before Horovod tries it; a pod update that changes nothing a sync
+reads (`pod_update_matters`), or only an MPIJob's status (`mpijob_update_matters`), enqueues
+nothing. It lives in the runtime though it knows the MPIJob's ownership shape: the manager needs it
+before any reconciler exists (preflight, informers).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Container, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
@@ -118,24 +119,6 @@ def mpijob_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> boo
     )
 
 
-def pod_progressed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """The update only moved the pod on towards Ready (Pending -> Running, or to Ready=True): its
-    metadata, spec, reason, message and containers' restarts and ends as they were."""
-    before, after = pod_status_read(old), pod_status_read(new)
-    if not before or not after or (before[1:3], before[4]) != (after[1:3], after[4]):
-        return False
-    if before[0] != after[0] and (before[0], after[0]) != ("Pending", "Running"):
-        return False
-    if before[3] and not after[3]:
-        return False
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    return old.get("spec") == new.get("spec") and all(
-        old_meta.get(k) == new_meta.get(k)
-        for k in old_meta.keys() | new_meta.keys()
-        if k not in METADATA_UNREAD
-    )
-
-
 BATCH_GROUP = "batch"
 
 OWNED_SELECTOR = f"{constants.LABEL_OPERATOR_NAME}={constants.OPERATOR_NAME}"
@@ -215,12 +198,6 @@ class ObjectGetter(Protocol):
     def get(self, key: str) -> KubeObject | None: ...
 
 
-class OwnedLister(Protocol):
-    """The pods of an owner, by its uid (`cache.store.Store.controlled_by`)."""
-
-    def controlled_by(self, uid: str) -> list[KubeObject]: ...
-
-
 def _group(api_version: object) -> str:
     group, sep, _ = str(api_version or "").rpartition("/")
     return group if sep else ""
@@ -276,21 +253,10 @@ def successor_key(obj: Mapping[str, Any], *, mpijobs: ObjectGetter) -> str | Non
 class EventHandlers:
     """Binds the mapping to the stores and the queue and registers it on informers."""
 
-    def __init__(
-        self,
-        enqueue: Enqueue,
-        *,
-        mpijobs: ObjectGetter,
-        jobs: ObjectGetter,
-        pods: OwnedLister | None = None,
-        held: Container[str] = frozenset(),
-    ) -> None:
+    def __init__(self, enqueue: Enqueue, *, mpijobs: ObjectGetter, jobs: ObjectGetter) -> None:
         self.enqueue = enqueue
         self.mpijobs = mpijobs
         self.jobs = jobs
-        self.pods = pods
-        self.held = held
-        """Keys whose last sync held a progress write back (`Result.held`, kept by the loops)."""
 
     # --- MPIJobs -------------------------------------------------------------------------------
     def on_mpijob(self, obj: KubeObject) -> None:
@@ -334,26 +300,12 @@ class EventHandlers:
     # --- pods ----------------------------------------------------------------------------------
     def on_pod_update(self, old: KubeObject, new: KubeObject) -> None:
         if not lost_pod(old, new):
-            if pod_update_matters(old, new) and not self._waits_for_held_sync(old, new):
+            if pod_update_matters(old, new):
                 self.on_child_update(old, new)
             return
         key = owner_key(new, mpijobs=self.mpijobs, jobs=self.jobs)
         if key is not None:
             self.enqueue(key, urgent=True)
-
-    def _waits_for_held_sync(self, old: KubeObject, new: KubeObject) -> bool:
-        """A worker's progress while its job's last sync held a progress write back: the sync at
-        the end of that hold sees it. Not the worker that makes every one of them Ready, which may
-        create the launcher or end the hold (`planning.progress.settled`)."""
-        if not self.held or self.pods is None or not pod_progressed(old, new):
-            return False
-        ref = controller_ref(new)
-        if ref is None or not is_ref_to(ref, constants.GROUP, constants.KIND):
-            return False  # a launcher pod: the job's last one to settle
-        key = owner_key(new, mpijobs=self.mpijobs, jobs=self.jobs)
-        if key is None or key not in self.held:
-            return False
-        return not all(is_pod_ready(pod) for pod in self.pods.controlled_by(str(ref.get("uid"))))
 
     def on_pod_delete(self, obj: KubeObject) -> None:
         key = owner_key(obj, mpijobs=self.mpijobs, jobs=self.jobs)

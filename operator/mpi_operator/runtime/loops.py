@@ -8,7 +8,7 @@ Each loop: `get` a key -> `reconcile(key)` inside `key_context(key)` ->
   * any other exception -> `add_rate_limited` (per-key exponential backoff + global bucket);
 and always `done(key)`, so no key is held by two loops and one that changed meanwhile runs again.
 Loops exit when the queue raises `ShutDown`; each reconcile's writes are counted (syncs that wrote
-nothing are a metric of their own), and keys whose sync held a write back are kept in `held`.
+nothing are a metric of their own).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from mpi_operator.flowcontrol import Clock, MonotonicClock
 from mpi_operator.kube import errors
 from mpi_operator.runtime import logging as oplog
 from mpi_operator.runtime.metrics import Metrics, ReconcileOutcome
-from mpi_operator.runtime.types import PermanentError, Reconciler, Result
+from mpi_operator.runtime.types import PermanentError, Reconciler
 
 log = logging.getLogger(__name__)
 
@@ -46,32 +46,22 @@ class Queue(Protocol):
 
 
 async def process_next(
-    queue: Queue,
-    reconciler: Reconciler,
-    *,
-    metrics: Metrics,
-    clock: Clock | None = None,
-    held: set[str] | None = None,
+    queue: Queue, reconciler: Reconciler, *, metrics: Metrics, clock: Clock | None = None
 ) -> None:
     """Takes one key and reconciles it; raises `ShutDown` when the queue is shut down and empty.
 
-    `clock` times the reconcile for the duration metric (None: the real monotonic clock). `held`:
-    the keys whose last sync returned `Result(held=True)` and that have not been synced since."""
+    `clock` times the reconcile for the duration metric (None: the real monotonic clock)."""
     key = await queue.get()
-    if held is not None:
-        held.discard(key)
     try:
         with oplog.key_context(key):
-            result = await _reconcile(queue, reconciler, key, metrics, clock or MonotonicClock())
-        if held is not None and result is not None and result.held and result.requeue_after:
-            held.add(key)
+            await _reconcile(queue, reconciler, key, metrics, clock or MonotonicClock())
     finally:
         queue.done(key)
 
 
 async def _reconcile(
     queue: Queue, reconciler: Reconciler, key: str, metrics: Metrics, clock: Clock
-) -> Result | None:
+) -> None:
     started = clock.now()
     outcome: ReconcileOutcome = "error"
     writes = None
@@ -101,27 +91,20 @@ async def _reconcile(
             queue.add(key)
         else:
             outcome = "success"
-        return result
     finally:
         metrics.observe_reconcile(
             clock.now() - started, outcome, writes=writes.count if writes is not None else None
         )
-    return None
 
 
 async def worker(
-    queue: Queue,
-    reconciler: Reconciler,
-    *,
-    metrics: Metrics,
-    clock: Clock | None = None,
-    held: set[str] | None = None,
+    queue: Queue, reconciler: Reconciler, *, metrics: Metrics, clock: Clock | None = None
 ) -> None:
     """Reconciles keys until the queue is shut down and drained of queued keys."""
     clock = clock or MonotonicClock()
     while True:
         try:
-            await process_next(queue, reconciler, metrics=metrics, clock=clock, held=held)
+            await process_next(queue, reconciler, metrics=metrics, clock=clock)
         except ShutDown:
             return
 
@@ -138,7 +121,6 @@ class Workers:
         count: int,
         metrics: Metrics,
         clock: Clock | None = None,  # None for the real clock
-        held: set[str] | None = None,
     ) -> None:
         if count < 1:
             raise ValueError(f"need at least one worker, got {count}")
@@ -147,19 +129,12 @@ class Workers:
         self.count = count
         self.metrics = metrics
         self.clock: Clock = clock or MonotonicClock()
-        self.held = held
         self.tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         self.tasks = [
             asyncio.create_task(
-                worker(
-                    self.queue,
-                    self.reconciler,
-                    metrics=self.metrics,
-                    clock=self.clock,
-                    held=self.held,
-                ),
+                worker(self.queue, self.reconciler, metrics=self.metrics, clock=self.clock),
                 name=f"worker-{i}",
             )
             for i in range(self.count)

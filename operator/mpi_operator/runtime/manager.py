@@ -100,9 +100,6 @@ class Manager:
         self.elector: leaderelection.LeaderElector | None = None
         self.workers: loops.Workers | None = None
         self.recovery: RecoveryProber | None = None
-        self.held: set[str] = set()
-        """Keys whose last sync held a progress write back: the loops keep it, the pod handler
-        reads it (`Result.held`)."""
         """Built with the client in `run()`: notices the API server back after an outage."""
         self.started = asyncio.Event()
         """Set once the workers run (after sync and, with leader election, leadership)."""
@@ -188,7 +185,6 @@ class Manager:
                 count=settings.workers,
                 metrics=self.metrics,
                 clock=self.clock,
-                held=self.held,
             )
             self.workers.start()
             self.started.set()
@@ -337,11 +333,7 @@ class Manager:
             priority_classes=optional["priorityclasses"],
         )
         bound = handlers.EventHandlers(
-            self._enqueue,
-            mpijobs=self.stores.mpijobs,
-            jobs=self.stores.jobs,
-            pods=self.stores.pods,
-            held=self.held,
+            self._enqueue, mpijobs=self.stores.mpijobs, jobs=self.stores.jobs
         )
         for watch in watches:
             if watch.events == "mpijob":

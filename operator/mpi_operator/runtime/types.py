@@ -29,10 +29,6 @@ class Result:
 
     requeue_after: float | None = None
     requeue: bool = False
-    held: bool = False
-    """With `requeue_after`: the sync held a progress write back until then, so a pod's progress
-    until then (`runtime.handlers.pod_progressed`) may wait for that sync instead of having its
-    own."""
 
 
 class FatalError(Exception):

@@ -149,29 +149,3 @@ async def test_events_during_a_sync_cause_one_more_sync_not_one_each() -> None:
     finally:
         await running.stop()
     assert reconciler.done == ["ns/a", "ns/a"]
-
-
-class Holder:
-    """Holds a write back on its first sync; records whether its key was still marked held when
-    synced."""
-
-    def __init__(self, held: set[str]) -> None:
-        self.held = held
-        self.seen: list[bool] = []
-
-    async def reconcile(self, key: str) -> Result:
-        self.seen.append(key in self.held)
-        return Result(requeue_after=1.0, held=True) if len(self.seen) == 1 else Result()
-
-
-async def test_a_key_is_held_from_a_sync_that_held_a_write_until_its_next_sync() -> None:
-    clock, metrics, held = FakeClock(), Metrics(), set[str]()
-    queue: WorkQueue[str] = WorkQueue(clock=clock)
-    reconciler = Holder(held)
-    queue.add("ns/a")
-    await loops.process_next(queue, reconciler, metrics=metrics, clock=clock, held=held)
-    assert held == {"ns/a"}
-    clock.advance(1.0)  # the hold's timer
-    await loops.process_next(queue, reconciler, metrics=metrics, clock=clock, held=held)
-    assert reconciler.seen == [False, False], "no longer held once its next sync starts"
-    assert held == set()
