@@ -1,15 +1,14 @@
 """Which informers the operator runs, and watch event -> MPIJob key (client-go's event handlers).
 
 An MPIJob maps to its own key (deletes included, so the reconciler forgets the job); a child to the
-MPIJob its controller ownerReference names, a launcher Pod through its launcher Job (Pod -> Job ->
-MPIJob), and only if that MPIJob is cached with that uid. The deletion of a deleted incarnation's
-child enqueues the MPIJob now of that name (`successor_key`): it may be what blocked its same-named
-child. Events are plain `add`s (the per-key rate limiter is for errors only); a worker pod that
-could run before an event and cannot after it (`lost_pod`) is enqueued urgently, at the front, so
-an elastic job drops that host before Horovod tries it; a pod update that changes nothing a sync
-reads (`pod_update_matters`), or only an MPIJob's status (`mpijob_update_matters`), enqueues
-nothing. It lives in the runtime though it knows the MPIJob's ownership shape: the manager needs it
-before any reconciler exists (preflight, informers).
+MPIJob its controller ownerReference names, a launcher Pod through its launcher Job, and only if
+that MPIJob is cached with that uid. A deleted incarnation's child going enqueues the MPIJob now of
+that name (`successor_key`): it may have blocked its same-named child. Events are plain `add`s; a
+worker pod that could run before an event and cannot after it (`lost_pod`) is enqueued urgently,
+at the front, so an elastic job drops that host before Horovod tries it. Updates that change
+nothing a sync reads (`pod_update_matters`, `mpijob_update_matters`) enqueue nothing. It lives in
+the runtime though it knows the MPIJob's ownership shape: the manager needs it before any
+reconciler exists (preflight, informers).
 """
 
 from __future__ import annotations
