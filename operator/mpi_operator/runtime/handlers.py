@@ -44,60 +44,68 @@ METADATA_UNREAD: Final = frozenset({"resourceVersion", "managedFields"})
 """Metadata that changes with every write and that no sync reads."""
 
 
-def _ready(status: Mapping[str, Any]) -> bool:
+def _ready(status: dict[str, Any]) -> bool:
     """Ready=True: no reader tells False from Unknown or from no condition at all."""
     conditions = status.get("conditions")
-    return any(
-        isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True"
-        for cond in (conditions if isinstance(conditions, list) else ())
-    )
+    if type(conditions) is list:
+        for cond in conditions:
+            if type(cond) is dict and cond.get("type") == "Ready":
+                return cond.get("status") == "True"
+    return False
 
 
 def _terminated(state: object) -> object:
-    return state.get("terminated") if isinstance(state, Mapping) else None
+    return state.get("terminated") if type(state) is dict else None
 
 
 def pod_status_read(pod: Mapping[str, Any]) -> tuple[object, ...]:
     """What a sync reads of a pod's status (`objects.is_pod_ready`, `status.py`, `elastic.hosts`):
     the phase, reason and message, whether it is Ready=True (not the condition's times), and per
     container its restart count and terminated states. Not: startTime, other conditions, the
-    containers' ready, started, running or waiting states."""
+    containers' ready, started, running or waiting states. Plain dicts only (what JSON decodes to:
+    an ABC check per field cost more than the rest, once per pod event)."""
     status = pod.get("status")
-    if not isinstance(status, Mapping):
+    if type(status) is not dict:
         return ()
     containers = status.get("containerStatuses")
-    read = (
-        (
-            cs.get("name"),
-            cs.get("restartCount"),
-            _terminated(cs.get("state")),
-            _terminated(cs.get("lastState")),
-        )
-        for cs in (containers if isinstance(containers, list) else ())
-        if isinstance(cs, Mapping)
-    )
+    read = []
+    for cs in containers if type(containers) is list else ():
+        if type(cs) is not dict:
+            continue
+        restarts = cs.get("restartCount")
+        ended, ended_before = _terminated(cs.get("state")), _terminated(cs.get("lastState"))
+        # A container that never restarted nor ended says nothing to a sync (its first status).
+        if restarts or ended is not None or ended_before is not None:
+            read.append((cs.get("name"), restarts, ended, ended_before))
     return (
         status.get("phase"),
         status.get("reason"),
         status.get("message"),
         _ready(status),
-        # A container that never restarted nor ended says nothing to a sync (its first status).
-        tuple(c for c in read if c[1] or c[2] is not None or c[3] is not None),
+        tuple(read),
     )
+
+
+def _metadata_differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if old_meta.keys() != new_meta.keys():
+        return any(
+            old_meta.get(k) != new_meta.get(k)
+            for k in old_meta.keys() | new_meta.keys()
+            if k not in METADATA_UNREAD
+        )
+    return any(v != old_meta[k] for k, v in new_meta.items() if k not in METADATA_UNREAD)
 
 
 def pod_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether a pod update can change a sync's plan or status: any metadata but the
     resourceVersion (and managedFields), any spec, or what `pod_status_read` reads. The rest (the
     kubelet's start bookkeeping) would cost a sync that writes nothing."""
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    if any(
-        old_meta.get(k) != new_meta.get(k)
-        for k in old_meta.keys() | new_meta.keys()
-        if k not in METADATA_UNREAD
-    ):
-        return True
-    return old.get("spec") != new.get("spec") or pod_status_read(old) != pod_status_read(new)
+    return (
+        _metadata_differs(old, new)
+        or old.get("spec") != new.get("spec")
+        or pod_status_read(old) != pod_status_read(new)
+    )
 
 
 def mpijob_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -106,14 +114,7 @@ def mpijob_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> boo
     own almost always; a write whose outcome the next sync depends on asks for that sync itself
     (`reconcile.reconciler`), and a status written by someone else is rewritten at the job's next
     sync."""
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    if any(
-        old_meta.get(k) != new_meta.get(k)
-        for k in old_meta.keys() | new_meta.keys()
-        if k not in METADATA_UNREAD
-    ):
-        return True
-    return any(
+    return _metadata_differs(old, new) or any(
         old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in ("metadata", "status")
     )
 
