@@ -4,8 +4,10 @@ Scenarios, each against its own `mpi-operator sim` and `mpi-operator run` proces
 its default client settings unless `--operator-qps`/`--operator-burst` say otherwise):
 
 1. scale (bench/scale.py): N static jobs x W workers at once; time until all Running, RSS and CPU of
-   both processes, writes per job, steady state, restart at scale, and py-spy profiles of both
-   processes during the fan-in;
+   both processes, writes and syncs per job, steady state, restart at scale, and py-spy profiles of
+   both processes during the fan-in; then, on a cluster of its own, a lighter fan-in
+   (`--light-jobs`, pods starting in `--light-pod-seconds`): the cost per job when the operator is
+   not saturated;
 2. memory growth (bench/scale.py): the same N jobs created in waves, RSS after each;
 3. heap snapshot (bench/scale.py, bench/heapsnap.py): where the operator's live Python memory was
    allocated, by tracemalloc, with `--heap-jobs` jobs Running;
@@ -64,8 +66,8 @@ FULL |= {
     "discovery_samples": 5,
     "timeout": 900.0,
 }
-FULL |= {"ramp_steps": 10, "heap_jobs": 200, "cluster_rounds": 3, "cluster_nodes": 100}
-FULL |= {"big_workers": 2000, "big_kills": 50}
+FULL |= {"ramp_steps": 10, "heap_jobs": 200, "light_jobs": 200, "light_pod_seconds": 0.5}
+FULL |= {"cluster_rounds": 3, "cluster_nodes": 100, "big_workers": 2000, "big_kills": 50}
 QUICK = {"jobs": 5, "workers": 2, "pod_seconds": 0.3, "steady_seconds": 2.0, "restart_seconds": 1.0}
 QUICK |= {
     "idle_seconds": 1.0,
@@ -75,8 +77,8 @@ QUICK |= {
     "timeout": 120.0,
 }
 QUICK |= {"volume_sync_seconds": 3.0, "ramp_steps": 2, "heap_jobs": 3}
-QUICK |= {"cluster_rounds": 1, "cluster_nodes": 3}
-QUICK |= {"big_workers": 20, "big_kills": 3}
+QUICK |= {"light_jobs": 3, "light_pod_seconds": 0.3}
+QUICK |= {"cluster_rounds": 1, "cluster_nodes": 3, "big_workers": 20, "big_kills": 3}
 
 
 def machine() -> dict[str, Any]:
@@ -130,6 +132,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         results[name]["machine_busy_pct"] = busy_pct(cpu0, started)
 
     await timed("scale", scale.run(args, profile_dir))
+    await timed("light", scale.light(args))
     await timed("memory", scale.ramp(args))
     await timed("heap", scale.heap(args))
     # One small cluster for both latency scenarios (each start of the two processes costs seconds).
@@ -156,6 +159,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, help="W: workers per job (default 8; quick 2)")
     parser.add_argument(
         "--pod-seconds", type=float, help="kubesim pod start and ready delays (default 1)"
+    )
+    parser.add_argument(
+        "--light-jobs", type=int, help="jobs of the unsaturated fan-in (default 200; quick 3)"
+    )
+    parser.add_argument(
+        "--light-pod-seconds",
+        type=float,
+        help="kubesim pod start and ready delays in the unsaturated fan-in (default 0.5)",
     )
     parser.add_argument("--steady-seconds", type=float, help="steady-state window (default 15)")
     parser.add_argument(

@@ -34,6 +34,7 @@ from opbench_processes import (
     Operator,
     Snapshot,
     cluster,
+    delta,
     poll,
     requests,
     watch_running,
@@ -87,6 +88,13 @@ def _cpu(after: dict[str, float], before: dict[str, float]) -> float:
     return after["cpu_s"] - before["cpu_s"]
 
 
+def syncs(after: Snapshot, before: Snapshot, jobs: int) -> dict[str, float]:
+    """Reconciles per job, and those that sent no write (the operator's own counters)."""
+    total = delta(after, before, "mpi_operator_reconcile_total")
+    idle = delta(after, before, "mpi_operator_reconcile_without_writes_total")
+    return {"per_job": total / max(jobs, 1), "without_writes_per_job": idle / max(jobs, 1)}
+
+
 async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None) -> dict[str, Any]:
     api, op, me = c.api, c.op, psutil.Process()
     names = [f"scale-{i:04d}" for i in range(args.jobs)]
@@ -123,6 +131,7 @@ async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None)
     return {
         "jobs": n,
         "workers": args.workers,
+        "pod_seconds": args.pod_seconds,
         "all_running_s": all_running,
         "creates_sent_s": created_s,
         "running_s": summary([running[k] - sent[k] for k in names]),
@@ -141,6 +150,9 @@ async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None)
         },
         "operator_cpu_s": _cpu(op1, op0),
         "operator_cpu_s_quiet": _cpu(op2, op0),
+        "operator_cpu_ms_per_job": 1000 * _cpu(op1, op0) / n,
+        "syncs_running": syncs(at_running, before, n),
+        "syncs_quiet": syncs(at_quiet, before, n),
         "operator_cpu_ms_per_write": 1000 * _cpu(op2, op0) / max(writes_quiet - events_quiet[1], 1),
         "operator_cpu_ms_per_write_all": 1000 * _cpu(op2, op0) / max(writes_quiet, 1),
         "kubesim_cpu_s": _cpu(sim1, sim0),
@@ -305,3 +317,15 @@ async def heap(args: argparse.Namespace) -> dict[str, Any]:
         snapshot: dict[str, Any] = json.loads(out.read_text())
         await c.op.stop(signal.SIGKILL)  # nothing left to measure: no graceful drain to wait for
     return {"jobs": args.heap_jobs, "workers": args.workers, **snapshot}
+
+
+async def light(args: argparse.Namespace) -> dict[str, Any]:
+    """The fan-in with time to spare, on a cluster of its own: `args.light_jobs` jobs of W workers
+    whose pods start in `args.light_pod_seconds`, so the operator syncs as events come instead of
+    once per batch; what a job costs it then, against the saturated fan-in of `run`."""
+    light_args = argparse.Namespace(
+        **{**vars(args), "jobs": args.light_jobs, "pod_seconds": args.light_pod_seconds}
+    )
+    async with cluster(light_args) as c:
+        await asyncio.sleep(args.idle_seconds)
+        return await fan_in(c, light_args, None)

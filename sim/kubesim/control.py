@@ -166,7 +166,8 @@ class Control:
         self._faults: list[FaultRule] = []
         self._latency: list[LatencyRule] = []
         self.requests: deque[RecordedRequest] = deque(maxlen=max_records)
-        self._partitioned: set[str] = set()
+        self._partitioned: dict[str, int | None] = {}
+        """User agent -> the status its requests are answered with (None: dropped unanswered)."""
         self._streams: dict[int, tuple[str, Callable[[], None]]] = {}
         self._stream_ids = 0
         self.priority_and_fairness = priority_and_fairness
@@ -234,12 +235,16 @@ class Control:
         410."""
         return self._store.compact(resource_version)
 
-    def partition(self, *, user_agent: str) -> int:
+    def partition(self, *, user_agent: str, status: int | None = None) -> int:
         """An outage for one client: every request whose User-Agent contains `user_agent` has its
         connection dropped without an answer (as a server that went away), and its open watch
-        streams are cut, until `heal()`. Other clients (a test's own) keep working. Returns how many
-        streams were cut."""
-        self._partitioned.add(user_agent)
+        streams are cut, until `heal()`. Other clients (a test's own) keep working. With `status`
+        (502, 503, 504) its requests are answered with that status and no `Retry-After` instead,
+        as a load balancer with no API server behind it answers. Returns how many streams were
+        cut."""
+        if status is not None and not 500 <= status <= 599:
+            raise ValueError(f"status must be a 5xx, got {status}")
+        self._partitioned[user_agent] = status
         cut = [sever for agent, sever in list(self._streams.values()) if user_agent in agent]
         for sever in cut:
             sever()
@@ -250,11 +255,23 @@ class Control:
         if user_agent is None:
             self._partitioned.clear()
         else:
-            self._partitioned.discard(user_agent)
+            self._partitioned.pop(user_agent, None)
 
     def refuses(self, user_agent: str) -> bool:
-        """A partition covers this client."""
+        """A partition covers this client (dropped connections or an answered status)."""
         return any(agent in user_agent for agent in self._partitioned)
+
+    def outage_status(self, user_agent: str) -> int | None:
+        """The status a partition answers this client's requests with; None when its connections
+        are dropped instead (or no partition covers it)."""
+        return next(
+            (
+                status
+                for agent, status in self._partitioned.items()
+                if agent in user_agent and status is not None
+            ),
+            None,
+        )
 
     def track_stream(self, user_agent: str, sever: Callable[[], None]) -> Callable[[], None]:
         """Registers an open watch stream (the HTTP layer's hook): `sever()` cuts it when a

@@ -526,6 +526,10 @@ def build_middleware(control: Control) -> Middleware:
         control.record(record)
         response: web.StreamResponse
         if control.refuses(record.user_agent):
+            if (status := control.outage_status(record.user_agent)) is not None:
+                record.injected = True
+                record.status = status
+                return status_response(errors.from_code(status, "kubesim: no API server"))
             record.refused = True
             _drop_connection(request)
             return web.Response(status=503)  # never sent: the connection is gone

@@ -1,11 +1,13 @@
 """Noticing that the API server is back after an outage, sooner than a watch's backoff would.
 
-A failure that got no answer at all (`kube.errors.TransientError`: refused, reset) says nothing
-about load, so one `RecoveryProber` per API client probes a cheap endpoint about once a second
-(jittered) while anyone waits, and wakes every waiter when it answers; each then retries after its
-own small jitter. Failures that did get an answer (5xx, 429, ERROR events) keep the plain backoff.
-Why: "Probe for the server's return" in docs/architecture.md. The probe is an injected coroutine
-function (`Kube.ping`), so this module does not depend on the HTTP client.
+Two failures say the server is not there, not that it is busy: no answer at all
+(`kube.errors.TransientError`: refused, reset), and a 502, 503 or 504 without `Retry-After`
+repeated across requests (a load balancer with no server behind it). For those, one
+`RecoveryProber` per API client probes a cheap endpoint at most once a second while anyone waits,
+and wakes every waiter when it answers; each then retries after its own small jitter. Other answers
+(429, a wait named by `Retry-After`, 500) keep their backoff. Why: "Probe for the server's return"
+in docs/architecture.md. The probe is an injected coroutine function (`Kube.ping`), so this module
+does not depend on the HTTP client.
 """
 
 from __future__ import annotations
@@ -22,8 +24,14 @@ from mpi_operator.kube import errors
 log = logging.getLogger(__name__)
 
 PROBE_INTERVAL = 1.0
-"""Seconds between probes at most; each waits between half and all of it (jitter), so replicas of
-the operator that lost the server at the same instant do not probe in lockstep."""
+"""Seconds between probes at least: never more than one a second, whatever the number of
+waiters."""
+PROBE_JITTER = 0.25
+"""Each probe waits up to this share of the interval more, so replicas of the operator that lost
+the server at the same instant do not probe in lockstep."""
+UNAVAILABLE_REPEATS = 2
+"""Unavailable answers (`errors.is_unavailable`) in a row, across requests, that count as a lost
+server: one alone may be a proxy's hiccup."""
 SPREAD = 0.5
 """A waiter resumes up to this many seconds (uniformly) after the server is seen back: N watches
 relisting or re-watching are spread over half a second instead of arriving together."""
@@ -49,6 +57,7 @@ class RecoveryProber:
         self._back = asyncio.Event()
         self._back.set()
         self._task: asyncio.Task[None] | None = None
+        self._unavailable = 0
         self.probes = 0
         """Probes sent so far (answered or not)."""
 
@@ -64,6 +73,23 @@ class RecoveryProber:
             return
         self._back.clear()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="api-recovery-probe")
+
+    def noticed(self, failure: BaseException) -> bool:
+        """Whether `failure` says the server is not there (see the module doc); if so, probing
+        starts, or goes on, and the caller may `wait()`."""
+        if errors.is_unavailable(failure):
+            self._unavailable += 1
+            if self._unavailable < UNAVAILABLE_REPEATS and self._task is None:
+                return False
+        elif not isinstance(failure, errors.TransientError):
+            return False
+        self.lost()
+        return True
+
+    def answered(self) -> None:
+        """A request of this client succeeded: unavailable answers before it were not an
+        outage."""
+        self._unavailable = 0
 
     async def wait(self) -> None:
         """Returns once a probe has been answered (at once when no outage is known)."""
@@ -85,12 +111,15 @@ class RecoveryProber:
     async def _run(self) -> None:
         sent = 0
         while True:
-            await self._clock.sleep(self.interval * (0.5 + 0.5 * self._rng.random()))
+            await self._clock.sleep(self.interval * (1.0 + PROBE_JITTER * self._rng.random()))
             self.probes += 1
             sent += 1
             try:
                 await self._probe()
             except errors.ApiError as exc:
+                if errors.is_unavailable(exc):  # the gateway answers, with no server behind it
+                    log.debug("API server still unavailable: %s", exc)
+                    continue
                 # An error answer is an answer: the server is there, and the waiters' own requests
                 # will meet whatever it says (and back off from it as usual).
                 log.info("API server answers again (%s)", exc)
@@ -101,5 +130,6 @@ class RecoveryProber:
                 log.info("API server answers again after %d probes", sent)
             # Cleared before the waiters run, so one of them failing again starts a new loop.
             self._task = None
+            self._unavailable = 0
             self._back.set()
             return

@@ -3,11 +3,11 @@
 
 LIST, then WATCH with bookmarks from the list's resourceVersion, advancing it with every event. On
 410 Gone it lists again (the store is replaced, deletions included); when a stream ends or breaks it
-watches again from the last resourceVersion, after a jittered backoff when it failed. With a
-`RecoveryProber` (`cache.recovery`), a connection-level failure ends that backoff as soon as the
-server answers again. `transform` runs on every object before the store sees it, list pages as they
-arrive. `run()` never returns; cancel its task. The `ListerWatcher` and `ReflectorStore` protocols
-keep it independent of the HTTP client.
+watches again from the last resourceVersion, after a jittered backoff when it failed, or after the
+server's own `Retry-After`. With a `RecoveryProber` (`cache.recovery`), a failure that says the
+server is not there ends that backoff as soon as it answers again. `transform` runs on every object
+before the store sees it, list pages as they arrive. `run()` never returns; cancel its task. The
+`ListerWatcher` and `ReflectorStore` protocols keep it independent of the HTTP client.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MIN_WATCH_TIMEOUT = 300
 """Watches ask the server to end them after 5-10 minutes (randomised, like client-go), which spreads
 reconnects and makes sure a silently dead connection is noticed."""
+MAX_RETRY_AFTER = 60.0
+"""A longer `Retry-After` is cut to this, so that one answer cannot blind an informer for hours."""
 SHORT_WATCH_SECONDS = 1.0
 """A watch that ends sooner than this without one event counts as a failure (gets backoff)."""
 
@@ -186,13 +188,16 @@ class Reflector:
                 await self._back_off(delay, exc)
 
     async def _back_off(self, delay: float, failure: Exception) -> None:
-        """Waits `delay` after `failure`, or less once the prober sees a lost server answer
-        again."""
+        """Waits `delay` after `failure`, the server's `Retry-After` instead when it named one, or
+        less once the prober sees a lost server answer again."""
+        if isinstance(failure, errors.ApiError) and failure.retry_after is not None:
+            # The server asked for less and said how long: its wait, not ours.
+            await self._clock.sleep(min(failure.retry_after, MAX_RETRY_AFTER))
+            return
         recovery = self._recovery
-        if recovery is None or not isinstance(failure, errors.TransientError):
+        if recovery is None or not recovery.noticed(failure):
             await self._clock.sleep(delay)
             return
-        recovery.lost()
         try:
             # A timer, not a second task: the wait ends at whichever comes first.
             async with flowcontrol.timeout(self._clock, delay):
@@ -218,6 +223,8 @@ class Reflector:
         self.store.replace(items, rv)
         self.last_sync_resource_version = rv
         self.lists += 1
+        if self._recovery is not None:
+            self._recovery.answered()
         return None
 
     async def _watch(self) -> None:
@@ -234,6 +241,8 @@ class Reflector:
         )
         try:
             async for event in stream:
+                if events == 0 and self._recovery is not None:
+                    self._recovery.answered()
                 self._apply(event)
                 events += 1
         finally:

@@ -190,6 +190,20 @@ def from_api_exception(exc: Exception) -> KubeError:
     )
 
 
+UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+"""What a gateway or load balancer answers when no API server behind it is up."""
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """A 502, 503 or 504 without `Retry-After`: probably no API server there at all, rather than
+    one asking for less (which would name its wait)."""
+    return (
+        isinstance(exc, ServerError)
+        and exc.status in UNAVAILABLE_STATUSES
+        and exc.retry_after is None
+    )
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying the same call: no answer, 429 or 5xx."""
     return isinstance(exc, TransientError | TooManyRequests | ServerError)

@@ -147,6 +147,28 @@ def without_invalid(job: MPIJob) -> MPIJob:
     )
 
 
+_ENDINGS = (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED)
+
+
+def _ending(status: Mapping[str, Any] | None) -> tuple[object, ...]:
+    conditions = (status or {}).get("conditions")
+    return (
+        (status or {}).get("completionTime"),
+        *(
+            (cond.get("type"), cond.get("status"), cond.get("reason"))
+            for cond in (conditions if isinstance(conditions, list) else ())
+            if isinstance(cond, Mapping) and cond.get("type") in _ENDINGS
+        ),
+    )
+
+
+def ends_differently(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """The status write changed what a sync plans from the job's own status: whether and how it
+    finished (Succeeded, Failed and their reasons: the elastic below-minimum stop) and its
+    completionTime (the second phase of the finish, cleanPodPolicy)."""
+    return _ending(old) != _ending(new)
+
+
 class MPIJobReconciler:
     """Converges one MPIJob per call; see the module docstring. State kept here is only an
     optimization."""
@@ -333,15 +355,16 @@ class MPIJobReconciler:
             update = elastic_sync.finish_status(update, decision, now=now)
         self._gauge_pending(job, update)
         stored = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
+        again = False  # a status the next sync must plan from was written
         if hold and progress_only(stored, update.status):
             held = True  # the requeue below writes it, unless an earlier sync does
         else:
-            await self._write_status(key, raw, job, update, legacy)
+            again = await self._write_status(key, raw, job, update, legacy)
         if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
             self.deps.metrics.set_job_info(
                 launcher=naming.launcher_name(job), namespace=job.namespace
             )
-        if plan.deferred_workers:
+        if plan.deferred_workers or again:
             # More workers than one window: the status above says the job was seen; the next window
             # waits behind every other queued job (and recomputes any elastic timer).
             return Result(requeue=True)
@@ -446,12 +469,13 @@ class MPIJobReconciler:
 
     async def _write_status(
         self, key: str, raw: Mapping[str, Any], job: MPIJob, update: StatusUpdate, legacy: str
-    ) -> None:
+    ) -> bool:
         """Step 7: the status merge patch, only when it says something new, with its events and
-        counts."""
+        counts. True when the next sync must plan from the status written (`ends_differently`):
+        the watch event of the write does not bring one (`runtime.handlers`)."""
         old = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
         if not status_changed(old, update.status):
-            return
+            return False
         rv = str(_mapping(raw.get("metadata")).get("resourceVersion") or "") or None
         patch = status_merge_patch(old, update.status, resource_version=rv)
         written = await self.kube.patch_status(
@@ -472,6 +496,7 @@ class MPIJobReconciler:
         self._events(raw, update.events)
         for counter in update.counters:
             self._count_job(counter)
+        return ends_differently(old, update.status)
 
     def _count_job(self, counter: JobCounter) -> None:
         metrics = self.deps.metrics

@@ -1,13 +1,14 @@
 """Which informers the operator runs, and watch event -> MPIJob key (client-go's event handlers).
 
 An MPIJob maps to its own key (deletes included, so the reconciler forgets the job); a child to the
-MPIJob its controller ownerReference names, a launcher Pod through its launcher Job (Pod -> Job ->
-MPIJob), and only if that MPIJob is cached with that uid. The deletion of a deleted incarnation's
-child enqueues the MPIJob now of that name (`successor_key`): it may be what blocked its same-named
-child. Events are plain `add`s (the per-key rate limiter is for errors only); a worker pod that
-could run before an event and cannot after it (`lost_pod`) is enqueued urgently, at the front, so
-an elastic job drops that host before Horovod tries it. It lives in the runtime though it knows the
-MPIJob's ownership shape: the manager needs it before any reconciler exists (preflight, informers).
+MPIJob its controller ownerReference names, a launcher Pod through its launcher Job, and only if
+that MPIJob is cached with that uid. A deleted incarnation's child going enqueues the MPIJob now of
+that name (`successor_key`): it may have blocked its same-named child. Events are plain `add`s; a
+worker pod that could run before an event and cannot after it (`lost_pod`) is enqueued urgently,
+at the front, so an elastic job drops that host before Horovod tries it. Updates that change
+nothing a sync reads (`pod_update_matters`, `mpijob_update_matters`) enqueue nothing. It lives in
+the runtime though it knows the MPIJob's ownership shape: the manager needs it before any
+reconciler exists (preflight, informers).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from mpi_operator.api import constants
 from mpi_operator.cache import transforms
@@ -37,6 +38,85 @@ def lost_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bo
     """A pod that could run a Horovod worker before the event and cannot after it (None: no
     object)."""
     return old is not None and is_pod_ready(old) and (new is None or not is_pod_ready(new))
+
+
+METADATA_UNREAD: Final = frozenset({"resourceVersion", "managedFields"})
+"""Metadata that changes with every write and that no sync reads."""
+
+
+def _ready(status: dict[str, Any]) -> bool:
+    """Ready=True: no reader tells False from Unknown or from no condition at all."""
+    conditions = status.get("conditions")
+    if type(conditions) is list:
+        for cond in conditions:
+            if type(cond) is dict and cond.get("type") == "Ready":
+                return cond.get("status") == "True"
+    return False
+
+
+def _terminated(state: object) -> object:
+    return state.get("terminated") if type(state) is dict else None
+
+
+def pod_status_read(pod: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a sync reads of a pod's status (`objects.is_pod_ready`, `status.py`, `elastic.hosts`):
+    the phase, reason and message, whether it is Ready=True (not the condition's times), and per
+    container its restart count and terminated states. Not: startTime, other conditions, the
+    containers' ready, started, running or waiting states. Plain dicts only (what JSON decodes to:
+    an ABC check per field cost more than the rest, once per pod event)."""
+    status = pod.get("status")
+    if type(status) is not dict:
+        return ()
+    containers = status.get("containerStatuses")
+    read = []
+    for cs in containers if type(containers) is list else ():
+        if type(cs) is not dict:
+            continue
+        restarts = cs.get("restartCount")
+        ended, ended_before = _terminated(cs.get("state")), _terminated(cs.get("lastState"))
+        # A container that never restarted nor ended says nothing to a sync (its first status).
+        if restarts or ended is not None or ended_before is not None:
+            read.append((cs.get("name"), restarts, ended, ended_before))
+    return (
+        status.get("phase"),
+        status.get("reason"),
+        status.get("message"),
+        _ready(status),
+        tuple(read),
+    )
+
+
+def _metadata_differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if old_meta.keys() != new_meta.keys():
+        return any(
+            old_meta.get(k) != new_meta.get(k)
+            for k in old_meta.keys() | new_meta.keys()
+            if k not in METADATA_UNREAD
+        )
+    return any(v != old_meta[k] for k, v in new_meta.items() if k not in METADATA_UNREAD)
+
+
+def pod_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a pod update can change a sync's plan or status: any metadata but the
+    resourceVersion (and managedFields), any spec, or what `pod_status_read` reads. The rest (the
+    kubelet's start bookkeeping) would cost a sync that writes nothing."""
+    return (
+        _metadata_differs(old, new)
+        or old.get("spec") != new.get("spec")
+        or pod_status_read(old) != pod_status_read(new)
+    )
+
+
+def mpijob_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether an MPIJob update can change a sync's plan or status: anything but its status and
+    the metadata no sync reads. A status-only update is the echo of a status write, the operator's
+    own almost always; a write whose outcome the next sync depends on asks for that sync itself
+    (`reconcile.reconciler`), and a status written by someone else is rewritten at the job's next
+    sync."""
+    return _metadata_differs(old, new) or any(
+        old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in ("metadata", "status")
+    )
 
 
 BATCH_GROUP = "batch"
@@ -185,7 +265,8 @@ class EventHandlers:
         self.enqueue(mpijob_key(obj))
 
     def on_mpijob_update(self, old: KubeObject, new: KubeObject) -> None:
-        self.enqueue(mpijob_key(new))
+        if mpijob_update_matters(old, new):
+            self.enqueue(mpijob_key(new))
 
     # --- children ------------------------------------------------------------------------------
     def on_child(self, obj: KubeObject) -> None:
@@ -221,7 +302,8 @@ class EventHandlers:
     # --- pods ----------------------------------------------------------------------------------
     def on_pod_update(self, old: KubeObject, new: KubeObject) -> None:
         if not lost_pod(old, new):
-            self.on_child_update(old, new)
+            if pod_update_matters(old, new):
+                self.on_child_update(old, new)
             return
         key = owner_key(new, mpijobs=self.mpijobs, jobs=self.jobs)
         if key is not None:

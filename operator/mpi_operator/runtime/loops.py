@@ -7,7 +7,8 @@ Each loop: `get` a key -> `reconcile(key)` inside `key_context(key)` ->
   * `PermanentError` -> `forget`, logged, not requeued (the next watch event brings it back);
   * any other exception -> `add_rate_limited` (per-key exponential backoff + global bucket);
 and always `done(key)`, so no key is held by two loops and one that changed meanwhile runs again.
-Loops exit when the queue raises `ShutDown`.
+Loops exit when the queue raises `ShutDown`; each reconcile's writes are counted (syncs that wrote
+nothing are a metric of their own).
 """
 
 from __future__ import annotations
@@ -63,8 +64,10 @@ async def _reconcile(
 ) -> None:
     started = clock.now()
     outcome: ReconcileOutcome = "error"
+    writes = None
     try:
-        result = await reconciler.reconcile(key)
+        with metrics.counting_writes() as writes:
+            result = await reconciler.reconcile(key)
     except PermanentError as exc:
         outcome = "permanent_error"
         log.error("reconcile failed permanently, not retrying: %s", exc)
@@ -89,7 +92,9 @@ async def _reconcile(
         else:
             outcome = "success"
     finally:
-        metrics.observe_reconcile(clock.now() - started, outcome)
+        metrics.observe_reconcile(
+            clock.now() - started, outcome, writes=writes.count if writes is not None else None
+        )
 
 
 async def worker(

@@ -4,21 +4,24 @@ so tests can run several managers in one interpreter), and the hooks that update
 Upstream's job metrics keep their names (`mpi_operator_jobs_created_total`, `..._successful_total`,
 `..._failed_total`, bumped on the transition only; `mpi_operator_job_info`, `..._is_leader`). The
 runtime adds client-go's work-queue and REST client metrics and controller-runtime-style reconcile
-metrics; elastic jobs add discovery updates, worker replacements, convergence time, and per running
-job `mpi_operator_elastic_workers{state}` and `..._min_replicas`, dropped when the job finishes, is
-suspended or goes away. `docs/metrics-and-events.md` lists them all, with what each measures.
+metrics (with the reconciles that sent no write, counted through a context variable that the
+instrumented API client bumps); elastic jobs add discovery updates, worker replacements, convergence
+time, and per running job `mpi_operator_elastic_workers{state}` and `..._min_replicas`, dropped when
+the job finishes, is suspended or goes away. `docs/metrics-and-events.md` lists them all.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import contextvars
+from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 ReconcileOutcome = Literal["success", "requeue_after", "error", "permanent_error"]
+WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 QUEUE_NAME: Final = "mpijobs"
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 # Elastic convergence: one worker start plus the settle interval(s), from about a second to minutes.
@@ -40,6 +43,31 @@ _RECONCILE_BUCKETS: Final = (
     30.0,
     60.0,
 )
+
+
+class SyncWrites:
+    """The writes sent by one reconcile (tasks it starts share the count: they copy the context)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+_SYNC_WRITES: contextvars.ContextVar[SyncWrites | None] = contextvars.ContextVar(
+    "sync_writes", default=None
+)
+
+
+def is_event_path(path: str) -> bool:
+    """An Event's URL (core or events.k8s.io): the recorder's best-effort writes, which a sync
+    leaves behind in a task of its own, are not the sync's writes."""
+    segments = path.split("/")
+    try:
+        at = segments.index("namespaces")
+    except ValueError:
+        return False
+    return len(segments) > at + 2 and segments[at + 2] == "events"
 
 
 class Metrics:
@@ -95,6 +123,11 @@ class Metrics:
         self.reconcile_errors = Counter(
             "mpi_operator_reconcile_errors", "Reconciles that raised (retried or not)", registry=r
         )
+        self.reconciles_without_writes = Counter(
+            "mpi_operator_reconcile_without_writes",
+            "Reconciles that sent no write to the API server (Events aside)",
+            registry=r,
+        )
         # --- elastic jobs -------------------------------------------------------------------------
         self.discovery_updates = Counter(
             "mpi_operator_elastic_discovery_updates",
@@ -142,6 +175,9 @@ class Metrics:
             registry=r,
         )
         self._children: dict[tuple[Counter, tuple[str, ...]], Any] = {}
+        self._elastic_jobs: set[tuple[str, str]] = set()
+        """Jobs with elastic series: removing absent ones (every static job's sync) raised and
+        caught four KeyErrors per sync."""
 
     # --- hooks for the reconciler -----------------------------------------------------------------
     def job_created(self) -> None:
@@ -192,10 +228,14 @@ class Metrics:
         for state, value in (("desired", desired), ("ready", ready), ("discovered", discovered)):
             self.elastic_workers.labels(namespace=namespace, mpijob=mpijob, state=state).set(value)
         self.elastic_min_replicas.labels(namespace=namespace, mpijob=mpijob).set(min_replicas)
+        self._elastic_jobs.add((namespace, mpijob))
 
     def remove_elastic_workers(self, *, namespace: str, mpijob: str) -> None:
         """Drops a job's elastic series: finished, suspended or deleted jobs have no floor to fall
         below."""
+        if (namespace, mpijob) not in self._elastic_jobs:
+            return
+        self._elastic_jobs.discard((namespace, mpijob))
         for state in ("desired", "ready", "discovered"):
             with contextlib.suppress(KeyError):
                 self.elastic_workers.remove(namespace, mpijob, state)
@@ -233,11 +273,26 @@ class Metrics:
             child = self._children[counter, values] = counter.labels(*values)
         return child
 
-    def observe_reconcile(self, seconds: float, outcome: ReconcileOutcome) -> None:
+    @contextlib.contextmanager
+    def counting_writes(self) -> Iterator[SyncWrites]:
+        """Counts the writes the instrumented API client sends inside the block (one reconcile)."""
+        writes = SyncWrites()
+        token = _SYNC_WRITES.set(writes)
+        try:
+            yield writes
+        finally:
+            _SYNC_WRITES.reset(token)
+
+    def observe_reconcile(
+        self, seconds: float, outcome: ReconcileOutcome, *, writes: int | None = None
+    ) -> None:
+        """One reconcile; `writes`: how many it sent (None: not counted)."""
         self.reconcile_duration.observe(seconds)
         self._child(self.reconciles, outcome).inc()
         if outcome in ("error", "permanent_error"):
             self.reconcile_errors.inc()
+        if writes == 0:
+            self.reconciles_without_writes.inc()
 
     def observe_api_request(self, method: str, code: str) -> None:
         """One HTTP request and its status code ("<error>" when there was no answer)."""
@@ -253,6 +308,10 @@ class Metrics:
         call_api = api_client.call_api
 
         async def counted(resource_path: str, method: str, *args: Any, **kwargs: Any) -> Any:
+            if method.upper() in WRITE_METHODS and not is_event_path(resource_path):
+                sync = _SYNC_WRITES.get()
+                if sync is not None:
+                    sync.count += 1
             try:
                 response = await call_api(resource_path, method, *args, **kwargs)
             except Exception:

@@ -189,3 +189,35 @@ async def test_a_partition_drops_one_clients_connections_and_streams_until_heale
         async with victim.get(url) as healed:
             assert healed.status == 200
     assert not kubesim.control.recorded(user_agent="bystander")[-1].refused
+
+
+async def test_a_partition_with_a_status_answers_one_clients_requests_with_it_until_healed(
+    kubesim: KubeSim,
+) -> None:
+    url = kubesim.url + "/api/v1/namespaces/default/configmaps"
+    victim = aiohttp.ClientSession(headers={"User-Agent": "victim/1.0"})
+    bystander = aiohttp.ClientSession(headers={"User-Agent": "bystander/1.0"})
+    async with victim, bystander:
+        async with victim.get(url + "?watch=1") as stream:
+            await eventually(
+                lambda: kubesim.control.open_watches() == 1, what="the watch to be open"
+            )
+            assert kubesim.control.partition(user_agent="victim", status=503) == 1, (
+                "its open watch is cut"
+            )
+            with pytest.raises(aiohttp.ClientError):
+                async with asyncio.timeout(10):
+                    await stream.read()
+        for path in (url, url + "?watch=1", kubesim.url + "/version"):
+            async with victim.get(path) as answered:
+                assert answered.status == 503, path
+                assert "Retry-After" not in answered.headers, "a gateway with nobody behind it"
+        last = kubesim.control.recorded(user_agent="victim")[-1]
+        assert (last.status, last.injected, last.refused) == (503, True, False)
+        async with bystander.get(url) as served:
+            assert served.status == 200, "other clients are served as usual"
+        kubesim.control.heal()
+        async with victim.get(url) as healed:
+            assert healed.status == 200
+    with pytest.raises(ValueError, match="status must be a 5xx"):
+        kubesim.control.partition(user_agent="victim", status=404)

@@ -1,5 +1,6 @@
 """An API outage for the operator alone (kubesim's `Control.partition` on its user agent; the test's
-own client keeps working): a job created during a 20 s outage is acted on within 3 s of healing.
+own client keeps working): a job created during a 20 s outage is acted on within 3 s of healing,
+whether the outage drops connections or answers every request 503 without `Retry-After`.
 
 The operator runs on a `FakeClock`. The outage's 20 s pass as fake time, moved on only while every
 watch waits out its backoff, so the backoffs grow as in a real outage. After healing, only the
@@ -8,6 +9,8 @@ then the watches' short spread: `sleepers=1` is what parked means there.
 """
 
 from __future__ import annotations
+
+import pytest
 
 from kubesim.app import KubeSim
 from kubesim.testing import eventually
@@ -38,8 +41,9 @@ async def outage(clock: FakeClock, seconds: float, watching: int) -> None:
     clock.advance(end - clock.now())
 
 
+@pytest.mark.parametrize("answer", [None, 503], ids=["refused", "503"])
 async def test_a_job_created_during_an_outage_is_acted_on_within_3s_of_healing(
-    kubesim: KubeSim, kube: Kube
+    kubesim: KubeSim, kube: Kube, answer: int | None
 ) -> None:
     clock = FakeClock()
     async with running_operator(quick_settings(kubesim), clock=clock) as operator:
@@ -47,13 +51,17 @@ async def test_a_job_created_during_an_outage_is_acted_on_within_3s_of_healing(
         await eventually(
             lambda: kubesim.control.open_watches() >= watching, what="the operator's watches"
         )
-        assert kubesim.control.partition(user_agent=OPERATOR_AGENT) == watching, (
+        assert kubesim.control.partition(user_agent=OPERATOR_AGENT, status=answer) == watching, (
             "its watches are cut"
         )
         await outage(clock, OUTAGE / 2, watching)
         await kube.create(resources.MPIJOB, mpijob("during", workers=1), namespace=NS)
         await outage(clock, OUTAGE / 2, watching)
-        refused = [r for r in kubesim.control.recorded(user_agent=OPERATOR_AGENT) if r.refused]
+        refused = [
+            r
+            for r in kubesim.control.recorded(user_agent=OPERATOR_AGENT)
+            if r.refused or (answer is not None and r.status == answer)
+        ]
         assert any(r.verb == "watch" for r in refused), (
             "the operator tried to watch again, and was refused"
         )

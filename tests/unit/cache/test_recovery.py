@@ -1,11 +1,11 @@
 """Recovery after an outage: reflectors that lost the API server resume about a second after it is
 back, not after a backoff that grew while it was away, with one probe loop however many of them
-wait.
+wait; a server that names its wait (`Retry-After`) gets exactly that.
 
-On a `FakeClock`, against the in-memory `MemoryApi` behind a link that can go down (requests and
-open streams then fail as a lost connection does: `TransientError`). While the reflectors wait, only
-the prober sleeps on the clock (their backoffs are timers), so `sleepers=1` is what parked means
-here.
+On a `FakeClock`, against the in-memory `MemoryApi` behind a link that can go down (requests,
+probes and open streams then fail with the answer kind under test: no answer, or an HTTP status).
+While the reflectors wait, only the prober sleeps on the clock (their backoffs are timers), so
+`sleepers=1` is what parked means here.
 """
 
 from __future__ import annotations
@@ -16,17 +16,26 @@ import random
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from kubesim.testing import eventually
 from mpi_operator.cache.informer import Informer
-from mpi_operator.cache.recovery import PROBE_INTERVAL, SPREAD, RecoveryProber
+from mpi_operator.cache.recovery import PROBE_INTERVAL, PROBE_JITTER, SPREAD, RecoveryProber
 from mpi_operator.cache.reflector import Reflector, Transform
 from mpi_operator.flowcontrol import FakeClock
 from mpi_operator.kube import errors
 
 from .test_informer import MemoryApi
 
-NAMESPACES = ("a", "b", "c")
+NAMESPACES = tuple("abcdefgh")
 OUTAGE = 20.0
+SERVER_ABSENT = {
+    "refused": errors.TransientError("connection refused"),
+    "502": errors.ServerError(502, "BadGateway"),
+    "503": errors.ServerError(503, "ServiceUnavailable"),
+    "504": errors.ServerError(504, "GatewayTimeout"),
+}
+"""Answers that say no API server is there: the prober's business."""
 
 
 class Sink:
@@ -91,10 +100,13 @@ class Link:
     async def probe(self) -> None:
         self.probe_times.append(self.clock.now())
         if self.down:
-            raise errors.TransientError("connection refused")
+            raise self.failure
 
 
-async def test_reflectors_resume_within_a_probe_interval_after_the_server_is_back() -> None:
+@pytest.mark.parametrize("answer", SERVER_ABSENT)
+async def test_reflectors_resume_within_a_probe_interval_after_the_server_is_back(
+    answer: str,
+) -> None:
     clock = FakeClock()
     api = MemoryApi()
     link = Link(api, clock)
@@ -103,7 +115,7 @@ async def test_reflectors_resume_within_a_probe_interval_after_the_server_is_bac
     task = asyncio.create_task(informer.run())
     try:
         await asyncio.wait_for(informer.wait_for_sync(), 30)
-        link.cut()
+        link.cut(SERVER_ABSENT[answer])
         await clock.run_for(OUTAGE / 2, sleepers=1)
         for ns in NAMESPACES:  # changes made during the outage
             api.create("during", namespace=ns)
@@ -121,7 +133,7 @@ async def test_reflectors_resume_within_a_probe_interval_after_the_server_is_bac
             ),
             sleepers=1,
         )
-        assert clock.now() - healed <= PROBE_INTERVAL + SPREAD, (
+        assert clock.now() - healed <= PROBE_INTERVAL * (1 + PROBE_JITTER) + SPREAD, (
             "resumed a probe and a spread after healing"
         )
         resumed = [t for t in link.watch_times if t > healed]
@@ -131,30 +143,68 @@ async def test_reflectors_resume_within_a_probe_interval_after_the_server_is_bac
 
         outage_probes = [t for t in link.probe_times if t <= clock.now()]
         gaps = [b - a for a, b in itertools.pairwise(outage_probes)]
-        assert min(gaps) >= PROBE_INTERVAL / 2, "one probe loop for three waiting watches"
-        assert OUTAGE / PROBE_INTERVAL <= len(outage_probes) <= 2 * OUTAGE / PROBE_INTERVAL + 1
+        assert min(gaps) >= PROBE_INTERVAL, "one probe a second at most for eight waiting watches"
+        assert len(outage_probes) >= OUTAGE / (PROBE_INTERVAL * (1 + PROBE_JITTER))
+        assert len(outage_probes) <= OUTAGE / PROBE_INTERVAL + 1
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await prober.stop()
 
 
-async def test_an_error_answer_keeps_the_plain_backoff_and_probes_nothing() -> None:
+async def next_watch_after(failure: errors.KubeError) -> tuple[float, RecoveryProber, Link]:
+    """How long after `failure` cut its stream a lone reflector watches again; its prober and link
+    for a look at what else happened."""
     clock = FakeClock()
-    api = MemoryApi()
-    link = Link(api, clock)
+    link = Link(MemoryApi(), clock)
     prober = RecoveryProber(link.probe, clock=clock)
     reflector = Reflector(link, Sink(), clock=clock, recovery=prober, rng=random.Random(3))
     task = asyncio.create_task(reflector.run())
     try:
         await clock.run_until(eventually(lambda: reflector.watches == 1, what="the first watch"))
-        link.cut(
-            errors.ServerError(503, "ServiceUnavailable")
-        )  # the server is there: it asks for less
-        await clock.parked(sleepers=1)  # the reflector's backoff, a plain sleep
-        assert not prober.probing
-        assert link.probe_times == []
+        link.cut(failure)
+        cut = clock.now()
+        await clock.run_until(eventually(lambda: reflector.watches >= 2, what="a second watch"))
+        return link.watch_times[1] - cut, prober, link
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        await prober.stop()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        errors.TooManyRequests(429, "TooManyRequests", retry_after=5),
+        errors.ServerError(503, "ServiceUnavailable", retry_after=5),
+        errors.ServerError(500, "InternalError", retry_after=5),
+    ],
+    ids=["429", "503", "500"],
+)
+async def test_a_named_wait_is_honoured_exactly_and_probes_nothing(
+    failure: errors.ApiError,
+) -> None:
+    waited, _, link = await next_watch_after(failure)
+    assert waited == 5.0, "Retry-After: 5 waits five seconds, neither jittered nor cut short"
+    assert link.probe_times == [], "a server that asks for less is not probed"
+
+
+async def test_a_500_keeps_the_plain_backoff_and_probes_nothing() -> None:
+    waited, prober, link = await next_watch_after(errors.ServerError(500, "InternalError"))
+    assert 0.8 <= waited <= 1.2, "the backoff's first step (0.8 s, up to half again of jitter)"
+    assert link.probe_times == []
+    assert not prober.probing
+
+
+async def test_one_unavailable_answer_alone_is_no_outage() -> None:
+    clock = FakeClock()
+    prober = RecoveryProber(Link(MemoryApi(), clock).probe, clock=clock)
+    unavailable = errors.ServerError(503, "ServiceUnavailable")
+    try:
+        assert not prober.noticed(unavailable), "once may be a proxy's hiccup"
+        prober.answered()
+        assert not prober.noticed(unavailable), "an answer in between: still once in a row"
+        assert prober.noticed(unavailable), "twice in a row, across requests: no server there"
+        assert prober.probing
+    finally:
         await prober.stop()

@@ -117,7 +117,7 @@ def test_mpijob_events_map_to_own_key_on_add_update_and_delete(stores: tuple[Sto
     h = handlers.EventHandlers(added.append, mpijobs=mpijobs, jobs=jobs)
     job = mpijob("other", "ns2", "uid-2")  # not even cached: MPIJob events never need a lookup
     h.on_mpijob(job)
-    h.on_mpijob_update(job, job)
+    h.on_mpijob_update(job, {**job, "spec": {"runPolicy": {"suspend": True}}})
     h.on_mpijob(job)
     assert added == ["ns2/other"] * 3
 
@@ -237,7 +237,6 @@ POD_EVENTS = [
     ("terminating", pod(), pod(deleting=True), True),
     ("deleted", pod(), None, True),
     ("became-ready", pod(ready=False), pod(), False),
-    ("unchanged-ready", pod(), pod(), False),
     ("never-ready-deleted", pod(ready=False), None, False),
     (
         "annotation-only",
@@ -267,3 +266,144 @@ def test_a_worker_pod_that_stops_being_usable_enqueues_its_job_urgently(
         h.on_pod_update(old, new)
     assert added == [("ns/pi", urgent)]
     assert handlers.lost_pod(old, new) is urgent
+
+
+def with_status(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**obj, "status": {**obj["status"], **fields}}
+
+
+def with_meta(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], **fields}}
+
+
+def containers(**fields: Any) -> list[dict[str, Any]]:
+    return [{"name": "main", "ready": False, "started": False, "restartCount": 0, **fields}]
+
+
+WAITING = {"waiting": {"reason": "ContainerCreating"}}
+RUNNING = {"running": {"startedAt": "2026-11-26T00:00:01Z"}}
+TERMINATED = {"terminated": {"exitCode": 137, "reason": "Error"}}
+STARTING = with_status(
+    pod(ready=False, phase="Pending"), containerStatuses=containers(state=WAITING)
+)
+STARTED = with_status(pod(ready=False), containerStatuses=containers(state=RUNNING, started=True))
+
+# (id, old, new, matters): what a sync reads of a pod changed, or only what it never reads.
+POD_UPDATES = [
+    ("resource-version-only", pod(), with_meta(pod(), resourceVersion="8"), False),
+    ("managed-fields-only", pod(), with_meta(pod(), managedFields=[{"manager": "kubelet"}]), False),
+    ("start-time", pod(), with_status(pod(), startTime="2026-11-26T00:00:00Z"), False),
+    (
+        "ready-false-added",
+        {**pod(phase="Pending"), "status": {"phase": "Pending"}},
+        pod(ready=False, phase="Pending"),
+        False,
+    ),
+    (
+        "ready-transition-time",
+        pod(),
+        with_status(
+            pod(), conditions=[{"type": "Ready", "status": "True", "lastTransitionTime": "t"}]
+        ),
+        False,
+    ),
+    (
+        "other-condition",
+        pod(),
+        with_status(pod(), conditions=[*pod()["status"]["conditions"], {"type": "PodScheduled"}]),
+        False,
+    ),
+    ("container-waiting", pod(ready=False, phase="Pending"), STARTING, False),
+    (
+        "container-started-running",
+        with_status(pod(ready=False), containerStatuses=containers(state=WAITING)),
+        STARTED,
+        False,
+    ),
+    (
+        "container-ready",
+        STARTED,
+        with_status(STARTED, containerStatuses=containers(state=RUNNING, ready=True)),
+        False,
+    ),
+    ("phase", STARTING, with_status(STARTING, phase="Running"), True),
+    ("became-ready", pod(ready=False), pod(), True),
+    ("became-not-ready", pod(), pod(ready=False), True),
+    ("reason", pod(), with_status(pod(), reason="Evicted"), True),
+    ("message", pod(), with_status(pod(), message="The node was low on resource"), True),
+    (
+        "restart-count",
+        STARTED,
+        with_status(STARTED, containerStatuses=containers(state=RUNNING, restartCount=1)),
+        True,
+    ),
+    (
+        "terminated",
+        STARTED,
+        with_status(STARTED, containerStatuses=containers(state=TERMINATED)),
+        True,
+    ),
+    (
+        "last-state-terminated",
+        STARTED,
+        with_status(STARTED, containerStatuses=containers(state=RUNNING, lastState=TERMINATED)),
+        True,
+    ),
+    ("deletion", pod(), with_meta(pod(), deletionTimestamp="2026-11-26T00:00:00Z"), True),
+    ("annotation", pod(), with_meta(pod(), annotations={"a": "b"}), True),
+    ("label", pod(), with_meta(pod(), labels={"a": "b"}), True),
+    ("owner", pod(), with_meta(pod(), ownerReferences=[]), True),
+    ("node", pod(), {**pod(), "spec": {"nodeName": "n1"}}, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "matters"), [c[1:] for c in POD_UPDATES], ids=[c[0] for c in POD_UPDATES]
+)
+def test_a_pod_update_enqueues_its_job_only_when_it_changes_what_a_sync_reads(
+    stores: tuple[Store, Store], old: dict[str, Any], new: dict[str, Any], matters: bool
+) -> None:
+    mpijobs, jobs = stores
+    added: list[str] = []
+    h = handlers.EventHandlers(
+        lambda key, *, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
+    )
+    h.on_pod_update(old, new)
+    assert handlers.pod_update_matters(old, new) is matters
+    assert added == (["ns/pi"] if matters else [])
+
+
+def with_spec(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**obj, "spec": {**obj.get("spec", {}), **fields}}
+
+
+SPEC = with_spec(mpijob(), runPolicy={"suspend": False})
+# (id, new, matters): an MPIJob update from SPEC that changed only its status and unread metadata,
+# or more.
+MPIJOB_UPDATES = [
+    ("status-only", {**SPEC, "status": {"conditions": [{"type": "Created"}]}}, False),
+    ("resource-version", with_meta(SPEC, resourceVersion="2"), False),
+    ("managed-fields", with_meta(SPEC, managedFields=[{"manager": "kubectl"}]), False),
+    ("spec", with_spec(SPEC, runPolicy={"suspend": True}), True),
+    ("generation", with_meta(SPEC, generation=2), True),
+    ("deletion", with_meta(SPEC, deletionTimestamp="2026-11-26T00:00:00Z"), True),
+    ("finalizers", with_meta(SPEC, finalizers=["x"]), True),
+    ("annotation", with_meta(SPEC, annotations={"a": "b"}), True),
+    ("label", with_meta(SPEC, labels={"a": "b"}), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("new", "matters"), [c[1:] for c in MPIJOB_UPDATES], ids=[c[0] for c in MPIJOB_UPDATES]
+)
+def test_an_mpijob_update_enqueues_it_unless_only_its_status_changed(
+    stores: tuple[Store, Store], new: dict[str, Any], matters: bool
+) -> None:
+    mpijobs, jobs = stores
+    added: list[str] = []
+    h = handlers.EventHandlers(
+        lambda key, *, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
+    )
+    h.on_mpijob_update(SPEC, new)
+    assert handlers.mpijob_update_matters(SPEC, new) is matters
+    assert added == (["ns/pi"] if matters else [])

@@ -80,3 +80,72 @@ async def test_a_requeue_goes_behind_every_key_already_queued() -> None:
     assert reconciler.done == ["ns/big", "ns/a", "ns/b", "ns/big"]
     assert len(queue) == 0
     assert queue.waiting == 0, "a requeue is not a delayed add"
+
+
+class Answer:
+    status = 201
+
+
+class CountingApi:
+    """Stands in for the HTTP client under `Metrics.instrument_api_client`: answers every request
+    at once."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    async def call_api(self, resource_path: str, method: str, *_: object, **__: object) -> Answer:
+        self.sent.append((method, resource_path))
+        return Answer()
+
+
+class Writer:
+    """`ns/busy` creates a ConfigMap; `ns/idle` only reads. Both record an Event from a task of
+    their own, as the EventRecorder does."""
+
+    def __init__(self, api: CountingApi) -> None:
+        self.api = api
+        self.tasks: list[asyncio.Task[object]] = []
+
+    async def reconcile(self, key: str) -> Result:
+        events = "/api/v1/namespaces/ns/events"
+        self.tasks.append(asyncio.create_task(self.api.call_api(events, "POST")))
+        await self.api.call_api("/api/v1/namespaces/ns/configmaps/c", "GET")
+        if key == "ns/busy":
+            await self.api.call_api("/api/v1/namespaces/ns/configmaps", "POST")
+        await asyncio.gather(*self.tasks)
+        return Result()
+
+
+async def test_a_reconcile_that_sent_no_write_is_counted_events_aside() -> None:
+    metrics, api = Metrics(), CountingApi()
+    metrics.instrument_api_client(api)
+    queue: WorkQueue[str] = WorkQueue()
+    reconciler = Writer(api)
+    for key in ("ns/busy", "ns/idle", "ns/idle"):
+        queue.add(key)
+        await loops.process_next(queue, reconciler, metrics=metrics)
+    sample = metrics.registry.get_sample_value
+    assert sample("mpi_operator_reconcile_total", {"result": "success"}) == 3
+    assert sample("mpi_operator_reconcile_without_writes_total") == 2
+    assert ("POST", "/api/v1/namespaces/ns/events") in api.sent, "the Events were sent"
+
+
+async def test_events_during_a_sync_cause_one_more_sync_not_one_each() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    reconciler = SlowReconciler(clock, 1.0)
+    running = loops.Workers(queue, reconciler, count=2, metrics=metrics, clock=clock)
+    queue.add("ns/a")
+    running.start()
+    try:
+        await clock.parked(sleepers=1)  # its sync runs
+        for _ in range(5):
+            queue.add("ns/a")
+        clock.advance(1.0)
+        await clock.parked(sleepers=1)  # the one more sync
+        clock.advance(1.0)
+        await queue.shut_down_with_drain()
+        await asyncio.wait_for(running.wait(), 30)
+    finally:
+        await running.stop()
+    assert reconciler.done == ["ns/a", "ns/a"]
