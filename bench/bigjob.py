@@ -21,9 +21,19 @@ import sys
 import time
 from typing import Any
 
-import aiohttp
 from opbench_jobs import elastic_mpijob
-from opbench_processes import JOBS, NS, PODS, Api, Cluster, cluster, indices, poll, requests
+from opbench_processes import (
+    JOBS,
+    NS,
+    PODS,
+    Api,
+    Cluster,
+    cluster,
+    indices,
+    poll,
+    requests,
+    watch,
+)
 from scale import event_writes
 
 NAME = "big"
@@ -41,16 +51,8 @@ class Pods:
         self.changed = asyncio.Event()
 
     async def follow(self, api: Api, rv: str) -> None:
-        params = {
-            "watch": "true",
-            "resourceVersion": rv,
-            "labelSelector": f"mpi_job_name={NAME},mpi_role_type=worker",
-        }
-        timeout = aiohttp.ClientTimeout(total=None)
-        while True:
-            async with api.session.get(api.url + PODS, params=params, timeout=timeout) as resp:
-                async for line in resp.content:
-                    self._apply(json.loads(line))
+        async for event in watch(api, PODS, rv, f"mpi_job_name={NAME},mpi_role_type=worker"):
+            self._apply(event)
 
     def _apply(self, event: dict[str, Any]) -> None:
         pod = event["object"]
@@ -75,6 +77,19 @@ class Pods:
                 self.changed.clear()
                 await self.changed.wait()
         return time.monotonic()
+
+
+async def _launcher(api: Api, within: float, interval: float) -> str:
+    """The launcher pod's name, once its Job controller has created it (after the workers)."""
+    found: list[str] = []
+
+    async def created() -> bool:
+        pods = await api.pods(f"mpi_job_name={NAME},mpi_role_type=launcher")
+        found[:] = [p["metadata"]["name"] for p in pods]
+        return bool(found)
+
+    await poll(created, within, interval)
+    return found[0]
 
 
 async def _listed(api: Api, launcher: str) -> set[str]:
@@ -123,8 +138,7 @@ async def run(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
         await api.call("POST", JOBS, job)
         await pods.until(lambda: len(pods.ready) >= n, within)
         all_ready = pods.last_ready
-        launchers = await api.pods(f"mpi_job_name={NAME},mpi_role_type=launcher")
-        launcher = launchers[0]["metadata"]["name"]
+        launcher = await _launcher(api, within, poll_s)
         listed = await poll(lambda: _all_listed(api, launcher, set(range(n))), within, poll_s)
         usage1 = op.usage()
         out["create"] = {

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import time
 from typing import Any
 
-import aiohttp
 from opbench_jobs import elastic_mpijob, static_mpijob
 from opbench_processes import (
     JOBS,
@@ -35,6 +33,7 @@ from opbench_processes import (
     indices,
     poll,
     requests,
+    watch,
     watch_running,
 )
 from opbench_report import pct, summary
@@ -47,23 +46,11 @@ async def _watch_new_pods(
 ) -> None:
     """Monotonic time each worker index of `job` first appeared on a pod watch; `arrived` set on
     each."""
-    params = {
-        "watch": "true",
-        "resourceVersion": rv,
-        "labelSelector": f"mpi_job_name={job},mpi_role_type=worker",
-    }
-    timeout = aiohttp.ClientTimeout(total=None)
-    while True:
-        async with api.session.get(api.url + PODS, params=params, timeout=timeout) as resp:
-            async for line in resp.content:
-                event = json.loads(line)
-                meta = event["object"].get("metadata", {})
-                if event["type"] == "ADDED":
-                    for index in indices({meta.get("name", "")}):
-                        seen.setdefault(index, time.monotonic())
-                        arrived.set()
-                if rv_new := meta.get("resourceVersion"):
-                    params["resourceVersion"] = rv_new
+    async for event in watch(api, PODS, rv, f"mpi_job_name={job},mpi_role_type=worker"):
+        if event["type"] == "ADDED":
+            for index in indices({event["object"].get("metadata", {}).get("name", "")}):
+                seen.setdefault(index, time.monotonic())
+                arrived.set()
 
 
 async def reaction(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:

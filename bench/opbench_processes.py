@@ -93,26 +93,37 @@ def _running(job: dict[str, Any]) -> bool:
     return any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
 
 
+async def watch(api: Api, path: str, rv: str, selector: str = "") -> AsyncIterator[dict[str, Any]]:
+    """Every watch event of `path` from `rv` on, for as long as the caller reads; a stream the
+    server ends is reopened from the last resourceVersion seen."""
+    params = {"watch": "true", "resourceVersion": rv}
+    if selector:
+        params["labelSelector"] = selector
+    timeout = aiohttp.ClientTimeout(total=None)
+    while True:
+        async with api.session.get(api.url + path, params=params, timeout=timeout) as resp:
+            async for line in resp.content:
+                event: dict[str, Any] = json.loads(line)
+                if rv_new := event["object"].get("metadata", {}).get("resourceVersion"):
+                    params["resourceVersion"] = rv_new
+                yield event
+
+
 async def watch_running(
     api: Api, rv: str, names: set[str], seen: dict[str, float] | None = None
 ) -> dict[str, float]:
     """Monotonic time each named MPIJob first reported Running=True, from a watch stream. `seen`
     (filled as they come) lets a caller follow the progress."""
     seen = {} if seen is None else seen
-    params = {"watch": "true", "resourceVersion": rv}
-    timeout = aiohttp.ClientTimeout(total=None)
-    while len(seen) < len(names):
-        async with api.session.get(api.url + JOBS, params=params, timeout=timeout) as resp:
-            async for line in resp.content:
-                event = json.loads(line)
-                obj = event["object"]
-                name = obj.get("metadata", {}).get("name", "")
-                if event["type"] in ("ADDED", "MODIFIED") and name in names and _running(obj):
-                    seen.setdefault(name, time.monotonic())
-                if rv_new := obj.get("metadata", {}).get("resourceVersion"):
-                    params["resourceVersion"] = rv_new
-                if len(seen) == len(names):
-                    break
+    if len(seen) == len(names):
+        return seen
+    async for event in watch(api, JOBS, rv):
+        obj = event["object"]
+        name = obj.get("metadata", {}).get("name", "")
+        if event["type"] in ("ADDED", "MODIFIED") and name in names and _running(obj):
+            seen.setdefault(name, time.monotonic())
+        if len(seen) == len(names):
+            break
     return seen
 
 

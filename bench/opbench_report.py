@@ -47,7 +47,7 @@ def busy_pct(cpu0: Any, since: float) -> float:
     """Share of all CPUs' time since `since` (monotonic; `cpu0` = psutil.cpu_times() then) that was
     not idle: every process on the machine, the benchmark's own included."""
     cpu1 = psutil.cpu_times()
-    busy = sum(cpu1) - cpu1.idle - cpu1.iowait - (sum(cpu0) - cpu0.idle - cpu0.iowait)
+    busy = float(sum(cpu1) - cpu1.idle - cpu1.iowait - (sum(cpu0) - cpu0.idle - cpu0.iowait))
     return 100 * busy / ((time.monotonic() - since) * (os.cpu_count() or 1))
 
 

@@ -133,13 +133,19 @@ class Kubectl:
 
 @pytest.fixture
 def kubectl(kubesim: KubeSim, tmp_path: Path) -> Kubectl:
+    assert kubesim.kubeconfig_path is not None
+    return kubectl_for(kubesim.kubeconfig_path, tmp_path)
+
+
+def kubectl_for(kubeconfig: Path, tmp_path: Path) -> Kubectl:
+    """The real kubectl against the cluster of `kubeconfig`, with its own HOME and cache under
+    `tmp_path`; skips the test where kubectl is not installed."""
     binary = shutil.which("kubectl")
     if binary is None:
         pytest.skip("the kubectl binary is not installed on this machine")
-    assert kubesim.kubeconfig_path is not None
     home = tmp_path / "kubectl-home"
     home.mkdir(exist_ok=True)
-    return Kubectl(binary, kubesim.kubeconfig_path, tmp_path / "kubectl-cache", home)
+    return Kubectl(binary, kubeconfig, tmp_path / "kubectl-cache", home)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from kubesim.testing import Kubectl, eventually
+from kubesim.testing import Kubectl, eventually, kubectl_for
 from operator_testing import operator_process, sim_process, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,12 +79,7 @@ async def operator(sim: Path, tmp_path: Path) -> AsyncIterator[Path]:
 
 @pytest.fixture
 def kubectl_sim(sim: Path, tmp_path: Path) -> Kubectl:
-    binary = shutil.which("kubectl")
-    if binary is None:
-        pytest.skip("the kubectl binary is not installed on this machine")
-    home = tmp_path / "kubectl-home"
-    home.mkdir()
-    return Kubectl(binary, sim, tmp_path / "kubectl-cache", home)
+    return kubectl_for(sim, tmp_path)
 
 
 def tail(path: Path, size: int = 3000) -> str:

@@ -6,7 +6,6 @@ scheduler's own words."""
 from __future__ import annotations
 
 import copy
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from kubesim.testing import Kubectl, eventually
+from kubesim.testing import Kubectl, eventually, kubectl_for
 from operator_testing import operator_process, sim_process
 
 from .test_kubectl_mpijob import JOB, PRINTER_COLUMNS, ROOT, tail
@@ -42,12 +41,7 @@ async def operator(sim: Path, tmp_path: Path) -> AsyncIterator[Path]:
 
 @pytest.fixture
 def kubectl_sim(sim: Path, tmp_path: Path) -> Kubectl:
-    binary = shutil.which("kubectl")
-    if binary is None:
-        pytest.skip("the kubectl binary is not installed on this machine")
-    home = tmp_path / "kubectl-home"
-    home.mkdir()
-    return Kubectl(binary, sim, tmp_path / "kubectl-cache", home)
+    return kubectl_for(sim, tmp_path)
 
 
 async def test_get_and_describe_say_the_workers_are_pending(

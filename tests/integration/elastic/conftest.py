@@ -20,13 +20,7 @@ from .harness import VOLUME_SYNC_SECONDS
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(
-        start_seconds=0.1,
-        ready_seconds=0.1,
-        job_backoff_seconds=0.1,
-        bookmark_seconds=0.5,
-        volume_sync_seconds=VOLUME_SYNC_SECONDS,
-    )
+    return operator_testing.fast_sim_settings(volume_sync_seconds=VOLUME_SYNC_SECONDS)
 
 
 @pytest.fixture

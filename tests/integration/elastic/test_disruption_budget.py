@@ -22,6 +22,7 @@ from kubesim.testing import Kubectl, eventually
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
+from operator_testing import fast_sim_settings
 
 from ..reconcile.harness import list_names, mpijob
 from .harness import NS, VOLUME_SYNC_SECONDS, elastic_job, get_job, worker_pods
@@ -34,15 +35,7 @@ LAUNCHER_NODE = "cpu-1"
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
     nodes = (*uniform(3, GPU_NODE), NodeShape(LAUNCHER_NODE, {"cpu": "16", "pods": "110"}))
-    return SimSettings(
-        nodes=nodes,
-        start_seconds=0.1,
-        ready_seconds=0.1,
-        job_backoff_seconds=0.1,
-        bookmark_seconds=0.5,
-        volume_sync_seconds=VOLUME_SYNC_SECONDS,
-        time_scale=0.01,
-    )
+    return fast_sim_settings(nodes=nodes, volume_sync_seconds=VOLUME_SYNC_SECONDS, time_scale=0.01)
 
 
 def gpu_job(name: str = "pi", **kwargs: Any) -> dict[str, Any]:

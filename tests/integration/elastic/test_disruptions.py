@@ -36,7 +36,7 @@ from mpi_operator.elastic.replacement import STUCK_SECONDS
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
-from operator_testing import SteppedClock
+from operator_testing import SteppedClock, fast_sim_settings
 
 from .harness import VOLUME_SYNC_SECONDS, elastic_job, host, wait_mounted, worker_pods
 
@@ -51,14 +51,8 @@ JOB = "dis"
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(
-        start_seconds=0.1,
-        ready_seconds=0.1,
-        job_backoff_seconds=0.1,
-        bookmark_seconds=0.5,
-        volume_sync_seconds=VOLUME_SYNC_SECONDS,
-        node_monitor_grace_seconds=0.2,
-        nodes=NODES,
+    return fast_sim_settings(
+        volume_sync_seconds=VOLUME_SYNC_SECONDS, node_monitor_grace_seconds=0.2, nodes=NODES
     )
 
 

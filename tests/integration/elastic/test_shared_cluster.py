@@ -19,6 +19,7 @@ from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
+from operator_testing import fast_sim_settings
 
 from .harness import (
     VOLUME_SYNC_SECONDS,
@@ -38,14 +39,7 @@ NODES = tuple(
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(
-        start_seconds=0.1,
-        ready_seconds=0.1,
-        job_backoff_seconds=0.1,
-        bookmark_seconds=0.5,
-        volume_sync_seconds=VOLUME_SYNC_SECONDS,
-        nodes=NODES,
-    )
+    return fast_sim_settings(volume_sync_seconds=VOLUME_SYNC_SECONDS, nodes=NODES)
 
 
 def gpu_job(name: str, *, workers: int, min_replicas: int, max_replicas: int) -> dict[str, Any]:

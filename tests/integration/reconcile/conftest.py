@@ -5,10 +5,9 @@ on."""
 import pytest
 
 from kubesim.settings import SimSettings
+from operator_testing import fast_sim_settings
 
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(
-        start_seconds=0.1, ready_seconds=0.1, job_backoff_seconds=0.1, bookmark_seconds=0.5
-    )
+    return fast_sim_settings()

@@ -16,6 +16,7 @@ from kubesim.settings import SimSettings
 from kubesim.testing import eventually
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
+from operator_testing import fast_sim_settings
 
 from .harness import (
     NS,
@@ -35,12 +36,8 @@ ONE_GPU = container("worker", resources={"limits": {"nvidia.com/gpu": "1"}})
 
 @pytest.fixture
 def kubesim_settings() -> SimSettings:
-    return SimSettings(
-        start_seconds=0.1,
-        ready_seconds=0.1,
-        job_backoff_seconds=0.1,
-        bookmark_seconds=0.5,
-        nodes=uniform(3, {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "2"}),
+    return fast_sim_settings(
+        nodes=uniform(3, {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "2"})
     )
 
 
