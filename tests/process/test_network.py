@@ -53,7 +53,15 @@ async def test_headless_dns_lists_only_ready_pods_and_pods_reach_each_other(
     # Not Ready yet: the name does not resolve (headless Services publish Ready pods only).
     code, out = await _exec(kubesim, "w-1", "getent", "hosts", fqdn)
     assert code == 2, out
-    await _exec(kubesim, "w-0", "touch", "/tmp/ready")
+    # Ready once its server listens: Running says the shell started, not that python has bound.
+    listening = (
+        "import socket, time, pathlib\n"
+        "deadline = time.monotonic() + 60\n"
+        "while socket.socket().connect_ex(('127.0.0.1', 8080)) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "pathlib.Path('/tmp/ready').touch()\n"
+    )
+    await _exec(kubesim, "w-0", "python3", "-c", listening)
     await wait_for(kubesim, lambda: is_ready(kubesim, "w-0"))
     ip = get_pod(kubesim, "w-0")["status"]["podIP"]
     code, out = await _exec(kubesim, "w-1", "getent", "hosts", "w-0.job")  # through the search path
