@@ -103,7 +103,7 @@ class Watched:
         self.pods: dict[str, tuple[str, str, str, bool]] = {}
         """pod name -> (job, role, host, Ready and not terminating)"""
         self.victims: dict[str, str] = {}
-        """Preempted pod -> its job."""
+        """Preempted pod (uid) -> its job."""
         self.jobs: dict[str, dict[str, Any]] = {}
         self.job_writes: Counter[str] = Counter()
         """MPIJob writes (every MODIFIED is the operator's: nothing else writes them) per job."""
@@ -135,8 +135,8 @@ class Watched:
             and status.get("phase") not in ("Succeeded", "Failed")
             and _condition(pod, "Ready")
         )
-        if _preempted(pod):
-            self.victims.setdefault(name, job)
+        if _preempted(pod):  # by uid: a replacement may have the victim's name
+            self.victims.setdefault(meta.get("uid") or name, job)
         was = self.pods.get(name)
         self.pods[name] = (job, role, host, ready)
         if kind == "DELETED":
@@ -189,9 +189,12 @@ def _owner(name: str, jobs: set[str]) -> str:
     return ""
 
 
-async def _scheduler(api: Api) -> dict[str, float]:
-    stats = (await api.call("GET", "/kubesim/v1/controllers"))["controllers"]
-    return dict(stats.get("scheduler") or {"syncs": 0, "cpuSeconds": 0.0})
+async def _controllers(api: Api) -> dict[str, dict[str, float]]:
+    """kubesim's controllers: syncs and CPU seconds of each, by name."""
+    stats: dict[str, dict[str, float]] = (await api.call("GET", "/kubesim/v1/controllers"))[
+        "controllers"
+    ]
+    return stats
 
 
 async def _preemption_events(api: Api) -> float:
@@ -235,7 +238,7 @@ async def run(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
         await _quiet(api, op, args.quiet_seconds, within)
         # 2. The wave.
         scrape0, usage0 = await op.scrape(api.session), op.usage()
-        events0, sched0 = (await event_writes(api))[1], await _scheduler(api)
+        events0, sched0 = (await event_writes(api))[1], await _controllers(api)
         preempt0, sim0 = await _preemption_events(api), c.sim.usage()
         w.job_writes.clear()
         wave_start = time.monotonic()
@@ -264,10 +267,16 @@ async def run(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
         await w.until(lambda: set(wave) <= set(w.status("Succeeded")), within)
         quiet = await _quiet(api, op, args.quiet_seconds, within)
         out |= await _counts(c, w, wave_start, quiet, scrape0, usage0, events0)
-        sched1, sim1 = await _scheduler(api), c.sim.usage()
+        sched1, sim1 = await _controllers(api), c.sim.usage()
         out["scheduler_preemption_events"] = await _preemption_events(api) - preempt0
-        out["scheduler_cpu_s"] = sched1["cpuSeconds"] - sched0["cpuSeconds"]
-        out["scheduler_syncs"] = sched1["syncs"] - sched0["syncs"]
+        zero = {"syncs": 0.0, "cpuSeconds": 0.0}
+        spent = {
+            name: {k: v - sched0.get(name, zero)[k] for k, v in one.items()}
+            for name, one in sched1.items()
+        }
+        out["kubesim_controllers"] = spent
+        out["scheduler_cpu_s"] = spent.get("scheduler", zero)["cpuSeconds"]
+        out["scheduler_syncs"] = spent.get("scheduler", zero)["syncs"]
         out["kubesim_cpu_s"] = sim1["cpu_s"] - sim0["cpu_s"]
         out["wave_to_quiet_s"] = quiet - wave_start
     finally:

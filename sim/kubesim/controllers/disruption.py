@@ -2,10 +2,10 @@
 
 Incremental: it indexes budgets by namespace, and pods only in namespaces that have a budget, so a
 pod change elsewhere costs one dict lookup. A budget is synced when it changes, when a pod it
-selects (before or after the change) changes, when a scalable owner in its namespace changes, and
-when an entry of its `disruptedPods` runs out. `expectedPods` for percentages and maxUnavailable
-sums the scale of the pods' controllers that have a scale subresource; a pod without one counts as
-one.
+selects (before or after the change) changes, when the scale of one of its pods' controllers
+changes, and when an entry of its `disruptedPods` runs out. `expectedPods` for percentages and
+maxUnavailable sums the scale of the pods' controllers that have a scale subresource; a pod without
+one counts as one.
 """
 
 from __future__ import annotations
@@ -69,9 +69,25 @@ class DisruptionController:
         elif rt.group == self._pdb_rt.group and rt.plural == self._pdb_rt.plural:
             self._budget_changed(event, namespace, str(meta["name"]), obj)
         elif rt.scale is not None and namespace in self._budgets:
-            # A controller's replicas are some budgets' expectedPods.
-            for name in self._budgets[namespace]:
+            # A controller's replicas are the expectedPods of the budgets over its pods; its status
+            # writes (an MPIJob's, many per job) leave them as they were.
+            if old is not None and event != "DELETED" and _replicas(rt, obj) == _replicas(rt, old):
+                return
+            for name in self._budgets_over(namespace, str(meta.get("uid") or "")):
                 self._queue.add((namespace, name))
+
+    def _budgets_over(self, namespace: str, uid: str) -> set[str]:
+        """The budgets selecting a pod whose controller is `uid`."""
+        labels = [
+            (pod.get("metadata") or {}).get("labels") or {}
+            for pod in self._pods.get(namespace, {}).values()
+            if _controller_uid(pod) == uid
+        ]
+        return {
+            name
+            for name, budget in self._budgets[namespace].items()
+            if any(pdb.selects(budget, one) for one in labels)
+        }
 
     def _budget_changed(
         self, event: EventType, namespace: str, name: str, obj: dict[str, Any]
@@ -147,3 +163,13 @@ class DisruptionController:
             return None
         replicas = rt.scale.to_scale(owner).get("spec", {}).get("replicas")
         return int(replicas) if isinstance(replicas, int) else None
+
+
+def _replicas(rt: ResourceType, obj: dict[str, Any]) -> object:
+    assert rt.scale is not None
+    return rt.scale.to_scale(obj).get("spec", {}).get("replicas")
+
+
+def _controller_uid(pod: dict[str, Any]) -> str | None:
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return next((str(r.get("uid")) for r in refs if r.get("controller")), None)
