@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 import yaml
 
+from kubesim import pdb
 from kubesim.app import KubeSim, sync_stats
 from kubesim.clock import FakeClock
 from kubesim.settings import SimSettings
@@ -192,6 +193,32 @@ async def test_a_controllers_status_writes_resync_no_budget(sim: KubeSim) -> Non
     # The budget over the deployment's pods, and once more for its own status write; not over-b.
     assert syncs() == before + 2
     assert counts(budget_status(sim, "over-a"))[0] == 3
+
+
+async def test_a_pod_change_tries_only_the_budgets_its_labels_could_match(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One budget per job, as the operator makes them: a pod's change costs the budgets that could
+    select it, and a sync the pods its budget selects, not every budget and every pod."""
+    for i in range(30):
+        create_pod(sim, f"p-{i}", {"app": f"a{i}"})
+        create_budget(sim, f"b-{i}", f"a{i}", minAvailable=1)
+    await settle(sim, 2)
+    calls: list[str] = []
+    selects = pdb.selects
+
+    def counted(budget: dict[str, Any], labels: dict[str, str]) -> bool:
+        calls.append(budget["metadata"]["name"])
+        return selects(budget, labels)
+
+    monkeypatch.setattr(pdb, "selects", counted)
+    create_pod(sim, "p-7-bis", {"app": "a7"})
+    await settle(sim, 2)
+    assert set(calls) == {"b-7"}, calls
+    assert counts(budget_status(sim, "b-7")) == (2, 2, 1, 1)
+    sim.cluster.delete(rt(sim, "v1", "Pod"), "default", "p-7")
+    await settle(sim, 10)
+    assert counts(budget_status(sim, "b-7"))[:2] == (1, 1), "the deleted pod left the budget"
 
 
 async def test_an_eviction_beyond_the_budget_is_a_429_with_the_budget_as_cause(
