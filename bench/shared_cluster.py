@@ -120,6 +120,8 @@ class Watched:
                 async for line in resp.content:
                     event = json.loads(line)
                     obj = event["object"]
+                    if event["type"] == "ERROR":  # e.g. 410 Gone: the figures would be wrong
+                        raise RuntimeError(f"watch of {path} ended: {obj.get('message')}")
                     rv = obj.get("metadata", {}).get("resourceVersion", rv)
                     apply(event["type"], obj)
                     self.changed.set()
@@ -245,7 +247,7 @@ async def run(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
         await create_all(api, [wave_job(name, wave_w) for name in wave])
         wave_running = await w.until(lambda: set(wave) <= set(w.status("Running")), within)
         out["wave_running_s"] = wave_running - wave_start
-        out["short_at_wave_end"] = len(w.short)
+        out["jobs_short_while_wave_ran"] = len(w.short)
         _progress(out, "wave_running_s")
         # 3. The wave ends: its launchers exit 0.
         launchers = [
