@@ -619,7 +619,7 @@ def _shared(r: dict[str, Any]) -> list[str]:
         _row(
             f"wave: {s['wave_jobs']} jobs x {s['wave_workers']} ({gpus} GPUs) Running",
             f"{_f(s['wave_running_s'])} s after their create; {preempted} elastic workers "
-            f"preempted, of {s['jobs_hit']} jobs ({s['jobs_hit_twice']} lost both); "
+            f"preempted, of {s['jobs_hit']} jobs; "
             f"{s['scheduler_preemption_events']:.0f} `Preempted` events",
             "",
             None,
@@ -631,6 +631,12 @@ def _shared(r: dict[str, Any]) -> list[str]:
             None,
         ),
         _row("elastic jobs failed", f"{failed}", "0", failed == 0),
+        _row(
+            "elastic jobs that lost more workers than their budget allows (one)",
+            f"{s['jobs_hit_twice']}",
+            "0",
+            s["jobs_hit_twice"] == 0,
+        ),
         _row(
             "losses in the elastic jobs' status",
             f"{s['disruptions']} disruptions, {s['replacements']} replacements",

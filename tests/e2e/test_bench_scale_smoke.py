@@ -2,8 +2,8 @@
 jobs per discovery arm with a 3 s kubelet sync) runs every scenario into a temporary directory, and
 REPORT.md has every section with numbers, the plots exist, and the results the tables come from are
 measured. Whether the numbers are good is the benchmark's to say, never asserted here; what is
-asserted of the shared-cluster scenario is behaviour (the wave preempts, no elastic job fails, each
-loss is a disruption)."""
+asserted of the shared-cluster scenario is behaviour (the wave preempts within the budgets, no
+elastic job fails, each loss is a disruption)."""
 
 from __future__ import annotations
 
@@ -206,6 +206,7 @@ def test_the_wave_preempts_and_no_elastic_job_fails(run: tuple[Path, str, dict[s
     shared = results["shared"]
     # --quick: 3 jobs of 2 one-GPU workers fill 3 nodes of 2 GPUs; the wave needs 2 of them.
     assert shared["preempted_workers"] == shared["disruptions"] == 2
+    assert shared["jobs_hit"] == 2, "each job's budget allows one disruption"
     assert shared["failed_jobs"] == shared["replacements"] == 0
 
 
