@@ -1,19 +1,15 @@
-"""The shared-cluster scenario of bench/report.py: elastic jobs fill a finite GPU cluster, a wave of
-high-priority static jobs preempts some of their workers, the wave ends, the elastic jobs grow back.
+"""The shared-cluster scenario of bench/report.py, on `--shared-nodes` kubesim nodes of
+`--shared-gpus` `nvidia.com/gpu` (timer runtime) with PriorityClasses `bench-low`, `bench-high`:
 
-On `--shared-nodes` kubesim nodes of `--shared-gpus` `nvidia.com/gpu` each (timer runtime), with
-PriorityClasses `bench-low` and `bench-high`:
+1. fill: `--shared-jobs` low-priority elastic jobs of 1..2 one-GPU workers, created at max: until
+   each has both workers Ready and listed in its ConfigMap's `discover_hosts.sh`;
+2. wave: `--shared-wave-jobs` high-priority static jobs of `--shared-wave-workers` one-GPU workers,
+   for which the scheduler preempts elastic workers: until every wave job is Running;
+3. the wave's launchers exit 0 (kubesim's `kill`): until every elastic job is back at its max.
 
-1. fill: `--shared-jobs` low-priority elastic jobs of 1..2 workers, one GPU each, created at max:
-   until every job has both workers Ready and listed in its ConfigMap's `discover_hosts.sh`;
-2. wave: `--shared-wave-jobs` high-priority static jobs of `--shared-wave-workers` one-GPU workers;
-   the scheduler preempts elastic workers for them; until every wave job is Running;
-3. end of the wave: the wave's launchers exit 0 (kubesim's `kill`), the jobs succeed and their
-   workers go (`cleanPodPolicy: Running`): until every elastic job is back at its maximum.
-
-It reports the time of each step, the preempted workers and the jobs they belonged to, the
-operator's writes per preemption (Event writes apart), the elastic jobs' status counts (failed,
-disruptions, replacements), the scheduler's preemptions and CPU, and the operator's CPU and RSS.
+Reported: each step's time, the preempted workers and their jobs, the operator's writes per
+preemption (Event writes apart), the elastic jobs' failures, disruptions and replacements, and the
+CPU of the scheduler, kubesim's controllers and the operator, with its RSS.
 """
 
 from __future__ import annotations
