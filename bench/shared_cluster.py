@@ -8,9 +8,7 @@
 3. the wave's launchers exit 0 (kubesim's `kill`): until every elastic job is back at its max.
 
 Reported: each step's time, the preempted workers and their jobs, the operator's writes per
-preemption (Event writes apart), the elastic jobs' failures, disruptions and replacements, and the
-CPU of the scheduler, kubesim's controllers and the operator, with its RSS.
-"""
+preemption, the elastic jobs' failures, disruptions and replacements, CPU of both sides, RSS."""
 
 from __future__ import annotations
 
