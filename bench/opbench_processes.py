@@ -279,9 +279,13 @@ def histogram(after: Snapshot, before: Snapshot, name: str = CONVERGENCE) -> dic
 
 
 async def start_sim(
-    kubeconfig: Path, pod_seconds: float, volume_sync_seconds: float | None = None
+    kubeconfig: Path,
+    pod_seconds: float,
+    volume_sync_seconds: float | None = None,
+    sim_flags: Sequence[str] = (),
 ) -> tuple[asyncio.subprocess.Process, str]:
-    """`mpi-operator sim` with pods starting and turning Ready `pod_seconds` each; its URL."""
+    """`mpi-operator sim` with pods starting and turning Ready `pod_seconds` each, and `sim_flags`
+    (a cluster's shape: `--nodes`, `--node-allocatable`); its URL."""
     sec = str(pod_seconds)
     sync = (
         ("--volume-sync-seconds", str(volume_sync_seconds))
@@ -298,6 +302,7 @@ async def start_sim(
             "--ready-seconds",
             sec,
             *sync,
+            *sim_flags,
         ),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
@@ -405,11 +410,12 @@ async def cluster(
     args: argparse.Namespace,
     volume_sync_seconds: float | None = None,
     command: Sequence[str] = OPERATOR,
+    sim_flags: Sequence[str] = (),
 ) -> AsyncIterator[Cluster]:
-    """kubesim (`args.pod_seconds`) with the MPIJob CRD, and `mpi-operator run` against it; both
-    stopped on exit."""
+    """kubesim (`args.pod_seconds`, `sim_flags`) with the MPIJob CRD, and `mpi-operator run`
+    against it; both stopped on exit."""
     kubeconfig = Path(tempfile.mkdtemp(prefix="operator-bench-")) / "kubeconfig"
-    sim, url = await start_sim(kubeconfig, args.pod_seconds, volume_sync_seconds)
+    sim, url = await start_sim(kubeconfig, args.pod_seconds, volume_sync_seconds, sim_flags)
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
             api = Api(session, url)

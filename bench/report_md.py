@@ -27,7 +27,17 @@ def _row(what: str, measured: str, target: str, ok: bool | None) -> str:
 
 
 TABLE = ["| | measured | target | |", "|---|---|---|---|"]
-SCENARIOS = ("scale", "light", "memory", "heap", "reaction", "discovery", "scheduling", "bigjob")
+SCENARIOS = (
+    "scale",
+    "light",
+    "memory",
+    "heap",
+    "reaction",
+    "discovery",
+    "scheduling",
+    "bigjob",
+    "shared",
+)
 
 
 def _machine(r: dict[str, Any]) -> list[str]:
@@ -594,6 +604,121 @@ def _bigjob(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _shared_shape(s: dict[str, Any]) -> str:
+    """The cluster and jobs, and why the GPUs per node are what they are."""
+    n, nodes, gpus = s["jobs"], s["nodes"], s["gpus_per_node"]
+    need, have = n * s["max_replicas"], nodes * gpus
+    fit = "fill it exactly" if need == have else f"need {need:,} of its {have:,} GPUs"
+    why = (
+        f" The issue's cluster has 4 GPUs a node; an elastic job's minReplicas is below its "
+        f"maxReplicas, so at its maximum it runs at least 2 workers of at least one GPU, and "
+        f"{n:,} jobs need at least {2 * n:,} GPUs: on {nodes} x 4 = {4 * nodes:,} no job could be "
+        f"back at its maximum. This run keeps the jobs and the nodes and gives each node {gpus} "
+        "GPUs (a DGX-like node)."
+        if gpus != 4 and 2 * n > 4 * nodes
+        else ""
+    )
+    return (
+        f"{n:,} low-priority elastic jobs (PriorityClass `bench-low`; elasticPolicy "
+        f"{s['min_replicas']}..{s['max_replicas']}, one GPU a worker, settleSeconds 1, the default "
+        f"maxReplacements 10) created at their maximum on {nodes} kubesim nodes of {gpus} "
+        f"`nvidia.com/gpu` (timer runtime): at their maximum they {fit}; launchers ask for no "
+        f"GPU.{why} Then a wave of {s['wave_jobs']} high-priority static jobs (`bench-high`) of "
+        f"{s['wave_workers']} one-GPU workers: the scheduler preempts elastic workers for them "
+        "(each elastic job's PodDisruptionBudget, minAvailable 1, steers it to one worker a job). "
+        "When every wave job is Running its launchers exit 0; the jobs succeed and their workers "
+        "go (`cleanPodPolicy: Running`). An elastic job is at its maximum when both its workers "
+        "are Ready and exactly they are listed in its ConfigMap's `discover_hosts.sh` (watches "
+        "of pods, ConfigMaps and MPIJobs). Writes per preemption are the elastic jobs' own: the "
+        "operator's logged writes of their objects and every MPIJob status write (read from the "
+        "watch), from the wave's create until the operator was quiet after it, over the "
+        "preempted workers; Event writes apart."
+    )
+
+
+def _shared(r: dict[str, Any]) -> list[str]:
+    s = r["shared"]
+    preempted, failed = s["preempted_workers"], s["failed_jobs"]
+    kinds = ", ".join(f"{k} {v:.0f}" for k, v in s["elastic_writes_by_kind"].items()) or "none"
+    ready, listed = s["last_replacement_ready_s"], s["listed_after_last_ready_s"]
+    if ready >= listed:
+        bottleneck = (
+            f"**kubesim's scheduling of the replacements**: the last one was Ready {_f(ready)} s "
+            "after the wave's end (the wave's pods terminate, the Pending replacements wait out "
+            "their scheduling back-off, 1 s doubling to 10 s, then start and turn Ready in "
+            f"{r['args']['pod_seconds']} s each); the operator listed it {_f(listed, 2)} s later"
+        )
+    else:
+        bottleneck = (
+            f"**the operator**: the last replacement was Ready {_f(ready)} s after the wave's "
+            f"end and listed {_f(listed, 2)} s later (settleSeconds paces each job's changes)"
+        )
+    gpus = s["wave_jobs"] * s["wave_workers"]
+    return [
+        f"## Shared cluster: {s['jobs']:,} elastic jobs on {s['nodes']} nodes, a wave of "
+        "preemption",
+        "",
+        _shared_shape(s),
+        "",
+        *TABLE,
+        _row("create to every elastic job at its maximum", f"{_f(s['fill_s'])} s", "", None),
+        _row(
+            f"wave: {s['wave_jobs']} jobs x {s['wave_workers']} ({gpus} GPUs) Running",
+            f"{_f(s['wave_running_s'])} s after their create; {preempted} elastic workers "
+            f"preempted, of {s['jobs_hit']} jobs; "
+            f"{s['scheduler_preemption_events']:.0f} `Preempted` events",
+            "",
+            None,
+        ),
+        _row(
+            "wave's end to every elastic job back at its maximum",
+            f"{_f(s['back_at_max_s'])} s",
+            "",
+            None,
+        ),
+        _row("elastic jobs failed", f"{failed}", "0", failed == 0),
+        _row(
+            "elastic jobs that lost more workers than their budget allows (one)",
+            f"{s['jobs_hit_twice']}",
+            "0",
+            s["jobs_hit_twice"] == 0,
+        ),
+        _row(
+            "losses in the elastic jobs' status",
+            f"{s['disruptions']} disruptions, {s['replacements']} replacements",
+            "every preemption a disruption; no replacement (maxReplacements untouched)",
+            s["replacements"] == 0 and s["disruptions"] == preempted,
+        ),
+        _row(
+            "operator writes per preemption",
+            f"{_f(s['writes_per_preemption'])} ({s['elastic_writes']:.0f} for {preempted}: "
+            f"{kinds}); all its writes, the wave's jobs' too: {s['writes']:.0f}, "
+            f"{s['event_writes']:.0f} Event writes apart",
+            "",
+            None,
+        ),
+        _row(
+            "operator",
+            f"CPU {_f(s['operator_cpu_s'])} s from the wave until quiet "
+            f"({_f(s['wave_to_quiet_s'])} s); RSS {_f(s['operator_rss_mib'])} MiB (peak "
+            f"{_f(s['operator_peak_rss_mib'])} MiB)",
+            "",
+            None,
+        ),
+        _row(
+            "kubesim",
+            f"CPU {_f(s['kubesim_cpu_s'])} s, of it the scheduler {_f(s['scheduler_cpu_s'], 2)} s "
+            f"in {s['scheduler_syncs']:,} attempts",
+            "",
+            None,
+        ),
+        "",
+        f"**Bottleneck of the recovery:** {bottleneck}. The machine's CPU was "
+        f"{_f(s['machine_busy_pct'], 0)} % in use meanwhile.",
+        "",
+    ]
+
+
 def _scheduling(r: dict[str, Any]) -> list[str]:
     sc = r["scheduling"]
     now, base, shaped = sc["default"], sc["baseline"], sc["shaped"]
@@ -702,6 +827,7 @@ def render(r: dict[str, Any], images: list[str], plots: Path) -> str:
     lines += _discovery(r) + img("discovery.png", "discovery comparison")
     lines += _scheduling(r) if "scheduling" in r else []
     lines += _bigjob(r) if "bigjob" in r else []
+    lines += _shared(r) if "shared" in r else []
     lines += _profiles(r)
     for process in r["scale"]["fan_in"]["profiles"]:
         lines += img(f"flame_{process}.png", f"flame graph of {process}")

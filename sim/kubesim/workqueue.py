@@ -108,8 +108,11 @@ class WorkQueue(Generic[K]):
         self._timers.clear()
 
 
-async def process(name: str, queue: WorkQueue[K], sync: Callable[[K], None]) -> None:
-    """The worker loop every controller runs: one key at a time, errors re-queued with back-off."""
+async def process(
+    name: str, queue: WorkQueue[K], sync: Callable[[K], None], batch: int = 64
+) -> None:
+    """The worker loop every controller runs: one key at a time, errors re-queued with back-off,
+    yielding to the rest of the loop after every `batch` keys."""
     handled = 0
     stats = queue.stats
     stats.controller = name
@@ -131,7 +134,7 @@ async def process(name: str, queue: WorkQueue[K], sync: Callable[[K], None]) -> 
             stats.cpu_seconds += cpu() - started
             stats.syncs += 1
             handled += 1
-            if handled % 64 == 0:
+            if handled % batch == 0:
                 # Long bursts of queued keys must not starve the HTTP server sharing this loop.
                 await asyncio.sleep(0)
     finally:

@@ -1,7 +1,9 @@
 """Smoke test of bench/report.py: its `--quick` setting (5 jobs x 2 workers, 5 reaction steps, 2
 jobs per discovery arm with a 3 s kubelet sync) runs every scenario into a temporary directory, and
 REPORT.md has every section with numbers, the plots exist, and the results the tables come from are
-measured. Whether the numbers are good is the benchmark's to say, never asserted here."""
+measured. Whether the numbers are good is the benchmark's to say, never asserted here; what is
+asserted of the shared-cluster scenario is behaviour (the wave preempts within the budgets, no
+elastic job fails, each loss is a disruption)."""
 
 from __future__ import annotations
 
@@ -138,13 +140,28 @@ SECTIONS = [
             "bigjob.kill.replacements_listed_s",
         ],
     ),
+    (
+        "## Shared cluster: 3 elastic jobs on 3 nodes",
+        ["shared.failed_jobs", "shared.replacements", "shared.listed_after_last_ready_s"],
+        [
+            "shared.fill_s",
+            "shared.wave_running_s",
+            "shared.back_at_max_s",
+            "shared.preempted_workers",
+            "shared.disruptions",
+            "shared.scheduler_preemption_events",
+            "shared.writes_per_preemption",
+            "shared.operator_rss_mib",
+            "shared.scheduler_cpu_s",
+        ],
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("heading", "measured", "positive"),
     SECTIONS,
-    ids=["scale", "cost", "heap", "reaction", "discovery", "scheduling", "bigjob"],
+    ids=["scale", "cost", "heap", "reaction", "discovery", "scheduling", "bigjob", "shared"],
 )
 def test_every_scenario_is_reported_with_numbers(
     run: tuple[Path, str, dict[str, Any]], heading: str, measured: list[str], positive: list[str]
@@ -195,6 +212,15 @@ def test_memory_growth_is_read_after_every_wave(run: tuple[Path, str, dict[str, 
     assert math.isfinite(results["memory"]["operator_kib_per_job"])
     body = markdown.split("## Memory growth", 1)[1].split("\n## ", 1)[0]
     assert "| 4 |" in body, body
+
+
+def test_the_wave_preempts_and_no_elastic_job_fails(run: tuple[Path, str, dict[str, Any]]) -> None:
+    _, _, results = run
+    shared = results["shared"]
+    # --quick: 3 jobs of 2 one-GPU workers fill 3 nodes of 2 GPUs; the wave needs 2 of them.
+    assert shared["preempted_workers"] == shared["disruptions"] == 2
+    assert shared["jobs_hit"] == 2, "each job's budget allows one disruption"
+    assert shared["failed_jobs"] == shared["replacements"] == 0
 
 
 def test_plots_exist_and_are_linked(run: tuple[Path, str, dict[str, Any]]) -> None:

@@ -134,7 +134,10 @@ class Scheduler:
             self._pod_changed("ADDED", pod)
 
     async def run(self) -> None:
-        await process(self.name, self._queue, self._sync)
+        # One pod per turn of the loop, as kube-scheduler's cycles run beside the other
+        # controllers: a preemption's victims reach the disruption controller, and its budgets'
+        # allowance the next preemption, before the next pod is tried.
+        await process(self.name, self._queue, self._sync, batch=1)
 
     def usage(self, node: str) -> NodeInfo | None:
         """What the scheduler counts on `node` (tests, `kubectl describe node` cross-checks)."""

@@ -65,28 +65,62 @@ def _without(node: NodeInfo, pods: Sequence[PodOnNode]) -> NodeInfo:
     return dataclasses.replace(node, requested=requested, pods=node.pods - len(pods))
 
 
+class Budgets:
+    """Budgets indexed by one `matchLabels` pair each, so a pod is matched against the few that
+    could select it: every pod of a preemption against every budget grew with jobs squared."""
+
+    def __init__(self, budgets: Sequence[Budget]) -> None:
+        self.budgets = tuple(budgets)
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        self._unindexed: list[int] = []
+        for i, budget in enumerate(self.budgets):
+            selector = budget.selector or {}
+            match = selector.get("matchLabels") or {}
+            if match:
+                key, value = min(match.items())
+                self._by_label.setdefault((budget.namespace, key, str(value)), []).append(i)
+            elif selector.get("matchExpressions"):
+                self._unindexed.append(i)
+
+    def selecting(self, pod: PodOnNode) -> list[int]:
+        """The budgets whose selector selects `pod`; an empty or missing selector selects none."""
+        if not pod.labels:
+            return []
+        candidates = {
+            i
+            for key, value in pod.labels.items()
+            for i in self._by_label.get((pod.namespace, key, value), ())
+        }
+        candidates.update(i for i in self._unindexed if self.budgets[i].namespace == pod.namespace)
+        labels = dict(pod.labels)
+        return [
+            i
+            for i in sorted(candidates)
+            if selector_matches(dict(self.budgets[i].selector or {}), labels)
+        ]
+
+
+def _indexed(budgets: Sequence[Budget] | Budgets) -> Budgets:
+    return budgets if isinstance(budgets, Budgets) else Budgets(budgets)
+
+
 def split_by_budgets(
-    pods: Sequence[PodOnNode], budgets: Sequence[Budget]
+    pods: Sequence[PodOnNode], budgets: Sequence[Budget] | Budgets
 ) -> tuple[list[PodOnNode], list[PodOnNode]]:
     """`filterPodsWithPDBViolation`: (violating, non-violating), in the given order. Each budget's
     allowance is used up pod by pod; a pod already in a budget's disruptedPods does not use it; an
     empty or missing selector selects nothing here."""
-    allowed = [b.disruptions_allowed for b in budgets]
+    index = _indexed(budgets)
+    allowed: dict[int, int] = {}
     violating: list[PodOnNode] = []
     fine: list[PodOnNode] = []
     for pod in pods:
         violated = False
-        for i, budget in enumerate(budgets):
-            selector = budget.selector
-            if budget.namespace != pod.namespace or not pod.labels or not selector:
-                continue
-            if not (selector.get("matchLabels") or selector.get("matchExpressions")):
-                continue
-            if not selector_matches(dict(selector), dict(pod.labels)):
-                continue
+        for i in index.selecting(pod):
+            budget = index.budgets[i]
             if pod.name in budget.disrupted:
                 continue
-            allowed[i] -= 1
+            allowed[i] = allowed.get(i, budget.disruptions_allowed) - 1
             violated = violated or allowed[i] < 0
         (violating if violated else fine).append(pod)
     return violating, fine
@@ -98,7 +132,7 @@ def select_victims(
     priority: int,
     node: NodeInfo,
     pods: Sequence[PodOnNode],
-    budgets: Sequence[Budget] = (),
+    budgets: Sequence[Budget] | Budgets = (),
 ) -> Victims | Failure:
     """`SelectVictimsOnNode`: the fewest lower-priority pods of `node` whose removal lets the pod
     fit, or why the node cannot be made to fit."""
@@ -177,6 +211,7 @@ def preempt(
     counts). Only nodes that failed on something removing pods can cure are tried."""
     statuses: dict[str, Failure] = {}
     candidates: list[Victims] = []
+    index = Budgets(budgets)
     for node in sorted(nodes, key=lambda n: n.name):
         failure = failures.get(node.name)
         if failure is None:
@@ -184,9 +219,7 @@ def preempt(
         if not failure.resolvable:
             statuses[node.name] = Failure((messages.NOT_HELPFUL,), resolvable=False)
             continue
-        outcome = select_victims(
-            spec, requests, priority, node, pods_on.get(node.name, ()), budgets
-        )
+        outcome = select_victims(spec, requests, priority, node, pods_on.get(node.name, ()), index)
         if isinstance(outcome, Victims):
             candidates.append(outcome)
         else:

@@ -7,13 +7,15 @@ On the fake clock (conftest.py): pods start 1 simulated second after they are cr
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aiohttp
 import pytest
 import yaml
 
-from kubesim.app import KubeSim
+from kubesim import pdb
+from kubesim.app import KubeSim, sync_stats
 from kubesim.clock import FakeClock
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl
@@ -147,6 +149,76 @@ async def test_percentages_and_max_unavailable_count_the_controllers_scale(sim: 
     )
     await settle(sim)
     assert counts(budget_status(sim, "budget")) == (2, 3, 1, 2)
+
+
+async def test_a_controllers_status_writes_resync_no_budget(sim: KubeSim) -> None:
+    """An owner's status writes leave `expectedPods` as it was, and its scale is only its pods'
+    budgets' business: at scale, each MPIJob status write re-synced every budget (200 x 200)."""
+    deployments = rt(sim, "apps/v1", "Deployment")
+    template = {
+        "metadata": {"labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "m", "image": "b"}]},
+    }
+    spec = {"replicas": 2, "selector": {"matchLabels": {"app": "a"}}, "template": template}
+    body = {"metadata": {"name": "d"}, "spec": spec}
+    uid = sim.cluster.create(deployments, "default", body).object["metadata"]["uid"]
+    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": uid}
+    for i in range(2):
+        create_pod(sim, f"a-{i}", {"app": "a"}, ownerReferences=[owner | {"controller": True}])
+    create_pod(sim, "b-0", {"app": "b"})
+    create_budget(sim, "over-a", "a", maxUnavailable=1)
+    create_budget(sim, "over-b", "b", maxUnavailable=1)
+    await settle(sim, 2)
+
+    def syncs() -> float:
+        return sync_stats(sim.controllers.clock)["disruption-controller"]["syncs"]
+
+    before = syncs()
+    for generation in range(5):
+        status = {"status": {"observedGeneration": generation + 1}}
+        sim.cluster.patch(
+            deployments,
+            "default",
+            "d",
+            json.dumps(status).encode(),
+            "application/merge-patch+json",
+            subresource="status",
+        )
+        await settle(sim)
+    assert syncs() == before
+    sim.cluster.patch(
+        deployments, "default", "d", b'{"spec":{"replicas":3}}', "application/merge-patch+json"
+    )
+    await settle(sim)
+    # The budget over the deployment's pods, and once more for its own status write; not over-b.
+    assert syncs() == before + 2
+    assert counts(budget_status(sim, "over-a"))[0] == 3
+
+
+async def test_a_pod_change_tries_only_the_budgets_its_labels_could_match(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One budget per job, as the operator makes them: a pod's change costs the budgets that could
+    select it, and a sync the pods its budget selects, not every budget and every pod."""
+    for i in range(30):
+        create_pod(sim, f"p-{i}", {"app": f"a{i}"})
+        create_budget(sim, f"b-{i}", f"a{i}", minAvailable=1)
+    await settle(sim, 2)
+    calls: list[str] = []
+    selects = pdb.selects
+
+    def counted(budget: dict[str, Any], labels: dict[str, str]) -> bool:
+        calls.append(budget["metadata"]["name"])
+        return selects(budget, labels)
+
+    monkeypatch.setattr(pdb, "selects", counted)
+    create_pod(sim, "p-7-bis", {"app": "a7"})
+    await settle(sim, 2)
+    assert set(calls) == {"b-7"}, calls
+    assert counts(budget_status(sim, "b-7")) == (2, 2, 1, 1)
+    sim.cluster.delete(rt(sim, "v1", "Pod"), "default", "p-7")
+    await settle(sim, 10)
+    assert counts(budget_status(sim, "b-7"))[:2] == (1, 1), "the deleted pod left the budget"
 
 
 async def test_an_eviction_beyond_the_budget_is_a_429_with_the_budget_as_cause(

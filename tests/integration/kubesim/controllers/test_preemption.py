@@ -40,13 +40,18 @@ async def create_classes(http: aiohttp.ClientSession) -> None:
 
 
 async def create_pod(
-    http: aiohttp.ClientSession, name: str, cpu: str, priority_class: str, **spec: Any
+    http: aiohttp.ClientSession,
+    name: str,
+    cpu: str,
+    priority_class: str,
+    labels: dict[str, str] | None = None,
+    **spec: Any,
 ) -> None:
     requests = {"cpu": cpu}
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": name}},
+        "metadata": {"name": name, "labels": labels or {"app": name}},
         "spec": {
             "priorityClassName": priority_class,
             "containers": [
@@ -214,3 +219,40 @@ async def test_nothing_to_preempt_says_why(
     mid = await get_pod(sim_http, "mid-a")
     assert mid is not None
     assert not mid["metadata"].get("deletionTimestamp")
+
+
+async def test_a_burst_of_preemptions_spends_each_budget_once(
+    sim: KubeSim, sim_http: aiohttp.ClientSession, clock: FakeClock
+) -> None:
+    """Two jobs' pods on each node, each job's budget allowing one disruption, and two preemptors
+    at once: the second sees the budget the first one spent, so each job loses one pod."""
+    await create_classes(sim_http)
+    for job in ("c", "a"):  # a's pods start later: the less important, the first victims
+        for i, node in enumerate(("kubesim-1", "kubesim-2")):
+            await create_pod(sim_http, f"{job}-{i}", "2", "low", nodeName=node, labels={"job": job})
+        await clock.advance(2.0)
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": job},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"job": job}}},
+        }
+        async with sim_http.post(
+            "/apis/policy/v1/namespaces/default/poddisruptionbudgets", json=budget
+        ) as resp:
+            assert resp.status == 201, await resp.text()
+    await clock.advance(5.0)
+    pods = sim.cluster.registry.by_kind("v1", "Pod")
+    assert pods is not None
+    for name in ("high-1", "high-2"):  # in one turn of the loop: queued together
+        requests = {"cpu": "2"}
+        container = {"name": "m", "image": "i", "resources": {"requests": requests}}
+        spec = {"priorityClassName": "high", "containers": [container]}
+        sim.cluster.create(pods, "default", {"metadata": {"name": name}, "spec": spec})
+    await clock.settle()
+    victims = [
+        n
+        for n in ("a-0", "a-1", "c-0", "c-1")
+        if (p := await get_pod(sim_http, n)) and p["metadata"].get("deletionTimestamp")
+    ]
+    assert [v[0] for v in victims] == ["a", "c"], victims

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kubesim.scheduling import messages
+from kubesim.admission.builtin import selector_matches
+from kubesim.scheduling import messages, preemption
 from kubesim.scheduling.filters import Failure, NodeInfo
 from kubesim.scheduling.preemption import (
     Budget,
@@ -106,6 +107,31 @@ def test_split_by_budgets(budget: Budget, violating: list[str]) -> None:
     bad, good = split_by_budgets(pods, [budget])
     assert [p.name for p in bad] == violating
     assert len(bad) + len(good) == 2
+
+
+def test_a_pod_is_matched_only_against_budgets_that_could_select_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One budget per job, as the operator makes them: a pod's budgets are found by its labels, not
+    by trying every budget of the cluster (a preemption's cost grew with jobs squared)."""
+    calls = []
+
+    def counted(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+        calls.append(selector)
+        return selector_matches(selector, labels)
+
+    monkeypatch.setattr(preemption, "selector_matches", counted)
+    budgets = [
+        Budget("default", {"matchLabels": {"job": f"j{i}", "role": "w"}}, 0) for i in range(50)
+    ]
+    budgets.append(
+        Budget("default", {"matchExpressions": [{"key": "job", "operator": "Exists"}]}, 1)
+    )
+    pods = [on("a", 1, 1, job="j7", role="w"), on("b", 1, 1, job="j7", role="w")]
+    bad, good = split_by_budgets(pods, budgets)
+    assert [p.name for p in bad] == ["a", "b"]  # j7's budget allows none; the other one, one
+    assert good == []
+    assert len(calls) == 2 * 2
 
 
 def v(node: str, *pods: tuple[int, str], violations: int = 0) -> Victims:
