@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
@@ -27,6 +28,7 @@ from mpi_operator.demo import (
     EXAMPLE,
     NAMESPACE,
     POD_TIMING,
+    WIDTH,
     DemoFailed,
     Stage,
     Timeline,
@@ -162,26 +164,31 @@ class SharedCluster(Stage):
     ) -> None:
         super().__init__(sim, kube, http, timeline)
         self.seen_events: set[str] = set()
+        self.seen_losses: set[str] = set()
         self.refused: dict[str, str] = {}
         """Pods whose eviction the drain was refused -> the API server's message."""
 
     def legend(self, out: TextIO) -> None:
-        out.write(
+        paragraphs = [
             f"Scene shared-cluster: 3 nodes with {GPUS_PER_NODE} GPUs each; a low-priority "
-            f"elastic job ({MIN}..{MAX}\nworkers, one GPU each) and a high-priority static job "
-            f"({URGENT_WORKERS} workers). To finish in seconds:\npods start at once, "
-            f"terminationGracePeriodSeconds is {GRACE_SECONDS}s (default 30s), discovery "
-            f"settles for {SETTLE_SECONDS}s,\nthe urgent job's launcher runs "
-            f"{URGENT_RUN_SECONDS}s, and the drain retries every {DRAIN_RETRY_SECONDS:.0f}s "
-            "(kubectl drain: 5s);\na dead node is NotReady after "
-            f"{NODE_MONITOR_GRACE_SECONDS:.0f}s (default 40s) and the workers tolerate that for "
-            f"{UNREACHABLE_TOLERATION_SECONDS}s (default 300s).\n"
-            "nodes: GPUs per node, E elastic, U urgent, lower case while terminating, . free.\n"
-            "hosts: what discover_hosts.sh prints in the elastic launcher (worker-2-r1 stands "
-            f"for\n{ELASTIC}-worker-2-r1.{ELASTIC}.{NAMESPACE}.svc, the replacement of "
-            "worker-2, one slot each).\n"
-            '"… until": the step being waited for, then what the cluster shows now.\n\n'
-        )
+            f"elastic job ({MIN}..{MAX} workers, one GPU each) and a high-priority static job "
+            f"({URGENT_WORKERS} workers). To finish in seconds: pods start at once, "
+            f"terminationGracePeriodSeconds is {GRACE_SECONDS}s (default 30s), discovery settles "
+            f"for {SETTLE_SECONDS}s, the urgent job's launcher runs {URGENT_RUN_SECONDS}s, the "
+            f"drain retries every {DRAIN_RETRY_SECONDS:.0f}s (kubectl drain: 5s), a dead node is "
+            f"NotReady after {NODE_MONITOR_GRACE_SECONDS:.0f}s (default 40s) and the workers "
+            f"tolerate that for {UNREACHABLE_TOLERATION_SECONDS}s (default 300s).",
+            "nodes: GPUs per node, E elastic, U urgent, lower case while terminating, . free.",
+            "hosts: what discover_hosts.sh prints in the elastic launcher (worker-2-r1 stands for "
+            f"{ELASTIC}-worker-2-r1.{ELASTIC}.{NAMESPACE}.svc, the replacement of worker-2, one "
+            "slot each).",
+            "lost: the workers the elastic job lost since the step before, by kind, and why "
+            "(status.elastic.losses; a Disruption is not counted against maxReplacements).",
+            "event: the scheduler's and the operator's events (client-go's spam filter holds "
+            "back an object's events past 25 in 5 minutes).",
+            '"… until": the step being waited for, then what the cluster shows now.',
+        ]
+        out.write("".join(textwrap.fill(text, WIDTH) + "\n" for text in paragraphs) + "\n")
 
     async def pods(self) -> list[dict[str, Any]]:
         pods, _ = await self.kube.list(resources.POD, NAMESPACE)
@@ -211,16 +218,20 @@ class SharedCluster(Stage):
         return "  ".join(parts)
 
     async def hosts(self) -> list[str]:
-        """The elastic launcher's hosts, short: `elastic-worker-2-r1.elastic.default.svc:1` as
-        `worker-2-r1`."""
+        """The hosts the elastic launcher lists, short."""
         listed = await launcher_hosts(self.sim, self.kube, self.http, ELASTIC) or []
-        return [h.split(".", 1)[0].removeprefix(f"{ELASTIC}-") for h in listed]
+        return [_short(h) for h in listed]
 
     async def show(self, step: str) -> None:
         """The step's row: the nodes, the hosts, then the events it brought."""
         self.timeline.step(step)
         self.timeline.detail("nodes", await self.picture())
         self.timeline.detail("hosts", " ".join(await self.hosts()) or "(none)")
+        losses = [loss for loss in await self.losses() if loss["host"] not in self.seen_losses]
+        self.seen_losses.update(loss["host"] for loss in losses)
+        for kind in sorted({loss["kind"] for loss in losses}):
+            of_kind = [f"{_short(x['host'])} ({x['reason']})" for x in losses if x["kind"] == kind]
+            self.timeline.detail("lost", f"{kind}: {', '.join(of_kind)}")
         for event in await self.new_events():
             what = event["involvedObject"]
             self.timeline.detail(
@@ -278,7 +289,12 @@ class SharedCluster(Stage):
         shrunk = MAX - URGENT_WORKERS
         await self.until(
             f"{URGENT} preempts {URGENT_WORKERS}; {ELASTIC} trains on {shrunk}",
-            self.elastic_at(shrunk, pending=URGENT_WORKERS, urgent_ready=URGENT_WORKERS),
+            self.elastic_at(
+                shrunk,
+                pending=URGENT_WORKERS,
+                urgent_ready=URGENT_WORKERS,
+                disruptions=URGENT_WORKERS,
+            ),
         )
         await self.until(
             f"{URGENT} succeeded; {ELASTIC} back to {MAX}",
@@ -300,7 +316,11 @@ class SharedCluster(Stage):
         await self.power(dead, "down")
         await self.until(
             f"{dead} NotReady, its workers deleted; {ELASTIC} trains on {MAX - GPUS_PER_NODE}",
-            self.elastic_at(MAX - GPUS_PER_NODE, terminating=GPUS_PER_NODE),
+            self.elastic_at(
+                MAX - GPUS_PER_NODE,
+                terminating=GPUS_PER_NODE,
+                disruptions=URGENT_WORKERS + MAX - MIN + GPUS_PER_NODE,
+            ),
         )
         self.timeline.step(f"{dead} back up: its kubelet finishes the deletes")
         await self.power(dead, "up")
@@ -312,6 +332,7 @@ class SharedCluster(Stage):
         *,
         pending: int = 0,
         terminating: int = 0,
+        disruptions: int | None = None,
         urgent_ready: int = 0,
         urgent_done: bool = False,
     ) -> Check:
@@ -340,9 +361,14 @@ class SharedCluster(Stage):
             if hosts == MAX:
                 allowed = await self.disruptions_allowed()
                 budget_ok = allowed == MAX - MIN
-                seen += f"; budget allows {allowed}"
-            want = (hosts, pending, urgent_ready, terminating)
-            if (listed, waiting, urgent_up, deleting) == want and done and budget_ok:
+                seen += "; no budget yet" if allowed is None else f"; budget allows {allowed}"
+            counted = disruptions
+            if disruptions is not None:
+                counted = await self.disruptions()
+                seen += f"; {counted} disruptions"
+            want = (hosts, pending, urgent_ready, terminating, disruptions)
+            got = (listed, waiting, urgent_up, deleting, counted)
+            if got == want and done and budget_ok:
                 return None
             return seen
 
@@ -353,6 +379,18 @@ class SharedCluster(Stage):
         async with self.http.post(f"{self.sim.url}/kubesim/v1/nodes/{node}/{state}") as response:
             if response.status >= 300:
                 raise DemoFailed(f"node {node} {state}: {response.status} {await response.text()}")
+
+    async def elastic_status(self) -> dict[str, Any]:
+        job = await self.kube.get(resources.MPIJOB, ELASTIC, NAMESPACE)
+        return dict((job.get("status") or {}).get("elastic") or {})
+
+    async def disruptions(self) -> int:
+        """The elastic job's `status.elastic.disruptions`: the lost workers it has replaced."""
+        return int((await self.elastic_status()).get("disruptions", 0))
+
+    async def losses(self) -> list[dict[str, Any]]:
+        """The elastic job's `status.elastic.losses`: its last lost workers, and why."""
+        return list((await self.elastic_status()).get("losses") or [])
 
     async def disruptions_allowed(self) -> int | None:
         try:
@@ -389,9 +427,12 @@ class SharedCluster(Stage):
                     if on_node and not pod["metadata"].get("deletionTimestamp"):
                         await self.evict(pod["metadata"]["name"])
             ready, waiting, listed = await self.elastic_state()
-            if listed == ready == MIN and self.refused:
+            counted = await self.disruptions()
+            if listed == ready == MIN and self.refused and counted == URGENT_WORKERS + MAX - MIN:
                 return None
-            return f"{ELASTIC} {ready} ready, {waiting} Pending, {listed} hosts"
+            return (
+                f"{ELASTIC} {ready} ready, {waiting} Pending, {listed} hosts; {counted} disruptions"
+            )
 
         return check
 
@@ -410,6 +451,11 @@ class SharedCluster(Stage):
                 raise DemoFailed(f"evicting {pod}: {response.status} {await response.text()}")
             else:
                 self.refused.pop(pod, None)
+
+
+def _short(host: str) -> str:
+    """`elastic-worker-2-r1.elastic.default.svc:1` as `worker-2-r1`."""
+    return host.split(".", 1)[0].removeprefix(f"{ELASTIC}-")
 
 
 def _condition(obj: dict[str, Any], kind: str) -> bool:
