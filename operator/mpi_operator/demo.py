@@ -85,7 +85,10 @@ class Timeline:
     def detail(self, label: str, text: str) -> None:
         """A line under a step, labelled, wrapped to WIDTH under its own indentation."""
         lead = f"{'':9}{label:<7} "
-        lines = textwrap.wrap(text, WIDTH, initial_indent=lead, subsequent_indent=" " * len(lead))
+        indent = " " * len(lead)
+        lines = textwrap.wrap(
+            text, WIDTH, initial_indent=lead, subsequent_indent=indent, break_on_hyphens=False
+        )
         self.out.write("".join(f"{line}\n" for line in lines))
         self.out.flush()
 
@@ -114,9 +117,14 @@ def annotate_pods(job: dict[str, Any], role: str, annotations: dict[str, str]) -
     template.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
 
 
-async def wait(what: str, check: Callable[[], Awaitable[str | None]], timeline: Timeline) -> None:
-    """Polls `check` (None when done, else what it sees) until done or STEP_TIMEOUT."""
-    deadline = time.monotonic() + STEP_TIMEOUT
+async def wait(
+    what: str,
+    check: Callable[[], Awaitable[str | None]],
+    timeline: Timeline,
+    within: float = STEP_TIMEOUT,
+) -> None:
+    """Polls `check` (None when done, else what it sees) until done or `within` seconds."""
+    deadline = time.monotonic() + within
     last_seen = ""
     last_report = 0.0
     while True:
@@ -125,7 +133,7 @@ async def wait(what: str, check: Callable[[], Awaitable[str | None]], timeline: 
             return
         now = time.monotonic()
         if now > deadline:
-            raise DemoFailed(f"{what}: not done after {STEP_TIMEOUT:.0f}s; last seen: {seen}")
+            raise DemoFailed(f"{what}: not done after {within:.0f}s; last seen: {seen}")
         if seen != last_seen or now - last_report > 2.0:
             timeline.progress(what, seen)
             last_seen, last_report = seen, now

@@ -59,6 +59,8 @@ NODE_MONITOR_GRACE_SECONDS = 2.0
 """How long a dead node's kubelet is silent before the node is NotReady (kubernetes: 40 s)."""
 UNREACHABLE_TOLERATION_SECONDS = 2
 """How long the elastic workers stay on a NotReady node (Kubernetes' default toleration: 300 s)."""
+STEP_TIMEOUT_SECONDS = 60.0
+"""A step's deadline: a step waits for the urgent job's run, a drain or a dead node."""
 DRAIN_RETRY_SECONDS = 1.0
 """How often the drain retries a refused eviction (kubectl drain: every 5 s)."""
 PRIORITY_CLASSES = resources.Resource(
@@ -182,13 +184,14 @@ class SharedCluster(Stage):
             "hosts: what discover_hosts.sh prints in the elastic launcher (worker-2-r1 stands for "
             f"{ELASTIC}-worker-2-r1.{ELASTIC}.{NAMESPACE}.svc, the replacement of worker-2, one "
             "slot each).",
-            "lost: the workers the elastic job lost since the step before, by kind, and why "
+            "lost: the hosts the elastic job lost since the step before, by kind and reason "
             "(status.elastic.losses; a Disruption is not counted against maxReplacements).",
             "event: the scheduler's and the operator's events (client-go's spam filter holds "
             "back an object's events past 25 in 5 minutes).",
             '"… until": the step being waited for, then what the cluster shows now.',
         ]
-        out.write("".join(textwrap.fill(text, WIDTH) + "\n" for text in paragraphs) + "\n")
+        lines = (textwrap.fill(text, WIDTH, break_on_hyphens=False) for text in paragraphs)
+        out.write("".join(f"{line}\n" for line in lines) + "\n")
 
     async def pods(self) -> list[dict[str, Any]]:
         pods, _ = await self.kube.list(resources.POD, NAMESPACE)
@@ -229,9 +232,11 @@ class SharedCluster(Stage):
         self.timeline.detail("hosts", " ".join(await self.hosts()) or "(none)")
         losses = [loss for loss in await self.losses() if loss["host"] not in self.seen_losses]
         self.seen_losses.update(loss["host"] for loss in losses)
-        for kind in sorted({loss["kind"] for loss in losses}):
-            of_kind = [f"{_short(x['host'])} ({x['reason']})" for x in losses if x["kind"] == kind]
-            self.timeline.detail("lost", f"{kind}: {', '.join(of_kind)}")
+        for kind, reason in sorted({(loss["kind"], loss["reason"]) for loss in losses}):
+            hosts = [
+                _short(x["host"]) for x in losses if (x["kind"], x["reason"]) == (kind, reason)
+            ]
+            self.timeline.detail("lost", f"{kind} ({reason}): {' '.join(hosts)}")
         for event in await self.new_events():
             what = event["involvedObject"]
             self.timeline.detail(
@@ -264,7 +269,7 @@ class SharedCluster(Stage):
         ]
 
     async def until(self, step: str, check: Check) -> None:
-        await wait(step, check, self.timeline)
+        await wait(step, check, self.timeline, STEP_TIMEOUT_SECONDS)
         await self.show(step)
 
     async def elastic_state(self) -> tuple[int, int, int]:
@@ -302,7 +307,7 @@ class SharedCluster(Stage):
         )
 
         nodes = await self.nodes_without_launcher()
-        self.timeline.step(f"kubectl drain {' '.join(nodes)}: cordon, then evict every pod")
+        self.timeline.step(f"kubectl drain {' '.join(nodes)}: cordon, then evict their pods")
         await self.cordon(nodes, True)
         await self.until(f"the drain stops at the budget: {MIN} = minReplicas", self.drain(nodes))
         self.refused.clear()
