@@ -272,9 +272,10 @@ class SharedCluster(Stage):
         await wait(step, check, self.timeline, STEP_TIMEOUT_SECONDS)
         await self.show(step)
 
-    async def elastic_state(self) -> tuple[int, int, int]:
-        """The elastic job's Ready workers, its Pending ones, and the hosts its launcher lists."""
-        workers = [p for p in await self.pods() if _is_worker(p, ELASTIC)]
+    async def elastic_state(self, pods: list[dict[str, Any]]) -> tuple[int, int, int]:
+        """The elastic job's Ready workers among `pods`, its Pending ones, and the hosts its
+        launcher lists."""
+        workers = [p for p in pods if _is_worker(p, ELASTIC)]
         ready = sum(1 for p in workers if is_pod_ready(p))
         pending = sum(1 for p in workers if not p["spec"].get("nodeName"))
         return ready, pending, len(await self.hosts())
@@ -341,13 +342,14 @@ class SharedCluster(Stage):
         urgent_ready: int = 0,
         urgent_done: bool = False,
     ) -> Check:
-        """A check: the elastic launcher lists `hosts`, `pending` elastic workers are unscheduled,
+        """A check: the elastic launcher lists `hosts`, `pending` elastic workers are unscheduled
+        and `terminating` are being deleted, the job has counted `disruptions` (when given),
         `urgent_ready` urgent workers are Ready and, with `urgent_done`, the urgent job succeeded
         and its workers are gone. At MAX the job's budget must allow MAX - MIN evictions."""
 
         async def check() -> str | None:
             pods = await self.pods()
-            ready, waiting, listed = await self.elastic_state()
+            ready, waiting, listed = await self.elastic_state(pods)
             urgent = [p for p in pods if _is_worker(p, URGENT)]
             urgent_up = sum(1 for p in urgent if is_pod_ready(p))
             deleting = sum(
@@ -431,7 +433,7 @@ class SharedCluster(Stage):
                     on_node = pod["spec"].get("nodeName") in nodes and _running(pod)
                     if on_node and not pod["metadata"].get("deletionTimestamp"):
                         await self.evict(pod["metadata"]["name"])
-            ready, waiting, listed = await self.elastic_state()
+            ready, waiting, listed = await self.elastic_state(await self.pods())
             counted = await self.disruptions()
             if listed == ready == MIN and self.refused and counted == URGENT_WORKERS + MAX - MIN:
                 return None
