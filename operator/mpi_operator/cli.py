@@ -101,8 +101,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     )
 
 
-def _cmd_demo(_args: argparse.Namespace) -> int:
+def _cmd_demo(args: argparse.Namespace) -> int:
     def run() -> int:
+        if args.scene == "shared-cluster":
+            from mpi_operator import demo_cluster
+
+            return demo_cluster.main()
         from mpi_operator import demo
 
         return demo.main()
@@ -249,6 +253,13 @@ def _build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_cmd_sim)
 
     demo = sub.add_parser("demo", help="run kubesim + the operator and scale an elastic job")
+    demo.add_argument(
+        "--scene",
+        choices=("scale", "shared-cluster"),
+        default="scale",
+        help="scale: an elastic job scaled out and in (default); shared-cluster: 3 nodes with "
+        "GPUs, preemption by a high-priority job, a drain stopped by the job's disruption budget",
+    )
     demo.set_defaults(func=_cmd_demo)
 
     crds = sub.add_parser("crds", help="print the MPIJob CustomResourceDefinition")

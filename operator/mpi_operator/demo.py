@@ -15,12 +15,13 @@ import asyncio
 import copy
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources as package_files
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import aiohttp
 import yaml
@@ -50,6 +51,8 @@ DEMO_GRACE_SECONDS = 3
 """The demo's copy of the example drains scaled-in workers for 3 s instead of 30 s."""
 DEMO_SETTLE_SECONDS = 2
 DRAINING_ANNOTATION = "mpi-operator.kubeflow.org/draining-since"
+POD_TIMING = {"kubesim/start-seconds": "0.3", "kubesim/ready-seconds": "0.5"}
+"""kubesim's pod timing annotations: Running in 0.3 s and Ready 0.5 s later, as no image pulls."""
 STEP_WIDTH, WORKERS_WIDTH = 32, 22
 WIDTH = 100
 """The terminal width every line of the demo fits in."""
@@ -74,8 +77,25 @@ class Timeline:
         self.out.write(line.rstrip() + "\n")
         self.out.flush()
 
+    def step(self, text: str) -> None:
+        """A step on a line of its own, for a scene that shows more than a row holds."""
+        self.out.write(f"{time.monotonic() - self.started:6.1f}s  {text}\n")
+        self.out.flush()
+
+    def detail(self, label: str, text: str) -> None:
+        """A line under a step, labelled, wrapped to WIDTH under its own indentation."""
+        lead = f"{'':9}{label:<7} "
+        indent = " " * len(lead)
+        lines = textwrap.wrap(
+            text, WIDTH, initial_indent=lead, subsequent_indent=indent, break_on_hyphens=False
+        )
+        self.out.write("".join(f"{line}\n" for line in lines))
+        self.out.flush()
+
     def progress(self, goal: str, now: str) -> None:
-        self.out.write(f'{"":9}… until "{goal}": now {now}\n')
+        text = f'… until "{goal}": now {now}'
+        lines = textwrap.wrap(text, WIDTH, initial_indent=" " * 9, subsequent_indent=" " * 11)
+        self.out.write("".join(f"{line}\n" for line in lines))
         self.out.flush()
 
 
@@ -87,15 +107,24 @@ def _demo_job() -> dict[str, Any]:
     job["spec"]["elasticPolicy"]["scaleInGracePeriodSeconds"] = DEMO_GRACE_SECONDS
     job["spec"]["elasticPolicy"]["settleSeconds"] = DEMO_SETTLE_SECONDS
     for role in ("Launcher", "Worker"):
-        template = job["spec"]["mpiReplicaSpecs"][role].setdefault("template", {})
-        annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
-        annotations.update({"kubesim/start-seconds": "0.3", "kubesim/ready-seconds": "0.5"})
+        annotate_pods(job, role, POD_TIMING)
     return job
 
 
-async def _wait(what: str, check: Callable[[], Awaitable[str | None]], timeline: Timeline) -> None:
-    """Polls `check` (None when done, else what it sees) until done or STEP_TIMEOUT."""
-    deadline = time.monotonic() + STEP_TIMEOUT
+def annotate_pods(job: dict[str, Any], role: str, annotations: dict[str, str]) -> None:
+    """Adds `annotations` to the pod template of `role` (Launcher or Worker) of `job`."""
+    template = job["spec"]["mpiReplicaSpecs"][role].setdefault("template", {})
+    template.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+
+
+async def wait(
+    what: str,
+    check: Callable[[], Awaitable[str | None]],
+    timeline: Timeline,
+    within: float = STEP_TIMEOUT,
+) -> None:
+    """Polls `check` (None when done, else what it sees) until done or `within` seconds."""
+    deadline = time.monotonic() + within
     last_seen = ""
     last_report = 0.0
     while True:
@@ -104,14 +133,17 @@ async def _wait(what: str, check: Callable[[], Awaitable[str | None]], timeline:
             return
         now = time.monotonic()
         if now > deadline:
-            raise DemoFailed(f"{what}: not done after {STEP_TIMEOUT:.0f}s; last seen: {seen}")
+            raise DemoFailed(f"{what}: not done after {within:.0f}s; last seen: {seen}")
         if seen != last_seen or now - last_report > 2.0:
             timeline.progress(what, seen)
             last_seen, last_report = seen, now
         await asyncio.sleep(0.1)
 
 
-class Demo:
+class Stage:
+    """What a scene works with: the simulated cluster (its URL for kubesim's own endpoints), the
+    API client, a plain HTTP session for those endpoints, and the timeline it writes."""
+
     def __init__(
         self, sim: KubeSim, kube: Kube, http: aiohttp.ClientSession, timeline: Timeline
     ) -> None:
@@ -119,6 +151,13 @@ class Demo:
         self.kube = kube
         self.http = http
         self.timeline = timeline
+
+
+class Demo(Stage):
+    def __init__(
+        self, sim: KubeSim, kube: Kube, http: aiohttp.ClientSession, timeline: Timeline
+    ) -> None:
+        super().__init__(sim, kube, http, timeline)
         self.name = _demo_job()["metadata"]["name"]
 
     async def worker_pods(self) -> list[dict[str, Any]]:
@@ -143,18 +182,7 @@ class Demo:
         return _hosts(cm.get("data", {}).get("discover_hosts.sh", ""))
 
     async def launcher_hosts(self) -> list[str] | None:
-        """What `discover_hosts.sh` prints inside the launcher pod now (None before it runs).
-
-        Read through kubesim's file endpoint: the script as the launcher's kubelet has mounted it.
-        """
-        selector = f"{c.LABEL_JOB_NAME}={self.name},{c.LABEL_JOB_ROLE}={c.ROLE_LAUNCHER}"
-        pods, _ = await self.kube.list(resources.POD, NAMESPACE, label_selector=selector)
-        for pod in pods:
-            url = f"{self.sim.url}/kubesim/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}"
-            async with self.http.get(f"{url}/files/etc/mpi/discover_hosts.sh") as response:
-                if response.status == 200:
-                    return _hosts(await response.text())
-        return None
+        return await launcher_hosts(self.sim, self.kube, self.http, self.name)
 
     def short(self, host: str) -> str:
         """`<job>-worker-0.<job>.<ns>.svc:1` as `worker-0:1` (the legend gives the whole name)."""
@@ -175,6 +203,7 @@ class Demo:
             f"stands for\n{self.name}-worker-0.{service}:1.\n"
             '"… until": the step being waited for, then what the cluster shows now.\n\n'
         )
+        self.timeline.header()
 
     async def row(self, step: str) -> None:
         hosts = await self.launcher_hosts()
@@ -203,7 +232,7 @@ class Demo:
                 f"{len(ready)}/{len(workers)} ready; hosts: {mounted} launcher, {listed} ConfigMap"
             )
 
-        await _wait(step, check, self.timeline)
+        await wait(step, check, self.timeline)
         await self.row(step)
 
     async def run(self) -> None:
@@ -238,7 +267,24 @@ async def install_crd(kube: Kube, timeline: Timeline) -> None:
             return None
         return f"conditions {[cond['type'] for cond in conditions]}"
 
-    await _wait("the MPIJob CRD established", established, timeline)
+    await wait("the MPIJob CRD established", established, timeline)
+
+
+async def launcher_hosts(
+    sim: KubeSim, kube: Kube, http: aiohttp.ClientSession, job: str
+) -> list[str] | None:
+    """What `discover_hosts.sh` prints inside the launcher pod of `job` now (None before it runs).
+
+    Read through kubesim's file endpoint: the script as the launcher's kubelet has mounted it.
+    """
+    selector = f"{c.LABEL_JOB_NAME}={job},{c.LABEL_JOB_ROLE}={c.ROLE_LAUNCHER}"
+    pods, _ = await kube.list(resources.POD, NAMESPACE, label_selector=selector)
+    for pod in pods:
+        url = f"{sim.url}/kubesim/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}"
+        async with http.get(f"{url}/files/etc/mpi/discover_hosts.sh") as response:
+            if response.status == 200:
+                return _hosts(await response.text())
+    return None
 
 
 def _hosts(script: str) -> list[str]:
@@ -246,10 +292,23 @@ def _hosts(script: str) -> list[str]:
     return [line.split(" ", 1)[1] for line in script.splitlines() if line.startswith("echo ")]
 
 
-async def run_demo(out: TextIO) -> int:
+class Scene(Protocol):
+    """One story told on a fresh kubesim with the operator running: its legend, then its steps."""
+
+    def legend(self, out: TextIO) -> None: ...
+
+    async def run(self) -> None: ...
+
+
+SceneFactory = Callable[[KubeSim, Kube, aiohttp.ClientSession, Timeline], Scene]
+
+
+async def run_scene(out: TextIO, sim_settings: SimSettings, make: SceneFactory) -> int:
+    """kubesim with `sim_settings`, the MPIJob CRD and the operator, then the scene `make` builds;
+    0 when every step happened in time, 1 (saying what was seen) when one did not."""
     timeline = Timeline(out, time.monotonic())
     with tempfile.TemporaryDirectory(prefix="mpi-operator-demo-") as tmp:
-        async with KubeSim(SimSettings(start_seconds=0.3, ready_seconds=0.5)) as sim:
+        async with KubeSim(sim_settings) as sim:
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             out.write(f"kubesim serving the Kubernetes API on {sim.url}\n")
             kube = await Kube.from_kubeconfig(str(kubeconfig))
@@ -259,10 +318,9 @@ async def run_demo(out: TextIO) -> int:
                 except (DemoFailed, KubeError) as exc:
                     out.write(f"\nDEMO FAILED: installing the MPIJob CRD: {exc}\n")
                     return 1
-                demo = Demo(sim, kube, http, timeline)
-                demo.legend(out)
-                timeline.header()
-                failure = await _run_with_operator(demo, str(kubeconfig))
+                scene = make(sim, kube, http, timeline)
+                scene.legend(out)
+                failure = await _run_with_operator(scene, str(kubeconfig))
     if failure is not None:
         out.write(f"\nDEMO FAILED: {failure}\n")
         return 1
@@ -270,7 +328,7 @@ async def run_demo(out: TextIO) -> int:
     return 0
 
 
-async def _run_with_operator(demo: Demo, kubeconfig: str) -> str | None:
+async def _run_with_operator(scene: Scene, kubeconfig: str) -> str | None:
     """Runs the demo's steps with the operator running in this process; what went wrong, or None.
 
     The operator's own failure is reported as such (it explains a step that then timed out), never
@@ -281,7 +339,7 @@ async def _run_with_operator(demo: Demo, kubeconfig: str) -> str | None:
     operator = asyncio.create_task(manager.run(), name="operator")
     failure: str | None = None
     try:
-        await demo.run()
+        await scene.run()
     except (DemoFailed, KubeError) as exc:
         failure = str(exc)
     finally:
@@ -297,4 +355,5 @@ async def _run_with_operator(demo: Demo, kubeconfig: str) -> str | None:
 
 
 def main() -> int:
-    return asyncio.run(run_demo(sys.stdout))
+    settings = SimSettings(start_seconds=0.3, ready_seconds=0.5)
+    return asyncio.run(run_scene(sys.stdout, settings, Demo))
