@@ -1,12 +1,14 @@
 """Issue 4's "Done when", as a person would do it: `mpi-operator sim` and `mpi-operator run
 --kubeconfig ... --no-leader-elect` as processes, the real kubectl: apply the CRD and a 2-worker GPU
 MPIJob, watch `kubectl get mpij` go Created -> Running -> Succeeded, find the launcher with the
-legacy labels, read the workers' GPU limits and the launcher's blank NVIDIA variables."""
+legacy labels, read the workers' GPU limits and the launcher's blank NVIDIA variables. And on a
+cluster with one GPU, the same job's workers Pending as `get` and `describe` show it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import os
 from collections.abc import AsyncIterator
@@ -61,10 +63,11 @@ JOB = {
 
 
 @pytest_asyncio.fixture
-async def sim(tmp_path: Path) -> AsyncIterator[Path]:
-    """`mpi-operator sim` in its own process; yields the kubeconfig it wrote."""
+async def sim(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path]:
+    """`mpi-operator sim` in its own process, with the flags a test gives (indirect parameter)
+    after the pod timing; yields the kubeconfig it wrote."""
     kubeconfig = tmp_path / "sim.kubeconfig"
-    flags = ("--start-seconds", "0.3", "--ready-seconds", "0.3")
+    flags = ("--start-seconds", "0.3", "--ready-seconds", "0.3", *getattr(request, "param", ()))
     async with sim_process(kubeconfig, tmp_path / "sim.out", *flags):
         yield kubeconfig
 
@@ -229,3 +232,47 @@ async def test_kubectl_user_journey(kubectl_sim: Kubectl, operator: Path, tmp_pa
         watch.states()
     )
     assert final["WORKERS"] == "2"
+
+
+ONE_GPU = ("--nodes", "1", "--node-allocatable", "cpu=16,memory=64Gi,nvidia.com/gpu=1")
+FIT_ERROR = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+@pytest.mark.parametrize("sim", [ONE_GPU], indirect=True)
+async def test_get_and_describe_say_the_workers_are_pending(
+    kubectl_sim: Kubectl, operator: Path, tmp_path: Path
+) -> None:
+    """Pending is visible: on one node with one GPU, the 2-worker GPU job's `kubectl get mpij`
+    row shows WorkersPending (not Created, not Running) with one Ready worker, and `kubectl
+    describe mpij` carries the Warning in the scheduler's own words."""
+    kubectl = kubectl_sim
+    rc, _, err = await kubectl("apply", "-f", str(ROOT / "crds" / "kubeflow.org_mpijobs.yaml"))
+    assert rc == 0, err
+    rc, _, err = await kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org")
+    assert rc == 0, err
+    job = copy.deepcopy(JOB)
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["metadata"]["annotations"]
+    launcher["kubesim/run-seconds"] = "3600"  # it would not end before the worker fits anyway
+    manifest = tmp_path / "pi.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    rc, _, err = await kubectl("apply", "-f", str(manifest))
+    assert rc == 0, err
+
+    async def row() -> dict[str, str] | None:
+        rc, out, err = await kubectl("get", "mpij", "pi", "-o", PRINTER_COLUMNS)
+        assert rc == 0, err
+        header, values = (line.split() for line in out.splitlines())
+        cells = dict(zip(header, values, strict=True))
+        return cells if cells["STATE"] == "WorkersPending" and cells["READY"] == "1" else None
+
+    try:
+        cells = await eventually(row, within=60, what="kubectl get mpij: WorkersPending")
+    except AssertionError as exc:
+        pytest.fail(f"{exc}; operator log:\n{tail(operator)}")
+    assert cells["WORKERS"] == "2"
+
+    rc, out, err = await kubectl("describe", "mpij", "pi")
+    assert rc == 0, err
+    assert "Warning  WorkersPending" in out, out
+    said = " ".join(out.split())  # describe wraps long messages
+    assert f"1/2 workers are Pending; pi-worker-1: {FIT_ERROR}" in said, out
