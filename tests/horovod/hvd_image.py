@@ -15,8 +15,12 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
-from kubesim.images import ImageSpec
+import pytest
+
+from kubesim.images import ImageCatalog, ImageSpec
+from kubesim.settings import SimSettings
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "horovod-elastic-examples:0.28.1"
@@ -84,4 +88,21 @@ def build(root: Path, venv: Path) -> ImageSpec:
         working_dir="/home/mpiuser",
         passwd=("mpiuser:x:1000:1000::/home/mpiuser:/bin/bash",),
         group=("mpiuser:x:1000:",),
+    )
+
+
+SSHD = Path("/usr/sbin/sshd")
+NEEDS_SSHD = pytest.mark.skipif(
+    not SSHD.exists(), reason=f"{SSHD} missing: scripts/setup_mpi.sh installs openssh-server"
+)
+"""Without Debian's openssh-server every worker ends in StartError and a test only times out."""
+
+
+def sim_settings(
+    tmp_path_factory: pytest.TempPathFactory, venv: Path, **overrides: Any
+) -> SimSettings:
+    """kubesim's process runtime at a tenth of real time, serving this image built from `venv`."""
+    spec = build(tmp_path_factory.mktemp("hvd-image"), venv)
+    return SimSettings(
+        runtime="process", time_scale=0.1, images=ImageCatalog({NAME: spec}), **overrides
     )

@@ -48,7 +48,6 @@ from hvd_shared import (
 from kubesim.app import KubeSim
 from kubesim.cluster import EventType
 from kubesim.controllers import resource_type
-from kubesim.images import ImageCatalog
 from kubesim.registry import ResourceType
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl, eventually
@@ -56,28 +55,16 @@ from operator_testing import operator_process
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
-SSHD = Path("/usr/sbin/sshd")
 RESOURCE = "mpijob.v2beta1.kubeflow.org"
 
-pytestmark = [
-    pytest.mark.kubectl,
-    pytest.mark.skipif(
-        not SSHD.exists(), reason=f"{SSHD} missing: scripts/setup_mpi.sh installs openssh-server"
-    ),
-]
+pytestmark = [pytest.mark.kubectl, hvd_image.NEEDS_SSHD]
 
 
 @pytest.fixture
 def kubesim_settings(
     process_runtime: None, horovod_venv: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> SimSettings:
-    spec = hvd_image.build(tmp_path_factory.mktemp("hvd-image"), horovod_venv)
-    return SimSettings(
-        runtime="process",
-        time_scale=0.1,
-        nodes=NODES,
-        images=ImageCatalog({hvd_image.NAME: spec}),
-    )
+    return hvd_image.sim_settings(tmp_path_factory, horovod_venv, nodes=NODES)
 
 
 class Scene:

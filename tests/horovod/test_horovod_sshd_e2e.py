@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 from kubesim.app import KubeSim
-from kubesim.images import ImageCatalog
 from kubesim.procrt import logs
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl, eventually, wait_for
@@ -31,22 +30,15 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "elastic" / "pytorch-synthetic-elastic.yaml"
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 NS = "default"
-SSHD = Path("/usr/sbin/sshd")
 
-# Without Debian's openssh-server every worker ends in StartError and the test only times out.
-pytestmark = pytest.mark.skipif(
-    not SSHD.exists(), reason=f"{SSHD} missing: scripts/setup_mpi.sh installs openssh-server"
-)
+pytestmark = hvd_image.NEEDS_SSHD
 
 
 @pytest.fixture
 def kubesim_settings(
     process_runtime: None, horovod_venv: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> SimSettings:
-    spec = hvd_image.build(tmp_path_factory.mktemp("hvd-image"), horovod_venv)
-    return SimSettings(
-        runtime="process", time_scale=0.1, images=ImageCatalog({hvd_image.NAME: spec})
-    )
+    return hvd_image.sim_settings(tmp_path_factory, horovod_venv)
 
 
 def pods(sim: KubeSim, role: str) -> list[dict[str, Any]]:
