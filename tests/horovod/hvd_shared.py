@@ -11,6 +11,7 @@ process: HOST[SLOT]` as it starts a rank on a host.
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -98,15 +99,22 @@ def elastic_job() -> dict[str, Any]:
     return job
 
 
+GO = "/tmp/go"
+"""The static job's launcher starts training once a test creates this file in it."""
+
+
 def static_job(workers: int = 2) -> dict[str, Any]:
-    """High priority, static: `horovodrun -np 2` over the hostfile, a few iterations, then done."""
-    command = [
+    """High priority, static: once `GO` exists, `horovodrun -np 2` over the hostfile, a few
+    iterations, then done. Until then its workers hold their GPUs, so a test sees the elastic job
+    shrink before the GPUs come back, however slowly Horovod resets on a loaded machine."""
+    horovodrun = [
         *("horovodrun", "-np", str(workers), "--hostfile", "/etc/mpi/hostfile"),
         *("--network-interface", "eth0"),
         *("python", "/examples/elastic/pytorch_synthetic_elastic.py", *TINY),
         *("--iterations", "3"),
     ]
-    return _job(STATIC, HIGH, workers, command)
+    wait = f"until [ -e {GO} ]; do sleep 0.2; done; exec {shlex.join(horovodrun)}"
+    return _job(STATIC, HIGH, workers, ["sh", "-c", wait])
 
 
 def fqdn(hostname: str, job: str = ELASTIC) -> str:

@@ -24,6 +24,7 @@ import hvd_image
 import pytest
 from hvd_shared import (
     ELASTIC,
+    GO,
     HIGH,
     LOW,
     MAX,
@@ -144,6 +145,17 @@ class Scene:
         what = f"Horovod to train on {'' if exact else 'some of '}{sorted(hosts)}"
         await self.until(formed, what, within)
 
+    async def go(self, job: str) -> None:
+        """Lets `job`'s launcher start training (`hvd_shared.GO`)."""
+        kubelet = self.sim.controllers.kubelet
+        assert kubelet is not None
+        [launcher] = pods(self.sim, job, "launcher")
+        key = (launcher["metadata"]["namespace"], launcher["metadata"]["name"])
+        container = launcher["spec"]["containers"][0]["name"]
+        run = kubelet._workers[key].runs[container]  # type: ignore[attr-defined]
+        code, out = await run.exec(["touch", GO], 20)
+        assert code == 0, out
+
     @contextmanager
     def watching_losses(self) -> Iterator[None]:
         """Records each elastic worker that gets a DisruptionTarget condition or is found no room,
@@ -260,6 +272,7 @@ async def preemption(scene: Scene) -> None:
         lost = await scene.until(preempted, "two elastic workers to be preempted", 120)
         assert set(scene.lost.values()) == {"PreemptionByScheduler"}, scene.lost
         fresh = await shrinks_and_heals(scene, full, lost)
+        await scene.go(STATIC)
 
         def succeeded() -> bool:
             return condition(mpijob(scene.sim, STATIC), "Succeeded")
