@@ -86,6 +86,22 @@ def quick_settings(kubesim: KubeSim, **overrides: Any) -> Settings:
     return operator_settings(kubesim, **{**RETRY_BACKOFF, **overrides})
 
 
+def plain_mpijob(name: str, workers: int = 1, namespace: str = "default") -> dict[str, Any]:
+    """A v2beta1 MPIJob of one launcher and `workers` workers running the pi image, nothing else."""
+    template = {"spec": {"containers": [{"name": "main", "image": "mpioperator/mpi-pi:openmpi"}]}}
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": template},
+                "Worker": {"replicas": workers, "template": template},
+            }
+        },
+    }
+
+
 def fast_sim_settings(**overrides: Any) -> SimSettings:
     """kubesim for an operator test: pods Ready and Job back-offs in a tenth of a second, a bookmark
     every half second; `overrides` add a cluster shape, a volume sync, a node grace..."""

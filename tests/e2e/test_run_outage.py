@@ -17,26 +17,11 @@ from kubesim.app import KubeSim
 from kubesim.testing import eventually
 from mpi_operator.kube import errors, resources
 from mpi_operator.kube.client import DEFAULT_USER_AGENT, Kube
-from operator_testing import operator_process
+from operator_testing import operator_process, plain_mpijob
 
 OUTAGE = 20.0
 ACTED_WITHIN = 3.0
 NS = "default"
-_TEMPLATE = {"spec": {"containers": [{"name": "main", "image": "mpioperator/mpi-pi:openmpi"}]}}
-
-
-def mpijob(name: str, workers: int) -> dict[str, object]:
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": _TEMPLATE},
-                "Worker": {"replicas": workers, "template": _TEMPLATE},
-            }
-        },
-    }
 
 
 async def has_pod(kube: Kube, name: str) -> bool:
@@ -52,7 +37,7 @@ async def test_a_change_made_during_an_outage_of_503s_is_acted_on_within_3s_of_h
     kubesim: KubeSim, kube: Kube, tmp_path: Path
 ) -> None:
     async with operator_process(kubesim.kubeconfig_path, tmp_path / "operator.log") as proc:
-        await kube.create(resources.MPIJOB, mpijob("pi", workers=1), namespace=NS)
+        await kube.create(resources.MPIJOB, plain_mpijob("pi", workers=1), namespace=NS)
         await eventually(
             lambda: has_pod(kube, "pi-worker-0"), within=60, sim=kubesim, what="the first worker"
         )

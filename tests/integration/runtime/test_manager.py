@@ -32,6 +32,7 @@ from mpi_operator.kube.client import Kube
 from mpi_operator.runtime import leaderelection, manager
 from mpi_operator.runtime.types import ManagerDeps, PermanentError, Result
 from mpi_operator.settings import Settings
+from operator_testing import plain_mpijob
 
 OWNED = {"training.kubeflow.org/operator-name": "mpi-operator"}
 NS = "default"
@@ -51,21 +52,6 @@ async def kube(kubesim: KubeSim) -> AsyncIterator[Kube]:
 @pytest_asyncio.fixture
 async def crd(kube: Kube, install_mpijob_crd: Callable[[Kube], Awaitable[None]]) -> None:
     await install_mpijob_crd(kube)
-
-
-def mpijob_body(name: str) -> dict[str, Any]:
-    template = {"spec": {"containers": [{"name": "main", "image": "mpioperator/mpi-pi:openmpi"}]}}
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template},
-                "Worker": {"replicas": 1, "template": template},
-            }
-        },
-    }
 
 
 def controller_ref(obj: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +193,7 @@ async def http_get(mgr: manager.Manager, path: str) -> tuple[int, str]:
 async def test_keys_for_mpijobs_and_owned_children_arrive_after_cache_sync(
     kube: Kube, new_manager: Callable[..., manager.Manager]
 ) -> None:
-    before = await kube.create(resources.MPIJOB, mpijob_body("before"))
+    before = await kube.create(resources.MPIJOB, plain_mpijob("before"))
     rec = RecordingReconciler()
     mgr = new_manager(rec)
     async with running(mgr):
@@ -216,7 +202,7 @@ async def test_keys_for_mpijobs_and_owned_children_arrive_after_cache_sync(
         assert rec.deps is not None
         assert rec.deps.stores.mpijobs.get("default/before") is not None
 
-        job = await kube.create(resources.MPIJOB, mpijob_body("pi"))
+        job = await kube.create(resources.MPIJOB, plain_mpijob("pi"))
         await eventually(lambda: "default/pi" in rec.called_keys())
 
         await kube.create(resources.POD, pod_body("pi-worker-0", job))
@@ -269,7 +255,7 @@ async def test_one_key_is_never_reconciled_concurrently(
     mgr = new_manager(rec, workers=4)
     async with running(mgr):
         for name in ("a", "b", "c"):
-            await kube.create(resources.MPIJOB, mpijob_body(name))
+            await kube.create(resources.MPIJOB, plain_mpijob(name))
         await eventually(lambda: rec.active == {"default/a", "default/b", "default/c"})
         for i in range(8):
             for name in ("a", "b", "c"):
@@ -301,7 +287,7 @@ async def test_errors_requeue_with_growing_backoff_until_success(
     rec.script["default/flaky"] = [RuntimeError("boom"), RuntimeError("boom"), RuntimeError("boom")]
     mgr = new_manager(rec)
     async with running(mgr):
-        await kube.create(resources.MPIJOB, mpijob_body("flaky"))
+        await kube.create(resources.MPIJOB, plain_mpijob("flaky"))
         for failures in range(1, 4):
             await eventually(functools.partial(calls_made, rec, failures))
             await fake_clock.step(
@@ -333,7 +319,7 @@ async def test_permanent_error_is_not_requeued_until_the_next_event(
     rec.script["default/bad"] = [PermanentError("spec.mpiReplicaSpecs: invalid")]
     mgr = new_manager(rec)
     async with running(mgr):
-        await kube.create(resources.MPIJOB, mpijob_body("bad"))
+        await kube.create(resources.MPIJOB, plain_mpijob("bad"))
         await eventually(lambda: rec.called_keys() == ["default/bad"] and not mgr.queue.processing)
         assert mgr.queue.waiting == 0
         assert fake_clock.pending_timers == 0, "no retry of any kind is scheduled"
@@ -354,7 +340,7 @@ async def test_requeue_after_brings_the_key_back(
     rec.script["default/timer"] = [Result(requeue_after=30.0)]
     mgr = new_manager(rec)
     async with running(mgr):
-        await kube.create(resources.MPIJOB, mpijob_body("timer"))
+        await kube.create(resources.MPIJOB, plain_mpijob("timer"))
         await eventually(lambda: len(rec.calls) == 1 and not mgr.queue.processing)
         await fake_clock.parked(sleepers=0, timers=1)
         fake_clock.advance(29.0)
@@ -384,7 +370,7 @@ async def test_stop_drains_in_flight_reconciles_within_the_grace_period(
     rec.gate.clear()
     mgr = new_manager(rec, shutdown_grace=grace)
     async with running(mgr) as task:
-        await kube.create(resources.MPIJOB, mpijob_body("slow"))
+        await kube.create(resources.MPIJOB, plain_mpijob("slow"))
         await eventually(lambda: rec.active == {"default/slow"})
         for _ in range(stops):
             mgr.request_stop()
@@ -412,7 +398,7 @@ async def test_sigterm_stops_run_gracefully(
     kubesim: KubeSim, kube: Kube, fake_clock: FakeClock
 ) -> None:
     rec = RecordingReconciler()
-    await kube.create(resources.MPIJOB, mpijob_body("pi"))
+    await kube.create(resources.MPIJOB, plain_mpijob("pi"))
     task = asyncio.create_task(manager.run(settings_for(kubesim), rec.factory, clock=fake_clock))
     await eventually(lambda: rec.finished == ["default/pi"])  # handlers are installed by now
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
@@ -465,7 +451,7 @@ async def test_namespace_scoping_watches_only_the_given_namespaces(
         for namespace in ("default", "team-b", "team-a"):
             await kube.create(
                 resources.MPIJOB,
-                {**mpijob_body("pi"), "metadata": {"name": "pi", "namespace": namespace}},
+                {**plain_mpijob("pi"), "metadata": {"name": "pi", "namespace": namespace}},
             )
         await eventually(lambda: sorted(rec.called_keys()) == ["team-a/pi", "team-b/pi"])
         assert mgr.informers["mpijobs"].store.get("default/pi") is None
@@ -505,7 +491,7 @@ async def test_readyz_waits_for_cache_sync(
 async def test_leader_election_gates_workers_readiness_and_is_leader(
     kube: Kube, fake_clock: FakeClock, new_manager: Callable[..., manager.Manager]
 ) -> None:
-    await kube.create(resources.MPIJOB, mpijob_body("pi"))
+    await kube.create(resources.MPIJOB, plain_mpijob("pi"))
     held = {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -553,7 +539,7 @@ async def test_losing_the_lease_is_fatal_and_stops_workers_at_once(
     task = asyncio.create_task(mgr.run())
     try:
         await asyncio.wait_for(mgr.started.wait(), 30)
-        await kube.create(resources.MPIJOB, mpijob_body("pi"))
+        await kube.create(resources.MPIJOB, plain_mpijob("pi"))
         await eventually(lambda: rec.active == {"default/pi"})
         kubesim.control.inject_error(500, method="PUT", path="/leases/mpi-operator$", count=None)
         with pytest.raises(
@@ -579,7 +565,7 @@ async def test_metrics_exposition_has_upstream_and_runtime_series(
     rec = RecordingReconciler()
     mgr = new_manager(rec)
     async with running(mgr):
-        await kube.create(resources.MPIJOB, mpijob_body("pi"))
+        await kube.create(resources.MPIJOB, plain_mpijob("pi"))
         await eventually(lambda: rec.finished == ["default/pi"])
         assert rec.deps is not None
         rec.deps.metrics.job_created()
