@@ -3,9 +3,12 @@
 The aggregator folds similar events (same source, object, type and reason, different messages) into
 one `(combined from similar events): <latest message>` event once `max_events` distinct messages
 were seen within `max_interval` seconds of each other; the recorder's cache then turns repeats of a
-key into `count` + 1. The spam filter, a token bucket per source and object (burst 25, one token
-back every 5 minutes), drops what comes over it, so a scale-in of a thousand workers records a
-handful of Events, not one per pod. Times are passed in (epoch seconds): tests use a fake clock.
+key into `count` + 1. The spam filter, a token bucket per source, object, type and reason (burst 25,
+one token back every 5 minutes), drops what comes over it, so a scale-in of a thousand workers
+records a handful of Events, not one per pod. client-go's default bucket is per source and object
+only (its `SpamKeyFunc` option changes that); ours adds type and reason so that a flood of one
+reason (host-list changes) cannot silence another (a `WorkerDisrupted` warning): see "Events that
+summarize" in docs/architecture.md. Times are passed in (epoch seconds): tests use a fake clock.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ MAX_INTERVAL_SECONDS: Final = 600.0
 """Similar events further apart than this start counting again
 (`defaultAggregateIntervalInSeconds`)."""
 SPAM_BURST: Final = 25
-"""Events about one object from one source before the filter holds them back
+"""Events of one type and reason about one object from one source before the filter holds them back
 (`defaultSpamBurst`)."""
 SPAM_REFILL_SECONDS: Final = 300.0
 """One more event about the object is let through per this many seconds (`defaultSpamQPS`)."""
@@ -79,8 +82,9 @@ class EventCorrelator:
         """What to write for this event about `obj` from `source`, or None: the spam filter holds
         it back. Repeats the recorder updates in place pass the filter as new events do (as in
         client-go, where the filter sees every observed event)."""
-        correlated = self._aggregate((*source, *obj, event_type, reason), message, now)
-        return correlated if self._allow((*source, *obj), now) else None
+        key = (*source, *obj, event_type, reason)
+        correlated = self._aggregate(key, message, now)
+        return correlated if self._allow(key, now) else None
 
     def _aggregate(self, similar_key: Key, message: str, now: float) -> Correlated:
         record = self._similar.get(similar_key)

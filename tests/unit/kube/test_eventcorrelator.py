@@ -1,6 +1,6 @@
 """client-go's EventCorrelator, pure, on a fake clock: similar events (same source, object, type and
-reason) are combined after ten distinct messages within ten minutes, and a token bucket per source
-and object (burst 25, one back every 5 minutes) holds back floods."""
+reason) are combined after ten distinct messages within ten minutes, and a token bucket per source,
+object, type and reason (burst 25, one back every 5 minutes) holds back floods."""
 
 from __future__ import annotations
 
@@ -75,10 +75,26 @@ def test_the_spam_filter_lets_a_burst_through_then_one_event_per_five_minutes() 
     assert drained(correlator, 1, T0 + SPAM_REFILL_SECONDS - 1) is None
     assert drained(correlator, 1, T0 + SPAM_REFILL_SECONDS) is not None
     assert drained(correlator, 1, T0 + SPAM_REFILL_SECONDS) is None
-    # Another object, or another source, has a bucket of its own.
+    # Another object, source, type or reason has a bucket of its own.
     assert drained(correlator, 1, about=("uid-2", "MPIJob", "default/other")) is not None
     other = correlator.correlate(("leader-election", ""), JOB, "Normal", "R", "m", T0)
     assert other is not None
+    warning = correlator.correlate(SOURCE, JOB, "Warning", "WorkerDrained", "m", T0)
+    assert warning is not None
+
+
+def test_a_flood_of_one_reason_does_not_silence_another() -> None:
+    """A scale-in's drains used up a bucket per object, and the job's next `WorkerDisrupted`
+    warning, which says what kind of loss it was, was dropped."""
+    correlator = EventCorrelator()
+    assert sum(drained(correlator, i) is not None for i in range(1000)) == SPAM_BURST
+    disrupted = [
+        correlator.correlate(
+            SOURCE, JOB, "Warning", "WorkerDisrupted", f"worker big-worker-{i} preempted", T0 + 1
+        )
+        for i in range(3)
+    ]
+    assert all(c is not None for c in disrupted)
     # A quiet object fills its bucket again, up to the burst.
     later = T0 + 100 * SPAM_REFILL_SECONDS
     assert sum(drained(correlator, 1, later) is not None for _ in range(50)) == SPAM_BURST
