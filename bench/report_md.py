@@ -277,6 +277,12 @@ def _scale(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _echoes(syncs: dict[str, float]) -> str:
+    """Of the syncs writing nothing, those stopped as echoes; absent from earlier results."""
+    echoes = syncs.get("echoes_per_job")
+    return "" if echoes is None else f", {_f(echoes, 1)} of them echoes"
+
+
 def _cost_row(label: str, fan: dict[str, Any]) -> str:
     running, quiet = fan["syncs_running"], fan["syncs_quiet"]
     per_job = fan["operator_cpu_ms_per_job"]
@@ -284,8 +290,8 @@ def _cost_row(label: str, fan: dict[str, Any]) -> str:
         f"{label}: {fan['jobs']:,} x {fan['workers']}, pods in {fan['pod_seconds']} s",
         f"{_f(per_job, 1)} ms of operator CPU per job, create to Running; "
         f"{_f(running['per_job'], 1)} syncs per job ({_f(running['without_writes_per_job'], 1)} "
-        f"writing nothing), {_f(quiet['per_job'], 1)} until quiet "
-        f"({_f(quiet['without_writes_per_job'], 1)})",
+        f"writing nothing{_echoes(running)}), {_f(quiet['per_job'], 1)} until quiet "
+        f"({_f(quiet['without_writes_per_job'], 1)}{_echoes(quiet)})",
         "≤ 10 ms per job",
         per_job <= 10,
     )
@@ -305,7 +311,9 @@ def _cost_per_job(r: dict[str, Any]) -> list[str]:
         "saturated fan-in above and in one with time to spare (fewer jobs, pods starting sooner, "
         "its own cluster), where the operator syncs a job as its events come rather than once per "
         "batch. Syncs are its `mpi_operator_reconcile_total`; those writing nothing its "
-        "`mpi_operator_reconcile_without_writes_total` (Events aside).",
+        "`mpi_operator_reconcile_without_writes_total` (Events aside), and of these the ones that "
+        "found only the echoes of its own writes and stopped before planning its "
+        "`mpi_operator_reconcile_echoes_total`.",
         "",
         *TABLE,
         *rows,

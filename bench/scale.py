@@ -89,10 +89,16 @@ def _cpu(after: dict[str, float], before: dict[str, float]) -> float:
 
 
 def syncs(after: Snapshot, before: Snapshot, jobs: int) -> dict[str, float]:
-    """Reconciles per job, and those that sent no write (the operator's own counters)."""
+    """Reconciles per job, those that sent no write, and those of these that found only the echoes
+    of the operator's own writes (the operator's own counters)."""
     total = delta(after, before, "mpi_operator_reconcile_total")
     idle = delta(after, before, "mpi_operator_reconcile_without_writes_total")
-    return {"per_job": total / max(jobs, 1), "without_writes_per_job": idle / max(jobs, 1)}
+    echoes = delta(after, before, "mpi_operator_reconcile_echoes_total")
+    return {
+        "per_job": total / max(jobs, 1),
+        "without_writes_per_job": idle / max(jobs, 1),
+        "echoes_per_job": echoes / max(jobs, 1),
+    }
 
 
 async def fan_in(c: Cluster, args: argparse.Namespace, profile_dir: Path | None) -> dict[str, Any]:

@@ -20,7 +20,9 @@ from mpi_operator.objects import KubeObject
 
 Transform = Callable[[KubeObject], KubeObject]
 
-POD_SPEC_KEPT: Final = frozenset({"hostname", "subdomain", "nodeName"})
+POD_SPEC_KEPT: Final = frozenset({"hostname", "subdomain"})
+"""No sync reads `nodeName`: kept, the scheduler's binding of every pod was an update that mattered
+(a sync per pod for nothing); a placed pod is told by its PodScheduled condition going."""
 POD_STATUS_KEPT: Final = frozenset(
     {"phase", "conditions", "reason", "message", "startTime", "containerStatuses"}
 )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from mpi_operator.objects import KubeObject
 from mpi_operator.reconcile.applier import DeletedRecently
+from mpi_operator.reconcile.echoes import Echo
 from mpi_operator.reconcile.expectations import CreatedPods
 from mpi_operator.reconcile.recreates import MadeChildren
 
@@ -36,6 +37,8 @@ class JobMemory:
     diverged_since: float | None = None
     # The last status write, for `progress_pacer`: reconcile/test_write_budget.py
     status_written_at: float | None = None
+    # The state the last sync left, to skip the syncs its echoes cause: reconcile/test_echoes.py
+    echo: Echo | None = None
 
 
 class Memories:

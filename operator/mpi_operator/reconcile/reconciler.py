@@ -41,6 +41,7 @@ from mpi_operator.objects import (
 )
 from mpi_operator.planning import ObjectRef, Phase, TooLarge, progress
 from mpi_operator.reasons import Event
+from mpi_operator.reconcile import echoes
 from mpi_operator.reconcile.applier import Applied, Applier, Report, collect_warning
 from mpi_operator.reconcile.memory import Memories
 from mpi_operator.reconcile.observe import observe, priority_classes
@@ -225,16 +226,28 @@ class MPIJobReconciler:
         in_flight = memory.created_pods.pending(
             job.uid, lambda name: self.stores.pods.get(f"{namespace}/{name}") is not None, now
         )
-        result = await self._sync(key, raw, job, legacy, in_flight)
+        observed = self._with_fresher_config(key, observe(self.stores, job, in_flight))  # step 2
+        read = echoes.state_of(raw, observed)
+        echo, memory.echo = memory.echo, None
+        if echo is not None and echo.heard(read, now):
+            memory.echo = echo
+            self.deps.metrics.echo_skipped()
+            return Result()
+        result, left = await self._sync(key, raw, job, legacy, observed, read)
         expiry = memory.created_pods.expires_in(self.deps.clock.now()) if in_flight else None
-        if expiry is None or result.requeue:
-            return result
-        # This sync counted pods created by an earlier one that the store still does not show: if
-        # one never arrives (gone again while the pod watch was down), no event would say so. Pods
-        # created by this sync are left to their own watch events (waking every job 30 s after its
-        # creates would cost a sync per job for nothing).
-        wait = expiry if result.requeue_after is None else min(result.requeue_after, expiry)
-        return dataclasses.replace(result, requeue_after=wait)
+        if expiry is not None and not result.requeue:
+            # This sync counted pods created by an earlier one that the store still does not show:
+            # if one never arrives (gone again while the pod watch was down), no event would say
+            # so. Pods created by this sync are left to their own watch events (waking every job
+            # 30 s after its creates would cost a sync per job for nothing).
+            wait = expiry if result.requeue_after is None else min(result.requeue_after, expiry)
+            result = dataclasses.replace(result, requeue_after=wait)
+        if left is not None and not result.requeue:
+            until = None
+            if result.requeue_after is not None:
+                until = self.deps.clock.now() + result.requeue_after
+            memory.echo = dataclasses.replace(left, until=until)
+        return result
 
     def _latest(self, key: str, cached: KubeObject | None) -> KubeObject | None:
         """The cached MPIJob, or the one our last status write returned while the cache lags behind
@@ -260,14 +273,12 @@ class MPIJobReconciler:
         raw: Mapping[str, Any],
         job: MPIJob,
         legacy: str,
-        in_flight: list[KubeObject],
-    ) -> Result:
-        """`in_flight`: the worker pods earlier syncs created that the pod store does not show
-        yet."""
+        observed: planning.Observed,
+        read: echoes.State,
+    ) -> tuple[Result, echoes.Echo | None]:
+        """Steps 3 to 7 on what step 2 `observed` (`read`: its state, `echoes`); also returns the
+        state the sync leaves, when its echoes may be skipped."""
         settings = self.settings
-        observed = self._with_fresher_config(
-            key, observe(self.stores, job, in_flight)
-        )  # step 2, then 3
         sync = elastic_sync.prepare(
             job, observed, now=self.deps.now(), cluster_domain=settings.cluster_domain
         )
@@ -302,11 +313,11 @@ class MPIJobReconciler:
             await self._report_invalid(
                 key, raw, [too_large_message(problem) for problem in too_large]
             )
-            return Result()
+            return Result(), None
         if await self._confirmed_gone(key, job, plan):
-            return Result()  # the informer will drop the job; its collected children stay gone
+            return Result(), None  # the informer drops the job; its collected children stay gone
         if sync is not None and await self._config_map_lags(key, observed, plan):
-            return Result(requeue=True)  # planned again from the ConfigMap the API holds
+            return Result(requeue=True), None  # planned again from the ConfigMap the API holds
         hold, held = 0.0, False
         if sync is None:  # a static job's progress may wait for its other pods (planning.progress)
             settled = progress.settled(job, planning.observed_after(observed, plan))
@@ -334,7 +345,7 @@ class MPIJobReconciler:
         applied = await applier.apply(plan)  # step 6
         if applied.abandoned:
             log.info("the MPIJob went away during its sync: the rest of its writes were not sent")
-            return Result()
+            return Result(), None
         self._events(raw, applied.events)
         if decision is not None:
             self._count_elastic(decision, applied)
@@ -356,6 +367,8 @@ class MPIJobReconciler:
         self._gauge_pending(job, update)
         stored = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
         again = False  # a status the next sync must plan from was written
+        memory = self.memories.of(key)
+        before = memory.written
         if hold and progress_only(stored, update.status):
             held = True  # the requeue below writes it, unless an earlier sync does
         else:
@@ -367,10 +380,18 @@ class MPIJobReconciler:
         if plan.deferred_workers or again:
             # More workers than one window: the status above says the job was seen; the next window
             # waits behind every other queued job (and recomputes any elastic timer).
-            return Result(requeue=True)
+            return Result(requeue=True), None
+        left = None
+        # Elastic jobs leave none: each step of a host change is planned from the cache showing the
+        # write of the step before, so that echo is what moves them on.
+        if sync is None and not any(isinstance(a, planning.Delete) for a in plan.actions):
+            job_now = raw
+            if memory.written is not before and memory.written is not None:
+                job_now = memory.written[1]
+            left = echoes.Echo.after(read, applied.written, job_now)
         if decision is None:
-            return Result(requeue_after=hold if held else None)
-        return Result(requeue_after=decision.requeue_after)
+            return Result(requeue_after=hold if held else None), left
+        return Result(requeue_after=decision.requeue_after), left
 
     def _expect(self, key: str, job: MPIJob) -> Callable[[KubeObject], None]:
         """Records each worker pod the applier creates until the pod store shows it (`CreatedPods`),

@@ -24,7 +24,14 @@ from mpi_operator.cache.informer import Informer
 from mpi_operator.cache.store import object_key
 from mpi_operator.kube import resources
 from mpi_operator.kube.resources import Resource
-from mpi_operator.objects import KubeObject, controller_ref, is_pod_ready, namespace_of, uid_of
+from mpi_operator.objects import (
+    KubeObject,
+    controller_ref,
+    is_pod_ready,
+    namespace_of,
+    uid_of,
+    unschedulable_message,
+)
 from mpi_operator.settings import GangScheduler
 
 log = logging.getLogger(__name__)
@@ -60,7 +67,8 @@ def _terminated(state: object) -> object:
 
 def pod_status_read(pod: Mapping[str, Any]) -> tuple[object, ...]:
     """What a sync reads of a pod's status (`objects.is_pod_ready`, `status.py`, `elastic.hosts`):
-    the phase, reason and message, whether it is Ready=True (not the condition's times), and per
+    the phase, reason and message, whether it is Ready=True (not the condition's times), the
+    scheduler's word on a pod it could not place (`objects.unschedulable_message`), and per
     container its restart count and terminated states. Not: startTime, other conditions, the
     containers' ready, started, running or waiting states. Plain dicts only (what JSON decodes to:
     an ABC check per field cost more than the rest, once per pod event)."""
@@ -82,6 +90,7 @@ def pod_status_read(pod: Mapping[str, Any]) -> tuple[object, ...]:
         status.get("reason"),
         status.get("message"),
         _ready(status),
+        unschedulable_message(pod),
         tuple(read),
     )
 

@@ -128,6 +128,11 @@ class Metrics:
             "Reconciles that sent no write to the API server (Events aside)",
             registry=r,
         )
+        self.reconciles_echoes = Counter(
+            "mpi_operator_reconcile_echoes",
+            "Reconciles that found only the echoes of the operator's own writes (nothing planned)",
+            registry=r,
+        )
         # --- elastic jobs -------------------------------------------------------------------------
         self.discovery_updates = Counter(
             "mpi_operator_elastic_discovery_updates",
@@ -201,6 +206,10 @@ class Metrics:
         grow)."""
         with contextlib.suppress(KeyError):
             self.job_info.remove(launcher, namespace)
+
+    def echo_skipped(self) -> None:
+        """A sync found nothing but the echoes of the operator's own writes (`reconcile.echoes`)."""
+        self.reconciles_echoes.inc()
 
     def discovery_updated(self) -> None:
         """An elastic job's discover_hosts.sh changed (the ConfigMap write succeeded)."""

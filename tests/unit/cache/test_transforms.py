@@ -110,7 +110,6 @@ POD_KEPT = [
     "metadata.ownerReferences.0.controller",
     "spec.hostname",  # elastic.identity: the incarnation
     "spec.subdomain",
-    "spec.nodeName",
     "status.phase",
     "status.reason",  # eviction
     "status.message",
@@ -125,6 +124,7 @@ POD_STRIPPED = [
     "metadata.managedFields",
     "spec.containers",
     "spec.volumes",
+    "spec.nodeName",  # no sync reads it: the binding would be an update that matters
     "status.conditions.1",  # PodScheduled is never read
     "status.podIP",
     "status.hostIP",
