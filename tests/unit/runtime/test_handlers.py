@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from mpi_operator.cache import transforms
 from mpi_operator.cache.store import Store
 from mpi_operator.runtime import handlers
 
@@ -289,6 +290,12 @@ STARTING = with_status(
 STARTED = with_status(pod(ready=False), containerStatuses=containers(state=RUNNING, started=True))
 
 # (id, old, new, matters): what a sync reads of a pod changed, or only what it never reads.
+UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+}
 POD_UPDATES = [
     ("resource-version-only", pod(), with_meta(pod(), resourceVersion="8"), False),
     ("managed-fields-only", pod(), with_meta(pod(), managedFields=[{"manager": "kubelet"}]), False),
@@ -354,6 +361,31 @@ POD_UPDATES = [
     ("label", pod(), with_meta(pod(), labels={"a": "b"}), True),
     ("owner", pod(), with_meta(pod(), ownerReferences=[]), True),
     ("node", pod(), {**pod(), "spec": {"nodeName": "n1"}}, True),
+    (
+        "bound-as-the-store-keeps-it",  # no sync reads nodeName: the pod transform drops it
+        transforms.pod({**pod(ready=False, phase="Pending"), "spec": {"hostname": "h"}}),
+        transforms.pod(
+            {**pod(ready=False, phase="Pending"), "spec": {"hostname": "h", "nodeName": "n1"}}
+        ),
+        False,
+    ),
+    (
+        "unschedulable",
+        pod(ready=False, phase="Pending"),
+        with_status(pod(ready=False, phase="Pending"), conditions=[UNSCHEDULABLE]),
+        True,
+    ),
+    (
+        "unschedulable-other-message",
+        with_status(pod(ready=False, phase="Pending"), conditions=[UNSCHEDULABLE]),
+        with_status(
+            pod(ready=False, phase="Pending"),
+            conditions=[
+                {**UNSCHEDULABLE, "message": "0/3 nodes are available: 3 Insufficient cpu."}
+            ],
+        ),
+        True,
+    ),
 ]
 
 
