@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from opbench_processes import tree_env
 
 OUT = Path(__file__).parent / "out" / "kubesim.md"
 FANIN_OUT = Path(__file__).parent / "out" / "kubesim-fanin.md"
@@ -107,11 +108,7 @@ async def start_sim(args: argparse.Namespace) -> tuple[asyncio.subprocess.Proces
     if getattr(args, "node_allocatable", None):
         shape += ["--node-allocatable", args.node_allocatable]
     # `sim_tree`: kubesim from another checkout (an older commit), the same interpreter and client.
-    tree = getattr(args, "sim_tree", None)
-    env = None
-    if tree is not None:
-        paths = [str(tree / d) for d in ("operator", "discovery", "sim")]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    env = tree_env(getattr(args, "sim_tree", None))
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, *profile, "-m", "mpi_operator", "sim", "--port", str(port)),
         *("--kubeconfig-out", str(kubeconfig), "--start-seconds", sec, "--ready-seconds", sec),

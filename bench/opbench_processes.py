@@ -278,14 +278,24 @@ def histogram(after: Snapshot, before: Snapshot, name: str = CONVERGENCE) -> dic
     return out
 
 
+def tree_env(tree: Path | None) -> dict[str, str] | None:
+    """The environment that runs `mpi-operator` from another checkout's `tree` (an older commit)
+    with this interpreter and its packages; None: this checkout."""
+    if tree is None:
+        return None
+    paths = [str(tree / d) for d in ("operator", "discovery", "sim")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 async def start_sim(
     kubeconfig: Path,
     pod_seconds: float,
     volume_sync_seconds: float | None = None,
     sim_flags: Sequence[str] = (),
+    tree: Path | None = None,
 ) -> tuple[asyncio.subprocess.Process, str]:
     """`mpi-operator sim` with pods starting and turning Ready `pod_seconds` each, and `sim_flags`
-    (a cluster's shape: `--nodes`, `--node-allocatable`); its URL."""
+    (a cluster's shape: `--nodes`, `--node-allocatable`), from `tree` (`tree_env`); its URL."""
     sec = str(pod_seconds)
     sync = (
         ("--volume-sync-seconds", str(volume_sync_seconds))
@@ -306,6 +316,7 @@ async def start_sim(
         ),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
+        env=tree_env(tree),
     )
     assert proc.stdout is not None
     url = ""
@@ -326,8 +337,13 @@ tracemalloc."""
 
 
 async def start_operator(
-    args: argparse.Namespace, kubeconfig: Path, api: Api, command: Sequence[str] = OPERATOR
+    args: argparse.Namespace,
+    kubeconfig: Path,
+    api: Api,
+    command: Sequence[str] = OPERATOR,
+    tree: Path | None = None,
 ) -> Operator:
+    """`mpi-operator run` against `kubeconfig`, from `tree` (`tree_env`), once it serves."""
     flags = [
         "--kubeconfig",
         str(kubeconfig),
@@ -347,6 +363,7 @@ async def start_operator(
             *(sys.executable, *command, "run", *flags),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=write_end,
+            env=tree_env(tree),
         )
     except BaseException:
         os.close(read_end)
@@ -396,12 +413,16 @@ class Cluster:
     kubeconfig: Path
     args: argparse.Namespace
     command: Sequence[str] = OPERATOR
+    tree: Path | None = None
+    """The checkout both processes run from (`tree_env`); None: this one."""
 
     async def restart_operator(self, sig: signal.Signals = signal.SIGKILL) -> Operator:
         """Ends the operator (killed by default: a crash, no graceful drain) and starts a new
         one."""
         await self.op.stop(sig)
-        self.op = await start_operator(self.args, self.kubeconfig, self.api, self.command)
+        self.op = await start_operator(
+            self.args, self.kubeconfig, self.api, self.command, self.tree
+        )
         return self.op
 
 
@@ -411,18 +432,19 @@ async def cluster(
     volume_sync_seconds: float | None = None,
     command: Sequence[str] = OPERATOR,
     sim_flags: Sequence[str] = (),
+    tree: Path | None = None,
 ) -> AsyncIterator[Cluster]:
     """kubesim (`args.pod_seconds`, `sim_flags`) with the MPIJob CRD, and `mpi-operator run`
-    against it; both stopped on exit."""
+    against it, both from `tree` (`tree_env`); both stopped on exit."""
     kubeconfig = Path(tempfile.mkdtemp(prefix="operator-bench-")) / "kubeconfig"
-    sim, url = await start_sim(kubeconfig, args.pod_seconds, volume_sync_seconds, sim_flags)
+    sim, url = await start_sim(kubeconfig, args.pod_seconds, volume_sync_seconds, sim_flags, tree)
     try:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
             api = Api(session, url)
             await install_crd(api)
             meter = Meter(sim.pid)
-            op = await start_operator(args, kubeconfig, api, command)
-            running = Cluster(api, meter, op, kubeconfig, args, command)
+            op = await start_operator(args, kubeconfig, api, command, tree)
+            running = Cluster(api, meter, op, kubeconfig, args, command, tree)
             try:
                 yield running
             finally:

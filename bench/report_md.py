@@ -318,6 +318,30 @@ def _cost_per_job(r: dict[str, Any]) -> list[str]:
         *TABLE,
         *rows,
         "",
+        *_cost_baseline(r.get("light") or {}),
+    ]
+
+
+def _cost_baseline(light: dict[str, Any]) -> list[str]:
+    """The unsaturated fan-in at the commit the 10 ms target was read off, against now, in
+    alternating rounds: how much of the cost per job is the day's machine."""
+    base = light.get("baseline")
+    if not base:
+        return []
+    before, now = base["median_ms_per_job"], base["now_median_ms_per_job"]
+    runs = len(base["ms_per_job"])
+    times = "once" if runs == 1 else f"{runs} times"
+    return [
+        f"**The machine of the day.** The unsaturated fan-in again, {times} at "
+        f"`{base['commit']}` (both processes from that commit's tree; the code whose saturated "
+        "fan-in cost 9.9 ms per job in the report of 2026-11-26, where the 10 ms target comes "
+        f"from) and {times} now, alternating: {_f(before, 1)} ms per job then against "
+        f"{_f(now, 1)} ms now (medians; runs: "
+        f"{', '.join(_f(v, 1) for v in base['ms_per_job'])} and "
+        f"{', '.join(_f(v, 1) for v in base['now_ms_per_job'])}). The code's own change since is "
+        f"{_f(100 * (now / before - 1), 0)} %; the rest of the distance to 9.9 ms is this "
+        "machine's speed on the day.",
+        "",
     ]
 
 

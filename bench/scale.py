@@ -19,11 +19,13 @@ import asyncio
 import json
 import math
 import signal
+import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import cluster_fanin
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
 from opbench_jobs import static_mpijob
 from opbench_processes import (
@@ -328,10 +330,35 @@ async def heap(args: argparse.Namespace) -> dict[str, Any]:
 async def light(args: argparse.Namespace) -> dict[str, Any]:
     """The fan-in with time to spare, on a cluster of its own: `args.light_jobs` jobs of W workers
     whose pods start in `args.light_pod_seconds`, so the operator syncs as events come instead of
-    once per batch; what a job costs it then, against the saturated fan-in of `run`."""
+    once per batch; what a job costs it then, against the saturated fan-in of `run`.
+
+    Then `args.light_rounds` alternating rounds of the same fan-in at `args.cost_baseline_commit`
+    (both processes from that commit's tree) and now: the cost per job of the day's machine for a
+    code whose cost is known from an earlier report, apart from what the code changed since."""
     light_args = argparse.Namespace(
         **{**vars(args), "jobs": args.light_jobs, "pod_seconds": args.light_pod_seconds}
     )
-    async with cluster(light_args) as c:
+    result = await _light_once(light_args)
+    if args.light_rounds < 1:
+        return result
+    now: list[float] = []
+    before: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-cost-baseline-") as tmp:
+        tree = cluster_fanin.checkout(args.cost_baseline_commit, Path(tmp))
+        for _ in range(args.light_rounds):
+            before.append((await _light_once(light_args, tree))["operator_cpu_ms_per_job"])
+            now.append((await _light_once(light_args))["operator_cpu_ms_per_job"])
+    result["baseline"] = {
+        "commit": args.cost_baseline_commit,
+        "ms_per_job": before,
+        "now_ms_per_job": now,
+        "median_ms_per_job": statistics.median(before),
+        "now_median_ms_per_job": statistics.median(now),
+    }
+    return result
+
+
+async def _light_once(args: argparse.Namespace, tree: Path | None = None) -> dict[str, Any]:
+    async with cluster(args, tree=tree) as c:
         await asyncio.sleep(args.idle_seconds)
-        return await fan_in(c, light_args, None)
+        return await fan_in(c, args, None)

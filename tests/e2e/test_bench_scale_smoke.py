@@ -86,12 +86,15 @@ SECTIONS = [
         [
             "scale.fan_in.syncs_running.without_writes_per_job",
             "light.syncs_running.without_writes_per_job",
+            "light.syncs_running.echoes_per_job",
         ],
         [
             "scale.fan_in.operator_cpu_ms_per_job",
             "light.operator_cpu_ms_per_job",
             "scale.fan_in.syncs_running.per_job",
             "light.syncs_quiet.per_job",
+            "light.baseline.median_ms_per_job",
+            "light.baseline.now_median_ms_per_job",
         ],
     ),
     ("## Heap snapshot", [], ["heap.total_bytes", "heap.blocks"]),
@@ -178,6 +181,19 @@ def test_every_scenario_is_reported_with_numbers(
         assert math.isfinite(_at(results, path)), path
     for path in positive:
         assert _at(results, path) > 0, path
+
+
+def test_the_cost_per_job_is_set_against_the_code_its_target_came_from(
+    run: tuple[Path, str, dict[str, Any]],
+) -> None:
+    _, markdown, results = run
+    base = results["light"]["baseline"]
+    assert base["commit"] == "655a4b8"
+    assert len(base["ms_per_job"]) == len(base["now_ms_per_job"]) >= 1
+    assert (
+        f"**The machine of the day.** The unsaturated fan-in again, once at `{base['commit']}`"
+        in markdown
+    )
 
 
 def test_the_reaction_takes_every_step(run: tuple[Path, str, dict[str, Any]]) -> None:
