@@ -183,12 +183,17 @@ class Scene:
             self.sim.cluster.remove_listener(record)
 
 
-async def start(scene: Scene) -> None:
-    """The CRD, two PriorityClasses and the elastic job, trained by Horovod on all six GPUs."""
+async def install(scene: Scene) -> None:
+    """The CRD and two PriorityClasses: before the operator starts, which exits when the CRD is
+    not there (as it would in a cluster: install the CRD first)."""
     await scene.run("apply", "-f", str(CRD))
     await scene.run("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org")
     await scene.run("create", "priorityclass", LOW, "--value=100")
     await scene.run("create", "priorityclass", HIGH, "--value=1000")
+
+
+async def start(scene: Scene) -> None:
+    """The elastic job, trained by Horovod on all six GPUs."""
     await scene.run("apply", "-f", "-", stdin=json.dumps(elastic_job()))
     await scene.world({fqdn(f"{ELASTIC}-worker-{i}") for i in range(MAX)})
     per_node: dict[str, int] = {}
@@ -334,6 +339,7 @@ async def test_an_elastic_job_shrinks_for_preemption_a_drain_and_a_dead_node_and
     assert kubesim.kubeconfig_path is not None
     timeline: dict[str, float] = {}
     began = time.monotonic()
+    await install(scene)
     async with operator_process(kubesim.kubeconfig_path, tmp_path / "operator.log"):
         await start(scene)
         timeline["full"] = time.monotonic() - began
