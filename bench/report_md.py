@@ -333,14 +333,14 @@ def _cost_baseline(light: dict[str, Any]) -> list[str]:
     times = "once" if runs == 1 else f"{runs} times"
     return [
         f"**The machine of the day.** The unsaturated fan-in again, {times} at "
-        f"`{base['commit']}` (both processes from that commit's tree; the code whose saturated "
+        f"`{base['commit']}` (both processes from that commit's tree) and {times} now, "
+        f"alternating: {_f(before, 1)} ms per job at `{base['commit']}` against {_f(now, 1)} ms "
+        f"now (medians; runs: {', '.join(_f(v, 1) for v in base['ms_per_job'])} and "
+        f"{', '.join(_f(v, 1) for v in base['now_ms_per_job'])}). The code changed the cost per "
+        f"job by {_f(100 * (now / before - 1), 0)} % since `{base['commit']}`, whose saturated "
         "fan-in cost 9.9 ms per job in the report of 2026-11-26, where the 10 ms target comes "
-        f"from) and {times} now, alternating: {_f(before, 1)} ms per job then against "
-        f"{_f(now, 1)} ms now (medians; runs: "
-        f"{', '.join(_f(v, 1) for v in base['ms_per_job'])} and "
-        f"{', '.join(_f(v, 1) for v in base['now_ms_per_job'])}). The code's own change since is "
-        f"{_f(100 * (now / before - 1), 0)} %; the rest of the distance to 9.9 ms is this "
-        "machine's speed on the day.",
+        "from: the distance between that figure and the saturated row above is the machine's "
+        "speed on the day, not the operator's.",
         "",
     ]
 
