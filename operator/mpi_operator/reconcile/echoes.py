@@ -62,16 +62,15 @@ class Echo:
     @classmethod
     def after(
         cls,
-        read: State,
-        written: Mapping[ObjectRef, KubeObject],
         job: Mapping[str, Any],
+        observed: Observed,
+        written: Mapping[ObjectRef, KubeObject],
         until: float | None = None,
     ) -> Echo:
-        """The state `read` once the sync's writes are back: each written child as the API returned
-        it (a pod as the pod store keeps it), the job as `job` (its status write's answer, or the
-        one read)."""
-        state = dict(read)
-        state[JOB] = job
+        """The state a sync read (`observed`) once its writes are back: each written child as the
+        API returned it (a pod as the pod store keeps it), the job as `job` (its status write's
+        answer, or the one read)."""
+        state = state_of(job, observed)
         for ref, obj in written.items():
             state[(ref.kind, ref.name)] = transforms.pod(obj) if ref.kind == "Pod" else obj
         return cls(state, until)

@@ -227,13 +227,12 @@ class MPIJobReconciler:
             job.uid, lambda name: self.stores.pods.get(f"{namespace}/{name}") is not None, now
         )
         observed = self._with_fresher_config(key, observe(self.stores, job, in_flight))  # step 2
-        read = echoes.state_of(raw, observed)
         echo, memory.echo = memory.echo, None
-        if echo is not None and echo.heard(read, now):
+        if echo is not None and echo.heard(echoes.state_of(raw, observed), now):
             memory.echo = echo
             self.deps.metrics.echo_skipped()
             return Result()
-        result, left = await self._sync(key, raw, job, legacy, observed, read)
+        result, left = await self._sync(key, raw, job, legacy, observed)
         expiry = memory.created_pods.expires_in(self.deps.clock.now()) if in_flight else None
         if expiry is not None and not result.requeue:
             # This sync counted pods created by an earlier one that the store still does not show:
@@ -274,10 +273,9 @@ class MPIJobReconciler:
         job: MPIJob,
         legacy: str,
         observed: planning.Observed,
-        read: echoes.State,
     ) -> tuple[Result, echoes.Echo | None]:
-        """Steps 3 to 7 on what step 2 `observed` (`read`: its state, `echoes`); also returns the
-        state the sync leaves, when its echoes may be skipped."""
+        """Steps 3 to 7 on what step 2 `observed`; also returns the state the sync leaves, when
+        its echoes may be skipped (`echoes`)."""
         settings = self.settings
         sync = elastic_sync.prepare(
             job, observed, now=self.deps.now(), cluster_domain=settings.cluster_domain
@@ -367,12 +365,12 @@ class MPIJobReconciler:
         self._gauge_pending(job, update)
         stored = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
         again = False  # a status the next sync must plan from was written
-        memory = self.memories.of(key)
-        before = memory.written
+        job_now: Mapping[str, Any] = raw  # as the API holds it after this sync
         if hold and progress_only(stored, update.status):
             held = True  # the requeue below writes it, unless an earlier sync does
         else:
-            again = await self._write_status(key, raw, job, update, legacy)
+            again, written = await self._write_status(key, raw, job, update, legacy)
+            job_now = written or raw
         if observed.launcher_job is not None or any(r.kind == "Job" for r in applied.written):
             self.deps.metrics.set_job_info(
                 launcher=naming.launcher_name(job), namespace=job.namespace
@@ -385,10 +383,7 @@ class MPIJobReconciler:
         # Elastic jobs leave none: each step of a host change is planned from the cache showing the
         # write of the step before, so that echo is what moves them on.
         if sync is None and not any(isinstance(a, planning.Delete) for a in plan.actions):
-            job_now = raw
-            if memory.written is not before and memory.written is not None:
-                job_now = memory.written[1]
-            left = echoes.Echo.after(read, applied.written, job_now)
+            left = echoes.Echo.after(job_now, observed, applied.written)
         if decision is None:
             return Result(requeue_after=hold if held else None), left
         return Result(requeue_after=decision.requeue_after), left
@@ -490,13 +485,14 @@ class MPIJobReconciler:
 
     async def _write_status(
         self, key: str, raw: Mapping[str, Any], job: MPIJob, update: StatusUpdate, legacy: str
-    ) -> bool:
+    ) -> tuple[bool, KubeObject | None]:
         """Step 7: the status merge patch, only when it says something new, with its events and
-        counts. True when the next sync must plan from the status written (`ends_differently`):
-        the watch event of the write does not bring one (`runtime.handlers`)."""
+        counts. Returns whether the next sync must plan from the status written
+        (`ends_differently`: the watch event of the write does not bring one, `runtime.handlers`),
+        and the MPIJob the API returned, None when nothing was written."""
         old = raw.get("status") if isinstance(raw.get("status"), Mapping) else None
         if not status_changed(old, update.status):
-            return False
+            return False, None
         rv = str(_mapping(raw.get("metadata")).get("resourceVersion") or "") or None
         patch = status_merge_patch(old, update.status, resource_version=rv)
         written = await self.kube.patch_status(
@@ -517,7 +513,7 @@ class MPIJobReconciler:
         self._events(raw, update.events)
         for counter in update.counters:
             self._count_job(counter)
-        return ends_differently(old, update.status)
+        return ends_differently(old, update.status), written
 
     def _count_job(self, counter: JobCounter) -> None:
         metrics = self.deps.metrics

@@ -35,10 +35,10 @@ CONFIG = obj("ConfigMap", "pi-config", "11", data={"hostfile": ""})
 
 def after_first_sync() -> Echo:
     """A first sync read the job and its ConfigMap, created two workers and wrote the status."""
-    read = state_of(JOB_READ, Observed(config_map=CONFIG))
+    observed = Observed(config_map=CONFIG)
     written = {ref("Pod", "pi-worker-0"): pod("pi-worker-0", "12")}
     written[ref("Pod", "pi-worker-1")] = pod("pi-worker-1", "13")
-    return Echo.after(read, written, obj("MPIJob", "pi", "14"))
+    return Echo.after(obj("MPIJob", "pi", "14"), observed, written)
 
 
 def cached(config: Obj = CONFIG, job: Obj | None = None, *pods: Obj) -> dict[tuple[str, str], Any]:
@@ -151,7 +151,7 @@ def test_a_written_pod_is_kept_as_the_pod_store_keeps_it() -> None:
     answer = copy.deepcopy(pod("pi-worker-0", "12"))
     answer["spec"] |= {"containers": [{"name": "main", "image": "x"}], "nodeName": "kubesim-1"}
     answer["metadata"]["managedFields"] = [{"manager": "mpi-operator"}]
-    echo = Echo.after(state_of(JOB_READ, Observed()), {ref("Pod", "pi-worker-0"): answer}, JOB_READ)
+    echo = Echo.after(JOB_READ, Observed(), {ref("Pod", "pi-worker-0"): answer})
     slim = state_of(JOB_READ, Observed(worker_pods=(pod("pi-worker-0", "12"),)))
     assert echo.heard(slim, now=0.0)
     assert echo.state[JOB] is JOB_READ
