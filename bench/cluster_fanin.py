@@ -9,33 +9,20 @@ its CPU per pod.
 from __future__ import annotations
 
 import argparse
-import io
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import kubesim_fanin
+from opbench_processes import checkout
 
-ROOT = Path(__file__).resolve().parent.parent
 BASELINE_COMMIT = "73b79ee"
 """The last commit before kubesim's nodes, scheduler and the controllers that came with them."""
 CLUSTER_ALLOCATABLE = "cpu=256,memory=1Ti,nvidia.com/gpu=8,pods=110"
 CPU = "sim_cpu_s"
 RUNNING = "all_running_s"
-
-
-def checkout(commit: str, into: Path) -> Path:
-    """`commit`'s tree under `into` (git archive: no clone, no second .git)."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into
 
 
 def fanin_args(args: argparse.Namespace, **shape: Any) -> argparse.Namespace:

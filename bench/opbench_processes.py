@@ -8,12 +8,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import json
 import math
 import os
 import re
 import signal
+import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -276,6 +279,16 @@ def histogram(after: Snapshot, before: Snapshot, name: str = CONVERGENCE) -> dic
             lower, below = le, cumulative
         out[f"p{q}"] = value
     return out
+
+
+def checkout(commit: str, into: Path) -> Path:
+    """`commit`'s tree under `into` (git archive: no clone, no second .git)."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
 
 
 def tree_env(tree: Path | None) -> dict[str, str] | None:

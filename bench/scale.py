@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import cluster_fanin
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs; types-psutil is not a dependency
 from opbench_jobs import static_mpijob
 from opbench_processes import (
@@ -35,6 +34,7 @@ from opbench_processes import (
     Cluster,
     Operator,
     Snapshot,
+    checkout,
     cluster,
     delta,
     poll,
@@ -344,7 +344,7 @@ async def light(args: argparse.Namespace) -> dict[str, Any]:
     now: list[float] = []
     before: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-cost-baseline-") as tmp:
-        tree = cluster_fanin.checkout(args.cost_baseline_commit, Path(tmp))
+        tree = checkout(args.cost_baseline_commit, Path(tmp))
         for _ in range(args.light_rounds):
             before.append((await _light_once(light_args, tree))["operator_cpu_ms_per_job"])
             now.append((await _light_once(light_args))["operator_cpu_ms_per_job"])
