@@ -44,6 +44,8 @@ NOT_REASONS = {
     "Evicted": "the kubelet's pod status reason, read, never written",
     "Failed": "a pod phase (elastic/hosts.py reads it)",
     "Succeeded": "a pod phase (elastic/hosts.py reads it)",
+    "Pending": "a pod phase (elastic/hosts.py reads it)",
+    "Running": "a pod phase (elastic/hosts.py reads it)",
     "Invalid": "a condition type (documented with the conditions)",
     "Superseded": "a pod deletion cause in the elastic decision, not an event or condition reason",
     "ScaledIn": "a pod deletion cause in the elastic decision, not an event or condition reason",

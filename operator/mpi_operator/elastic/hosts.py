@@ -24,6 +24,8 @@ from mpi_operator.elastic.identity import pod_incarnation, worker_host
 from mpi_operator.elastic.state import Member
 from mpi_operator.objects import (
     POD_FAILED,
+    POD_PENDING,
+    POD_RUNNING,
     POD_SUCCEEDED,
     is_pod_ready,
     is_terminating,
@@ -31,6 +33,7 @@ from mpi_operator.objects import (
     parse_time,
     pod_phase,
     pod_status_field,
+    status_field,
     uid_of,
 )
 
@@ -58,6 +61,11 @@ class WorkerPod:
     """Why the cluster took the pod (`losses.disruption_reason`); None: not taken by the cluster."""
     deletion_deadline: float | None = None
     """`metadata.deletionTimestamp`: when its kubelet should have finished deleting it."""
+    placed: bool = False
+    """A kubelet has taken it (Running, or Pending with container statuses): it is starting, not
+    waiting for room."""
+    ready_since: float | None = None
+    """When it last became Ready (its condition's lastTransitionTime); None when not Ready."""
 
     @property
     def member(self) -> Member:
@@ -67,6 +75,11 @@ class WorkerPod:
     def usable(self) -> bool:
         """Horovod can run on it now (whether or not the operator wants it)."""
         return self.ready and not self.terminating and not self.finished and not self.restarted
+
+    @property
+    def starting(self) -> bool:
+        """Placed and on its way to Ready: a worker pacing may wait a moment for."""
+        return self.placed and not self.ready and not self.terminating and not self.failed
 
     @property
     def loss(self) -> str | None:
@@ -105,6 +118,27 @@ def _terminated_state(pod: Mapping[str, Any]) -> tuple[str, int | None, bool]:
     return "", None, restarted
 
 
+def _ready_since(pod: Mapping[str, Any]) -> float | None:
+    conditions = status_field(pod, "conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == "Ready"
+            and cond.get("status") == "True"
+        ):
+            since = parse_time(cond.get("lastTransitionTime"))
+            return since.timestamp() if isinstance(since, datetime) else None
+    return None
+
+
+def _placed(pod: Mapping[str, Any], phase: str) -> bool:
+    """Running, or Pending with container statuses (its kubelet is creating the containers)."""
+    statuses = status_field(pod, "containerStatuses")
+    return phase == POD_RUNNING or (
+        phase == POD_PENDING and isinstance(statuses, list) and bool(statuses)
+    )
+
+
 def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
     """The `WorkerPod` of one of the job's own worker pods; None for any other pod."""
     index = config.observed_worker_index(job, pod)
@@ -126,12 +160,13 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
         reason = {POD_FAILED: "Failed", POD_SUCCEEDED: "Completed"}.get(phase, "")
     if restarted and phase not in (POD_FAILED, POD_SUCCEEDED):
         reason = f"ContainerRestarted ({reason})" if reason else "ContainerRestarted"
+    ready = is_pod_ready(pod)
     return WorkerPod(
         index=index,
         name=name_of(pod),
         uid=uid_of(pod),
         incarnation=pod_incarnation(job, index, pod),
-        ready=is_pod_ready(pod),
+        ready=ready,
         terminating=is_terminating(pod),
         finished=phase in (POD_FAILED, POD_SUCCEEDED),
         restarted=restarted,
@@ -140,6 +175,8 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
         exit_code=exit_code,
         disruption=losses.disruption_reason(pod),
         deletion_deadline=deadline.timestamp() if isinstance(deadline, datetime) else None,
+        placed=_placed(pod, phase),
+        ready_since=_ready_since(pod) if ready else None,
     )
 
 
@@ -185,6 +222,21 @@ def wanted_members(
             and (w.draining_since is None or w.member in kept)
         )
     )
+
+
+def arriving_members(
+    workers: Mapping[int, WorkerPod], incarnations: Mapping[int, int], replicas: int
+) -> set[Member]:
+    """Identities that will be wanted once Ready: starting pods of their index's current
+    incarnation, index below `replicas`, not draining."""
+    return {
+        w.member
+        for w in workers.values()
+        if w.starting
+        and w.index < replicas
+        and w.draining_since is None
+        and is_current(w, incarnations)
+    }
 
 
 def discovered_hosts(

@@ -3,14 +3,15 @@
 One change at a time, because Horovod 0.28.1 loses a removal that arrives mid-reset and deadlocks
 below `--min-np` (docs/architecture.md#the-elastic-state-machine): a listed host that can no longer
 run leaves at once; otherwise nothing changes until `settleSeconds` after the previous change; then
-all additions in one change (intermediate targets coalesced); only when nothing is to be added do
-unwanted hosts leave gracefully, highest index first, never below `minReplicas`. So each change is a
-pure addition or a pure removal; `next_members` is pure and deterministic.
+all additions in one change (intermediate targets coalesced), gathering the workers still starting
+for at most half of `settleSeconds`; only when nothing is to be added do unwanted hosts leave
+gracefully, highest index first, never below `minReplicas`. So each change is a pure addition or a
+pure removal; `next_members` is pure and deterministic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -47,6 +48,8 @@ def next_members(
     settle_seconds: float,
     changed_at: float | None,
     now: float,
+    arriving: Collection[Member] = (),
+    ready_since: Mapping[Member, float] | None = None,
 ) -> PacingResult:
     """The members to publish now; see the module docstring for the rules."""
     target = tuple(sorted(set(wanted)))
@@ -66,6 +69,9 @@ def next_members(
     current_set, target_set = frozenset(current), frozenset(target)
     added = tuple(m for m in target if m not in current_set)
     if added:
+        gathered_by = _gathered_by(added, arriving, ready_since, settle_seconds, changed_at, now)
+        if gathered_by is not None and now < gathered_by:
+            return PacingResult(current, Change.NONE, wait=gathered_by - now)
         return PacingResult(tuple(sorted({*current, *added})), Change.ADDED, added=added)
     unwanted = sorted((m for m in current if m not in target_set), reverse=True)
     allowed = max(len(current) - min_workers, 0)
@@ -74,3 +80,28 @@ def next_members(
         return PacingResult(current, Change.NONE)
     gone = frozenset(removed)
     return PacingResult(tuple(m for m in current if m not in gone), Change.REMOVED, removed=removed)
+
+
+def _gathered_by(
+    added: Sequence[Member],
+    arriving: Collection[Member],
+    ready_since: Mapping[Member, float] | None,
+    settle_seconds: float,
+    changed_at: float | None,
+    now: float,
+) -> float | None:
+    """When `added` stops waiting for `arriving` workers; None when there is nothing to wait for.
+
+    The window counts from the earliest Ready among `added` (a missing time: from when the settle
+    interval let them in), never from a time after `now`, so a clock skew or a worker that never
+    comes Ready cannot hold the additions longer than the window."""
+    if not arriving or settle_seconds <= 0:
+        return None
+    since = [ready_since[m] for m in added if ready_since and m in ready_since]
+    if since:
+        start = min(min(since), now)
+    elif changed_at is not None:
+        start = min(changed_at + settle_seconds, now)
+    else:
+        return None
+    return start + settle_seconds / 2

@@ -26,6 +26,7 @@ from mpi_operator.elastic.decision import ElasticDecision
 from mpi_operator.elastic.hosts import (
     WorkerPod,
     alive_members,
+    arriving_members,
     discovered_hosts,
     is_current,
     read_workers,
@@ -165,6 +166,10 @@ def elastic_step(
         settle_seconds=policy.settle_seconds,
         changed_at=state.changed_at,
         now=clock,
+        arriving=arriving_members(workers, incarnations, replicas),
+        ready_since={
+            w.member: w.ready_since for w in workers.values() if w.ready_since is not None
+        },
     )
     scale = plan_scale_in(
         workers,

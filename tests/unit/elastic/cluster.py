@@ -115,10 +115,23 @@ class ElasticCluster:
         for index in indices or tuple(self.indices()):
             pod = self.pod(index)
             if pod["status"].get("phase") in ("Pending", "Running"):
-                pod["status"] = {
-                    "phase": "Running",
-                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                condition = {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "lastTransitionTime": self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 }
+                pod["status"] = {"phase": "Running", "conditions": [condition]}
+
+    def set_creating(self, *indices: int) -> None:
+        """Placed: Pending while its kubelet creates the containers."""
+        for index in indices:
+            self.pod(index)["status"]["containerStatuses"] = [
+                {
+                    "name": "main",
+                    "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+            ]
 
     def fail(
         self, index: int, *, exit_code: int = 137, reason: str = "Error", evicted: bool = False

@@ -227,3 +227,49 @@ def test_min_member_follows_min_replicas(launcher: str, want: int) -> None:
     """The launcher counts only when it is created with the workers (desired.podgroup)."""
     job = horovod_job("horovodrun python t.py", launcherCreationPolicy=launcher)
     assert pod_group_min_member(job, ElasticPolicy(min_replicas=3, max_replicas=5)) == want
+
+
+@pytest.mark.parametrize(
+    ("arriving", "ready_since", "changed_at", "now", "want", "wait"),
+    [
+        ((), {(2, 0): 10.0}, 0, 10, [(0, 0), (1, 0), (2, 0)], None),
+        ({(3, 0)}, {(2, 0): 10.0}, 0, 10, [(0, 0), (1, 0)], 2.5),
+        ({(3, 0)}, {(2, 0): 10.0}, 0, 12, [(0, 0), (1, 0)], 0.5),
+        ({(3, 0)}, {(2, 0): 10.0}, 0, 12.5, [(0, 0), (1, 0), (2, 0)], None),
+        ({(3, 0)}, {(2, 0): 60.0}, 0, 10, [(0, 0), (1, 0)], 2.5),
+        ({(3, 0)}, {}, 0, 6, [(0, 0), (1, 0)], 1.5),
+        ({(3, 0)}, {}, 0, 7.5, [(0, 0), (1, 0), (2, 0)], None),
+        ({(3, 0)}, {}, None, 7, [(0, 0), (1, 0), (2, 0)], None),
+    ],
+    ids=[
+        "nothing-arriving",
+        "gathering",
+        "gathering-from-the-first-ready",
+        "window-over",
+        "ready-time-ahead-of-the-clock",
+        "no-ready-time-counts-from-settle",
+        "no-ready-time-window-over",
+        "never-changed-nothing-to-count-from",
+    ],
+)
+def test_additions_gather_arriving_workers_for_half_the_settle_interval(
+    arriving: set[tuple[int, int]],
+    ready_since: dict[tuple[int, int], float],
+    changed_at: float | None,
+    now: float,
+    want: list[tuple[int, int]],
+    wait: float | None,
+) -> None:
+    result = next_members(
+        [(0, 0), (1, 0)],
+        [(0, 0), (1, 0), (2, 0)],
+        ALIVE,
+        min_workers=2,
+        settle_seconds=5,
+        changed_at=changed_at,
+        now=now,
+        arriving=arriving,
+        ready_since=ready_since,
+    )
+    assert list(result.members) == want
+    assert result.wait == wait

@@ -38,6 +38,11 @@ def ready(*indices: int) -> Callable[[ElasticCluster], None]:
     return lambda c: c.set_ready(*indices)
 
 
+def running(*indices: int) -> Callable[[ElasticCluster], None]:
+    """Running, not yet Ready: placed and starting."""
+    return lambda c: c.set_ready(*indices, ready=False)
+
+
 def tick(seconds: float) -> Callable[[ElasticCluster], None]:
     return lambda c: c.tick(seconds)
 
@@ -150,6 +155,44 @@ CASES: dict[str, tuple[dict[str, Any], list[Do]]] = {
             Do(lambda c: c.terminate(0), listed=[W + "1"], pods=[W + "0", W + "1"]),
             Do(lambda c: c.gone(0), listed=[W + "1"], pods=[W + "0-r1", W + "1"]),
             Do(both(ready(0), tick(5)), listed=[W + "0-r1", W + "1"]),
+        ],
+    ),
+    # Two workers come Ready a second apart after the settle interval: one change, not two, while
+    # the second is placed and starting (Running, or Pending with its containers being created).
+    "additions-gather-starting-workers": (
+        {"replicas": 1},
+        [
+            Do(nothing, listed=[]),
+            Do(ready(0), listed=[W + "0"]),
+            Do(both(tick(5), scale(3)), listed=[W + "0"], pods=[W + "0", W + "1", W + "2"]),
+            Do(both(ready(1), lambda c: c.set_creating(2)), listed=[W + "0"]),
+            Do(both(tick(1), running(2)), listed=[W + "0"]),
+            Do(both(tick(1), ready(2)), listed=[W + "0", W + "1", W + "2"]),
+        ],
+    ),
+    # ... but for at most half of settleSeconds from the first Ready: a worker that stays not Ready
+    # does not hold the others back, and joins in its own change once Ready.
+    "additions-gather-at-most-half-the-settle-interval": (
+        {"replicas": 1},
+        [
+            Do(nothing, listed=[]),
+            Do(ready(0), listed=[W + "0"]),
+            Do(both(tick(5), scale(3)), listed=[W + "0"], pods=[W + "0", W + "1", W + "2"]),
+            Do(both(ready(1), running(2)), listed=[W + "0"]),
+            Do(tick(2), listed=[W + "0"]),
+            Do(tick(0.5), listed=[W + "0", W + "1"]),
+            Do(both(tick(1), ready(2)), listed=[W + "0", W + "1"]),
+            Do(tick(4), listed=[W + "0", W + "1", W + "2"]),
+        ],
+    ),
+    # A worker still waiting for room (Pending, no container statuses) is not waited for.
+    "additions-do-not-wait-for-unplaced-workers": (
+        {"replicas": 1},
+        [
+            Do(nothing, listed=[]),
+            Do(ready(0), listed=[W + "0"]),
+            Do(both(tick(5), scale(3)), listed=[W + "0"], pods=[W + "0", W + "1", W + "2"]),
+            Do(ready(1), listed=[W + "0", W + "1"]),
         ],
     ),
     "not-ready-leaves-at-once-and-returns": (
@@ -337,3 +380,21 @@ def test_discovery_events_count_workers_in_the_singular_and_plural() -> None:
     messages = [e.message for e in removed.events if e.reason == "DiscoveryHostsRemoved"]
     assert messages, removed.events
     assert messages[0].startswith("discover_hosts.sh lists 1 worker; scaled in "), messages
+
+
+def test_a_gathering_addition_asks_to_come_back_when_its_window_ends() -> None:
+    cluster = ElasticCluster(elastic_job(1, settle=8))
+    cluster.step()
+    cluster.set_ready(0)
+    cluster.step()
+    cluster.tick(8)
+    cluster.scale(3)
+    cluster.step()
+    cluster.set_ready(1)
+    cluster.set_ready(2, ready=False)
+    decision = cluster.step()
+    assert cluster.listed() == [W + "0"]
+    assert decision.requeue_after == 4
+    cluster.tick(4)
+    cluster.step()
+    assert cluster.listed() == [W + "0", W + "1"]
