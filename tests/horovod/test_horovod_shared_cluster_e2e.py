@@ -223,13 +223,20 @@ def on_node(scene: Scene, node: str) -> set[str]:
     return {fqdn(p["spec"]["hostname"]) for p in scene.workers() if p["spec"]["nodeName"] == node}
 
 
+async def survivors_world(scene: Scene, survivors: set[str]) -> None:
+    """Horovod trains on exactly the survivors. A survivor's rank may also die in the reset (Gloo
+    aborts on a peer lost mid-message): Horovod blacklists it for its cooldown (5-10 s here), then
+    takes it back in a reset of its own. The acts give capacity back only after that, because
+    Horovod 0.28.1 drops a host addition that lands during any reset (docs/elastic.md)."""
+    await scene.world(survivors, exact=False)
+    await scene.world(survivors)
+
+
 async def shrinks_and_heals(scene: Scene, full: set[str], lost: set[str]) -> set[str]:
     """What every act shares once `lost` are gone: Horovod trains on the survivors, the job has
     not failed, and the lost indices are replaced under fresh host names. Returns those."""
     survivors = full - lost
-    # On a loaded machine a survivor's rank may also fail in that reset: Horovod blacklists it
-    # for its cooldown, so the world may be fewer than all the survivors for a while.
-    await scene.world(survivors, exact=False)
+    await survivors_world(scene, survivors)
     assert not condition(mpijob(scene.sim, ELASTIC), "Failed"), scene.report()
 
     def replacements() -> set[str] | None:
@@ -318,7 +325,7 @@ async def node_death(scene: Scene, node: str) -> None:
     assert kubelet is not None
     with scene.watching_losses():
         kubelet.node_down(node)
-        await scene.world(full - lost, exact=False)
+        await survivors_world(scene, full - lost)
         assert not condition(mpijob(scene.sim, ELASTIC), "Failed"), scene.report()
 
         # No kubelet confirms those deletes while the node is down: the pods stay Terminating.
