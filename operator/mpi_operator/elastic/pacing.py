@@ -93,8 +93,8 @@ def _gathered_by(
     """When `added` stops waiting for `arriving` workers; None when there is nothing to wait for.
 
     The window counts from the earliest Ready among `added` (a missing time: from when the settle
-    interval let them in), never from a time after `now`, so a clock skew or a worker that never
-    comes Ready cannot hold the additions longer than the window."""
+    interval let them in; a time ahead of the operator's clock: from now), so a worker that never
+    comes Ready holds the additions back only for the window."""
     if not arriving or settle_seconds <= 0:
         return None
     since = [ready_since[m] for m in added if ready_since and m in ready_since]

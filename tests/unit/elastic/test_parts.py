@@ -273,3 +273,63 @@ def test_additions_gather_arriving_workers_for_half_the_settle_interval(
     )
     assert list(result.members) == want
     assert result.wait == wait
+
+
+members = st.sets(st.tuples(st.integers(0, 7), st.just(0)), max_size=8)
+
+
+@given(
+    published=members,
+    wanted=members,
+    arriving=members,
+    ready_at=st.dictionaries(st.tuples(st.integers(0, 7), st.just(0)), st.floats(0, 100)),
+    settle=st.integers(0, 30),
+    changed_at=st.none() | st.floats(0, 100),
+    now=st.floats(0, 200),
+)
+def test_gathering_delays_an_addition_by_at_most_half_the_settle_interval(
+    published: set[tuple[int, int]],
+    wanted: set[tuple[int, int]],
+    arriving: set[tuple[int, int]],
+    ready_at: dict[tuple[int, int], float],
+    settle: int,
+    changed_at: float | None,
+    now: float,
+) -> None:
+    """Once settled, an addition is held only while workers are arriving, never for more than half
+    of settleSeconds from now, and gathering changes when hosts are added, never which."""
+    kwargs: dict[str, Any] = {"min_workers": 1, "settle_seconds": settle, "changed_at": changed_at}
+    plain = next_members(sorted(published), sorted(wanted), published | wanted, now=now, **kwargs)
+    gathered = next_members(
+        sorted(published),
+        sorted(wanted),
+        published | wanted,
+        now=now,
+        arriving=arriving,
+        ready_since=ready_at,
+        **kwargs,
+    )
+    if plain.change is not Change.ADDED:
+        assert gathered == plain
+        return
+    if gathered.change is Change.ADDED:
+        assert gathered == plain
+        return
+    assert arriving
+    assert gathered.change is Change.NONE
+    assert gathered.members == tuple(sorted(published))
+    assert gathered.wait is not None
+    assert 0 < gathered.wait <= settle / 2
+    if any(at > now for at in ready_at.values()):
+        return  # a kubelet clock ahead of the operator's: the window counts from now until then
+    later = next_members(
+        sorted(published),
+        sorted(wanted),
+        published | wanted,
+        now=now + gathered.wait,
+        arriving=arriving,
+        ready_since=ready_at,
+        **kwargs,
+    )
+    assert later.members == plain.members
+    assert later.change is Change.ADDED
