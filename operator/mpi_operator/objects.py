@@ -148,6 +148,13 @@ def is_pod_ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def pod_ready_since(pod: Mapping[str, Any]) -> datetime | None:
+    """When the pod's Ready condition last turned True (its lastTransitionTime); None when it is
+    not True or carries no time."""
+    cond = _true_condition(pod, "Ready")
+    return parse_time(cond.get("lastTransitionTime")) if cond is not None else None
+
+
 # --- batch/v1 Jobs -------------------------------------------------------------------------------
 
 

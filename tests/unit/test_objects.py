@@ -60,6 +60,27 @@ def test_pod_ready_means_running_ready_and_not_being_deleted(
     assert objects.is_pod_ready(obj) is ready
 
 
+@pytest.mark.parametrize(
+    ("conditions", "since"),
+    [
+        (
+            [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-28T10:00:05Z"}],
+            datetime(2026, 11, 28, 10, 0, 5, tzinfo=UTC),
+        ),
+        (
+            [{"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-28T10:00:05Z"}],
+            None,
+        ),
+        ([{"type": "Ready", "status": "True"}], None),
+        ([{"type": "Ready", "status": "True", "lastTransitionTime": "soon"}], None),
+        ("Ready", None),
+    ],
+    ids=["ready", "not-ready", "no-time", "junk-time", "malformed-conditions"],
+)
+def test_pod_ready_since_is_the_ready_condition_time(conditions: Any, since: Any) -> None:
+    assert objects.pod_ready_since(pod(conditions=conditions)) == since
+
+
 def test_terminating_is_a_deletion_timestamp() -> None:
     assert objects.is_terminating(pod(deleting=True))
     assert not objects.is_terminating(pod())

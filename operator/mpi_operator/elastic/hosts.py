@@ -32,6 +32,7 @@ from mpi_operator.objects import (
     name_of,
     parse_time,
     pod_phase,
+    pod_ready_since,
     pod_status_field,
     status_field,
     uid_of,
@@ -118,19 +119,6 @@ def _terminated_state(pod: Mapping[str, Any]) -> tuple[str, int | None, bool]:
     return "", None, restarted
 
 
-def _ready_since(pod: Mapping[str, Any]) -> float | None:
-    conditions = status_field(pod, "conditions")
-    for cond in conditions if isinstance(conditions, list) else ():
-        if (
-            isinstance(cond, Mapping)
-            and cond.get("type") == "Ready"
-            and cond.get("status") == "True"
-        ):
-            since = parse_time(cond.get("lastTransitionTime"))
-            return since.timestamp() if isinstance(since, datetime) else None
-    return None
-
-
 def _placed(pod: Mapping[str, Any], phase: str) -> bool:
     """Running, or Pending with container statuses (its kubelet is creating the containers)."""
     statuses = status_field(pod, "containerStatuses")
@@ -161,6 +149,7 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
     if restarted and phase not in (POD_FAILED, POD_SUCCEEDED):
         reason = f"ContainerRestarted ({reason})" if reason else "ContainerRestarted"
     ready = is_pod_ready(pod)
+    ready_at = pod_ready_since(pod) if ready else None
     return WorkerPod(
         index=index,
         name=name_of(pod),
@@ -176,7 +165,7 @@ def read_worker(job: MPIJob, pod: Mapping[str, Any]) -> WorkerPod | None:
         disruption=losses.disruption_reason(pod),
         deletion_deadline=deadline.timestamp() if isinstance(deadline, datetime) else None,
         placed=_placed(pod, phase),
-        ready_since=_ready_since(pod) if ready else None,
+        ready_since=ready_at.timestamp() if ready_at is not None else None,
     )
 
 
