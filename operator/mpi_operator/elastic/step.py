@@ -158,6 +158,13 @@ def elastic_step(
         cluster_domain=cluster_domain,
     )
     incarnations = healed.incarnations
+    arriving = arriving_members(workers, incarnations, replicas)
+    # Ready times matter only while workers arrive: a job of thousands would build them every sync.
+    ready_since = (
+        {w.member: w.ready_since for w in workers.values() if w.ready_since is not None}
+        if arriving
+        else None
+    )
     pace = next_members(
         state.members if published is not None else None,
         wanted_members(workers, incarnations, replicas, state.members),
@@ -166,10 +173,8 @@ def elastic_step(
         settle_seconds=policy.settle_seconds,
         changed_at=state.changed_at,
         now=clock,
-        arriving=arriving_members(workers, incarnations, replicas),
-        ready_since={
-            w.member: w.ready_since for w in workers.values() if w.ready_since is not None
-        },
+        arriving=arriving,
+        ready_since=ready_since,
     )
     scale = plan_scale_in(
         workers,
