@@ -115,10 +115,16 @@ class ElasticCluster:
         for index in indices or tuple(self.indices()):
             pod = self.pod(index)
             if pod["status"].get("phase") in ("Pending", "Running"):
+                status = "True" if ready else "False"
+                before = next(
+                    (c for c in pod["status"].get("conditions") or () if c["type"] == "Ready"), {}
+                )
+                # As a kubelet does: the time moves only when the status does.
+                when = before.get("lastTransitionTime") if before.get("status") == status else None
                 condition = {
                     "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "lastTransitionTime": self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "status": status,
+                    "lastTransitionTime": when or self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 }
                 pod["status"] = {"phase": "Running", "conditions": [condition]}
 
