@@ -240,8 +240,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="what each of --nodes offers, e.g. cpu=16,memory=64Gi,nvidia.com/gpu=4 (pods: 110)",
     )
     sim.add_argument(
+        "--gpu-replicas",
+        type=int,
+        help="share each GPU of --nodes R ways, as the NVIDIA device plugin's time-slicing "
+        "(replicas: R): a node advertises its nvidia.com/gpu times R (default 1)",
+    )
+    sim.add_argument(
         "--cluster",
-        help="YAML file of the nodes: nodes: [{name, labels, taints, allocatable}] "
+        help="YAML file of the nodes: nodes: [{name, labels, taints, allocatable, gpuReplicas}] "
         "(docs/kubesim.md)",
     )
     sim.add_argument(

@@ -43,20 +43,28 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
 
 
 def nodes_from_args(args: argparse.Namespace) -> tuple[nodes.NodeShape, ...]:
-    """`--cluster FILE`, or `--nodes N --node-allocatable ...`; neither: the default cluster
-    (empty)."""
+    """`--cluster FILE`, or `--nodes N --node-allocatable ... --gpu-replicas R`; neither: the
+    default cluster (empty)."""
     count = getattr(args, "nodes", None)
     allocatable = getattr(args, "node_allocatable", None)
+    replicas = getattr(args, "gpu_replicas", None)
     cluster_file = getattr(args, "cluster", None)
     if cluster_file:
-        if count is not None or allocatable:
-            why = "--cluster describes every node: it takes no --nodes or --node-allocatable"
+        if count is not None or allocatable or replicas is not None:
+            why = (
+                "--cluster describes every node: it takes no --nodes, --node-allocatable or "
+                "--gpu-replicas (use gpuReplicas in the file)"
+            )
             raise nodes.ShapeError(why)
         return nodes.load_cluster_file(cluster_file)
     if count is None and not allocatable:
+        if replicas is not None:
+            raise nodes.ShapeError("--gpu-replicas: needs --nodes or --node-allocatable")
         return ()
     each = nodes.parse_allocatable(allocatable) if allocatable else nodes.default_allocatable()
-    return nodes.uniform(1 if count is None else int(count), each)
+    return nodes.uniform(
+        1 if count is None else int(count), each, gpu_replicas=1 if replicas is None else replicas
+    )
 
 
 async def serve(args: argparse.Namespace) -> int:

@@ -2,24 +2,32 @@
 hold which, and what a container sees through `NVIDIA_VISIBLE_DEVICES`.
 
 Ids are named as the plugin names them, `GPU-<uuid>`; the UUID comes from the node's name and the
-device's index, so runs are reproducible. Allocation follows the kubelet's device manager
-(`pkg/kubelet/cm/devicemanager/manager.go`, `Allocate` and `devicesToAllocate`), done once at pod
-admission: see `NodeDevices`. The default, unlimited node has the GPUs it reports and makes more ids
-on demand, so it never refuses a pod. Pure: no cluster, no clock.
+device's index, so runs are reproducible. A node labelled `nvidia.com/gpu.replicas` N > 1 shares
+each GPU as the plugin's time-slicing does: N ids `GPU-<uuid>::0..N-1` per GPU, handed out evenly
+across the GPUs; a container sees the GPUs behind the ids it holds. Allocation follows the
+kubelet's device manager (`pkg/kubelet/cm/devicemanager/manager.go`, `Allocate` and
+`devicesToAllocate`), done once at pod admission: see `NodeDevices`. The default, unlimited node
+has the GPUs it reports and makes more ids on demand, so it never refuses a pod. Pure: no cluster,
+no clock.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from kubesim import nodes
 from kubesim.admission.quantity import QuantityError, parse_quantity
 
-GPU = "nvidia.com/gpu"
+GPU = nodes.GPU
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 """The variable the plugin's `Allocate` answers with (its default `envvar` strategy), and the one
 the NVIDIA container runtime reads to decide which GPUs a container gets."""
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+"""GPU feature discovery's label for the plugin's time-slicing `replicas` (absent or 1: no sharing).
+kubesim's plugin reads it; a real one reads its config, from which the label is published."""
 _NAMESPACE = uuid.UUID("5c0bb4b2-3ad5-4b07-9c43-4e3c5a1f0d21")
 """Fixed, so that `gpu_id` is the same in every run."""
 
@@ -43,6 +51,16 @@ class AllocationError(Exception):
 def gpu_id(node: str, index: int) -> str:
     """The id of the `index`-th GPU of `node` (index from 0)."""
     return f"GPU-{uuid.uuid5(_NAMESPACE, f'{node}/{index}')}"
+
+
+def replica_id(gpu: str, replica: int) -> str:
+    """The id the plugin advertises for one time-sliced share of `gpu` (its `AnnotatedID`)."""
+    return f"{gpu}::{replica}"
+
+
+def physical_id(device: str) -> str:
+    """The GPU behind an advertised id: what `NVIDIA_VISIBLE_DEVICES` names."""
+    return device.split("::", 1)[0]
 
 
 def container_gpus(container: Mapping[str, Any]) -> int:
@@ -69,20 +87,24 @@ def wants_gpus(spec: Mapping[str, Any]) -> bool:
 
 class NodeDevices:
     """One node's GPUs and who holds them. `count` None: a node that never runs out (ids are made
-    on demand, lowest index first, and reused once freed).
+    on demand, lowest index first, and reused once freed). `count` is in advertised ids: with
+    `replicas` > 1 (time-slicing), `count // replicas` GPUs of `replicas` ids each.
 
     `allocate` hands a pod's containers their ids as the device manager does at admission: init
     containers first, in order, then app containers; every container takes the ids an earlier
     (non-sidecar) init container of the pod held before any free one, since that container has
     finished by then; an app container or a sidecar keeps its ids to itself. Free ids go lowest
     index first (the device manager's choice is unordered, and the plugin's preferred allocation
-    follows the GPUs' topology, which kubesim does not model)."""
+    follows the GPUs' topology, which kubesim does not model). Shared ids go as the plugin's
+    default `distributed` policy gives them: each next id from the GPU with the fewest ids in use,
+    counting this pod's, lowest index first among equals."""
 
-    def __init__(self, node: str, count: int | None, *, made: int = 0) -> None:
+    def __init__(self, node: str, count: int | None, *, made: int = 0, replicas: int = 1) -> None:
         """`made`: for a node without a count, how many ids exist before any pod asks."""
         self.node = node
         self.count = count
-        self._ids: list[str] = [gpu_id(node, i) for i in range(made if count is None else count)]
+        self.replicas = max(1, replicas) if count is not None else 1
+        self._ids: list[str] = [self._device(i) for i in range(made if count is None else count)]
         self._position = {device: i for i, device in enumerate(self._ids)}
         self._in_use: dict[str, object] = {}
         """Id -> the pod key holding it."""
@@ -93,12 +115,21 @@ class NodeDevices:
         the pods holding them until they end)."""
         self.count = count
         while len(self._ids) < count:
-            self._ids.append(gpu_id(self.node, len(self._ids)))
+            self._ids.append(self._device(len(self._ids)))
             self._position[self._ids[-1]] = len(self._ids) - 1
 
     def ids(self) -> tuple[str, ...]:
-        """The node's GPU ids (for a node without a fixed count: those made so far)."""
+        """The node's advertised ids (for a node without a fixed count: those made so far)."""
         return tuple(self._ids if self.count is None else self._ids[: self.count])
+
+    def gpus(self) -> tuple[str, ...]:
+        """The node's GPUs, as the container runtime names them (one per GPU, shared or not)."""
+        return tuple(dict.fromkeys(physical_id(device) for device in self.ids()))
+
+    def _device(self, index: int) -> str:
+        if self.replicas == 1:
+            return gpu_id(self.node, index)
+        return replica_id(gpu_id(self.node, index // self.replicas), index % self.replicas)
 
     def allocation(self, pod: object) -> ContainerDevices | None:
         return self._pods.get(pod)
@@ -157,15 +188,33 @@ class NodeDevices:
                     del self._in_use[device]
 
     def _free(self) -> Iterator[str]:
+        if self.replicas > 1:
+            yield from self._free_shares()
+            return
         index = 0
         while self.count is None or index < self.count:
             if index == len(self._ids):
-                self._ids.append(gpu_id(self.node, index))
+                self._ids.append(self._device(index))
                 self._position[self._ids[-1]] = index
             device = self._ids[index]
             if device not in self._in_use:
                 yield device
             index += 1
+
+    def _free_shares(self) -> Iterator[str]:
+        """Free shared ids, each next one from the least used GPU (`distributed`)."""
+        used = Counter(physical_id(device) for device in self._in_use)
+        free: dict[str, list[str]] = {}
+        for device in self.ids():
+            if device not in self._in_use:
+                free.setdefault(physical_id(device), []).append(device)
+        rank = {gpu: i for i, gpu in enumerate(free)}
+        while free:
+            gpu = min(free, key=lambda g: (used[g], rank[g]))
+            yield free[gpu].pop(0)
+            used[gpu] += 1
+            if not free[gpu]:
+                del free[gpu]
 
     def _free_count(self, skip: set[str]) -> int:
         return sum(1 for device in self.ids() if device not in self._in_use and device not in skip)
@@ -199,15 +248,25 @@ class DeviceManager:
     def __init__(self, unlimited: Iterable[str] = ()) -> None:
         self._unlimited = frozenset(unlimited)
         self._counts: dict[str, int] = {}
+        self._replicas: dict[str, int] = {}
         self._nodes: dict[str, NodeDevices] = {}
         self._pod_nodes: dict[Hashable, str] = {}
 
-    def node_changed(self, name: str, allocatable: Mapping[str, Any] | None) -> None:
-        """A node's `status.allocatable` (None: the node is gone). A node's GPU count is taken when
-        its first GPU pod comes; a later change counts for new pods only."""
+    def node_changed(
+        self,
+        name: str,
+        allocatable: Mapping[str, Any] | None,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        """A node's `status.allocatable` (None: the node is gone) and labels. A node's GPU count and
+        time-slicing replicas are taken when its first GPU pod comes; a later change of the count
+        counts for new pods only."""
         if allocatable is None:
             self._counts.pop(name, None)
+            self._replicas.pop(name, None)
             return
+        replicas = str((labels or {}).get(REPLICAS_LABEL) or "1")
+        self._replicas[name] = int(replicas) if replicas.isdigit() and int(replicas) > 0 else 1
         quantity = allocatable.get(GPU)
         try:
             self._counts[name] = 0 if quantity is None else int(parse_quantity(quantity).value)
@@ -246,15 +305,18 @@ class DeviceManager:
                 # What it reports exists; more ids are made when pods ask for more.
                 known = NodeDevices(name, None, made=count)
             else:
-                known = NodeDevices(name, count)
+                known = NodeDevices(name, count, replicas=self._replicas.get(name, 1))
             self._nodes[name] = known
         return known
 
 
 def plugin_env(allocated: Sequence[str]) -> dict[str, str]:
     """What the plugin's `Allocate` answers for a container given `allocated` (envvar strategy):
-    nothing for a container without GPUs."""
-    return {VISIBLE_DEVICES: ",".join(allocated)} if allocated else {}
+    nothing for a container without GPUs. Shared ids name their GPUs, each once, as the plugin
+    strips and de-duplicates them (`uniqueDeviceIDsFromAnnotatedDeviceIDs`)."""
+    if not allocated:
+        return {}
+    return {VISIBLE_DEVICES: ",".join(dict.fromkeys(physical_id(d) for d in allocated))}
 
 
 def final_visible_value(

@@ -1,10 +1,10 @@
 """The shape of the simulated cluster: its nodes (name, labels, taints, allocatable) and the Node
 objects a kubelet registers for them.
 
-Shapes come from `--nodes N --node-allocatable cpu=16,...` (`uniform`), a cluster file
-(`load_cluster_file`) or `SimSettings.nodes`. The default is one node whose capacity never limits
-anything (`unlimited`): the scheduler skips the resource check there, so a cluster nobody shaped
-behaves as kubesim always has. Pure: no cluster, no clock.
+Shapes come from `--nodes N --node-allocatable cpu=16,... [--gpu-replicas R]` (`uniform`), a
+cluster file (`load_cluster_file`) or `SimSettings.nodes`. The default is one node whose capacity
+never limits anything (`unlimited`): the scheduler skips the resource check there, so a cluster
+nobody shaped behaves as kubesim always has. Pure: no cluster, no clock.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ from typing import Any
 
 import yaml
 
+GPU = "nvidia.com/gpu"
+"""The NVIDIA device plugin's resource (`kubesim.devices` hands out its ids)."""
 UNLIMITED_ALLOCATABLE: Mapping[str, str] = MappingProxyType(
     {
         "cpu": "64",
         "memory": "512Gi",
         "pods": "1000",
         "ephemeral-storage": "1Ti",
-        "nvidia.com/gpu": "8",
+        GPU: "8",
     }
 )
 """What the default, unlimited node reports as its capacity and allocatable (nothing is
@@ -74,6 +76,9 @@ class NodeShape:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unlimited: bool = False
+    gpu_replicas: int = 1
+    """The NVIDIA device plugin's time-slicing `replicas` for `nvidia.com/gpu`: `allocatable` counts
+    the node's GPUs, and its Node advertises that many times `gpu_replicas` (1: no sharing)."""
 
 
 def default_allocatable() -> dict[str, str]:
@@ -127,15 +132,37 @@ def _is_quantity(text: str) -> bool:
     return suffix in _SUFFIXES or bool(re.fullmatch(r"[eE][-+]?[0-9]+", suffix))
 
 
-def uniform(count: int, allocatable: Mapping[str, str]) -> tuple[NodeShape, ...]:
+def uniform(
+    count: int, allocatable: Mapping[str, str], *, gpu_replicas: int = 1
+) -> tuple[NodeShape, ...]:
     """`count` identical nodes named kubesim-1 ... kubesim-count."""
     if count < 1:
         raise ShapeError(f"--nodes: {count} must be at least 1")
-    return tuple(NodeShape(f"kubesim-{i}", dict(allocatable)) for i in range(1, count + 1))
+    checked_gpu_replicas(gpu_replicas, allocatable, "--gpu-replicas")
+    return tuple(
+        NodeShape(f"kubesim-{i}", dict(allocatable), gpu_replicas=gpu_replicas)
+        for i in range(1, count + 1)
+    )
+
+
+def checked_gpu_replicas(replicas: Any, allocatable: Mapping[str, str], what: str) -> int:
+    """Time-slicing needs whole GPUs to share: the plugin refuses a config it cannot apply."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ShapeError(f"{what}: {replicas!r} must be a whole number, at least 1")
+    if replicas > 1 and physical_gpus(allocatable) is None:
+        raise ShapeError(f"{what}: time-slicing needs a whole number of {GPU} in allocatable")
+    return replicas
+
+
+def physical_gpus(allocatable: Mapping[str, str]) -> int | None:
+    """The shape's GPUs (None: none, or not a whole number)."""
+    text = allocatable.get(GPU, "")
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def load_cluster_file(path: str | Path) -> tuple[NodeShape, ...]:
-    """A cluster file: `nodes: [{name, labels, taints: [{key, value, effect}], allocatable}]`."""
+    """A cluster file: `nodes: [{name, labels, taints: [{key, value, effect}], allocatable,
+    gpuReplicas}]`."""
     text = Path(path).read_text()
     try:
         document = yaml.safe_load(text)
@@ -164,7 +191,7 @@ def shapes_from_document(document: Any, source: str = "cluster") -> tuple[NodeSh
 def _shape(entry: Any, where: str) -> NodeShape:
     if not isinstance(entry, dict):
         raise ShapeError(f"{where}: must be a mapping")
-    unknown = sorted(set(entry) - {"name", "labels", "taints", "allocatable"})
+    unknown = sorted(set(entry) - {"name", "labels", "taints", "allocatable", "gpuReplicas"})
     if unknown:
         raise ShapeError(f"{where}.{unknown[0]}: unknown field")
     name = entry.get("name")
@@ -179,11 +206,15 @@ def _shape(entry: Any, where: str) -> NodeShape:
     taints = entry.get("taints") or []
     if not isinstance(taints, list):
         raise ShapeError(f"{where}.taints: must be a list")
+    checked = checked_allocatable(allocatable, f"{where}.allocatable")
     return NodeShape(
         name=name,
-        allocatable=checked_allocatable(allocatable, f"{where}.allocatable"),
+        allocatable=checked,
         labels={str(k): "" if v is None else str(v) for k, v in labels.items()},
         taints=tuple(_taint(t, f"{where}.taints[{i}]") for i, t in enumerate(taints)),
+        gpu_replicas=checked_gpu_replicas(
+            entry.get("gpuReplicas", 1), checked, f"{where}.gpuReplicas"
+        ),
     )
 
 
@@ -241,12 +272,24 @@ def node_ip(index: int) -> str:
 def node_object(shape: NodeShape, index: int, now: str) -> dict[str, Any]:
     """The Node a healthy kubelet registers for `shape`, status included (no heartbeats follow, so
     the cluster is quiet at rest)."""
+    allocatable = dict(shape.allocatable)
+    shared = physical_gpus(allocatable) if shape.gpu_replicas > 1 else None
+    sharing: dict[str, str] = {}
+    if shared is not None:
+        # What the plugin advertises and GPU feature discovery publishes for time-slicing.
+        allocatable[GPU] = str(shared * shape.gpu_replicas)
+        sharing = {
+            f"{GPU}.count": str(shared),
+            f"{GPU}.replicas": str(shape.gpu_replicas),
+            f"{GPU}.sharing-strategy": "time-slicing",
+        }
     labels = {
         "kubernetes.io/hostname": shape.name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux",
         "beta.kubernetes.io/arch": "amd64",
+        **sharing,
         **shape.labels,
     }
     spec: dict[str, Any] = {}
@@ -255,8 +298,8 @@ def node_object(shape: NodeShape, index: int, now: str) -> dict[str, Any]:
 
     status = {
         # A kubelet always reports `pods` (--max-pods, 110 by default), whatever else it has.
-        "capacity": {"pods": DEFAULT_PODS, **shape.allocatable},
-        "allocatable": {"pods": DEFAULT_PODS, **shape.allocatable},
+        "capacity": {"pods": DEFAULT_PODS, **allocatable},
+        "allocatable": {"pods": DEFAULT_PODS, **allocatable},
         "conditions": posted_conditions((), now),
         "addresses": [
             {"type": "InternalIP", "address": node_ip(index)},

@@ -133,7 +133,8 @@ class Kubelet:
             self._down.pop(name, None)
             self.devices.node_changed(name, None)
             return
-        self.devices.node_changed(name, (node.get("status") or {}).get("allocatable") or {})
+        status, labels = node.get("status") or {}, node["metadata"].get("labels") or {}
+        self.devices.node_changed(name, status.get("allocatable") or {}, labels)
         known = name in self._node_ips
         addresses = (node.get("status") or {}).get("addresses") or ()
         ips = [a.get("address") for a in addresses if a.get("type") == "InternalIP"]
@@ -265,7 +266,7 @@ class Kubelet:
         its GPU ids and the GPUs the container runtime would give it (`kubesim.devices`)."""
         if node not in self._node_ips:
             raise errors.not_found("nodes", "", node)
-        node_ids = self.devices.node(node).ids()
+        node_ids = self.devices.node(node).gpus()
         selector = f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed"
         listed = []
         for pod in self._cluster.list(self._pods_rt, None, field_selector=selector)["items"]:

@@ -148,3 +148,47 @@ def test_visible_devices_as_the_container_runtime_reads_them(
     value: str | None, seen: tuple[str, ...]
 ) -> None:
     assert devices.visible_devices(value, NODE) == seen
+
+
+def shares(node: str, *pairs: tuple[int, int]) -> tuple[str, ...]:
+    return tuple(devices.replica_id(gpu_id(node, gpu), replica) for gpu, replica in pairs)
+
+
+def test_a_time_sliced_node_advertises_each_gpu_once_per_replica() -> None:
+    node = NodeDevices("n", 4, replicas=2)
+    assert node.ids() == shares("n", (0, 0), (0, 1), (1, 0), (1, 1))
+    assert node.gpus() == ids("n", 0, 1)
+    assert node.ids()[1] == f"{gpu_id('n', 0)}::1"
+    assert devices.physical_id(node.ids()[1]) == gpu_id("n", 0)
+
+
+def test_shared_ids_go_to_the_least_used_gpu_first() -> None:
+    """The plugin's default `distributed` policy: two one-id pods land on different GPUs, a
+    two-id container spreads over both, and a freed share is the next one handed out."""
+    node = NodeDevices("n", 6, replicas=3)
+    assert node.allocate("p1", spec(gpus("a", 1))) == {"a": shares("n", (0, 0))}
+    assert node.allocate("p2", spec(gpus("a", 1))) == {"a": shares("n", (1, 0))}
+    assert node.allocate("p3", spec(gpus("a", 2))) == {"a": shares("n", (0, 1), (1, 1))}
+    node.release("p2")
+    assert node.allocate("p4", spec(gpus("a", 1))) == {"a": shares("n", (1, 0))}
+    assert node.allocate("p5", spec(gpus("a", 2))) == {"a": shares("n", (0, 2), (1, 2))}
+    with pytest.raises(AllocationError, match="Requested: 1, Available: 0"):
+        node.allocate("p6", spec(gpus("a", 1)))
+
+
+def test_a_container_sees_the_gpus_behind_its_shares_once_each() -> None:
+    first, second = shares("n", (0, 0), (0, 1)), shares("n", (1, 0))
+    assert devices.plugin_env(first + second) == {
+        devices.VISIBLE_DEVICES: f"{gpu_id('n', 0)},{gpu_id('n', 1)}"
+    }
+    assert devices.plugin_env(()) == {}
+
+
+def test_the_device_manager_reads_the_replicas_from_the_nodes_label() -> None:
+    manager = devices.DeviceManager()
+    manager.node_changed("shared", {devices.GPU: "4"}, {devices.REPLICAS_LABEL: "2"})
+    manager.node_changed("plain", {devices.GPU: "4"}, {devices.REPLICAS_LABEL: "x"})
+    assert manager.admit("shared", "p", spec(gpus("a", 1))) == {"a": shares("shared", (0, 0))}
+    assert manager.admit("shared", "q", spec(gpus("a", 1))) == {"a": shares("shared", (1, 0))}
+    assert manager.admit("plain", "r", spec(gpus("a", 1))) == {"a": ids("plain", 0)}
+    assert manager.node("shared").gpus() == ids("shared", 0, 1)

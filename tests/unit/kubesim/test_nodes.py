@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from kubesim import nodes
+from kubesim.cli import nodes_from_args
 from kubesim.settings import SimSettings
 
 
@@ -131,3 +133,79 @@ def test_a_shape_without_pods_still_reports_the_kubelets_110() -> None:
     that takes no pods at all ("Too many pods")."""
     node = nodes.node_object(nodes.NodeShape("kubesim-1", {"cpu": "4"}), 1, "2024-01-01T00:00:00Z")
     assert node["status"]["allocatable"] == {"pods": "110", "cpu": "4"}
+
+
+def test_a_time_sliced_node_advertises_its_gpus_times_the_replicas() -> None:
+    """As the NVIDIA device plugin with `sharing.timeSlicing` and GPU feature discovery show it."""
+    shape = nodes.NodeShape("kubesim-1", {"cpu": "8", "nvidia.com/gpu": "4"}, gpu_replicas=2)
+    node = nodes.node_object(shape, 0, "2024-01-01T00:00:00Z")
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert node["status"]["capacity"]["nvidia.com/gpu"] == "8"
+    labels = node["metadata"]["labels"]
+    assert (
+        labels["nvidia.com/gpu.count"],
+        labels["nvidia.com/gpu.replicas"],
+        labels["nvidia.com/gpu.sharing-strategy"],
+    ) == ("4", "2", "time-slicing")
+    plain = nodes.node_object(nodes.NodeShape("kubesim-1", dict(shape.allocatable)), 0, "t")
+    assert plain["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert not any(key.startswith("nvidia.com/") for key in plain["metadata"]["labels"])
+
+
+def test_gpu_replicas_from_flags_and_from_a_cluster_file() -> None:
+    assert {s.gpu_replicas for s in nodes.uniform(2, {"nvidia.com/gpu": "4"}, gpu_replicas=3)} == {
+        3
+    }
+    (shape,) = nodes.shapes_from_document(
+        {"nodes": [{"name": "a", "allocatable": {"nvidia.com/gpu": 1}, "gpuReplicas": 4}]}
+    )
+    assert shape.gpu_replicas == 4
+    (default,) = nodes.shapes_from_document({"nodes": [{"name": "a"}]})
+    assert default.gpu_replicas == 1
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [
+        (
+            {"allocatable": {"nvidia.com/gpu": 1}, "gpuReplicas": 0},
+            "c: nodes[0].gpuReplicas: 0 must be a whole number, at least 1",
+        ),
+        (
+            {"allocatable": {"nvidia.com/gpu": 1}, "gpuReplicas": "2"},
+            "c: nodes[0].gpuReplicas: '2' must be a whole number",
+        ),
+        (
+            {"allocatable": {"cpu": 1}, "gpuReplicas": 2},
+            "c: nodes[0].gpuReplicas: time-slicing needs a whole number of nvidia.com/gpu",
+        ),
+        (
+            {"allocatable": {"nvidia.com/gpu": "500m"}, "gpuReplicas": 2},
+            "c: nodes[0].gpuReplicas: time-slicing needs a whole number of nvidia.com/gpu",
+        ),
+    ],
+)
+def test_gpu_replicas_errors_name_the_field(entry: dict[str, object], error: str) -> None:
+    with pytest.raises(nodes.ShapeError) as err:
+        nodes.shapes_from_document({"nodes": [{"name": "a", **entry}]}, "c")
+    assert str(err.value).startswith(error)
+    with pytest.raises(nodes.ShapeError, match=r"^--gpu-replicas: "):
+        nodes.uniform(1, {"cpu": "1"}, gpu_replicas=2)
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        ({"cluster": "c.yaml", "gpu_replicas": 2}, "--cluster describes every node"),
+        ({"gpu_replicas": 2}, "--gpu-replicas: needs --nodes or --node-allocatable"),
+    ],
+)
+def test_gpu_replicas_flag_needs_uniform_nodes(flags: dict[str, object], error: str) -> None:
+    with pytest.raises(nodes.ShapeError, match="^" + error):
+        nodes_from_args(argparse.Namespace(**flags))
+
+
+def test_gpu_replicas_flag_shares_every_node() -> None:
+    flags = {"nodes": 2, "node_allocatable": "nvidia.com/gpu=2", "gpu_replicas": 2}
+    shapes = nodes_from_args(argparse.Namespace(**flags))
+    assert [(s.name, s.gpu_replicas) for s in shapes] == [("kubesim-1", 2), ("kubesim-2", 2)]

@@ -164,3 +164,49 @@ async def test_the_default_node_never_refuses_a_gpu_pod(
     assert held(sim, "a") == {"x": ids(*range(8), node=node)}
     assert held(sim, "b") == {"x": ids(*range(8, 16), node=node)}
     assert sim.cluster.get(builtins.PODS, "default", "b")["status"]["phase"] == "Running"
+
+
+SHARED = NodeShape("shared-1", {"cpu": "64", GPU: "2", "pods": "110"}, gpu_replicas=2)
+
+
+@pytest.mark.parametrize("kubesim_settings", [SimSettings(clock=FakeClock(), nodes=(SHARED,))])
+async def test_a_time_sliced_node_runs_a_pod_per_share_and_each_sees_its_gpu(
+    sim: KubeSim, kubesim_settings: SimSettings, sim_http: aiohttp.ClientSession
+) -> None:
+    """Two GPUs shared two ways: four one-GPU pods run, spread over both GPUs; a fifth waits for
+    the scheduler; each container sees the one GPU behind its share."""
+    clock = kubesim_settings.clock
+    assert isinstance(clock, FakeClock)
+    node = sim.cluster.get(builtins.NODES, None, "shared-1")
+    assert node["status"]["allocatable"][GPU] == "4"
+    assert node["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "2"
+    for name in ("a", "b", "c", "d", "e"):
+        sim.cluster.create(builtins.PODS, "default", pod(name, container("x", 1)))
+    await clock.advance(2.0)
+    phases = {
+        p["metadata"]["name"]: p["status"]["phase"]
+        for p in sim.cluster.list(builtins.PODS, "default")["items"]
+    }
+    assert phases == {
+        "a": "Running",
+        "b": "Running",
+        "c": "Running",
+        "d": "Running",
+        "e": "Pending",
+    }
+    first, second = gpu_id("shared-1", 0), gpu_id("shared-1", 1)
+    given = {name: held(sim, name)["x"] for name in "abcd"}
+    assert sorted(given.values()) == [
+        (f"{first}::0",),
+        (f"{first}::1",),
+        (f"{second}::0",),
+        (f"{second}::1",),
+    ]
+    async with sim_http.get("/kubesim/v1/nodes/shared-1/podresources") as resp:
+        listed = await resp.json()
+    seen = {
+        entry["name"]: entry["containers"][0]["nvidiaVisibleDevices"]
+        for entry in listed["podResources"]
+    }
+    assert seen == {name: [shares[0].split("::")[0]] for name, shares in given.items()}
+    assert sorted(s[0] for s in seen.values()) == [first, first, second, second]
