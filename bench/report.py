@@ -19,8 +19,9 @@ its default client settings unless `--operator-qps`/`--operator-burst` say other
    cluster of nodes with capacity.
 7. big job (bench/bigjob.py): one elastic job of 2,000 workers created, scaled in to half and out
    again, and 50 of its workers killed at once.
-8. shared cluster (bench/shared_cluster.py): 200 low-priority elastic jobs fill 50 GPU nodes, a
-   wave of high-priority static jobs preempts workers of half of them, ends, and they grow back.
+8. shared cluster (bench/shared_cluster.py): 200 low-priority elastic jobs fill 50 nodes of 4 GPUs
+   (time-sliced two ways), a wave of high-priority static jobs preempts workers of half of them,
+   ends, and they grow back.
 
     .venv/bin/python bench/report.py            # 1,000 x 8: bench/README.md says how long
     .venv/bin/python bench/report.py --quick    # 5 x 2, all scenarios: under a minute
@@ -76,7 +77,7 @@ FULL |= {
 FULL |= {"ramp_steps": 10, "heap_jobs": 200, "light_jobs": 200, "light_pod_seconds": 0.5}
 FULL |= {"light_rounds": 2}
 FULL |= {"cluster_rounds": 3, "cluster_nodes": 100, "big_workers": 2000, "big_kills": 50}
-FULL |= {"shared_nodes": 50, "shared_gpus": 8, "shared_jobs": 200}
+FULL |= {"shared_nodes": 50, "shared_gpus": 4, "shared_gpu_replicas": 2, "shared_jobs": 200}
 FULL |= {"shared_wave_jobs": 25, "shared_wave_workers": 4}
 QUICK = {"jobs": 5, "workers": 2, "pod_seconds": 0.3, "steady_seconds": 2.0, "restart_seconds": 1.0}
 QUICK |= {
@@ -89,7 +90,7 @@ QUICK |= {
 QUICK |= {"volume_sync_seconds": 3.0, "ramp_steps": 2, "heap_jobs": 3}
 QUICK |= {"light_jobs": 3, "light_pod_seconds": 0.3, "light_rounds": 1}
 QUICK |= {"cluster_rounds": 1, "cluster_nodes": 3, "big_workers": 20, "big_kills": 3}
-QUICK |= {"shared_nodes": 3, "shared_gpus": 2, "shared_jobs": 3}
+QUICK |= {"shared_nodes": 3, "shared_gpus": 1, "shared_gpu_replicas": 2, "shared_jobs": 3}
 QUICK |= {"shared_wave_jobs": 1, "shared_wave_workers": 2}
 
 

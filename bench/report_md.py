@@ -639,22 +639,36 @@ def _bigjob(r: dict[str, Any]) -> list[str]:
 def _shared_shape(s: dict[str, Any]) -> str:
     """The cluster and jobs, and why the GPUs per node are what they are."""
     n, nodes, gpus = s["jobs"], s["nodes"], s["gpus_per_node"]
-    need, have = n * s["max_replicas"], nodes * gpus
+    replicas = s.get("gpu_replicas", 1)
+    need, have = n * s["max_replicas"], nodes * gpus * replicas
     fit = "fill it exactly" if need == have else f"need {need:,} of its {have:,} GPUs"
-    why = (
-        f" The issue's cluster has 4 GPUs a node; an elastic job's minReplicas is below its "
-        f"maxReplicas, so at its maximum it runs at least 2 workers of at least one GPU, and "
-        f"{n:,} jobs need at least {2 * n:,} GPUs: on {nodes} x 4 = {4 * nodes:,} no job could be "
-        f"back at its maximum. This run keeps the jobs and the nodes and gives each node {gpus} "
-        "GPUs (a DGX-like node)."
-        if gpus != 4 and 2 * n > 4 * nodes
-        else ""
-    )
+    shape = f"{gpus} `nvidia.com/gpu`"
+    if replicas > 1:
+        shape = (
+            f"{gpus} GPUs, each shared {replicas} ways by the NVIDIA device plugin's time-slicing "
+            f"(`replicas: {replicas}`, {gpus * replicas} `nvidia.com/gpu` a node; kubesim's "
+            f"`--gpu-replicas {replicas}`)"
+        )
+    why = ""
+    if 2 * n > nodes * min(gpus, 4):
+        short = (
+            f" An elastic job's minReplicas is below its maxReplicas, so at its maximum it runs at "
+            f"least 2 workers of at least one GPU, and {n:,} jobs need at least {2 * n:,} GPUs: "
+            f"on {nodes} x {min(gpus, 4)} = {nodes * min(gpus, 4):,} no job could be back at its "
+            "maximum."
+        )
+        if replicas > 1:
+            why = short + " So the nodes share their GPUs, as clusters short of cards do."
+        elif gpus != 4:
+            why = (
+                f" The issue's cluster has 4 GPUs a node.{short} This run keeps the jobs and the "
+                f"nodes and gives each node {gpus} GPUs (a DGX-like node)."
+            )
     return (
         f"{n:,} low-priority elastic jobs (PriorityClass `bench-low`; elasticPolicy "
         f"{s['min_replicas']}..{s['max_replicas']}, one GPU a worker, settleSeconds 1, the default "
-        f"maxReplacements 10) created at their maximum on {nodes} kubesim nodes of {gpus} "
-        f"`nvidia.com/gpu` (timer runtime): at their maximum they {fit}; launchers ask for no "
+        f"maxReplacements 10) created at their maximum on {nodes} kubesim nodes of {shape} "
+        f"(timer runtime): at their maximum they {fit}; launchers ask for no "
         f"GPU.{why} Then a wave of {s['wave_jobs']} high-priority static jobs (`bench-high`) of "
         f"{s['wave_workers']} one-GPU workers: the scheduler preempts elastic workers for them "
         "(each elastic job's PodDisruptionBudget, minAvailable 1, steers it to one worker a job). "
@@ -695,7 +709,7 @@ def _shared(r: dict[str, Any]) -> list[str]:
         *TABLE,
         _row("create to every elastic job at its maximum", f"{_f(s['fill_s'])} s", "", None),
         _row(
-            f"wave: {s['wave_jobs']} jobs x {s['wave_workers']} ({gpus} GPUs) Running",
+            f"wave: {s['wave_jobs']} jobs x {s['wave_workers']} ({gpus} `nvidia.com/gpu`) Running",
             f"{_f(s['wave_running_s'])} s after their create; {preempted} elastic workers "
             f"preempted, of {s['jobs_hit']} jobs; "
             f"{s['scheduler_preemption_events']:.0f} `Preempted` events",

@@ -1,5 +1,6 @@
 """The shared-cluster scenario of bench/report.py, on `--shared-nodes` kubesim nodes of
-`--shared-gpus` `nvidia.com/gpu` (timer runtime) with PriorityClasses `bench-low`, `bench-high`:
+`--shared-gpus` GPUs, each time-sliced `--shared-gpu-replicas` ways (timer runtime), with
+PriorityClasses `bench-low`, `bench-high`:
 
 1. fill: `--shared-jobs` low-priority elastic jobs of 1..2 one-GPU workers, created at max: until
    each has both workers Ready and listed in its ConfigMap's `discover_hosts.sh`;
@@ -43,7 +44,8 @@ CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
 
 def sim_flags(args: argparse.Namespace) -> list[str]:
     allocatable = f"cpu=64,memory=512Gi,{GPU}={args.shared_gpus},pods=110"
-    return ["--nodes", str(args.shared_nodes), "--node-allocatable", allocatable]
+    shape = ["--nodes", str(args.shared_nodes), "--node-allocatable", allocatable]
+    return [*shape, "--gpu-replicas", str(args.shared_gpu_replicas)]
 
 
 def _gpu_worker(job: dict[str, Any], priority: str) -> dict[str, Any]:
@@ -218,6 +220,7 @@ async def run(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "nodes": nodes,
         "gpus_per_node": gpus,
+        "gpu_replicas": args.shared_gpu_replicas,
         "jobs": n,
         "min_replicas": MIN,
         "max_replicas": MAX,
@@ -334,7 +337,12 @@ def _progress(out: dict[str, Any], key: str) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("shared cluster (bench/shared_cluster.py)")
     group.add_argument("--shared-nodes", type=int, help="nodes (default 50; quick 3)")
-    group.add_argument("--shared-gpus", type=int, help="GPUs per node (default 8; quick 2)")
+    group.add_argument("--shared-gpus", type=int, help="GPUs per node (default 4; quick 1)")
+    group.add_argument(
+        "--shared-gpu-replicas",
+        type=int,
+        help="time-slicing: each GPU shared this many ways (default 2; quick 2)",
+    )
     group.add_argument(
         "--shared-jobs",
         type=int,

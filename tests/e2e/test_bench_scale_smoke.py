@@ -231,9 +231,11 @@ def test_memory_growth_is_read_after_every_wave(run: tuple[Path, str, dict[str, 
 
 
 def test_the_wave_preempts_and_no_elastic_job_fails(run: tuple[Path, str, dict[str, Any]]) -> None:
-    _, _, results = run
+    _, markdown, results = run
     shared = results["shared"]
-    # --quick: 3 jobs of 2 one-GPU workers fill 3 nodes of 2 GPUs; the wave needs 2 of them.
+    # --quick: 3 jobs of 2 one-GPU workers fill 3 nodes of 1 GPU shared two ways; the wave needs 2.
+    assert (shared["gpus_per_node"], shared["gpu_replicas"]) == (1, 2)
+    assert "each shared 2 ways by the NVIDIA device plugin's time-slicing" in markdown
     assert shared["preempted_workers"] == shared["disruptions"] == 2
     assert shared["jobs_hit"] == 2, "each job's budget allows one disruption"
     assert shared["failed_jobs"] == shared["replacements"] == 0
