@@ -667,8 +667,8 @@ def _shared_shape(s: dict[str, Any]) -> str:
     return (
         f"{n:,} low-priority elastic jobs (PriorityClass `bench-low`; elasticPolicy "
         f"{s['min_replicas']}..{s['max_replicas']}, one GPU a worker, settleSeconds 1, the default "
-        f"maxReplacements 10) created at their maximum on {nodes} kubesim nodes of {shape} "
-        f"(timer runtime): at their maximum they {fit}; launchers ask for no "
+        f"maxReplacements 10) created at their maximum on {nodes} kubesim nodes (timer runtime) "
+        f"of {shape}: at their maximum they {fit}; launchers ask for no "
         f"GPU.{why} Then a wave of {s['wave_jobs']} high-priority static jobs (`bench-high`) of "
         f"{s['wave_workers']} one-GPU workers: the scheduler preempts elastic workers for them "
         "(each elastic job's PodDisruptionBudget, minAvailable 1, steers it to one worker a job). "
