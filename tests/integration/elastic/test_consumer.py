@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,12 @@ clock."""
 
 
 async def run_script(script: str, tmp: Path) -> str:
-    path = tmp / "discover_hosts.sh"
-    path.write_text(script)
+    # A file per run: the consumer and the test's last check can run at once, and one truncating a
+    # shared file under the other's `sh` made that `sh` print nothing.
+    fd, name = tempfile.mkstemp(prefix="discover_hosts-", suffix=".sh", dir=tmp)
+    with os.fdopen(fd, "w") as file:
+        file.write(script)
+    path = Path(name)
     proc = await asyncio.create_subprocess_exec(
         "sh", str(path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
