@@ -650,20 +650,13 @@ def _shared_shape(s: dict[str, Any]) -> str:
             f"`--gpu-replicas {replicas}`)"
         )
     why = ""
-    if 2 * n > nodes * min(gpus, 4):
-        short = (
+    if replicas > 1 and 2 * n > nodes * gpus:
+        why = (
             f" An elastic job's minReplicas is below its maxReplicas, so at its maximum it runs at "
             f"least 2 workers of at least one GPU, and {n:,} jobs need at least {2 * n:,} GPUs: "
-            f"on {nodes} x {min(gpus, 4)} = {nodes * min(gpus, 4):,} no job could be back at its "
-            "maximum."
+            f"on {nodes} x {gpus} = {nodes * gpus:,} no job could be back at its maximum. So the "
+            "nodes share their GPUs, as clusters short of cards do."
         )
-        if replicas > 1:
-            why = short + " So the nodes share their GPUs, as clusters short of cards do."
-        elif gpus != 4:
-            why = (
-                f" The issue's cluster has 4 GPUs a node.{short} This run keeps the jobs and the "
-                f"nodes and gives each node {gpus} GPUs (a DGX-like node)."
-            )
     return (
         f"{n:,} low-priority elastic jobs (PriorityClass `bench-low`; elasticPolicy "
         f"{s['min_replicas']}..{s['max_replicas']}, one GPU a worker, settleSeconds 1, the default "

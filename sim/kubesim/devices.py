@@ -25,9 +25,7 @@ GPU = nodes.GPU
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 """The variable the plugin's `Allocate` answers with (its default `envvar` strategy), and the one
 the NVIDIA container runtime reads to decide which GPUs a container gets."""
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"
-"""GPU feature discovery's label for the plugin's time-slicing `replicas` (absent or 1: no sharing).
-kubesim's plugin reads it; a real one reads its config, from which the label is published."""
+REPLICAS_LABEL = nodes.REPLICAS_LABEL
 _NAMESPACE = uuid.UUID("5c0bb4b2-3ad5-4b07-9c43-4e3c5a1f0d21")
 """Fixed, so that `gpu_id` is the same in every run."""
 

@@ -21,6 +21,9 @@ import yaml
 
 GPU = "nvidia.com/gpu"
 """The NVIDIA device plugin's resource (`kubesim.devices` hands out its ids)."""
+REPLICAS_LABEL = f"{GPU}.replicas"
+"""GPU feature discovery's label for the plugin's time-slicing `replicas` (absent or 1: no sharing).
+kubesim's device plugin reads it; a real one reads its config, from which the label is published."""
 UNLIMITED_ALLOCATABLE: Mapping[str, str] = MappingProxyType(
     {
         "cpu": "64",
@@ -280,7 +283,7 @@ def node_object(shape: NodeShape, index: int, now: str) -> dict[str, Any]:
         allocatable[GPU] = str(shared * shape.gpu_replicas)
         sharing = {
             f"{GPU}.count": str(shared),
-            f"{GPU}.replicas": str(shape.gpu_replicas),
+            REPLICAS_LABEL: str(shape.gpu_replicas),
             f"{GPU}.sharing-strategy": "time-slicing",
         }
     labels = {

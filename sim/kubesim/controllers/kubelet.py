@@ -136,7 +136,7 @@ class Kubelet:
         status, labels = node.get("status") or {}, node["metadata"].get("labels") or {}
         self.devices.node_changed(name, status.get("allocatable") or {}, labels)
         known = name in self._node_ips
-        addresses = (node.get("status") or {}).get("addresses") or ()
+        addresses = status.get("addresses") or ()
         ips = [a.get("address") for a in addresses if a.get("type") == "InternalIP"]
         self._node_ips[name] = str(ips[0]) if ips else HOST_IP
         if not known and self._started:
