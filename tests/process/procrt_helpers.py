@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
 from kubesim.app import KubeSim
@@ -89,3 +92,38 @@ def log_text(sim: KubeSim, name: str, container: str | None = None) -> str:
         line.split(" ", 3)[3] if line.count(" ") >= 3 else "\n"
         for line in path.read_text().splitlines(True)
     )
+
+
+def sleeper(marker: str) -> str:
+    """A script whose one process carries `marker` and prints "up" only once it is that process,
+    so a test that has seen "up" finds it in /proc."""
+    return f"exec python3 -c 'import time; print(\"up\", flush=True); time.sleep(1000)' {marker}"
+
+
+def processes_with(marker: str) -> list[int]:
+    """The pids of the machine whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def exited(pid: int) -> None:
+    """Returns once `pid` has ended (its pidfd turns readable)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, done.set_result, None)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)

@@ -13,21 +13,10 @@ import tempfile
 from pathlib import Path
 
 from kubesim.procrt.sandbox import STATE_BASE_NAME, StateDir
+from kubesim.testing import eventually
 from operator_testing import sim_process
 
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmdline:
-            found.append(int(entry.name))
-    return found
+from .procrt_helpers import exited, processes_with
 
 
 def _netns_holders() -> dict[int, str]:
@@ -66,22 +55,6 @@ async def _run(*argv: str, stdin: str = "") -> tuple[int, str]:
     return int(proc.returncode or 0), out.decode()
 
 
-async def _exited(pid: int) -> None:
-    """Waits for `pid` to end through a pidfd (readable once the process is gone)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    loop.add_reader(fd, done.set_result, None)
-    try:
-        await done
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
-
-
 async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
     process_runtime: None, tmp_path: Path
 ) -> None:
@@ -116,8 +89,13 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
             *kubectl, "wait", "--for=condition=Ready", "pod/victim", "--timeout=60s"
         )
         assert waited[0] == 0, waited[1]
-        pids = _processes_with(marker)
-        assert len(pids) == 2
+
+        def both() -> list[int] | None:
+            # Ready says the container started, not that bash has exec'ed both sleeps yet.
+            found = processes_with(marker)
+            return found if len(found) == 2 else None
+
+        pids = await eventually(both, within=30, what="the pod's two processes")
         # Every process of the run in a namespace of its own (sandboxes, shims, containers): the
         # kernel ends them one after another once kubesim is gone, so the checks below wait for all
         # of them.
@@ -133,8 +111,8 @@ async def test_a_killed_run_leaves_no_process_namespace_link_or_mount(
         sim.send_signal(signal.SIGKILL)
         await sim.wait()
     async with asyncio.timeout(30):
-        await asyncio.gather(*(_exited(pid) for pid in {*pids, *holders}))
-    assert _processes_with(marker) == []
+        await asyncio.gather(*(exited(pid) for pid in {*pids, *holders}))
+    assert processes_with(marker) == []
     # Every namespace the run made was held only by its processes: none is held any more.
     assert _netns_in_use() - netns_before == set()
     assert _host_links() == links_before

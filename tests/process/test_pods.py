@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-from pathlib import Path
 from typing import Any
 
 from kubesim.app import KubeSim
@@ -14,13 +12,16 @@ from kubesim.testing import Kubectl, wait_for
 from .procrt_helpers import (
     container_status,
     create,
+    exited,
     get_pod,
     is_gone,
     log_text,
     phase,
     pod,
+    processes_with,
     rt,
     shell,
+    sleeper,
     terminated,
 )
 
@@ -199,23 +200,23 @@ async def test_a_node_going_down_kills_its_pods_processes_and_reports_nothing(
     kubesim: KubeSim,
 ) -> None:
     marker = "kubesim-node-down-marker"
-    script = f"echo up; exec python3 -c 'import time; time.sleep(1000)' {marker}"
+    script = sleeper(marker)
     create(kubesim, pod("victim", shell("main", script)))
     await wait_for(kubesim, lambda: "up" in log_text(kubesim, "victim"))
     await wait_for(kubesim, lambda: phase(kubesim, "victim") == "Running")
-    pids = _processes_with(marker)
+    pids = processes_with(marker)
     assert len(pids) == 1
     kubelet = kubesim.controllers.kubelet
     assert kubelet is not None
     node = str(get_pod(kubesim, "victim")["spec"]["nodeName"])
 
     kubelet.node_down(node)
-    await asyncio.wait_for(_exited(pids[0]), 30)
+    await asyncio.wait_for(exited(pids[0]), 30)
     # The dead kubelet does not report the death: the pod is Running as far as the API knows.
     assert phase(kubesim, "victim") == "Running"
 
     kubelet.node_up(node)
-    await wait_for(kubesim, lambda: len(_processes_with(marker)) == 1)
+    await wait_for(kubesim, lambda: len(processes_with(marker)) == 1)
 
 
 async def test_a_pod_deleted_while_its_node_is_down_ends_when_the_node_returns(
@@ -224,48 +225,20 @@ async def test_a_pod_deleted_while_its_node_is_down_ends_when_the_node_returns(
     """As the taint manager leaves it: Terminating on a dead node. The returning kubelet finishes
     the delete; it does not start the pod again."""
     marker = "kubesim-deleted-while-down-marker"
-    script = f"echo up; exec python3 -c 'import time; time.sleep(1000)' {marker}"
+    script = sleeper(marker)
     create(kubesim, pod("doomed", shell("main", script)))
     await wait_for(kubesim, lambda: "up" in log_text(kubesim, "doomed"))
-    pids = _processes_with(marker)
+    pids = processes_with(marker)
     assert len(pids) == 1
     kubelet = kubesim.controllers.kubelet
     assert kubelet is not None
     node = str(get_pod(kubesim, "doomed")["spec"]["nodeName"])
 
     kubelet.node_down(node)
-    await asyncio.wait_for(_exited(pids[0]), 30)
+    await asyncio.wait_for(exited(pids[0]), 30)
     kubesim.cluster.delete(rt(kubesim, "Pod"), "default", "doomed")
     assert get_pod(kubesim, "doomed")["metadata"]["deletionTimestamp"]
 
     kubelet.node_up(node)
     await wait_for(kubesim, lambda: is_gone(kubesim, "doomed"))
-    assert _processes_with(marker) == []
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-async def _exited(pid: int) -> None:
-    """Returns once `pid` has ended (its pidfd turns readable)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(fd, done.set_result, None)
-    try:
-        await done
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
+    assert processes_with(marker) == []
