@@ -176,11 +176,12 @@ def report(
     lines += [f"{key:<40} {value:>8}" for key, value in sorted(done.items())]
     if lines_late:
         lines += ["", lines_late]
-    if checker.details:
-        lines += ["", "first violations:", *checker.details]
     if checker.violations:
         for replica in replicas:
             lines += ["", f"replica {replica.slot} stderr tail:", *replica.tail]
+    # Beside the verdict, so whoever reads only the tail (the smoke test's message) sees why.
+    if checker.details:
+        lines += ["", "first violations:", *checker.details]
     lines += ["", "RESULT: " + ("PASS (no violation)" if not checker.violations else "FAIL")]
     return "\n".join(lines)
 
