@@ -163,13 +163,15 @@ def job_events(sim: KubeSim, name: str) -> list[dict[str, Any]]:
     ]
 
 
-def launcher_lines(sim: KubeSim, job: str = ELASTIC, *, timed: bool = False) -> list[str]:
-    """Every output line of `job`'s launcher container(s), every run, in order (`timed`: each
-    prefixed with the time the kubelet logged it)."""
+def launcher_lines(
+    sim: KubeSim, job: str = ELASTIC, *, timed: bool = False, role: str = "launcher"
+) -> list[str]:
+    """Every output line of `job`'s launcher container(s) (or its pods of another `role`), every
+    run, in order (`timed`: each prefixed with the time the kubelet logged it)."""
     kubelet = sim.controllers.kubelet
     assert kubelet is not None
     found: list[tuple[datetime, str]] = []
-    for pod in pods(sim, job, "launcher"):
+    for pod in pods(sim, job, role):
         base = kubelet.log_dir(NS, pod["metadata"]["name"], pod["metadata"]["uid"])  # type: ignore[attr-defined]
         if base is None:
             continue
@@ -217,7 +219,7 @@ async def rank_hosts(sim: KubeSim, job: str = ELASTIC) -> set[str]:
         except SandboxError:
             continue
         if code == 0:
-            found.add(fqdn(pod["spec"]["hostname"]))
+            found.add(fqdn(pod["spec"]["hostname"], job))
     return found
 
 

@@ -11,17 +11,17 @@ The worlds Horovod forms are read from the launcher's log (`on N processes`, pri
 from __future__ import annotations
 
 import json
-import time
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import hvd_image
 import pytest
 import yaml
+from hvd_shared import NS, TRAINED, fqdn, is_ready, launcher_lines, pods, rank_hosts
 
 from kubesim.app import KubeSim
-from kubesim.procrt import logs
+from kubesim.procrt.sandbox import SandboxError
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl, eventually, wait_for
 from operator_testing import operator_process
@@ -29,7 +29,6 @@ from operator_testing import operator_process
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "elastic" / "pytorch-synthetic-elastic.yaml"
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
-NS = "default"
 
 pytestmark = hvd_image.NEEDS_SSHD
 
@@ -41,72 +40,94 @@ def kubesim_settings(
     return hvd_image.sim_settings(tmp_path_factory, horovod_venv)
 
 
-def pods(sim: KubeSim, role: str) -> list[dict[str, Any]]:
-    rt = sim.cluster.registry.by_kind("v1", "Pod")
-    assert rt is not None
-    selector = f"training.kubeflow.org/job-role={role}"
-    return list(sim.cluster.list(rt, NS, label_selector=selector)["items"])
+class Run:
+    """The job's readings, and what a failure message needs: its worker pods, the launcher's log
+    (all of it written beside the operator's) and the operator's last lines."""
+
+    def __init__(self, sim: KubeSim, job: str, root: Path) -> None:
+        self.sim, self.job, self.root = sim, job, root
+        self.mark = 0
+
+    def lines(self) -> list[str]:
+        return launcher_lines(self.sim, self.job)
+
+    def begin(self) -> None:
+        """From now on, only new launcher output counts."""
+        self.mark = len(self.lines())
+
+    async def processes(self, pod: dict[str, Any]) -> str:
+        """`ps` in the pod's worker container, as the kubelet's exec runs it."""
+        kubelet = self.sim.controllers.kubelet
+        assert kubelet is not None
+        worker = kubelet._workers.get((NS, pod["metadata"]["name"]))  # type: ignore[attr-defined]
+        run = worker.runs.get("worker") if worker is not None else None
+        if run is None:
+            return "    (no container)"
+        try:
+            _, out = await run.exec(["ps", "-eo", "pid,user,args"], 10)
+        except (SandboxError, TimeoutError) as err:
+            return f"    (ps: {err!r})"
+        return "\n".join(f"    {line[:160]}" for line in out.decode(errors="replace").splitlines())
+
+    async def report(self) -> str:
+        found = ["worker pods:"]
+        for pod in pods(self.sim, self.job, "worker"):
+            found.append(
+                f"  {pod['metadata']['name']} host={pod['spec'].get('hostname')} "
+                f"uid={pod['metadata']['uid']} ip={(pod.get('status') or {}).get('podIP')} "
+                f"{(pod.get('status') or {}).get('phase')} ready={is_ready(pod)} "
+                f"deleting={bool(pod['metadata'].get('deletionTimestamp'))}"
+            )
+            found.append(await self.processes(pod))
+        found.append(f"ranks seen in: {sorted(await rank_hosts(self.sim, self.job))}")
+        log = launcher_lines(self.sim, self.job, timed=True)
+        (self.root / "launcher.log").write_text("\n".join(log))
+        # Rank 0's line per iteration would crowd out the driver's resets and blacklists.
+        quiet = [line for line in log if not TRAINED.search(line)]
+        found += [f"launcher log without progress lines ({self.root / 'launcher.log'}):"]
+        found += [*quiet[-40:], *[line for line in log if TRAINED.search(line)][-3:]]
+        workers = launcher_lines(self.sim, self.job, timed=True, role="worker")
+        found += ["workers' log:", *workers[-30:]]
+        operator = (self.root / "operator.log").read_text(errors="replace").splitlines()
+        found += ["operator log:", *operator[-30:]]
+        return "\n".join(found)
+
+    async def until(self, check: Callable[[], Any], what: str, within: float) -> Any:
+        try:
+            return await eventually(check, sim=self.sim, within=within)
+        except AssertionError as err:
+            raise AssertionError(f"{what}, after {within} s:\n{await self.report()}") from err
+
+    async def world(self, processes: int, within: float = 240) -> None:
+        """Waits until rank 0 reports training on `processes` since `begin`."""
+        want = f"on {processes} processes"
+
+        def seen() -> bool:
+            return any(want in line for line in self.lines()[self.mark :])
+
+        await self.until(seen, f"no {want!r} in the launcher's log", within)
+
+    async def ranks_on(self, hostname: str, within: float = 240) -> None:
+        """Waits until Horovod's training processes run in the container of the worker whose host
+        name is `hostname`."""
+        host = fqdn(hostname, self.job)
+
+        # The processes appear inside the container, outside the API: with `sim`, the check runs
+        # after each change of the cluster and once a second, not in a tight loop of `pgrep`.
+        async def running() -> bool:
+            return host in await rank_hosts(self.sim, self.job)
+
+        await self.until(running, f"no rank of Horovod on {host}", within)
 
 
-def launcher_lines(sim: KubeSim, since: datetime) -> list[str]:
-    """The launcher container's output lines written at or after `since`."""
-    kubelet = sim.controllers.kubelet
-    assert kubelet is not None
-    found = []
-    for pod in pods(sim, "launcher"):
-        statuses = pod.get("status", {}).get("containerStatuses") or []
-        base = kubelet.log_dir(NS, pod["metadata"]["name"], pod["metadata"]["uid"])  # type: ignore[attr-defined]
-        for status in statuses:
-            for run in range(int(status.get("restartCount") or 0) + 1):
-                path = base / status["name"] / f"{run}.log"
-                for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
-                    parsed = logs.parse(line)
-                    if parsed is not None and parsed[0] >= since:
-                        found.append(parsed[3])
-    return found
-
-
-async def world(sim: KubeSim, processes: int, since: datetime, within: float = 240) -> None:
-    want = f"on {processes} processes"
-
-    def seen() -> bool:
-        return any(want in line for line in launcher_lines(sim, since))
-
-    try:
-        await wait_for(sim, seen, within=within)
-    except AssertionError as err:
-        tail = "\n".join(launcher_lines(sim, datetime.fromtimestamp(0, UTC))[-60:])
-        raise AssertionError(f"no {want!r} in the launcher's log since {since}:\n{tail}") from err
-
-
-def replaced(sim: KubeSim, pod_name: str) -> str | None:
-    """The name of the Ready pod that replaced `pod_name`'s host (a fresh host name, same pod
+def replaced(sim: KubeSim, job: str, pod_name: str) -> str | None:
+    """The host name of the Ready pod that replaced `pod_name`'s host (a fresh host name, same pod
     name)."""
-    for pod in pods(sim, "worker"):
-        conditions = pod.get("status", {}).get("conditions") or []
-        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-        if pod["metadata"]["name"] == pod_name and pod["spec"]["hostname"] != pod_name and ready:
-            return str(pod["metadata"]["name"])
+    for pod in pods(sim, job, "worker"):
+        hostname = pod["spec"]["hostname"]
+        if pod["metadata"]["name"] == pod_name and hostname != pod_name and is_ready(pod):
+            return str(hostname)
     return None
-
-
-async def ranks_on(sim: KubeSim, pod_name: str, within: float = 240) -> None:
-    """Waits until Horovod's training processes run inside the worker pod's container."""
-    kubelet = sim.controllers.kubelet
-    assert kubelet is not None
-
-    async def running() -> bool:
-        run = kubelet._workers[(NS, pod_name)].runs["worker"]  # type: ignore[attr-defined]
-        code, _ = await run.exec(["pgrep", "-f", "pytorch_synthetic_elastic.py"], 10)
-        return bool(code == 0)
-
-    # The processes appear inside the container, outside the API: with `sim`, the check runs after
-    # each change of the cluster and once a second, not in a tight loop of `pgrep` processes.
-    await eventually(running, sim=sim, within=within, what=f"Horovod's ranks in {pod_name}")
-
-
-def now() -> datetime:
-    return datetime.fromtimestamp(time.time(), UTC)
 
 
 @pytest.mark.kubectl
@@ -123,12 +144,10 @@ async def test_the_pytorch_example_scales_and_survives_a_killed_worker_over_real
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     # On a loaded machine a surviving worker's rank can fail during the reset after the kill;
     # Horovod then blacklists that host for good and the world never grows back. A cooldown lets it
-    # return.
+    # return. The driver's INFO lines (resets, blacklists) are what a failure message needs.
     launcher["command"] = [
         launcher["command"][0],
-        "--blacklist-cooldown-range",
-        "5",
-        "10",
+        *("--blacklist-cooldown-range", "5", "10", "--log-level", "INFO"),
         *launcher["command"][1:],
     ]
     launcher["args"] = [
@@ -145,34 +164,34 @@ async def test_the_pytorch_example_scales_and_survives_a_killed_worker_over_real
         ),
     ]
     assert kubesim.kubeconfig_path is not None
+    run = Run(kubesim, name, tmp_path)
     async with operator_process(kubesim.kubeconfig_path, tmp_path / "operator.log"):
-        t = now()
         rc, _, err = await kubectl("apply", "-f", "-", stdin=json.dumps(job))
         assert rc == 0, err
-        await world(kubesim, 4, t)
+        await run.world(4)
 
-        t = now()
+        run.begin()
         rc, _, err = await kubectl("scale", f"mpijob.v2beta1.kubeflow.org/{name}", "--replicas=3")
         assert rc == 0, err
-        await world(kubesim, 6, t)
+        await run.world(6)
 
         # The node kills worker 1 (all its processes, sshd and Horovod's included): Horovod drops
         # the host, the operator replaces the pod under a fresh host name, and the world grows back.
-        t = now()
         kubelet = kubesim.controllers.kubelet
         assert kubelet is not None
         kubelet.kill(NS, f"{name}-worker-1")
         replacement = await wait_for(
-            kubesim, lambda: replaced(kubesim, f"{name}-worker-1"), within=240
+            kubesim, lambda: replaced(kubesim, name, f"{name}-worker-1"), within=240
         )
         # Horovod's world may shrink to 4 processes first or re-form at 6 at once, depending on when
         # the replacement is listed; either way its ranks must run on the replacement.
-        await ranks_on(kubesim, replacement)
-        await world(kubesim, 6, now())
+        await run.ranks_on(replacement)
+        run.begin()
+        await run.world(6)
 
-        t = now()
+        run.begin()
         rc, _, err = await kubectl("scale", f"mpijob.v2beta1.kubeflow.org/{name}", "--replicas=1")
         assert rc == 0, err
-        await world(kubesim, 2, t)
+        await run.world(2)
         rc, _, err = await kubectl("delete", "mpijob.v2beta1.kubeflow.org", name, "--wait=false")
         assert rc == 0, err
