@@ -218,14 +218,15 @@ class FakeClock:
         return self.advance_to_next()
 
     async def run_for(
-        self, seconds: float, *, sleepers: int = 1, within: float = PARK_WITHIN
+        self, seconds: float, *, sleepers: int = 1, timers: int = 0, within: float = PARK_WITHIN
     ) -> None:
         """Moves time `seconds` ahead, deadline by deadline, each time only once `sleepers`
-        coroutines are parked again; returns with them parked, after what fell due at the end has
-        run."""
+        coroutines are parked again and `timers` timers pending (code that waits on a timer, not in
+        `sleep()`, has run once its timer is pending again); returns with them parked, after what
+        fell due at the end has run."""
         end = self._now + seconds
         while True:
-            await self.parked(sleepers, within=within)
+            await self.parked(sleepers, timers=timers, within=within)
             deadline = self.next_deadline
             if deadline is None or deadline > end:
                 break

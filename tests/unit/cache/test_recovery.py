@@ -116,10 +116,13 @@ async def test_reflectors_resume_within_a_probe_interval_after_the_server_is_bac
     try:
         await asyncio.wait_for(informer.wait_for_sync(), 30)
         link.cut(SERVER_ABSENT[answer])
-        await clock.run_for(OUTAGE / 2, sleepers=1)
+        # Each step waits for every reflector's backoff timer and the prober's sleep: a reflector
+        # woken at 19.9 s must retry (and fail) then, not once the test has healed the link.
+        waiting = {"sleepers": 1, "timers": len(NAMESPACES) + 1}
+        await clock.run_for(OUTAGE / 2, **waiting)
         for ns in NAMESPACES:  # changes made during the outage
             api.create("during", namespace=ns)
-        await clock.run_for(OUTAGE / 2, sleepers=1)
+        await clock.run_for(OUTAGE / 2, **waiting)
         during = [t for t in link.watch_times if t > 0]
         assert len(during) <= 6 * len(NAMESPACES), f"the watches kept backing off: {during}"
 
