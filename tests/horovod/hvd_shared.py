@@ -163,11 +163,11 @@ def job_events(sim: KubeSim, name: str) -> list[dict[str, Any]]:
     ]
 
 
-def launcher_lines(
+def output_lines(
     sim: KubeSim, job: str = ELASTIC, *, timed: bool = False, role: str = "launcher"
 ) -> list[str]:
-    """Every output line of `job`'s launcher container(s) (or its pods of another `role`), every
-    run, in order (`timed`: each prefixed with the time the kubelet logged it)."""
+    """Every output line of the containers of `job`'s pods of `role` (its launcher unless told),
+    every run, in order (`timed`: each prefixed with the time the kubelet logged it)."""
     kubelet = sim.controllers.kubelet
     assert kubelet is not None
     found: list[tuple[datetime, str]] = []

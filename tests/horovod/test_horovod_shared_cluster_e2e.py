@@ -38,8 +38,8 @@ from hvd_shared import (
     fqdn,
     is_ready,
     job_events,
-    launcher_lines,
     mpijob,
+    output_lines,
     pods,
     rank_hosts,
     started,
@@ -97,7 +97,7 @@ class Scene:
         return found[0]
 
     def since_mark(self) -> list[str]:
-        return launcher_lines(self.sim)[self.mark :]
+        return output_lines(self.sim)[self.mark :]
 
     def report(self) -> str:
         """What a failure message needs: pods, the job's status and events, the launcher's log."""
@@ -116,7 +116,7 @@ class Scene:
             lines.append(f"  event {e['type']} {e['reason']}: {e['message']}")
         lines.append(f"lost: {self.lost}")
         lines.append(f"ranks started since the disruption: {started(self.since_mark())}")
-        log = launcher_lines(self.sim, timed=True)
+        log = output_lines(self.sim, timed=True)
         (self.root / "launcher.log").write_text("\n".join(log))
         lines += [f"launcher log (all of it in {self.root / 'launcher.log'}):", *log[-40:]]
         return "\n".join(lines)
@@ -207,7 +207,7 @@ def begin(scene: Scene) -> set[str]:
     """An act starts at six Ready workers, all in Horovod's world: returns their host names."""
     hosts = {fqdn(p["spec"]["hostname"]) for p in scene.workers() if is_ready(p)}
     assert len(hosts) == MAX, scene.report()
-    scene.mark = len(launcher_lines(scene.sim))
+    scene.mark = len(output_lines(scene.sim))
     scene.lost = {}
     return hosts
 

@@ -18,7 +18,7 @@ from typing import Any
 import hvd_image
 import pytest
 import yaml
-from hvd_shared import NS, TRAINED, fqdn, is_ready, launcher_lines, pods, rank_hosts
+from hvd_shared import NS, TRAINED, fqdn, is_ready, output_lines, pods, rank_hosts
 
 from kubesim.app import KubeSim
 from kubesim.procrt.sandbox import SandboxError
@@ -49,7 +49,7 @@ class Run:
         self.mark = 0
 
     def lines(self) -> list[str]:
-        return launcher_lines(self.sim, self.job)
+        return output_lines(self.sim, self.job)
 
     def begin(self) -> None:
         """From now on, only new launcher output counts."""
@@ -80,13 +80,13 @@ class Run:
             )
             found.append(await self.processes(pod))
         found.append(f"ranks seen in: {sorted(await rank_hosts(self.sim, self.job))}")
-        log = launcher_lines(self.sim, self.job, timed=True)
+        log = output_lines(self.sim, self.job, timed=True)
         (self.root / "launcher.log").write_text("\n".join(log))
         # Rank 0's line per iteration would crowd out the driver's resets and blacklists.
         quiet = [line for line in log if not TRAINED.search(line)]
         found += [f"launcher log without progress lines ({self.root / 'launcher.log'}):"]
         found += [*quiet[-40:], *[line for line in log if TRAINED.search(line)][-3:]]
-        workers = launcher_lines(self.sim, self.job, timed=True, role="worker")
+        workers = output_lines(self.sim, self.job, timed=True, role="worker")
         found += ["workers' log:", *workers[-30:]]
         operator = (self.root / "operator.log").read_text(errors="replace").splitlines()
         found += ["operator log:", *operator[-30:]]
