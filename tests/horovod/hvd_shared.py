@@ -204,21 +204,38 @@ def started(lines: list[str]) -> list[str]:
     return [m[1] for line in lines if (m := STARTED.search(line))]
 
 
-async def rank_hosts(sim: KubeSim, job: str = ELASTIC) -> set[str]:
-    """The hosts (FQDN) of the worker pods in whose container a rank of the example runs now."""
+def describe(pod: dict[str, Any]) -> str:
+    """A worker pod in one line of a failure message."""
+    meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+    return (
+        f"{meta['name']} host={spec.get('hostname')} node={spec.get('nodeName')} "
+        f"ip={status.get('podIP')} {status.get('phase')} ready={is_ready(pod)} "
+        f"deleting={bool(meta.get('deletionTimestamp'))} disruption={disruption(pod)}"
+    )
+
+
+async def in_worker(sim: KubeSim, pod: dict[str, Any], argv: list[str]) -> tuple[int, bytes] | None:
+    """`argv` run in `pod`'s worker container as the kubelet's exec runs it (10 s at most); None
+    when that container does not run (not started, or the kubelet holds an older pod of the
+    name)."""
     kubelet = sim.controllers.kubelet
     assert kubelet is not None
+    worker = kubelet._workers.get((NS, pod["metadata"]["name"]))  # type: ignore[attr-defined]
+    run = worker.runs.get("worker") if worker is not None else None
+    if run is None or pod["metadata"]["uid"] != worker.pod["metadata"]["uid"]:
+        return None
+    try:
+        return await run.exec(argv, 10)  # type: ignore[no-any-return]
+    except SandboxError:
+        return None
+
+
+async def rank_hosts(sim: KubeSim, job: str = ELASTIC) -> set[str]:
+    """The hosts (FQDN) of the worker pods in whose container a rank of the example runs now."""
     found = set()
     for pod in pods(sim, job, "worker"):
-        worker = kubelet._workers.get((NS, pod["metadata"]["name"]))  # type: ignore[attr-defined]
-        run = worker.runs.get("worker") if worker is not None else None
-        if run is None or pod["metadata"]["uid"] != worker.pod["metadata"]["uid"]:
-            continue
-        try:
-            code, _ = await run.exec(["pgrep", "-f", "pytorch_synthetic_elastic.py"], 10)
-        except SandboxError:
-            continue
-        if code == 0:
+        ran = await in_worker(sim, pod, ["pgrep", "-f", "pytorch_synthetic_elastic.py"])
+        if ran is not None and ran[0] == 0:
             found.add(fqdn(pod["spec"]["hostname"], job))
     return found
 

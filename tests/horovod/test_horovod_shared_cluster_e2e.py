@@ -33,6 +33,7 @@ from hvd_shared import (
     STATIC,
     condition,
     current_size,
+    describe,
     disruption,
     elastic_job,
     fqdn,
@@ -102,14 +103,7 @@ class Scene:
     def report(self) -> str:
         """What a failure message needs: pods, the job's status and events, the launcher's log."""
         lines = ["elastic workers:"]
-        for pod in self.workers():
-            phase = (pod.get("status") or {}).get("phase")
-            lines.append(
-                f"  {pod['metadata']['name']} host={pod['spec'].get('hostname')} "
-                f"node={pod['spec'].get('nodeName')} {phase} ready={is_ready(pod)} "
-                f"deleting={bool(pod['metadata'].get('deletionTimestamp'))} "
-                f"disruption={disruption(pod)}"
-            )
+        lines += [f"  {describe(pod)}" for pod in self.workers()]
         job = mpijob(self.sim, ELASTIC)
         lines.append(f"status: {json.dumps(job.get('status'))}")
         for e in job_events(self.sim, ELASTIC):

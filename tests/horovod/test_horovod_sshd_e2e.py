@@ -18,10 +18,19 @@ from typing import Any
 import hvd_image
 import pytest
 import yaml
-from hvd_shared import NS, TRAINED, fqdn, is_ready, output_lines, pods, rank_hosts
+from hvd_shared import (
+    NS,
+    TRAINED,
+    describe,
+    fqdn,
+    in_worker,
+    is_ready,
+    output_lines,
+    pods,
+    rank_hosts,
+)
 
 from kubesim.app import KubeSim
-from kubesim.procrt.sandbox import SandboxError
 from kubesim.settings import SimSettings
 from kubesim.testing import Kubectl, eventually, wait_for
 from operator_testing import operator_process
@@ -55,37 +64,23 @@ class Run:
         """From now on, only new launcher output counts."""
         self.mark = len(self.lines())
 
-    async def processes(self, pod: dict[str, Any]) -> str:
-        """`ps` in the pod's worker container, as the kubelet's exec runs it."""
-        kubelet = self.sim.controllers.kubelet
-        assert kubelet is not None
-        worker = kubelet._workers.get((NS, pod["metadata"]["name"]))  # type: ignore[attr-defined]
-        run = worker.runs.get("worker") if worker is not None else None
-        if run is None:
-            return "    (no container)"
-        try:
-            _, out = await run.exec(["ps", "-eo", "pid,user,args"], 10)
-        except (SandboxError, TimeoutError) as err:
-            return f"    (ps: {err!r})"
-        return "\n".join(f"    {line[:160]}" for line in out.decode(errors="replace").splitlines())
-
     async def report(self) -> str:
         found = ["worker pods:"]
         for pod in pods(self.sim, self.job, "worker"):
-            found.append(
-                f"  {pod['metadata']['name']} host={pod['spec'].get('hostname')} "
-                f"uid={pod['metadata']['uid']} ip={(pod.get('status') or {}).get('podIP')} "
-                f"{(pod.get('status') or {}).get('phase')} ready={is_ready(pod)} "
-                f"deleting={bool(pod['metadata'].get('deletionTimestamp'))}"
-            )
-            found.append(await self.processes(pod))
+            try:
+                ps = await in_worker(self.sim, pod, ["ps", "-eo", "pid,user,args"])
+            except TimeoutError:
+                ps = None
+            out = ps[1].decode(errors="replace").splitlines() if ps is not None else ["(no ps)"]
+            found += [f"  {describe(pod)}", *(f"    {line[:160]}" for line in out)]
         found.append(f"ranks seen in: {sorted(await rank_hosts(self.sim, self.job))}")
         log = output_lines(self.sim, self.job, timed=True)
         (self.root / "launcher.log").write_text("\n".join(log))
         # Rank 0's line per iteration would crowd out the driver's resets and blacklists.
+        progress = [line for line in log if TRAINED.search(line)]
         quiet = [line for line in log if not TRAINED.search(line)]
         found += [f"launcher log without progress lines ({self.root / 'launcher.log'}):"]
-        found += [*quiet[-40:], *[line for line in log if TRAINED.search(line)][-3:]]
+        found += [*quiet[-40:], *progress[-3:]]
         workers = output_lines(self.sim, self.job, timed=True, role="worker")
         found += ["workers' log:", *workers[-30:]]
         operator = (self.root / "operator.log").read_text(errors="replace").splitlines()
