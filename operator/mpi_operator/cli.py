@@ -137,7 +137,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from mpi_operator.runtime import logging as oplog
     from mpi_operator.runtime import manager
     from mpi_operator.runtime.server import parse_address
-    from mpi_operator.runtime.tuning import tune_memory
+    from mpi_operator.runtime.tuning import loop_factory, tune_memory
     from mpi_operator.runtime.types import FatalError
 
     try:  # checked before any logging or connection, as argparse checks the rest
@@ -154,7 +154,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         log.info("%s", notice)
     tune_memory()
     try:
-        asyncio.run(manager.run(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(manager.run(settings, mpijob_reconciler_factory, selectors=WATCH_SELECTORS))
     except FatalError as exc:
         # One line: a message can quote a multi-line parser error (a kubeconfig that is not YAML).
         log.error(

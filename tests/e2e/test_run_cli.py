@@ -160,6 +160,8 @@ async def test_run_becomes_ready_and_exits_0_on_sigterm(sim: Path) -> None:
             ):
                 assert "mpi_operator_is_leader 1.0" in await response.text()
             await reconciles_an_mpijob(proc, sim, seen)
+            # uvloop's loop, a dependency: its C transports are part of the CPU per write
+            assert "started 2 workers (event loop uvloop.Loop)" in [e["msg"] for e in seen]
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     finally:

@@ -188,7 +188,13 @@ class Manager:
             )
             self.workers.start()
             self.started.set()
-            log.info("started %d workers", settings.workers)
+            loop = type(asyncio.get_running_loop())
+            log.info(
+                "started %d workers (event loop %s.%s)",
+                settings.workers,
+                loop.__module__,
+                loop.__qualname__,
+            )
             lost = await self._until_fatal(tasks, renew)
         finally:
             await self._shut_down(tasks, renew, lost=lost)

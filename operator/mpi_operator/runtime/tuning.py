@@ -1,5 +1,9 @@
-"""Process-wide memory settings of `mpi-operator run`, applied once start-up imported everything.
+"""Process-wide settings of `mpi-operator run`: its event loop, and memory settings applied once
+start-up imported everything.
 
+  * the event loop is uvloop's where it is installed (a dependency except on Windows): the same
+    asyncio API on libuv, with transports written in C, so each request and watch event costs
+    less of the operator's CPU; asyncio's own loop otherwise;
   * `gc.freeze()` and a generation-0 threshold of 50,000: what start-up loaded lives as long as the
     process, and the cached JSON trees are freed by reference counting, so collecting less often
     finds the same garbage (kubesim does the same, `kubesim.cli`);
@@ -12,6 +16,7 @@ The figures behind each are in `docs/architecture.md` ("Decisions and why").
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import gc
 import logging
@@ -43,6 +48,16 @@ def glibc() -> Libc | None:
     if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
         return None
     return libc
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's `new_event_loop` when uvloop imports, else None (asyncio's default loop), for
+    `asyncio.Runner(loop_factory=...)`."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def tune_memory(libc: Callable[[], Libc | None] = glibc) -> None:

@@ -1,4 +1,4 @@
-"""`runtime.tuning`: the collector and allocator settings `mpi-operator run` applies after start-up.
+"""`runtime.tuning`: the event loop, collector and allocator settings `mpi-operator run` applies.
 
 What they save is measured by bench/scale.py, not asserted here; these tests say what is set, that a
 C library other than glibc is left alone, and that `run` applies them."""
@@ -58,6 +58,14 @@ def test_glibc_is_found_only_where_it_is_the_c_library() -> None:
         assert libc.mallopt(tuning.M_MMAP_THRESHOLD, tuning.MMAP_THRESHOLD_BYTES) == 1
     if sys.platform == "darwin":
         assert libc is None
+
+
+def test_the_loop_is_uvloops_where_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvloop
+
+    assert tuning.loop_factory() is uvloop.new_event_loop
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # what `import` meets where it is missing
+    assert tuning.loop_factory() is None
 
 
 def test_run_tunes_the_process_before_it_connects() -> None:
