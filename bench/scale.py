@@ -332,28 +332,37 @@ async def light(args: argparse.Namespace) -> dict[str, Any]:
     whose pods start in `args.light_pod_seconds`, so the operator syncs as events come instead of
     once per batch; what a job costs it then, against the saturated fan-in of `run`.
 
-    Then `args.light_rounds` alternating rounds of the same fan-in at `args.cost_baseline_commit`
-    (both processes from that commit's tree) and now: the cost per job of the day's machine for a
-    code whose cost is known from an earlier report, apart from what the code changed since."""
+    Then `args.light_rounds` alternating rounds of both fan-ins, each on a cluster of its own, at
+    `args.cost_baseline_commit` (both processes from that commit's tree) and now: the cost per job
+    of the day's machine for a code whose cost is known from an earlier report, apart from what the
+    code changed since."""
     light_args = argparse.Namespace(
         **{**vars(args), "jobs": args.light_jobs, "pod_seconds": args.light_pod_seconds}
     )
     result = await _light_once(light_args)
     if args.light_rounds < 1:
         return result
-    now: list[float] = []
-    before: list[float] = []
+    fans = {"unsaturated": light_args, "saturated": args}
+    runs: dict[str, dict[str, list[float]]] = {k: {"before": [], "now": []} for k in fans}
     with tempfile.TemporaryDirectory(prefix="bench-cost-baseline-") as tmp:
         tree = checkout(args.cost_baseline_commit, Path(tmp))
         for _ in range(args.light_rounds):
-            before.append((await _light_once(light_args, tree))["operator_cpu_ms_per_job"])
-            now.append((await _light_once(light_args))["operator_cpu_ms_per_job"])
+            for name, fan_args in fans.items():
+                for arm, arm_tree in (("before", tree), ("now", None)):
+                    cost = (await _light_once(fan_args, arm_tree))["operator_cpu_ms_per_job"]
+                    runs[name][arm].append(cost)
     result["baseline"] = {
         "commit": args.cost_baseline_commit,
-        "ms_per_job": before,
-        "now_ms_per_job": now,
-        "median_ms_per_job": statistics.median(before),
-        "now_median_ms_per_job": statistics.median(now),
+        "reported_saturated_ms_per_job": args.cost_baseline_ms,
+        **{
+            name: {
+                "ms_per_job": arms["before"],
+                "now_ms_per_job": arms["now"],
+                "median_ms_per_job": statistics.median(arms["before"]),
+                "now_median_ms_per_job": statistics.median(arms["now"]),
+            }
+            for name, arms in runs.items()
+        },
     }
     return result
 

@@ -93,8 +93,10 @@ SECTIONS = [
             "light.operator_cpu_ms_per_job",
             "scale.fan_in.syncs_running.per_job",
             "light.syncs_quiet.per_job",
-            "light.baseline.median_ms_per_job",
-            "light.baseline.now_median_ms_per_job",
+            "light.baseline.unsaturated.median_ms_per_job",
+            "light.baseline.unsaturated.now_median_ms_per_job",
+            "light.baseline.saturated.median_ms_per_job",
+            "light.baseline.saturated.now_median_ms_per_job",
         ],
     ),
     ("## Heap snapshot", [], ["heap.total_bytes", "heap.blocks"]),
@@ -188,12 +190,12 @@ def test_the_cost_per_job_is_set_against_the_code_its_target_came_from(
 ) -> None:
     _, markdown, results = run
     base = results["light"]["baseline"]
-    assert base["commit"] == "655a4b8"
-    assert len(base["ms_per_job"]) == len(base["now_ms_per_job"]) >= 1
-    assert (
-        f"**The machine of the day.** The unsaturated fan-in again, once at `{base['commit']}`"
-        in markdown
-    )
+    assert (base["commit"], base["reported_saturated_ms_per_job"]) == ("655a4b8", 9.9)
+    for fan in ("saturated", "unsaturated"):
+        assert len(base[fan]["ms_per_job"]) == len(base[fan]["now_ms_per_job"]) >= 1
+    assert "**The machine of the day.** Both fan-ins again, once each at `655a4b8`" in markdown
+    factor = base["saturated"]["median_ms_per_job"] / 9.9
+    assert f"so the target's 10 ms then are {10 * factor:.1f} ms today" in markdown
 
 
 def test_the_reaction_takes_every_step(run: tuple[Path, str, dict[str, Any]]) -> None:
