@@ -140,6 +140,10 @@ async def test_the_pytorch_example_scales_and_survives_a_killed_worker_over_real
     # On a loaded machine a surviving worker's rank can fail during the reset after the kill;
     # Horovod then blacklists that host for good and the world never grows back. A cooldown lets it
     # return. The driver's INFO lines (resets, blacklists) are what a failure message needs.
+    # That return is a reset of its own (new ranks: 14-15 s here), begun up to 10 s after the kill;
+    # the replacement's addition must come after it, or Horovod drops whichever notice lands in the
+    # other's reset and the world stays at 4.
+    job["spec"]["elasticPolicy"]["settleSeconds"] = 30
     launcher["command"] = [
         launcher["command"][0],
         *("--blacklist-cooldown-range", "5", "10", "--log-level", "INFO"),
