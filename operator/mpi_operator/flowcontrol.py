@@ -51,17 +51,54 @@ class Clock(Protocol):
 
 
 class MonotonicClock:
-    """The real clock: `time.monotonic` (the event loop's own time base) and the running loop's
-    timers."""
+    """The real clock: `time.monotonic` and the running loop's timers, held to it.
+
+    A timer or sleep ends only once `now()` has reached its deadline. uvloop's timers (libuv's)
+    count whole milliseconds from a time cached per loop iteration, so they can fire up to a
+    millisecond early; a caller comparing `now()` with the deadline it asked for (an echo window
+    that ends when a held write is due) would then find it not yet passed, and skip the write."""
 
     def now(self) -> float:
         return time.monotonic()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        return asyncio.get_running_loop().call_later(max(delay, 0.0), callback)
+        return _DeadlineTimer(time.monotonic() + max(delay, 0.0), callback)
 
     async def sleep(self, delay: float) -> None:
-        await asyncio.sleep(max(delay, 0.0))
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not woken.done():  # cancelled with its task
+                woken.set_result(None)
+
+        timer = self.call_later(delay, wake)
+        try:
+            await woken
+        finally:
+            timer.cancel()
+
+
+class _DeadlineTimer:
+    """A loop timer set again for what is left until `time.monotonic()` reaches `deadline`."""
+
+    __slots__ = ("_callback", "_deadline", "_handle")
+
+    def __init__(self, deadline: float, callback: Callable[[], None]) -> None:
+        self._deadline, self._callback = deadline, callback
+        self._handle = self._arm()
+
+    def _arm(self) -> asyncio.TimerHandle:
+        left = max(self._deadline - time.monotonic(), 0.0)
+        return asyncio.get_running_loop().call_later(left, self._due)
+
+    def _due(self) -> None:
+        if time.monotonic() < self._deadline:
+            self._handle = self._arm()
+        else:
+            self._callback()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 class _FakeTimer:

@@ -1,12 +1,9 @@
-"""Process-wide settings of `mpi-operator run`: its event loop, and memory settings applied once
-start-up imported everything.
+"""Process-wide settings of `mpi-operator run`: its event loop, and what it sets once start-up
+imported everything.
 
-  * the event loop is uvloop's where it is installed (a dependency except on Windows): the same
-    asyncio API on libuv, with transports written in C, so each request and watch event costs
-    less of the operator's CPU; asyncio's own loop otherwise;
+  * uvloop's loop where it imports (asyncio's API on libuv: less CPU per request and watch event);
   * `gc.freeze()` and a generation-0 threshold of 50,000: what start-up loaded lives as long as the
-    process, and the cached JSON trees are freed by reference counting, so collecting less often
-    finds the same garbage (kubesim does the same, `kubesim.cli`);
+    process, and the cached JSON trees are freed by reference counting (kubesim does the same);
   * on glibc a fixed mmap threshold (`mallopt(M_MMAP_THRESHOLD)`): glibc would raise its threshold
     to each freed LIST page and keep later pages in the heap; fixed, every block above 128 KiB goes
     to mmap and back to the system when freed. Elsewhere than glibc nothing is changed.
