@@ -65,17 +65,29 @@ class MonotonicClock:
         return _DeadlineTimer(time.monotonic() + max(delay, 0.0), callback)
 
     async def sleep(self, delay: float) -> None:
-        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await _until_timer(self.call_later, delay)
 
-        def wake() -> None:
-            if not woken.done():  # cancelled with its task
-                woken.set_result(None)
 
-        timer = self.call_later(delay, wake)
-        try:
-            await woken
-        finally:
-            timer.cancel()
+async def _until_timer(
+    call_later: Callable[[float, Callable[[], None]], Timer],
+    delay: float,
+    on_wake: Callable[[], None] | None = None,
+) -> None:
+    """A clock's sleep: waits until its own timer for `delay` fires (`on_wake` runs then, in the
+    timer's callback), or the waiting task is cancelled."""
+    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if on_wake is not None:
+            on_wake()
+        if not woken.done():  # cancelled with its task
+            woken.set_result(None)
+
+    timer = call_later(delay, wake)
+    try:
+        await woken
+    finally:
+        timer.cancel()
 
 
 class _DeadlineTimer:
@@ -144,30 +156,23 @@ class FakeClock:
         if delay <= 0:
             await asyncio.sleep(0)
             return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         asleep = True
 
-        def wake() -> None:
+        def woke() -> None:
             # A woken sleeper no longer counts although its coroutine only runs later: a driver that
             # just advanced must wait for it to park again, not see it still parked.
             nonlocal asleep
             if asleep:
                 asleep = False
                 self._sleepers -= 1
-            if not future.done():
-                future.set_result(None)
 
         # Counted before the timer exists, so a waiter notified by `call_later` already sees this
         # sleeper.
         self._sleepers += 1
-        timer = self.call_later(delay, wake)
         try:
-            await future
+            await _until_timer(self.call_later, delay, woke)
         finally:
-            timer.cancel()
-            if asleep:
-                asleep = False
-                self._sleepers -= 1
+            woke()
 
     def advance(self, seconds: float) -> None:
         """Moves time forward, firing every timer that falls due, each at its own deadline."""
