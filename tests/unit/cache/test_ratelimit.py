@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -255,12 +256,12 @@ async def test_timeout_on_the_real_clock_is_asyncio_timeout() -> None:
             await never
 
 
-def _on_loop(name: str, main: Callable[[], Awaitable[None]]) -> None:
+def _on_loop(name: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     import uvloop
 
     factory = uvloop.new_event_loop if name == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main())  # type: ignore[arg-type]
+        runner.run(main())
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
