@@ -11,6 +11,7 @@ operator's settings add are only known here. Pure: the plan's objects in, the pr
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -79,36 +80,34 @@ def _label_problems(labels: Any, field: str) -> Iterator[tuple[str, str]]:
     if not isinstance(labels, Mapping):
         return
     for key, value in labels.items():
-        prefix, _, name = str(key).rpartition("/")
-        if prefix and (
-            len(prefix) > LABEL_PREFIX_MAX_LENGTH or not _DNS1123_SUBDOMAIN.match(prefix)
-        ):
-            yield (
-                f"{field}[{key}]",
-                "the key's prefix must be a DNS subdomain of at most 253 characters",
-            )
-        elif not name or len(name) > QUALIFIED_NAME_MAX_LENGTH or not _LABEL_VALUE.match(name):
-            yield (
-                f"{field}[{key}]",
-                f"the key's name must be 1 to {QUALIFIED_NAME_MAX_LENGTH} alphanumeric characters, "
-                "'-', '_' "
-                "or '.', starting and ending with an alphanumeric character",
-            )
-        text = str(value)
-        if len(text) > LABEL_VALUE_MAX_LENGTH:
-            yield (
-                f"{field}[{key}]",
-                f"value {_shown(text)} is {len(text)} characters, more than the "
-                f"{LABEL_VALUE_MAX_LENGTH} "
-                "a label value may have",
-            )
-        elif not _LABEL_VALUE.match(text):
-            yield (
-                f"{field}[{key}]",
-                f"value {_shown(text)} must be empty or alphanumeric characters, '-', '_' or '.', "
-                "starting "
-                "and ending with an alphanumeric character",
-            )
+        for problem in _label_pair_problems(str(key), str(value)):
+            yield f"{field}[{key}]", problem
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_pair_problems(key: str, value: str) -> tuple[str, ...]:
+    """What is wrong with one label. Cached: every pod of a job, and every job of an operator,
+    carries the same few labels, and matching them again was a visible part of each sync."""
+    found: list[str] = []
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > LABEL_PREFIX_MAX_LENGTH or not _DNS1123_SUBDOMAIN.match(prefix)):
+        found.append("the key's prefix must be a DNS subdomain of at most 253 characters")
+    elif not name or len(name) > QUALIFIED_NAME_MAX_LENGTH or not _LABEL_VALUE.match(name):
+        found.append(
+            f"the key's name must be 1 to {QUALIFIED_NAME_MAX_LENGTH} alphanumeric characters, "
+            "'-', '_' or '.', starting and ending with an alphanumeric character"
+        )
+    if len(value) > LABEL_VALUE_MAX_LENGTH:
+        found.append(
+            f"value {_shown(value)} is {len(value)} characters, more than the "
+            f"{LABEL_VALUE_MAX_LENGTH} a label value may have"
+        )
+    elif not _LABEL_VALUE.match(value):
+        found.append(
+            f"value {_shown(value)} must be empty or alphanumeric characters, '-', '_' or '.', "
+            "starting and ending with an alphanumeric character"
+        )
+    return tuple(found)
 
 
 def _annotation_problems(annotations: Any, field: str) -> Iterator[tuple[str, str]]:
