@@ -17,7 +17,6 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from mpi_operator import reasons
@@ -64,7 +63,7 @@ def truncate(message: str, limit: int = MAX_MESSAGE_LENGTH) -> str:
 
 
 def _timestamp(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 class EventRecorder:
@@ -147,6 +146,7 @@ class EventRecorder:
             except errors.NotFound:
                 pass  # expired (events have a TTL): start a new one
         name = f"{ref.get('name', 'object')}.{time.time_ns():x}"
+        stamp = _timestamp(now)
         event: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -156,8 +156,8 @@ class EventRecorder:
             "message": message,
             "type": event_type,
             "source": {"component": self.component, **({"host": self.host} if self.host else {})},
-            "firstTimestamp": _timestamp(now),
-            "lastTimestamp": _timestamp(now),
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
             "count": 1,
             "reportingComponent": self.component,
             "reportingInstance": self.host or "",
