@@ -502,6 +502,7 @@ class MPIJobReconciler:
         memory.status_written_at = self.deps.clock.now()
         if rv is not None:
             memory.written = (rv, written)
+            self._parsed.written(key, raw, written)
         if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
             "observedGeneration"
         ):
