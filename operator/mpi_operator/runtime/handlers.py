@@ -49,6 +49,9 @@ def lost_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bo
 
 METADATA_UNREAD: Final = frozenset({"resourceVersion", "managedFields"})
 """Metadata that changes with every write and that no sync reads."""
+JOB_STATUS_UNREAD: Final = frozenset({"active", "ready", "terminating", "uncountedTerminatedPods"})
+"""The Job controller's counts of the launcher Job's pods: syncs read those pods themselves, and the
+Job's conditions, `failed`, `startTime` and `completionTime`, never these."""
 
 
 def _ready(status: dict[str, Any]) -> bool:
@@ -65,9 +68,10 @@ def _terminated(state: object) -> object:
     return state.get("terminated") if type(state) is dict else None
 
 
-def pod_status_read(pod: Mapping[str, Any]) -> tuple[object, ...]:
+def pod_status_read(pod: Mapping[str, Any], *, ready: bool = True) -> tuple[object, ...]:
     """What a sync reads of a pod's status (`objects.is_pod_ready`, `status.py`, `elastic.hosts`):
-    the phase, reason and message, whether it is Ready=True (not the condition's times), the
+    the phase, reason and message, whether it is Ready=True (not the condition's times; `ready`
+    False: not even that, as of a launcher pod, whose readiness no sync reads), the
     scheduler's word on a pod it could not place (`objects.unschedulable_message`), and per
     container its restart count and terminated states. Not: startTime, other conditions, the
     containers' ready, started, running or waiting states. Plain dicts only (what JSON decodes to:
@@ -89,7 +93,7 @@ def pod_status_read(pod: Mapping[str, Any]) -> tuple[object, ...]:
         status.get("phase"),
         status.get("reason"),
         status.get("message"),
-        _ready(status),
+        ready and _ready(status),
         unschedulable_message(pod),
         tuple(read),
     )
@@ -108,12 +112,35 @@ def _metadata_differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 def pod_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether a pod update can change a sync's plan or status: any metadata but the
-    resourceVersion (and managedFields), any spec, or what `pod_status_read` reads. The rest (the
-    kubelet's start bookkeeping) would cost a sync that writes nothing."""
-    return (
-        _metadata_differs(old, new)
-        or old.get("spec") != new.get("spec")
-        or pod_status_read(old) != pod_status_read(new)
+    resourceVersion (and managedFields), any spec, or what `pod_status_read` reads (a launcher pod,
+    controlled by its Job, without its readiness). The rest (the kubelet's start bookkeeping, a
+    launcher turning Ready after Running) would cost a sync that writes nothing."""
+    if _metadata_differs(old, new) or old.get("spec") != new.get("spec"):
+        return True
+    ready = not _is_launcher_pod(new)
+    return pod_status_read(old, ready=ready) != pod_status_read(new, ready=ready)
+
+
+def _is_launcher_pod(pod: Mapping[str, Any]) -> bool:
+    ref = controller_ref(pod)
+    return ref is not None and is_ref_to(ref, BATCH_GROUP, "Job")
+
+
+def job_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a launcher Job update can change a sync's plan or status: anything but its pod
+    counts (`JOB_STATUS_UNREAD`) and the unread metadata. The counts move as its pod starts, after
+    the pod's own events: each would cost a sync that writes nothing."""
+    if _metadata_differs(old, new):
+        return True
+    if any(
+        old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in ("metadata", "status")
+    ):
+        return True
+    old_status, new_status = old.get("status") or {}, new.get("status") or {}
+    return any(
+        old_status.get(k) != new_status.get(k)
+        for k in old_status.keys() | new_status.keys()
+        if k not in JOB_STATUS_UNREAD
     )
 
 
@@ -302,6 +329,15 @@ class EventHandlers:
         )
         if key is not None:
             self.enqueue(key)
+
+    def on_job_update(self, old: KubeObject, new: KubeObject) -> None:
+        if job_update_matters(old, new):
+            self.on_child_update(old, new)
+
+    def register_jobs(self, informer: Informer) -> None:
+        informer.add_event_handler(
+            on_add=self.on_child, on_update=self.on_job_update, on_delete=self.on_child_delete
+        )
 
     def register_children(self, informer: Informer) -> None:
         informer.add_event_handler(

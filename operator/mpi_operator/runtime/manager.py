@@ -347,6 +347,8 @@ class Manager:
                 bound.register_mpijobs(inf[watch.name])
             elif watch.events == "child" and watch.resource == resources.POD:
                 bound.register_pods(inf[watch.name])
+            elif watch.events == "child" and watch.resource == resources.JOB:
+                bound.register_jobs(inf[watch.name])
             elif watch.events == "child":
                 bound.register_children(inf[watch.name])
 

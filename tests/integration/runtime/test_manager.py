@@ -36,6 +36,7 @@ from operator_testing import plain_mpijob
 
 OWNED = {"training.kubeflow.org/operator-name": "mpi-operator"}
 NS = "default"
+QUEUE = {"name": "mpijobs"}
 RETRY_PERIOD = 2.0
 RENEW_DEADLINE = 10.0
 
@@ -118,6 +119,24 @@ class RecordingReconciler:
             return outcome
         finally:
             self.active.discard(key)
+
+
+def launcher_body(job: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job["metadata"]["name"] + "-launcher",
+            "namespace": NS,
+            "ownerReferences": [controller_ref(job)],
+        },
+        "spec": {
+            "template": {
+                "metadata": {"labels": OWNED},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "l", "image": "x"}]},
+            }
+        },
+    }
 
 
 def calls_made(rec: RecordingReconciler, count: int) -> bool:
@@ -209,27 +228,7 @@ async def test_keys_for_mpijobs_and_owned_children_arrive_after_cache_sync(
         await eventually(lambda: rec.called_keys().count("default/pi") == 2)
         assert rec.deps.stores.pods.get("default/pi-worker-0") is not None
 
-        launcher = await kube.create(
-            resources.JOB,
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {
-                    "name": "pi-launcher",
-                    "namespace": NS,
-                    "ownerReferences": [controller_ref(job)],
-                },
-                "spec": {
-                    "template": {
-                        "metadata": {"labels": OWNED},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "l", "image": "x"}],
-                        },
-                    }
-                },
-            },
-        )
+        launcher = await kube.create(resources.JOB, launcher_body(job))
         await eventually(lambda: rec.called_keys().count("default/pi") == 3)
         await kube.create(resources.POD, pod_body("pi-launcher-abcde", launcher))
         await eventually(lambda: rec.called_keys().count("default/pi") == 4)
@@ -244,6 +243,46 @@ async def test_keys_for_mpijobs_and_owned_children_arrive_after_cache_sync(
         assert rec.called_keys().count("default/pi") == 4
         assert rec.deps.stores.pods.get("default/stranger") is None
         assert rec.overlaps == []
+
+
+@pytest.mark.usefixtures("crd")
+async def test_a_launcher_jobs_pod_counts_alone_do_not_enqueue_its_mpijob(
+    kube: Kube, new_manager: Callable[..., manager.Manager]
+) -> None:
+    rec = RecordingReconciler()
+    mgr = new_manager(rec)
+    async with running(mgr):
+        assert rec.deps is not None
+        jobs = rec.deps.stores.jobs
+        job = await kube.create(resources.MPIJOB, plain_mpijob("pi"))
+        await kube.create(resources.JOB, launcher_body(job))
+        await eventually(lambda: rec.called_keys().count("default/pi") == 2)
+
+        async def patched(status: dict[str, Any]) -> None:
+            """Patches the launcher's status and waits until the cache (so the handler) saw it."""
+            answer = await kube.patch_status(
+                resources.JOB, "pi-launcher", {"status": status}, namespace=NS
+            )
+            version = answer["metadata"]["resourceVersion"]
+            await eventually(
+                lambda: (
+                    (jobs.get("default/pi-launcher") or {})["metadata"]["resourceVersion"]
+                    == version
+                )
+            )
+
+        def adds() -> float:
+            return mgr.metrics.registry.get_sample_value("workqueue_adds_total", QUEUE) or 0.0
+
+        before = adds()
+        await patched({"startTime": "2026-11-29T00:00:00Z", "active": 1})  # read: startTime
+        await eventually(lambda: rec.called_keys().count("default/pi") == 3)
+        assert adds() == before + 1
+        await patched({"ready": 1, "terminating": 0})  # the Job controller's counts only
+        await patched({"active": 0, "ready": 0})
+        assert adds() == before + 1
+        await patched({"failed": 1})
+        await eventually(lambda: rec.called_keys().count("default/pi") == 4)
 
 
 @pytest.mark.usefixtures("crd")

@@ -231,6 +231,12 @@ def pod(*, ready: bool = True, deleting: bool = False, phase: str = "Running") -
     return obj
 
 
+def launcher_pod(*, ready: bool = True, phase: str = "Running") -> dict[str, Any]:
+    obj = child("Pod", "pi-launcher-x7", BATCH_REF)
+    obj["status"] = {"phase": phase, "conditions": [{"type": "Ready", "status": str(ready)}]}
+    return obj
+
+
 POD_EVENTS = [
     ("became-not-ready", pod(), pod(ready=False), True),
     ("failed", pod(), pod(ready=False, phase="Failed"), True),
@@ -336,6 +342,20 @@ POD_UPDATES = [
     ("phase", STARTING, with_status(STARTING, phase="Running"), True),
     ("became-ready", pod(ready=False), pod(), True),
     ("became-not-ready", pod(), pod(ready=False), True),
+    ("launcher-became-ready", launcher_pod(ready=False), launcher_pod(), False),
+    (
+        "launcher-running",
+        launcher_pod(ready=False, phase="Pending"),
+        launcher_pod(ready=False),
+        True,
+    ),
+    ("launcher-failed", launcher_pod(ready=False), launcher_pod(ready=False, phase="Failed"), True),
+    (
+        "launcher-annotation",
+        launcher_pod(),
+        with_meta(launcher_pod(), annotations={"a": "b"}),
+        True,
+    ),
     ("reason", pod(), with_status(pod(), reason="Evicted"), True),
     ("message", pod(), with_status(pod(), message="The node was low on resource"), True),
     (
@@ -438,4 +458,47 @@ def test_an_mpijob_update_enqueues_it_unless_only_its_status_changed(
     )
     h.on_mpijob_update(SPEC, new)
     assert handlers.mpijob_update_matters(SPEC, new) is matters
+    assert added == (["ns/pi"] if matters else [])
+
+
+STARTED_JOB: dict[str, Any] = {
+    **LAUNCHER_JOB,
+    "spec": {"suspend": False, "template": {"spec": {"containers": [{"name": "main"}]}}},
+    "status": {"startTime": "2026-11-29T00:00:00Z", "active": 1, "terminating": 0},
+}
+# (id, new, matters): a launcher Job update from STARTED_JOB.
+JOB_UPDATES = [
+    ("ready-count", with_status(STARTED_JOB, ready=1), False),
+    ("active-count", with_status(STARTED_JOB, active=0), False),
+    ("terminating-count", with_status(STARTED_JOB, terminating=1), False),
+    ("uncounted", with_status(STARTED_JOB, uncountedTerminatedPods={"failed": ["u"]}), False),
+    ("resource-version", with_meta(STARTED_JOB, resourceVersion="8"), False),
+    ("failed-count", with_status(STARTED_JOB, failed=1), True),
+    ("start-time", with_status(STARTED_JOB, startTime="2026-11-29T00:01:00Z"), True),
+    ("completion-time", with_status(STARTED_JOB, completionTime="2026-11-29T00:02:00Z"), True),
+    (
+        "complete",
+        with_status(STARTED_JOB, conditions=[{"type": "Complete", "status": "True"}]),
+        True,
+    ),
+    ("suspend", {**STARTED_JOB, "spec": {**STARTED_JOB["spec"], "suspend": True}}, True),
+    ("deletion", with_meta(STARTED_JOB, deletionTimestamp="2026-11-29T00:03:00Z"), True),
+    ("owner", with_meta(STARTED_JOB, ownerReferences=[]), True),
+    ("status-gone", {k: v for k, v in STARTED_JOB.items() if k != "status"}, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("new", "matters"), [c[1:] for c in JOB_UPDATES], ids=[c[0] for c in JOB_UPDATES]
+)
+def test_a_launcher_job_update_enqueues_its_mpijob_unless_only_its_pod_counts_changed(
+    stores: tuple[Store, Store], new: dict[str, Any], matters: bool
+) -> None:
+    mpijobs, jobs = stores
+    added: list[str] = []
+    h = handlers.EventHandlers(
+        lambda key, *, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
+    )
+    h.on_job_update(STARTED_JOB, new)
+    assert handlers.job_update_matters(STARTED_JOB, new) is matters
     assert added == (["ns/pi"] if matters else [])
