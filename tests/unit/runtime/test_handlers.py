@@ -283,6 +283,16 @@ def with_meta(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {**obj, "metadata": {**obj["metadata"], **fields}}
 
 
+def recording(stores: tuple[Store, Store]) -> tuple[handlers.EventHandlers, list[str]]:
+    """Handlers on `stores` and the keys they enqueue."""
+    mpijobs, jobs = stores
+    added: list[str] = []
+    h = handlers.EventHandlers(
+        lambda key, *, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
+    )
+    return h, added
+
+
 def containers(**fields: Any) -> list[dict[str, Any]]:
     return [{"name": "main", "ready": False, "started": False, "restartCount": 0, **fields}]
 
@@ -415,11 +425,7 @@ POD_UPDATES = [
 def test_a_pod_update_enqueues_its_job_only_when_it_changes_what_a_sync_reads(
     stores: tuple[Store, Store], old: dict[str, Any], new: dict[str, Any], matters: bool
 ) -> None:
-    mpijobs, jobs = stores
-    added: list[str] = []
-    h = handlers.EventHandlers(
-        lambda key, *, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
-    )
+    h, added = recording(stores)
     h.on_pod_update(old, new)
     assert handlers.pod_update_matters(old, new) is matters
     assert added == (["ns/pi"] if matters else [])
@@ -451,11 +457,7 @@ MPIJOB_UPDATES = [
 def test_an_mpijob_update_enqueues_it_unless_only_its_status_changed(
     stores: tuple[Store, Store], new: dict[str, Any], matters: bool
 ) -> None:
-    mpijobs, jobs = stores
-    added: list[str] = []
-    h = handlers.EventHandlers(
-        lambda key, *, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
-    )
+    h, added = recording(stores)
     h.on_mpijob_update(SPEC, new)
     assert handlers.mpijob_update_matters(SPEC, new) is matters
     assert added == (["ns/pi"] if matters else [])
@@ -494,11 +496,7 @@ JOB_UPDATES = [
 def test_a_launcher_job_update_enqueues_its_mpijob_unless_only_its_pod_counts_changed(
     stores: tuple[Store, Store], new: dict[str, Any], matters: bool
 ) -> None:
-    mpijobs, jobs = stores
-    added: list[str] = []
-    h = handlers.EventHandlers(
-        lambda key, *, urgent=False: added.append(key), mpijobs=mpijobs, jobs=jobs
-    )
+    h, added = recording(stores)
     h.on_job_update(STARTED_JOB, new)
     assert handlers.job_update_matters(STARTED_JOB, new) is matters
     assert added == (["ns/pi"] if matters else [])
