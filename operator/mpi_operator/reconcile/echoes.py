@@ -51,6 +51,15 @@ def _same(key: tuple[str, str], left: Mapping[str, Any], right: Mapping[str, Any
     return key[0] == "Pod" and not pod_update_matters(left, right)
 
 
+def _kept(key: tuple[str, str], obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What `_same` compares later: a pod whole, anything else by its resourceVersion alone, so that
+    an echo kept until the job's next sync does not hold on to the API's answers (the MPIJob's
+    status write, a created Job) for as long as the job stays quiet."""
+    if key[0] == "Pod":
+        return obj
+    return {"metadata": {"resourceVersion": resource_version(obj)}}
+
+
 @dataclass(frozen=True)
 class Echo:
     """The state one sync left, and until when a sync that finds it may be skipped (None: until
@@ -70,9 +79,10 @@ class Echo:
         """The state a sync read (`observed`) once its writes are back: each written child as the
         API returned it (a pod as the pod store keeps it), the job as `job` (its status write's
         answer, or the one read)."""
-        state = state_of(job, observed)
+        state = {key: _kept(key, obj) for key, obj in state_of(job, observed).items()}
         for ref, obj in written.items():
-            state[(ref.kind, ref.name)] = transforms.pod(obj) if ref.kind == "Pod" else obj
+            key = (ref.kind, ref.name)
+            state[key] = _kept(key, transforms.pod(obj) if ref.kind == "Pod" else obj)
         return cls(state, until)
 
     def heard(self, state: State, now: float) -> bool:

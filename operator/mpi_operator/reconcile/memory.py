@@ -29,7 +29,8 @@ class JobMemory:
     created_pods: CreatedPods = field(default_factory=CreatedPods)
     # Children made, job gone: reconcile/test_deleted_midsync.py (bench/chaos.py's write storm)
     made: MadeChildren = field(default_factory=MadeChildren)
-    # (resourceVersion replaced, object returned) by a status write: reconcile/test_write_budget.py
+    # (resourceVersion replaced, metadata and status returned) by a status write:
+    # reconcile/test_write_budget.py
     written: tuple[str, KubeObject] | None = None
     # (stale resourceVersion, the API's ConfigMap): elastic/test_stale_config.py
     fresher_config: tuple[str, KubeObject] | None = None

@@ -26,6 +26,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.normalize import unknown_fields
 from mpi_operator.api.validation import worker_limit
 from mpi_operator.api.versions import PREFERRED_API_VERSION
+from mpi_operator.cache.transforms import strip_managed_fields
 from mpi_operator.conditions import is_finished
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
@@ -260,11 +261,9 @@ class MPIJobReconciler:
         written = memory.written if memory is not None else None
         if memory is None or cached is None or written is None:
             return cached
-        before, obj = written
-        if resource_version(cached) == before and obj["metadata"].get("uid") == cached[
-            "metadata"
-        ].get("uid"):
-            return obj
+        before, answer = written
+        if resource_version(cached) == before and uid_of(answer) == uid_of(cached):
+            return {**cached, **answer}  # a status write changes nothing else
         memory.written = None
         return cached
 
@@ -503,7 +502,10 @@ class MPIJobReconciler:
         memory = self.memories.of(key)
         memory.status_written_at = self.deps.clock.now()
         if rv is not None:
-            memory.written = (rv, written)
+            # Only what the write changed: the whole answer would stay for as long as the job is
+            # quiet, no sync coming to find the cache caught up.
+            answer = strip_managed_fields(written)
+            memory.written = (rv, {"metadata": answer["metadata"], "status": answer.get("status")})
             self.parsed.written(key, raw, written)
         if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
             "observedGeneration"

@@ -22,6 +22,10 @@ async def test_a_deleted_job_leaves_nothing_in_the_memory(kube: Kube, operator: 
     memory = reconciler.memories.get(f"{NS}/pi")
     assert memory is not None
     assert memory.status_written_at is not None
+    # Of its last status write only what the write changed, until the cache shows that version.
+    if memory.written is not None:
+        assert memory.written[1].keys() == {"metadata", "status"}
+        assert "managedFields" not in memory.written[1]["metadata"]
 
     await kube.delete(resources.MPIJOB, "pi", namespace=NS)
 

@@ -154,4 +154,18 @@ def test_a_written_pod_is_kept_as_the_pod_store_keeps_it() -> None:
     echo = Echo.after(JOB_READ, Observed(), {ref("Pod", "pi-worker-0"): answer})
     slim = state_of(JOB_READ, Observed(worker_pods=(pod("pi-worker-0", "12"),)))
     assert echo.heard(slim, now=0.0)
-    assert echo.state[JOB] is JOB_READ
+
+
+def test_an_echo_keeps_of_the_api_answers_only_their_versions() -> None:
+    """An echo lives until the job's next sync, which a quiet job may not have for hours: the
+    answers of its writes (the status write's, a created Job's) are kept by resourceVersion, pods
+    (compared by content) whole."""
+    answer = obj("MPIJob", "pi", "14", spec={"big": "x" * 1000}, status={"conditions": []})
+    launcher = obj("Job", "pi-launcher", "15", spec={"template": {}})
+    worker = pod("pi-worker-0", "12")
+    echo = Echo.after(answer, Observed(config_map=CONFIG), {ref("Job", "pi-launcher"): launcher})
+    assert echo.state[JOB] == {"metadata": {"resourceVersion": "14"}}
+    assert echo.state[("Job", "pi-launcher")] == {"metadata": {"resourceVersion": "15"}}
+    assert echo.state[("ConfigMap", "pi-config")] == {"metadata": {"resourceVersion": "11"}}
+    kept = Echo.after(answer, Observed(worker_pods=(worker,)), {}).state[("Pod", "pi-worker-0")]
+    assert kept is worker
