@@ -185,12 +185,11 @@ class MPIJobReconciler:
         self.memories = Memories(deps.clock.now)
         """What is remembered of each job between syncs (`memory`), forgotten when it leaves the
         cache."""
-        self.parsed = ParsedJobs(
+        self._parsed = ParsedJobs(
             gpus_per_node=deps.settings.gpus_per_node,
             max_workers=self._max_workers,
             cluster_domain=deps.settings.cluster_domain,
         )
-        """The latest version of each job parsed, forgotten when the job leaves the cache."""
         # One client serves every worker: warnings reach the write that caused them through a
         # contextvar.
         deps.kube.on_warning = collect_warning
@@ -199,7 +198,6 @@ class MPIJobReconciler:
         raw = self._latest(key, self.stores.mpijobs.get(key))
         if raw is None:
             self.memories.forget(key)
-            self.parsed.forget(key)
             namespace, _, name = key.partition("/")
             self.deps.metrics.remove_job_info(
                 launcher=name + naming.LAUNCHER_SUFFIX, namespace=namespace
@@ -215,7 +213,7 @@ class MPIJobReconciler:
             return Result()
         obj = {"apiVersion": c.API_VERSION, "kind": c.KIND, **raw}
         try:
-            normalized = self.parsed.parse(key, raw, obj)
+            normalized = self._parsed.parse(key, raw, obj)
         except InvalidMPIJob as exc:
             # A typo the API server dropped often explains the error: name it, and its fix.
             dropped = [u.message("dropped by the API server") for u in unknown_fields(raw)]
@@ -506,7 +504,7 @@ class MPIJobReconciler:
             # quiet, no sync coming to find the cache caught up.
             answer = strip_managed_fields(written)
             memory.written = (rv, {"metadata": answer["metadata"], "status": answer.get("status")})
-            self.parsed.written(key, raw, written)
+            self._parsed.written(key, raw, written)
         if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
             "observedGeneration"
         ):

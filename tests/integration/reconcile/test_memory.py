@@ -1,5 +1,5 @@
-"""What the reconciler remembers of a job (`reconcile.memory`, and its parse) lives in one place,
-and a deleted job leaves nothing of it behind: one `forget` when the job leaves the cache."""
+"""What the reconciler remembers of a job (`reconcile.memory`) lives in one place, and a deleted job
+leaves nothing of it behind: one `forget` when the job leaves the cache."""
 
 from __future__ import annotations
 
@@ -29,11 +29,8 @@ async def test_a_deleted_job_leaves_nothing_in_the_memory(kube: Kube, operator: 
 
     await kube.delete(resources.MPIJOB, "pi", namespace=NS)
 
-    assert f"{NS}/pi" in reconciler.parsed
-
     def forgotten() -> bool:
-        return f"{NS}/pi" not in reconciler.memories and f"{NS}/pi" not in reconciler.parsed
+        return f"{NS}/pi" not in reconciler.memories
 
-    await eventually(forgotten, what="the deleted job's memory and parse forgotten")
+    await eventually(forgotten, what="the deleted job's memory forgotten")
     assert f"{NS}/other" in reconciler.memories
-    assert f"{NS}/other" in reconciler.parsed

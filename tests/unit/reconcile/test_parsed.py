@@ -1,6 +1,6 @@
 """`reconcile.parsed.ParsedJobs`: one parse per MPIJob version (uid + resourceVersion), a new one
-for any change but the status a status write answered with, invalid versions never kept, and the
-latest version of each job held until the job is forgotten."""
+for any change but the status a status write answered with, invalid versions never kept, and at
+most `size` versions held."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mpi_operator.api import InvalidMPIJob, parse_and_validate
 from mpi_operator.api.normalize import Normalized, to_canonical_dict
+from mpi_operator.cache.transforms import strip_managed_fields
 from mpi_operator.reconcile import parsed as parsed_module
 from mpi_operator.reconcile.parsed import ParsedJobs
 
@@ -34,8 +35,8 @@ def raw(name: str = "test", rv: str = "1", uid: str = "u1", workers: int = 2) ->
     return obj
 
 
-def parsed() -> ParsedJobs:
-    return ParsedJobs(gpus_per_node=1, max_workers=1000)
+def parsed(size: int = 4) -> ParsedJobs:
+    return ParsedJobs(gpus_per_node=1, max_workers=1000, size=size)
 
 
 def test_one_version_is_parsed_once() -> None:
@@ -69,28 +70,12 @@ def test_an_invalid_version_raises_every_time() -> None:
     assert len(cache) == 0
 
 
-def test_each_job_keeps_its_latest_version_until_it_is_forgotten() -> None:
-    cache = parsed()
-    jobs = {name: raw(name=name) for name in ("a", "b")}
-    first = {name: cache.parse(f"default/{name}", obj, obj) for name, obj in jobs.items()}
-    newer = cache.parse("default/a", raw(name="a", rv="2"), raw(name="a", rv="2"))
+def test_at_most_size_versions_are_kept() -> None:
+    cache = parsed(size=2)
+    results = [cache.parse("default/test", raw(rv=str(i)), raw(rv=str(i))) for i in range(3)]
     assert len(cache) == 2
-    assert cache.parse("default/a", raw(name="a", rv="2"), raw(name="a", rv="2")) is newer
-    assert cache.parse("default/a", jobs["a"], jobs["a"]) is not first["a"]  # replaced
-    assert cache.parse("default/b", jobs["b"], jobs["b"]) is first["b"]
-    cache.forget("default/b")
-    assert len(cache) == 1
-    assert cache.parse("default/b", jobs["b"], jobs["b"]) is not first["b"]
-
-
-def test_an_invalid_version_drops_the_one_kept() -> None:
-    cache = parsed()
-    cache.parse("default/test", raw(), raw())
-    bad = raw(rv="2")
-    bad["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = -1
-    with pytest.raises(InvalidMPIJob):
-        cache.parse("default/test", bad, bad)
-    assert len(cache) == 0
+    assert cache.parse("default/test", raw(rv="2"), raw(rv="2")) is results[2]
+    assert cache.parse("default/test", raw(rv="0"), raw(rv="0")) is not results[0]  # evicted
 
 
 # ---- a status write's answer: only its status is parsed
@@ -139,11 +124,11 @@ def test_a_status_write_answer_is_kept_as_a_whole_parse_of_it_would_be(
     cache = parsed()
     cache.parse("default/test", before, before)
     cache.written("default/test", before, after)
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        full = _full_parses(monkeypatch)
-        kept = cache.parse("default/test", after, after)
-    assert full == []
-    assert kept == parse_and_validate(copy.deepcopy(after), gpus_per_node=1, max_workers=1000)
+    assert len(cache) == 2
+    kept = cache.parse("default/test", after, after)
+    stored = strip_managed_fields(after)  # as the informer keeps the answer's version
+    assert kept == parse_and_validate(stored, gpus_per_node=1, max_workers=1000)
+    assert "managedFields" not in kept.job.metadata
 
 
 def test_the_kept_answer_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,6 +186,7 @@ def test_an_answer_to_a_version_not_kept_is_left_to_parse(monkeypatch: pytest.Mo
     before = raw()
     after = _answer(before, {"conditions": []})
     cache.written("default/test", before, after)
+    assert len(cache) == 0
     full = _full_parses(monkeypatch)
     cache.parse("default/test", after, after)
     assert full == [after]
