@@ -29,9 +29,9 @@ class JobMemory:
     created_pods: CreatedPods = field(default_factory=CreatedPods)
     # Children made, job gone: reconcile/test_deleted_midsync.py (bench/chaos.py's write storm)
     made: MadeChildren = field(default_factory=MadeChildren)
-    # (resourceVersion replaced, metadata and status returned) by a status write:
+    # (resourceVersion replaced, uid, JSON of the metadata and status returned) by a status write:
     # reconcile/test_write_budget.py
-    written: tuple[str, KubeObject] | None = None
+    written: tuple[str, str | None, bytes] | None = None
     # (stale resourceVersion, the API's ConfigMap): elastic/test_stale_config.py
     fresher_config: tuple[str, KubeObject] | None = None
     # Since when discovered != desired (convergence histogram): elastic/test_scale.py

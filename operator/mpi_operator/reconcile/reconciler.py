@@ -31,7 +31,7 @@ from mpi_operator.conditions import is_finished
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
-from mpi_operator.kube import errors, resources
+from mpi_operator.kube import codec, errors, resources
 from mpi_operator.objects import (
     KubeObject,
     is_terminating,
@@ -259,9 +259,9 @@ class MPIJobReconciler:
         written = memory.written if memory is not None else None
         if memory is None or cached is None or written is None:
             return cached
-        before, answer = written
-        if resource_version(cached) == before and uid_of(answer) == uid_of(cached):
-            return {**cached, **answer}  # a status write changes nothing else
+        before, uid, answer = written
+        if resource_version(cached) == before and uid == uid_of(cached):
+            return {**cached, **codec.loads(answer)}  # a status write changes nothing else
         memory.written = None
         return cached
 
@@ -500,10 +500,12 @@ class MPIJobReconciler:
         memory = self.memories.of(key)
         memory.status_written_at = self.deps.clock.now()
         if rv is not None:
-            # Only what the write changed: the whole answer would stay for as long as the job is
-            # quiet, no sync coming to find the cache caught up.
+            # Only what the write changed, as JSON: it stays for as long as the job is quiet, no
+            # sync coming to find the cache caught up, and is read only by a sync that finds it
+            # behind.
             answer = strip_managed_fields(written)
-            memory.written = (rv, {"metadata": answer["metadata"], "status": answer.get("status")})
+            changed = {"metadata": answer["metadata"], "status": answer.get("status")}
+            memory.written = (rv, uid_of(written), codec.dumps(changed))
             self._parsed.written(key, raw, written)
         if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
             "observedGeneration"
