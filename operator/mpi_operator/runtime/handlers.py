@@ -130,17 +130,8 @@ def job_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether a launcher Job update can change a sync's plan or status: anything but its pod
     counts (`JOB_STATUS_UNREAD`) and the unread metadata. The counts move as its pod starts, after
     the pod's own events: each would cost a sync that writes nothing."""
-    if _metadata_differs(old, new):
-        return True
-    if any(
-        old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in ("metadata", "status")
-    ):
-        return True
-    old_status, new_status = old.get("status") or {}, new.get("status") or {}
-    return any(
-        old_status.get(k) != new_status.get(k)
-        for k in old_status.keys() | new_status.keys()
-        if k not in JOB_STATUS_UNREAD
+    return _outside_status_differs(old, new) or _differs(
+        old.get("status") or {}, new.get("status") or {}, JOB_STATUS_UNREAD
     )
 
 
@@ -150,9 +141,20 @@ def mpijob_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> boo
     own almost always; a write whose outcome the next sync depends on asks for that sync itself
     (`reconcile.reconciler`), and a status written by someone else is rewritten at the job's next
     sync."""
-    return _metadata_differs(old, new) or any(
-        old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in ("metadata", "status")
-    )
+    return _outside_status_differs(old, new)
+
+
+_METADATA_AND_STATUS: Final = frozenset({"metadata", "status"})
+
+
+def _outside_status_differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Metadata a sync reads, or anything but the metadata and the status, differs."""
+    return _metadata_differs(old, new) or _differs(old, new, _METADATA_AND_STATUS)
+
+
+def _differs(old: Mapping[str, Any], new: Mapping[str, Any], unread: frozenset[str]) -> bool:
+    """Whether any key but the `unread` ones has another value in `new` than in `old`."""
+    return any(old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in unread)
 
 
 BATCH_GROUP = "batch"
