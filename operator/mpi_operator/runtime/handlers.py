@@ -100,14 +100,7 @@ def pod_status_read(pod: Mapping[str, Any], *, ready: bool = True) -> tuple[obje
 
 
 def _metadata_differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    if old_meta.keys() != new_meta.keys():
-        return any(
-            old_meta.get(k) != new_meta.get(k)
-            for k in old_meta.keys() | new_meta.keys()
-            if k not in METADATA_UNREAD
-        )
-    return any(v != old_meta[k] for k, v in new_meta.items() if k not in METADATA_UNREAD)
+    return _differs(old.get("metadata") or {}, new.get("metadata") or {}, METADATA_UNREAD)
 
 
 def pod_update_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -153,8 +146,11 @@ def _outside_status_differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> b
 
 
 def _differs(old: Mapping[str, Any], new: Mapping[str, Any], unread: frozenset[str]) -> bool:
-    """Whether any key but the `unread` ones has another value in `new` than in `old`."""
-    return any(old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in unread)
+    """Whether any key but the `unread` ones has another value in `new` than in `old`. The same
+    keys on both sides (almost every update) take one pass over `new`, without a set union."""
+    if old.keys() != new.keys():
+        return any(old.get(k) != new.get(k) for k in old.keys() | new.keys() if k not in unread)
+    return any(v != old[k] for k, v in new.items() if k not in unread)
 
 
 BATCH_GROUP = "batch"
