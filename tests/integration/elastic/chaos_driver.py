@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,7 @@ from mpi_discovery import hostfile
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
 
-from .harness import elastic_job
+from .harness import elastic_job, run_script
 
 POLL_SECONDS = 0.2
 PROPAGATION_SECONDS = 1.0
@@ -229,7 +228,6 @@ class Watcher:
     polls: int = 0
     host_sets: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
     _outputs: dict[str, str] = field(default_factory=dict)
-    _files: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
         self.pods: ResourceType = resource_type(self.sim.cluster, "v1", "Pod")
@@ -385,17 +383,10 @@ class Watcher:
     async def _check_output(self, job: JobPlan, script: str, tmp: Path) -> None:
         """Runs each distinct script once with `sh` (its output depends on its text only)."""
         if script not in self._outputs:
-            path = tmp / f"discover_hosts-{next(self._files)}.sh"
-            path.write_text(script)
-            proc = await asyncio.create_subprocess_exec(
-                "sh", str(path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-            )
-            out, err = await proc.communicate()
-            if proc.returncode != 0:
-                self.violate(
-                    f"{job.name}: discover_hosts.sh exited {proc.returncode}: {err.decode()}"
-                )
-            self._outputs[script] = out.decode()
+            code, out, err = await run_script(script, tmp)
+            if code != 0:
+                self.violate(f"{job.name}: discover_hosts.sh exited {code}: {err}")
+            self._outputs[script] = out
             stdout = self._outputs[script]
             if any(not line for line in stdout.splitlines()):
                 self.violate(f"{job.name}: an empty line in {stdout!r}")

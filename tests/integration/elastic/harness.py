@@ -12,7 +12,11 @@ since nothing else refreshes it.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import tempfile
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -27,7 +31,7 @@ from mpi_discovery import hostfile
 from mpi_operator.elastic import DRAINING_ANNOTATION
 from mpi_operator.kube import resources
 from mpi_operator.kube.client import Kube
-from operator_testing import SteppedClock
+from operator_testing import SteppedClock, stop_process
 
 VOLUME_SYNC_SECONDS = 3600.0
 """kubesim's periodic volume sync in this tier: longer than any test may run (pytest-timeout: 120
@@ -181,3 +185,22 @@ class Terminations:
             return
         if event == "DELETED" or meta.get("deletionTimestamp"):
             self.at.setdefault(str(meta["name"]), self.clock.utc_now())
+
+
+async def run_script(script: str, tmp: Path) -> tuple[int | None, str, str]:
+    """Runs a `discover_hosts.sh` text with `sh`, as Horovod does: (exit code, stdout, stderr).
+
+    A file per run: two readers can run at once, and one truncating a shared file under the other's
+    `sh` made that `sh` print nothing. A cancelled run still reaps its `sh`: one left to the garbage
+    collector fails a later test with an unraisable ResourceWarning."""
+    fd, name = tempfile.mkstemp(prefix="discover_hosts-", suffix=".sh", dir=tmp)
+    with os.fdopen(fd, "w") as file:
+        file.write(script)
+    proc = await asyncio.create_subprocess_exec(
+        "sh", name, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await proc.communicate()
+    finally:
+        await stop_process(proc)
+    return proc.returncode, out.decode(), err.decode()

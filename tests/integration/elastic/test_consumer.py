@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from chaoslib.invariants import is_ready
 from chaoslib.steps import scale
 
@@ -27,26 +27,11 @@ from mpi_operator.kube.client import Kube
 from mpi_operator.runtime.manager import Manager
 from operator_testing import SteppedClock
 
-from .harness import elastic_job, host, mounted_script, wait_mounted
+from .harness import elastic_job, host, mounted_script, run_script, wait_mounted
 
 GRACE = 600
 """scaleInGracePeriodSeconds, on the operator's `SteppedClock`: over when the test moves the
 clock."""
-
-
-async def run_script(script: str, tmp: Path) -> str:
-    # A file per run: the consumer and the test's last check can run at once, and one truncating a
-    # shared file under the other's `sh` made that `sh` print nothing.
-    fd, name = tempfile.mkstemp(prefix="discover_hosts-", suffix=".sh", dir=tmp)
-    with os.fdopen(fd, "w") as file:
-        file.write(script)
-    path = Path(name)
-    proc = await asyncio.create_subprocess_exec(
-        "sh", str(path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, f"discover_hosts.sh exited {proc.returncode}: {err.decode()}"
-    return out.decode()
 
 
 async def consume(
@@ -75,7 +60,8 @@ async def check_once(
     script = await mounted_script(kube, sim, http, "hc")
     if script is None:
         return
-    stdout = await run_script(script, tmp)
+    code, stdout, err = await run_script(script, tmp)
+    assert code == 0, f"discover_hosts.sh exited {code}: {err}"
     assert all(line for line in stdout.splitlines()), f"an empty line in {stdout!r}"
     hosts = hostfile.parse_discovery_output(stdout)  # strict: ValueError on a malformed line
     items, _ = await kube.list(
@@ -135,3 +121,21 @@ async def test_a_polling_consumer_never_sees_a_host_it_cannot_use(
     counts = [len(hosts) for hosts in seen]
     assert counts[-1] == 1, f"the consumer saw {seen}"
     assert {2, 3} <= set(counts), f"the consumer saw {seen}"
+
+
+async def test_a_cancelled_read_leaves_no_sh_behind(tmp_path: Path) -> None:
+    """The consumer is cancelled mid-read at the end of every run; its `sh` must be reaped then,
+    not left to the garbage collector (whose ResourceWarning failed the next test's setup)."""
+    pidfile = tmp_path / "pid"
+    reader = asyncio.create_task(run_script(f"echo $$ > {pidfile}; exec sleep 600", tmp_path))
+
+    async def started() -> bool:
+        return pidfile.exists() and pidfile.read_text().strip().isdigit()
+
+    await eventually(started, what="the script to start")
+    pid = int(pidfile.read_text())
+    reader.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await reader
+    with pytest.raises(ProcessLookupError):  # ended and reaped: not even a zombie
+        os.kill(pid, 0)
