@@ -5,6 +5,7 @@ the profiles."""
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -283,14 +284,20 @@ def _echoes(syncs: dict[str, float]) -> str:
     return "" if echoes is None else f", {_f(echoes, 1)} of them echoes"
 
 
-def _cost_row(label: str, fan: dict[str, Any]) -> str:
+def _cost_row(label: str, fan: dict[str, Any], again: list[float]) -> str:
+    """The row's verdict is the median of every run of the current code in this report: the fan-in
+    the syncs come from and the calibration's runs of now (`again`). One run moves by 10-15 % from
+    run to run on a shared 2-core machine, more than the margins judged here."""
     running, quiet = fan["syncs_running"], fan["syncs_quiet"]
-    per_job = fan["operator_cpu_ms_per_job"]
+    runs = [fan["operator_cpu_ms_per_job"], *again]
+    per_job = statistics.median(runs)
+    of_runs = f" (median of {len(runs)} runs: {', '.join(_f(v, 1) for v in runs)})" if again else ""
     return _row(
         f"{label}: {fan['jobs']:,} x {fan['workers']}, pods in {fan['pod_seconds']} s",
-        f"{_f(per_job, 1)} ms of operator CPU per job, create to Running; "
-        f"{_f(running['per_job'], 1)} syncs per job ({_f(running['without_writes_per_job'], 1)} "
-        f"writing nothing{_echoes(running)}), {_f(quiet['per_job'], 1)} until quiet "
+        f"{_f(per_job, 1)} ms of operator CPU per job{of_runs}, create to Running; "
+        f"in the first run {_f(running['per_job'], 1)} syncs per job "
+        f"({_f(running['without_writes_per_job'], 1)} writing nothing{_echoes(running)}), "
+        f"{_f(quiet['per_job'], 1)} until quiet "
         f"({_f(quiet['without_writes_per_job'], 1)}{_echoes(quiet)})",
         "≤ 10 ms per job",
         per_job <= 10,
@@ -300,8 +307,14 @@ def _cost_row(label: str, fan: dict[str, Any]) -> str:
 def _cost_per_job(r: dict[str, Any]) -> list[str]:
     """The operator's CPU per job saturated (the scale fan-in) and with time to spare (`light`),
     with the syncs behind it; absent from results of runs before these were measured."""
-    fans = [("saturated", r["scale"]["fan_in"]), ("unsaturated", r.get("light"))]
-    rows = [_cost_row(label, fan) for label, fan in fans if fan and "syncs_running" in fan]
+    light = r.get("light") or {}
+    base = light.get("baseline") or {}
+    fans = [("saturated", r["scale"]["fan_in"]), ("unsaturated", light)]
+    rows = [
+        _cost_row(label, fan, (base.get(label) or {}).get("now_ms_per_job", []))
+        for label, fan in fans
+        if fan and "syncs_running" in fan
+    ]
     if not rows:
         return []
     return [
@@ -310,15 +323,16 @@ def _cost_per_job(r: dict[str, Any]) -> list[str]:
         "The operator's CPU from the first create until the last job is Running, per job, in the "
         "saturated fan-in above and in one with time to spare (fewer jobs, pods starting sooner, "
         "its own cluster), where the operator syncs a job as its events come rather than once per "
-        "batch. Syncs are its `mpi_operator_reconcile_total`; those writing nothing its "
-        "`mpi_operator_reconcile_without_writes_total` (Events aside), and of these the ones that "
-        "found only the echoes of its own writes and stopped before planning its "
-        "`mpi_operator_reconcile_echoes_total`.",
+        "batch; each the median of that run and the runs of the current code in the calibration "
+        "below, which the verdict holds to 10 ms. Syncs are its `mpi_operator_reconcile_total`; "
+        "those writing nothing its `mpi_operator_reconcile_without_writes_total` (Events aside), "
+        "and of these the ones that found only the echoes of its own writes and stopped before "
+        "planning its `mpi_operator_reconcile_echoes_total`.",
         "",
         *TABLE,
         *rows,
         "",
-        *_cost_baseline(r.get("light") or {}),
+        *_cost_baseline(light),
     ]
 
 
@@ -353,7 +367,7 @@ def _cost_baseline(light: dict[str, Any]) -> list[str]:
         f"machine today the same code costs {_f(factor, 2)} times that, so the target's 10 ms "
         f"then are {_f(10 * factor, 1)} ms today. Those {_f(reported, 1)} ms were measured under "
         "py-spy, as the saturated row above, and these runs were not, so if anything the factor "
-        "errs low. The verdicts above hold the rows to 10 ms as written.",
+        "errs low. The verdicts above hold the rows' medians to 10 ms as written.",
         "",
     ]
 
