@@ -260,8 +260,11 @@ def test_profiles_are_reported_or_their_absence_explained(
         if "error" in profile:
             assert f"{name}: not profiled: {profile['error']}" in body
         else:
-            assert f"### {name}:" in body
-            assert profile["busy"] > 0
+            # A quick fan-in lasts about a second: at 50 Hz a process may show a sample or two, all
+            # of them idle, so only the counts' consistency is the smoke test's business.
+            assert 0 <= profile["busy"] <= profile["samples"]
+            assert profile["samples"] > 0
+            assert f"### {name}: {profile['busy']:,} busy of {profile['samples']:,} samples" in body
             assert (out / "report" / profile["file"]).stat().st_size > 0
 
 
