@@ -22,6 +22,7 @@ import signal
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -327,6 +328,35 @@ async def heap(args: argparse.Namespace) -> dict[str, Any]:
     return {"jobs": args.heap_jobs, "workers": args.workers, **snapshot}
 
 
+def unsaturated(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` for the fan-in with time to spare: `--light-jobs` jobs whose pods start in
+    `--light-pod-seconds`."""
+    return argparse.Namespace(
+        **{**vars(args), "jobs": args.light_jobs, "pod_seconds": args.light_pod_seconds}
+    )
+
+
+def turns(arms: Sequence[str], rounds: int) -> list[list[str]]:
+    """The order the arms run in, per round: reversed every other round, so that a machine growing
+    faster or slower over the runs weighs on every arm alike."""
+    return [list(arms) if r % 2 == 0 else list(reversed(arms)) for r in range(rounds)]
+
+
+async def alternate(
+    fans: Mapping[str, argparse.Namespace], trees: Mapping[str, Path | None], rounds: int
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """`rounds` runs of each fan-in (`fan_in`'s results) from each tree (None: this checkout), each
+    on a cluster of its own, the trees taking `turns`; by fan-in, then tree."""
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        fan: {arm: [] for arm in trees} for fan in fans
+    }
+    for order in turns(list(trees), rounds):
+        for fan, fan_args in fans.items():
+            for arm in order:
+                runs[fan][arm].append(await _light_once(fan_args, trees[arm]))
+    return runs
+
+
 async def light(args: argparse.Namespace) -> dict[str, Any]:
     """The fan-in with time to spare, on a cluster of its own: `args.light_jobs` jobs of W workers
     whose pods start in `args.light_pod_seconds`, so the operator syncs as events come instead of
@@ -336,21 +366,18 @@ async def light(args: argparse.Namespace) -> dict[str, Any]:
     `args.cost_baseline_commit` (both processes from that commit's tree) and now: the cost per job
     of the day's machine for a code whose cost is known from an earlier report, apart from what the
     code changed since."""
-    light_args = argparse.Namespace(
-        **{**vars(args), "jobs": args.light_jobs, "pod_seconds": args.light_pod_seconds}
-    )
+    light_args = unsaturated(args)
     result = await _light_once(light_args)
     if args.light_rounds < 1:
         return result
     fans = {"unsaturated": light_args, "saturated": args}
-    runs: dict[str, dict[str, list[float]]] = {k: {"before": [], "now": []} for k in fans}
     with tempfile.TemporaryDirectory(prefix="bench-cost-baseline-") as tmp:
-        tree = checkout(args.cost_baseline_commit, Path(tmp))
-        for _ in range(args.light_rounds):
-            for name, fan_args in fans.items():
-                for arm, arm_tree in (("before", tree), ("now", None)):
-                    cost = (await _light_once(fan_args, arm_tree))["operator_cpu_ms_per_job"]
-                    runs[name][arm].append(cost)
+        trees = {"before": checkout(args.cost_baseline_commit, Path(tmp)), "now": None}
+        runs = await alternate(fans, trees, args.light_rounds)
+    costs = {
+        name: {arm: [r["operator_cpu_ms_per_job"] for r in results] for arm, results in by.items()}
+        for name, by in runs.items()
+    }
     result["baseline"] = {
         "commit": args.cost_baseline_commit,
         "reported_saturated_ms_per_job": args.cost_baseline_ms,
@@ -361,7 +388,7 @@ async def light(args: argparse.Namespace) -> dict[str, Any]:
                 "median_ms_per_job": statistics.median(arms["before"]),
                 "now_median_ms_per_job": statistics.median(arms["now"]),
             }
-            for name, arms in runs.items()
+            for name, arms in costs.items()
         },
     }
     return result
