@@ -12,11 +12,38 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mpi_operator.objects import KubeObject
+from mpi_operator.cache.transforms import strip_managed_fields
+from mpi_operator.kube import codec
+from mpi_operator.objects import KubeObject, resource_version, uid_of
 from mpi_operator.reconcile.applier import DeletedRecently
 from mpi_operator.reconcile.echoes import Echo
 from mpi_operator.reconcile.expectations import CreatedPods
 from mpi_operator.reconcile.recreates import MadeChildren
+
+
+@dataclass(frozen=True)
+class StatusWrite:
+    """What a status write changed, kept until the cache shows it: the metadata (less
+    managedFields) and status the API returned, as JSON bytes, since a quiet job has no later sync
+    to drop it and only a sync that finds the cache behind reads it."""
+
+    before: str
+    """The resourceVersion the write replaced."""
+    uid: str | None
+    changed: bytes
+
+    @classmethod
+    def of(cls, before: str, answer: KubeObject) -> StatusWrite:
+        stripped = strip_managed_fields(answer)
+        changed = {"metadata": stripped["metadata"], "status": stripped.get("status")}
+        return cls(before, uid_of(answer), codec.dumps(changed))
+
+    def over(self, cached: KubeObject) -> KubeObject | None:
+        """`cached` as the write left it, while `cached` is the version it replaced (a status write
+        changes nothing else); None once the cache has moved on."""
+        if resource_version(cached) != self.before or uid_of(cached) != self.uid:
+            return None
+        return {**cached, **codec.loads(self.changed)}
 
 
 @dataclass
@@ -29,9 +56,8 @@ class JobMemory:
     created_pods: CreatedPods = field(default_factory=CreatedPods)
     # Children made, job gone: reconcile/test_deleted_midsync.py (bench/chaos.py's write storm)
     made: MadeChildren = field(default_factory=MadeChildren)
-    # (resourceVersion replaced, uid, JSON of the metadata and status returned) by a status write:
-    # reconcile/test_write_budget.py
-    written: tuple[str, str | None, bytes] | None = None
+    # The last status write, while the cache lags behind it: reconcile/test_write_budget.py
+    written: StatusWrite | None = None
     # (stale resourceVersion, the API's ConfigMap): elastic/test_stale_config.py
     fresher_config: tuple[str, KubeObject] | None = None
     # Since when discovered != desired (convergence histogram): elastic/test_scale.py

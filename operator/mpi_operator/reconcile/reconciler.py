@@ -26,12 +26,11 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.normalize import unknown_fields
 from mpi_operator.api.validation import worker_limit
 from mpi_operator.api.versions import PREFERRED_API_VERSION
-from mpi_operator.cache.transforms import strip_managed_fields
 from mpi_operator.conditions import is_finished
 from mpi_operator.desired import DesiredState, naming
 from mpi_operator.elastic import ElasticDecision
 from mpi_operator.elastic import sync as elastic_sync
-from mpi_operator.kube import codec, errors, resources
+from mpi_operator.kube import errors, resources
 from mpi_operator.objects import (
     KubeObject,
     is_terminating,
@@ -44,7 +43,7 @@ from mpi_operator.planning import ObjectRef, Phase, TooLarge, progress
 from mpi_operator.reasons import Event
 from mpi_operator.reconcile import echoes
 from mpi_operator.reconcile.applier import Applied, Applier, Report, collect_warning
-from mpi_operator.reconcile.memory import Memories
+from mpi_operator.reconcile.memory import Memories, StatusWrite
 from mpi_operator.reconcile.observe import observe, priority_classes
 from mpi_operator.reconcile.parsed import ParsedJobs
 from mpi_operator.reconcile.progress_pacer import progress_hold
@@ -259,11 +258,11 @@ class MPIJobReconciler:
         written = memory.written if memory is not None else None
         if memory is None or cached is None or written is None:
             return cached
-        before, uid, answer = written
-        if resource_version(cached) == before and uid == uid_of(cached):
-            return {**cached, **codec.loads(answer)}  # a status write changes nothing else
-        memory.written = None
-        return cached
+        latest = written.over(cached)
+        if latest is None:
+            memory.written = None
+            return cached
+        return latest
 
     async def _sync(
         self,
@@ -500,12 +499,7 @@ class MPIJobReconciler:
         memory = self.memories.of(key)
         memory.status_written_at = self.deps.clock.now()
         if rv is not None:
-            # Only what the write changed, as JSON: it stays for as long as the job is quiet, no
-            # sync coming to find the cache caught up, and is read only by a sync that finds it
-            # behind.
-            answer = strip_managed_fields(written)
-            changed = {"metadata": answer["metadata"], "status": answer.get("status")}
-            memory.written = (rv, uid_of(written), codec.dumps(changed))
+            memory.written = StatusWrite.of(rv, written)
             self._parsed.written(key, raw, written)
         if legacy and update.status.get("observedGeneration") != normalize_status(old).get(
             "observedGeneration"
